@@ -1,0 +1,254 @@
+package algo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The configuration names of the algorithms.
+const (
+	TokenBucketName    = "token_bucket"
+	LeakyBucketName    = "leaky_bucket"
+	FixedWindowName    = "fixed_window"
+	SlidingLogName     = "sliding_log"
+	SlidingCounterName = "sliding_counter"
+	GCRAName           = "gcra"
+)
+
+// Names lists every algorithm name New accepts, in a stable order.
+var Names = []string{TokenBucketName, LeakyBucketName, FixedWindowName, SlidingLogName, SlidingCounterName, GCRAName}
+
+// Limits on parameters, chosen so that every intermediate value of the exact
+// arithmetic fits in 128 bits and every duration in an int64.
+const (
+	// MaxLimit is the largest limit or burst accepted.
+	MaxLimit = 1_000_000_000
+	// MaxSlidingLogLimit is the largest capacity of a sliding log, whose
+	// record grows with its limit.
+	MaxSlidingLogLimit = 100_000
+	// MaxWindow is the longest window accepted: ten years.
+	MaxWindow = 10 * 365 * 24 * time.Hour
+	// maxRefill bounds the time an empty bucket takes to fill: 100 years.
+	maxRefill = 100 * 365 * 24 * uint64(time.Hour)
+)
+
+// Errors returned by New and by cost checks. A denial is never an error.
+var (
+	// ErrUnknownAlgorithm is returned by New for a name not in Names.
+	ErrUnknownAlgorithm = errors.New("sluice/algo: unknown algorithm")
+	// ErrInvalidParams is wrapped by every *ParamError.
+	ErrInvalidParams = errors.New("sluice/algo: invalid parameters")
+	// ErrInvalidCost is returned for a cost of zero or less.
+	ErrInvalidCost = errors.New("sluice/algo: cost must be positive")
+	// ErrCostExceedsCapacity is returned for a cost larger than the
+	// capacity: such a request could never be allowed, so it is refused
+	// rather than denied forever.
+	ErrCostExceedsCapacity = errors.New("sluice/algo: cost exceeds capacity")
+)
+
+// ParamError reports one invalid parameter. It wraps ErrInvalidParams.
+type ParamError struct {
+	// Field is the parameter's configuration name: "limit", "window" or
+	// "burst".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *ParamError) Error() string { return e.Field + ": " + e.Reason }
+
+// Unwrap returns ErrInvalidParams.
+func (e *ParamError) Unwrap() error { return ErrInvalidParams }
+
+// Params are an algorithm's parameters.
+type Params struct {
+	// Limit is how much may be spent per Window. Required, positive.
+	Limit int64
+	// Window is the period the limit applies to. Required, positive, at
+	// most MaxWindow.
+	Window time.Duration
+	// Burst, when positive, is the capacity of a bucket algorithm
+	// (token_bucket, leaky_bucket, gcra), while the rate stays
+	// Limit/Window. Zero means the capacity is Limit. The window
+	// algorithms refuse a burst.
+	Burst int64
+}
+
+// Capacity is what one request is measured against: the burst where one is
+// set, the limit otherwise.
+func (p Params) Capacity() int64 {
+	if p.Burst > 0 {
+		return p.Burst
+	}
+	return p.Limit
+}
+
+// Decision is the answer to one request.
+type Decision struct {
+	// Allowed reports whether the request may pass.
+	Allowed bool
+	// Limit is the capacity a request is measured against.
+	Limit int64
+	// Remaining is how much could still be spent right now, after this
+	// request if it was allowed; never negative.
+	Remaining int64
+	// RetryAfter is, for a denied request, how long until the same request
+	// would be allowed; zero when allowed.
+	RetryAfter time.Duration
+	// Reset is how long until the full capacity is available again.
+	Reset time.Duration
+	// Delay is, for an admitted leaky-bucket request, how long it should
+	// wait before it is served; zero for every other algorithm.
+	Delay time.Duration
+	// TTL is how long until the stored record is equivalent to no record:
+	// a store may forget the key after it without changing any later
+	// decision. Zero means it is equivalent already.
+	TTL time.Duration
+	// CorruptState reports that the stored record did not decode and was
+	// treated as absent.
+	CorruptState bool
+}
+
+// Algorithm is one rate-limiting algorithm with fixed parameters. It is
+// immutable and safe for concurrent use.
+type Algorithm interface {
+	// Name returns the configuration name, one of Names.
+	Name() string
+	// Params returns the parameters the algorithm was built with.
+	Params() Params
+	// Step answers one request of the given cost at now (Unix nanoseconds)
+	// against the record state (nil when the key has none).
+	//
+	// next is the record to store, or nil when the stored record need not
+	// change (a denial never changes it). When next is not nil it may share
+	// state's backing array: Step writes in place when the record keeps its
+	// size, so a caller that must keep the old record passes a copy.
+	//
+	// A cost outside 1..capacity is denied and changes nothing; callers
+	// check it first with CheckCost to report the error.
+	Step(state []byte, now, cost int64) (next []byte, d Decision)
+}
+
+// New builds the algorithm with the given configuration name from p,
+// validating the parameters. Errors name the field: see ParamError.
+func New(name string, p Params) (Algorithm, error) {
+	bucket := false
+	switch name {
+	case TokenBucketName, LeakyBucketName, GCRAName:
+		bucket = true
+	case FixedWindowName, SlidingLogName, SlidingCounterName:
+	default:
+		return nil, fmt.Errorf("%w: %q (want one of %v)", ErrUnknownAlgorithm, name, Names)
+	}
+	if err := validate(name, p, bucket); err != nil {
+		return nil, err
+	}
+	r := newRate(p)
+	switch name {
+	case TokenBucketName:
+		return &TokenBucket{rate: r}, nil
+	case LeakyBucketName:
+		return &LeakyBucket{rate: r}, nil
+	case GCRAName:
+		return &GCRA{rate: r, tau: clampI64(mulDivCeil(uint64(r.capacity), uint64(r.window), uint64(r.limit)))}, nil
+	case FixedWindowName:
+		return &FixedWindow{rate: r}, nil
+	case SlidingLogName:
+		return newSlidingLog(r), nil
+	default:
+		return &SlidingCounter{rate: r}, nil
+	}
+}
+
+// MustNew is New for parameters known to be valid; it panics on an error.
+// It is meant for tests and examples.
+func MustNew(name string, p Params) Algorithm {
+	a, err := New(name, p)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+func validate(name string, p Params, bucket bool) error {
+	switch {
+	case p.Limit <= 0:
+		return &ParamError{"limit", fmt.Sprintf("must be positive, got %d", p.Limit)}
+	case p.Limit > MaxLimit:
+		return &ParamError{"limit", fmt.Sprintf("must be at most %d, got %d", MaxLimit, p.Limit)}
+	case p.Window <= 0:
+		return &ParamError{"window", fmt.Sprintf("must be positive, got %v", p.Window)}
+	case p.Window > MaxWindow:
+		return &ParamError{"window", fmt.Sprintf("must be at most %v, got %v", MaxWindow, p.Window)}
+	case p.Burst < 0:
+		return &ParamError{"burst", fmt.Sprintf("must be positive when set, got %d", p.Burst)}
+	case p.Burst > 0 && !bucket:
+		return &ParamError{"burst", fmt.Sprintf("%s does not take a burst (only token_bucket, leaky_bucket and gcra do)", name)}
+	case p.Burst > MaxLimit:
+		return &ParamError{"burst", fmt.Sprintf("must be at most %d, got %d", MaxLimit, p.Burst)}
+	case name == SlidingLogName && p.Limit > MaxSlidingLogLimit:
+		return &ParamError{"limit", fmt.Sprintf("a sliding_log keeps one entry per unit of limit; at most %d, got %d", MaxSlidingLogLimit, p.Limit)}
+	}
+	// The time to refill the whole capacity must fit comfortably in an int64.
+	if full := mulDivCeil(uint64(p.Capacity()), uint64(p.Window), uint64(p.Limit)); full > maxRefill {
+		return &ParamError{"burst", fmt.Sprintf("a burst of %d at %d per %v takes too long to refill", p.Burst, p.Limit, p.Window)}
+	}
+	return nil
+}
+
+// CheckCost returns ErrInvalidCost or ErrCostExceedsCapacity (wrapped with
+// the figures) when a request of this cost can never be decided by a.
+func CheckCost(a Algorithm, cost int64) error {
+	if cost <= 0 {
+		return fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
+	}
+	if c := a.Params().Capacity(); cost > c {
+		return fmt.Errorf("%w: cost %d can never fit a capacity of %d", ErrCostExceedsCapacity, cost, c)
+	}
+	return nil
+}
+
+// rate holds what every algorithm derives from its parameters.
+type rate struct {
+	params   Params
+	limit    int64 // per window
+	window   int64 // nanoseconds
+	capacity int64 // tokens
+}
+
+func newRate(p Params) rate {
+	return rate{params: p, limit: p.Limit, window: int64(p.Window), capacity: p.Capacity()}
+}
+
+// Params returns the parameters the algorithm was built with.
+func (r *rate) Params() Params { return r.params }
+
+func (r *rate) deny(remaining, retry, reset int64) Decision {
+	return Decision{Limit: r.capacity, Remaining: max(0, remaining), RetryAfter: time.Duration(max(1, retry)), Reset: time.Duration(max(0, reset))}
+}
+
+func (r *rate) validCost(cost int64) bool { return cost > 0 && cost <= r.capacity }
+
+// align returns the start of the window holding now, counting whole windows
+// from the Unix epoch (floor division, also for times before it).
+func align(now, window int64) int64 {
+	q := now / window
+	if now%window < 0 {
+		q--
+	}
+	return q * window
+}
+
+// satAdd adds two int64s, saturating instead of wrapping.
+func satAdd(a, b int64) int64 {
+	s := a + b
+	if (b > 0 && s < a) || (b < 0 && s > a) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return s
+}

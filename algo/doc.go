@@ -1,0 +1,44 @@
+// Package algo holds Sluice's rate-limiting algorithms as pure step
+// functions.
+//
+// An Algorithm is built once from validated Params and then answers one
+// question, any number of times, from any goroutine:
+//
+//	next, d := a.Step(state, now, cost)
+//
+// state is the key's current record as encoded by package codec (nil for a
+// key never seen or expired), now is Unix nanoseconds and cost is how much
+// the request spends. The result is the record to store and the Decision. A
+// step never reads a clock, never locks and never does I/O, which is what lets
+// the same algorithm run unchanged on every store, and it never panics: a
+// record that does not decode is treated as absent and reported through
+// Decision.CorruptState.
+//
+// The six algorithms, by their configuration names:
+//
+//   - token_bucket: a bucket of capacity tokens refilled continuously at
+//     limit/window. Absorbs a burst, then settles to the rate. The default
+//     for a public API.
+//   - leaky_bucket: a queue of depth capacity draining at limit/window. It
+//     admits what a token bucket would, but every admitted request carries
+//     the Delay until the work ahead of it has drained: a shaper.
+//   - fixed_window: one counter per window aligned to the Unix epoch. The
+//     cheapest, and it lets twice the limit through across a boundary.
+//   - sliding_log: the times of the admitted requests in the trailing window.
+//     Exact, and O(limit) bytes per key: for small limits on expensive
+//     actions such as logins.
+//   - sliding_counter: this window's count plus the previous one's weighted
+//     by how much of it still overlaps the trailing window. Approximate, two
+//     counters per key, no boundary burst.
+//   - gcra: the generic cell rate algorithm, the token bucket kept as one
+//     timestamp. The smallest record.
+//
+// Capacity is the burst where one is set (bucket algorithms only) and the
+// limit otherwise; the refill or drain rate is always limit/window.
+//
+// Arithmetic is exact integer arithmetic on nanoseconds and nano-tokens, so a
+// denied request repeated exactly RetryAfter later is allowed (the sliding
+// counter's RetryAfter follows the reference design, which points at the next
+// window when the current one alone is over the limit). A clock that steps
+// backwards is treated as not having moved: nothing is refunded.
+package algo

@@ -1,0 +1,101 @@
+package algo
+
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/codec"
+)
+
+// SlidingLog keeps the time of every admitted unit of cost in the trailing
+// window and admits a request while the window holds room for it. It is
+// exact and costs O(limit) bytes per key, which makes it right for small
+// limits on expensive actions (logins, password resets) and wrong for a
+// public API at thousands of requests per key.
+//
+// Entry times are stored at a resolution of window/2^21 or finer, rounded
+// up, so that each entry costs at most three bytes; an entry therefore ages
+// out at most that much later than it would at nanosecond resolution, never
+// earlier.
+type SlidingLog struct {
+	rate
+	shift uint8 // codec.LogShift(window)
+}
+
+func newSlidingLog(r rate) *SlidingLog {
+	return &SlidingLog{rate: r, shift: codec.LogShift(r.window)}
+}
+
+// Name returns "sliding_log".
+func (*SlidingLog) Name() string { return SlidingLogName }
+
+// Step answers one request; see Algorithm.
+func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	l, err := codec.DecodeLog(state)
+	corrupt := err != nil && state != nil
+	horizon := now - a.window // entries at or before it have aged out
+	var (
+		alive int64
+		first int64 // oldest live entry
+		it    codec.LogIter
+	)
+	if err == nil {
+		it = l.Iter()
+		for i := int64(0); ; i++ {
+			t, ok := it.Next()
+			if !ok {
+				break
+			}
+			if t > horizon {
+				first, alive = t, int64(l.Len)-i
+				break
+			}
+		}
+	}
+	if !a.validCost(cost) || alive+cost > a.capacity {
+		retry := a.window
+		if a.validCost(cost) {
+			// The request fits once the entry at this index has aged out.
+			index := alive + cost - a.capacity - 1
+			t := first
+			for j := int64(0); j < index; j++ {
+				t, _ = it.Next()
+			}
+			retry = t + a.window - now
+		}
+		reset := int64(0)
+		if alive > 0 {
+			reset = l.Newest + a.window - now
+		}
+		d := a.deny(0, retry, reset)
+		d.CorruptState = corrupt
+		return nil, d
+	}
+	var w codec.LogWriter
+	switch {
+	case alive == 0:
+		w = codec.NewLogWriter(state, now, a.shift)
+	case l.Shift == a.shift:
+		rest := it.Rest()
+		w = codec.NewLogWriter(state, first, a.shift)
+		w.AddRaw(rest, l.Newest)
+		w.Add(now)
+	default: // the window changed: store the live entries at the new resolution
+		w = codec.NewLogWriter(nil, first, a.shift)
+		for t, ok := it.Next(); ok; t, ok = it.Next() {
+			w.Add(t)
+		}
+		w.Add(now)
+	}
+	for i := int64(1); i < cost; i++ {
+		w.Add(now)
+	}
+	ttl := w.Last() + a.window - now
+	return w.Bytes(), Decision{
+		Allowed:      true,
+		Limit:        a.capacity,
+		Remaining:    a.capacity - alive - cost,
+		Reset:        time.Duration(ttl),
+		TTL:          time.Duration(ttl),
+		CorruptState: corrupt,
+	}
+}

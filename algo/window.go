@@ -1,0 +1,121 @@
+package algo
+
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/codec"
+)
+
+// FixedWindow counts the cost admitted in each window, windows aligned to
+// whole multiples of the window length from the Unix epoch. It is the
+// cheapest algorithm and the leakiest: limit requests just before a boundary
+// and limit more just after it all pass.
+type FixedWindow struct{ rate }
+
+// Name returns "fixed_window".
+func (*FixedWindow) Name() string { return FixedWindowName }
+
+// Step answers one request; see Algorithm.
+func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	start := align(now, a.window)
+	s, err := codec.DecodeWindow(state)
+	corrupt := err != nil && state != nil
+	switch {
+	case err != nil || s.Start < start:
+		s = codec.Window{Start: start}
+	case s.Start > start: // the clock stepped back: stay in the later window
+		start = s.Start
+	}
+	end := start + a.window - now
+	if !a.validCost(cost) || s.Count+cost > a.capacity {
+		d := a.deny(a.capacity-s.Count, end, end)
+		d.CorruptState = corrupt
+		return nil, d
+	}
+	s.Count += cost
+	return codec.AppendWindow(state, s), Decision{
+		Allowed:      true,
+		Limit:        a.capacity,
+		Remaining:    a.capacity - s.Count,
+		Reset:        time.Duration(end),
+		TTL:          time.Duration(end),
+		CorruptState: corrupt,
+	}
+}
+
+// SlidingCounter estimates the cost admitted in the trailing window as this
+// window's count plus the previous window's, weighted by the fraction of the
+// previous window the trailing one still overlaps. Two counters per key and
+// no boundary burst, at the price of assuming the previous window's requests
+// were spread evenly across it.
+type SlidingCounter struct{ rate }
+
+// Name returns "sliding_counter".
+func (*SlidingCounter) Name() string { return SlidingCounterName }
+
+// Step answers one request; see Algorithm.
+func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	w := a.window
+	start := align(now, w)
+	s, err := codec.DecodeCounter(state)
+	corrupt := err != nil && state != nil
+	switch {
+	case err != nil:
+		s = codec.Counter{Start: start}
+	case s.Start < start:
+		carried := int64(0)
+		if s.Start == start-w {
+			carried = s.Count
+		}
+		s = codec.Counter{Start: start, Previous: carried}
+	case s.Start > start: // the clock stepped back: stay in the later window
+		start = s.Start
+	}
+	elapsed := max(0, now-start)
+	// The estimate is previous·(w-elapsed)/w + count; compare everything
+	// scaled by w so that the arithmetic stays exact.
+	capW := mul128(uint64(a.capacity), uint64(w))
+	usedW := mul128(uint64(s.Previous), uint64(w-elapsed)).add(mul128(uint64(s.Count), uint64(w)))
+	costW := mul128(uint64(max(cost, 0)), uint64(w))
+	if !a.validCost(cost) || capW.less(usedW.add(costW)) {
+		d := a.deny(floorRoom(capW, usedW, w), a.retryAfter(s, start, now, cost), a.reset(s, start, now))
+		d.CorruptState = corrupt
+		return nil, d
+	}
+	remaining := floorRoom(capW, usedW.add(costW), w)
+	s.Count += cost
+	reset := a.reset(s, start, now)
+	return codec.AppendCounter(state, s), Decision{
+		Allowed:      true,
+		Limit:        a.capacity,
+		Remaining:    remaining,
+		Reset:        time.Duration(reset),
+		TTL:          time.Duration(reset),
+		CorruptState: corrupt,
+	}
+}
+
+// retryAfter solves for when enough of the previous window will have aged
+// out for the request to fit, as the reference design does: when the current
+// window alone leaves no room, it points at the next window.
+func (a *SlidingCounter) retryAfter(s codec.Counter, start, now, cost int64) int64 {
+	room := a.capacity - s.Count - cost // what the previous window may still occupy
+	if s.Previous <= 0 || room < 0 {
+		return start + a.window - now
+	}
+	// Smallest elapsed e with previous·(w-e) <= room·w: e = w - floor(room·w/previous).
+	e := a.window - int64(mulDiv(uint64(room), uint64(a.window), uint64(s.Previous)))
+	return start + e - now
+}
+
+// reset is the time until the estimate falls to zero: the end of the next
+// window while this one has a count, of this one while only the previous has.
+func (a *SlidingCounter) reset(s codec.Counter, start, now int64) int64 {
+	switch {
+	case s.Count > 0:
+		return start + 2*a.window - now
+	case s.Previous > 0:
+		return max(0, start+a.window-now)
+	}
+	return 0
+}

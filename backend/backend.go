@@ -1,0 +1,79 @@
+package backend
+
+import "errors"
+
+// Errors returned by backends. Check them with errors.Is; a backend may wrap
+// them with detail such as the directory or key involved.
+var (
+	// ErrClosed is returned by every method called after Close.
+	ErrClosed = errors.New("sluice/backend: closed")
+	// ErrEmptyKey is returned when a key of length zero is given.
+	ErrEmptyKey = errors.New("sluice/backend: empty key")
+	// ErrFull is returned by a write that would add a key to a backend
+	// already holding its configured maximum number of keys. Existing keys
+	// can still be updated.
+	ErrFull = errors.New("sluice/backend: full")
+)
+
+// Backend is the store under the engine. Implementations must be safe for
+// concurrent use. Keys and values passed in may be reused by the caller as
+// soon as a call returns, so a backend that keeps them must copy them.
+type Backend interface {
+	// Get returns the record stored under key, or nil and no error when
+	// there is none or it has expired at now. The returned slice belongs to
+	// the caller.
+	Get(key []byte, now int64) ([]byte, error)
+
+	// Put stores value under key until expiresAt (Unix nanoseconds; zero or
+	// less means never), replacing any record already there.
+	Put(key, value []byte, expiresAt int64) error
+
+	// Delete removes the record under key. Deleting a missing key is not an
+	// error.
+	Delete(key []byte) error
+
+	// Close releases the store. Calls after Close return ErrClosed; a second
+	// Close returns nil.
+	Close() error
+}
+
+// Counter is implemented by a backend that can say how many keys it holds.
+type Counter interface {
+	// Len returns the number of records held, including expired ones a
+	// sweeper has not removed yet.
+	Len() int
+}
+
+// Striped is implemented by an in-process backend that partitions its keys
+// by hash and lets the caller hold a partition's lock across several
+// operations. The engine then uses the backend's partitions as its stripes,
+// so a decision takes one lock, and steps a record in place.
+//
+// The hash passed to the *Locked methods must be xxhash.Sum64(key) (the same
+// hash the plain methods compute), and the caller must hold the lock of
+// stripe hash & (Stripes()-1) for the whole call.
+type Striped interface {
+	Backend
+
+	// Stripes returns the number of partitions, a power of two.
+	Stripes() int
+
+	// Lock acquires the lock of stripe i.
+	Lock(i int)
+
+	// Unlock releases the lock of stripe i.
+	Unlock(i int)
+
+	// GetLocked is Get for a caller holding the stripe lock. The returned
+	// slice aliases the stored record: the caller may modify it in place
+	// and pass it back to PutLocked, and must not use it after releasing
+	// the lock or after any other write to the stripe.
+	GetLocked(hash uint64, key []byte, now int64) ([]byte, error)
+
+	// PutLocked is Put for a caller holding the stripe lock. value may be
+	// the slice GetLocked returned for the same key.
+	PutLocked(hash uint64, key, value []byte, expiresAt int64) error
+
+	// DeleteLocked is Delete for a caller holding the stripe lock.
+	DeleteLocked(hash uint64, key []byte) error
+}
