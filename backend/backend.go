@@ -77,3 +77,48 @@ type Striped interface {
 	// DeleteLocked is Delete for a caller holding the stripe lock.
 	DeleteLocked(hash uint64, key []byte) error
 }
+
+// ErrLocked is returned when opening a store whose directory another
+// process holds. The error wrapping it names the directory.
+var ErrLocked = errors.New("sluice/backend: directory locked by another process")
+
+// Write is one record change in a batch.
+type Write struct {
+	// Key is the record's key.
+	Key []byte
+	// Value is the new record; ignored when Delete is set.
+	Value []byte
+	// ExpiresAt is the record's expiry in Unix nanoseconds; zero or less
+	// means never.
+	ExpiresAt int64
+	// Delete removes the record instead of storing Value.
+	Delete bool
+}
+
+// Batcher is implemented by a durable backend that can apply many writes in
+// one commit. The engine uses it to flush its in-memory tier and, in sync
+// mode, to share one fsync among concurrent callers (group commit).
+type Batcher interface {
+	// WriteBatch applies every write atomically, in order (a later write to
+	// a key wins). With sync set it returns only once the commit is on
+	// stable storage (fsync); without, a crash of the process (not of the
+	// machine) loses nothing that WriteBatch has returned for. The backend
+	// does not keep the slices after it returns.
+	WriteBatch(writes []Write, sync bool) error
+}
+
+// Record is one stored record, as Ranger lists it.
+type Record struct {
+	Key       []byte
+	Value     []byte
+	ExpiresAt int64
+}
+
+// Ranger is implemented by a backend that can list its records in key
+// order, for inspection tools.
+type Ranger interface {
+	// Range calls fn for every record whose key is >= start, in key order,
+	// including expired records not yet swept, until fn returns false. The
+	// slices passed to fn are valid only during the call.
+	Range(start []byte, fn func(r Record) bool) error
+}
