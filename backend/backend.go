@@ -122,3 +122,12 @@ type Ranger interface {
 	// slices passed to fn are valid only during the call.
 	Range(start []byte, fn func(r Record) bool) error
 }
+
+// Loader is implemented by a durable backend that can return a record's
+// expiry along with it. The engine's in-memory tier uses it to load a record
+// on first use after a restart and keep it until that expiry.
+type Loader interface {
+	// Load is Get that also returns the record's expiry (zero or less:
+	// never). A missing or expired record is nil, 0, nil.
+	Load(key []byte, now int64) (value []byte, expiresAt int64, err error)
+}
