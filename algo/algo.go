@@ -152,7 +152,7 @@ func New(name string, p Params) (Algorithm, error) {
 	case LeakyBucketName:
 		return &LeakyBucket{rate: r}, nil
 	case GCRAName:
-		return &GCRA{rate: r, tau: clampI64(mulDivCeil(uint64(r.capacity), uint64(r.window), uint64(r.limit)))}, nil
+		return newGCRA(r), nil
 	case FixedWindowName:
 		return &FixedWindow{rate: r}, nil
 	case SlidingLogName:
@@ -188,6 +188,8 @@ func validate(name string, p Params, bucket bool) error {
 		return &ParamError{"burst", fmt.Sprintf("%s does not take a burst (only token_bucket, leaky_bucket and gcra do)", name)}
 	case p.Burst > MaxLimit:
 		return &ParamError{"burst", fmt.Sprintf("must be at most %d, got %d", MaxLimit, p.Burst)}
+	case name == GCRAName && int64(p.Window) < p.Limit:
+		return &ParamError{"limit", fmt.Sprintf("gcra counts time in whole nanoseconds per token; at most one per nanosecond of window (%d), got %d", int64(p.Window), p.Limit)}
 	case name == SlidingLogName && p.Limit > MaxSlidingLogLimit:
 		return &ParamError{"limit", fmt.Sprintf("a sliding_log keeps one entry per unit of limit; at most %d, got %d", MaxSlidingLogLimit, p.Limit)}
 	}
@@ -231,6 +233,10 @@ func (r *rate) deny(remaining, retry, reset int64) Decision {
 
 func (r *rate) validCost(cost int64) bool { return cost > 0 && cost <= r.capacity }
 
+// clampCost returns cost forced into 1..capacity. A cost outside that range
+// is always denied; clamping it keeps the arithmetic of the denial in range.
+func (r *rate) clampCost(cost int64) int64 { return min(max(cost, 1), r.capacity) }
+
 // align returns the start of the window holding now, counting whole windows
 // from the Unix epoch (floor division, also for times before it).
 func align(now, window int64) int64 {
@@ -239,6 +245,16 @@ func align(now, window int64) int64 {
 		q--
 	}
 	return q * window
+}
+
+// until returns t-now in nanoseconds: zero when t is not after now, and
+// saturating rather than wrapping when the two are further apart than an
+// int64 holds (only records holding nonsense times get there).
+func until(t, now int64) int64 {
+	if t <= now {
+		return 0
+	}
+	return clampI64(uint64(t - now))
 }
 
 // satAdd adds two int64s, saturating instead of wrapping.

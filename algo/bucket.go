@@ -13,8 +13,9 @@ const unit = 1_000_000_000
 // accrue returns how many nano-tokens accrue between from and now at the
 // rule's rate, at most room, and the time the next accrual counts from.
 // When the accrual is not capped, that time is from plus the whole
-// nanoseconds the returned units took, so the fraction of a unit earned in
-// the last nanoseconds is kept rather than lost; capped, it is now.
+// nanoseconds the returned units took (rounded up), so the fraction of a unit
+// earned in the last nanoseconds is kept rather than lost; what is lost is
+// under a nanosecond's worth, and never granted. Capped, it is now.
 func (r *rate) accrue(from, now, room int64) (units, anchor int64) {
 	if now <= from {
 		return 0, from
@@ -40,6 +41,12 @@ func (r *rate) timeFor(units int64) int64 {
 	return clampI64(mulDivCeil(uint64(units), uint64(r.window), uint64(r.limit)*unit))
 }
 
+// after returns how long after now the moment units have accrued, counting
+// from from, falls: zero when it is not after now.
+func (r *rate) after(from, units, now int64) int64 {
+	return until(satAdd(from, r.timeFor(units)), now)
+}
+
 // TokenBucket holds up to capacity tokens, refilled continuously at
 // limit/window. A request of cost n takes n tokens, or is denied until
 // enough have refilled.
@@ -57,16 +64,21 @@ func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		s = codec.Bucket{Updated: now, Level: full}
 	}
 	s.Level = min(s.Level, full) // the capacity may have been lowered
+	stored := s
 	add, anchor := a.accrue(s.Updated, now, full-s.Level)
 	s.Level += add
 	s.Updated = anchor
-	if !a.validCost(cost) || s.Level < cost*unit {
-		d := a.deny(s.Level/unit, s.Updated+a.timeFor(max(cost, 1)*unit-s.Level)-now, s.Updated+a.timeFor(full-s.Level)-now)
+	need := a.clampCost(cost) * unit
+	if !a.validCost(cost) || s.Level < need {
+		// Below need the bucket is not full, so the refill since the stored
+		// record is uncapped: time it from there, exactly, rather than from
+		// the anchor, which may have dropped a fraction of a nano-token.
+		d := a.deny(s.Level/unit, a.after(stored.Updated, need-stored.Level, now), a.after(stored.Updated, full-stored.Level, now))
 		d.CorruptState = corrupt
 		return nil, d
 	}
-	s.Level -= cost * unit
-	ttl := max(0, s.Updated+a.timeFor(full-s.Level)-now)
+	s.Level -= need
+	ttl := a.after(s.Updated, full-s.Level, now)
 	return codec.AppendBucket(state, codec.TagTokenBucket, s), Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
@@ -94,18 +106,24 @@ func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	if err != nil {
 		s = codec.Bucket{Updated: now}
 	}
+	stored := s
 	drained, anchor := a.accrue(s.Updated, now, s.Level)
 	s.Level -= drained
 	s.Updated = anchor
-	room := full - s.Level // negative when the capacity was lowered
-	if !a.validCost(cost) || cost*unit > room {
-		d := a.deny(room/unit, s.Updated+a.timeFor(max(cost, 1)*unit-room)-now, s.Updated+a.timeFor(s.Level)-now)
+	need := a.clampCost(cost) * unit
+	// The room is full-Level, negative when the capacity was lowered under
+	// the queued work; need-room is written so that it cannot overflow.
+	// Durations are timed from the stored record, exactly: while work is
+	// queued the drain since then is uncapped, and the anchor may have
+	// dropped a fraction of a nano-token.
+	if !a.validCost(cost) || s.Level > full-need {
+		d := a.deny((full-s.Level)/unit, a.after(stored.Updated, satAdd(need-full, stored.Level), now), a.after(stored.Updated, stored.Level, now))
 		d.CorruptState = corrupt
 		return nil, d
 	}
-	delay := max(0, s.Updated+a.timeFor(s.Level)-now)
-	s.Level += cost * unit
-	ttl := max(0, s.Updated+a.timeFor(s.Level)-now)
+	delay := a.after(stored.Updated, stored.Level, now)
+	s.Level += need
+	ttl := a.after(s.Updated, s.Level, now)
 	return codec.AppendBucket(state, codec.TagLeakyBucket, s), Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
@@ -118,12 +136,27 @@ func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 }
 
 // GCRA is the generic cell rate algorithm: a token bucket kept as a single
-// theoretical arrival time (TAT). Each admitted request of cost n moves the
-// TAT n·window/limit later, rounded up to the nanosecond; a request is
-// admitted while the TAT stays within capacity·window/limit of now.
+// theoretical arrival time (TAT). Each token is worth one emission interval,
+// window/limit rounded up to the nanosecond; an admitted request of cost n
+// moves the TAT n intervals later, and a request is admitted while the TAT
+// stays within capacity intervals of now.
+//
+// Counting whole intervals keeps the arithmetic exact with one integer of
+// state: a burst of exactly capacity passes at a frozen clock, whatever the
+// costs, and the bucket refills one token per interval. The price is that
+// the sustained rate is one token per whole-nanosecond interval, which for
+// window/limit that is not a whole number of nanoseconds is a little below
+// limit/window (by under one part in the interval's length in ns). New
+// refuses parameters whose interval would be under one nanosecond.
 type GCRA struct {
 	rate
-	tau int64 // capacity·window/limit, rounded up: the burst tolerance
+	interval int64 // window/limit rounded up: the nanoseconds one token is worth
+	tau      int64 // capacity·interval: the burst tolerance
+}
+
+func newGCRA(r rate) *GCRA {
+	interval := clampI64(mulDivCeil(1, uint64(r.window), uint64(r.limit)))
+	return &GCRA{rate: r, interval: interval, tau: r.capacity * interval}
 }
 
 // Name returns "gcra".
@@ -137,15 +170,15 @@ func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		s.TAT = now
 	}
 	tat := max(s.TAT, now) // a TAT in the past is a full bucket
-	inc := clampI64(mulDivCeil(uint64(max(cost, 1)), uint64(a.window), uint64(a.limit)))
-	next := satAdd(tat, inc)
+	// capacity·interval is bounded by New, so only a nonsense TAT saturates.
+	next := satAdd(tat, a.clampCost(cost)*a.interval)
 	allowAt := next - a.tau
 	if !a.validCost(cost) || now < allowAt {
-		d := a.deny(a.available(tat, now), allowAt-now, tat-now)
+		d := a.deny(a.available(tat, now), until(allowAt, now), until(tat, now))
 		d.CorruptState = corrupt
 		return nil, d
 	}
-	ttl := next - now
+	ttl := until(next, now)
 	return codec.AppendGCRA(state, codec.GCRA{TAT: next}), Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
@@ -156,11 +189,12 @@ func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	}
 }
 
-// available returns the whole tokens a bucket with this TAT holds at now.
+// available returns the whole tokens a bucket with this TAT (not before now)
+// holds at now.
 func (a *GCRA) available(tat, now int64) int64 {
-	slack := a.tau - (tat - now)
-	if slack <= 0 {
+	debt := until(tat, now)
+	if debt >= a.tau {
 		return 0
 	}
-	return min(a.capacity, int64(mulDiv(uint64(slack), uint64(a.limit), uint64(a.window))))
+	return (a.tau - debt) / a.interval
 }

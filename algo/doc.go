@@ -37,8 +37,16 @@
 // limit otherwise; the refill or drain rate is always limit/window.
 //
 // Arithmetic is exact integer arithmetic on nanoseconds and nano-tokens, so a
-// denied request repeated exactly RetryAfter later is allowed (the sliding
-// counter's RetryAfter follows the reference design, which points at the next
-// window when the current one alone is over the limit). A clock that steps
-// backwards is treated as not having moved: nothing is refunded.
+// denied request repeated exactly RetryAfter later is allowed, and one
+// nanosecond earlier it is not (the sliding counter's RetryAfter follows the
+// reference design, which points at the next window when the current one
+// alone is over the limit). What exactness costs is rounding, always against
+// the caller: a bucket's level is whole nano-tokens as of a whole nanosecond,
+// so a refill forgoes under a nanosecond's worth at each admitted request;
+// GCRA counts a whole number of nanoseconds per token; a sliding log keeps
+// entry times rounded up to window/2^21.
+//
+// A clock that steps backwards is treated as not having moved: nothing is
+// refunded. The record only knows the times of admitted requests (a denial
+// writes nothing), so "not moved" is measured from those.
 package algo

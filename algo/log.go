@@ -32,7 +32,7 @@ func (*SlidingLog) Name() string { return SlidingLogName }
 func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	l, err := codec.DecodeLog(state)
 	corrupt := err != nil && state != nil
-	horizon := now - a.window // entries at or before it have aged out
+	horizon := satAdd(now, -a.window) // entries at or before it have aged out
 	var (
 		alive int64
 		first int64 // oldest live entry
@@ -60,11 +60,11 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 			for j := int64(0); j < index; j++ {
 				t, _ = it.Next()
 			}
-			retry = t + a.window - now
+			retry = until(satAdd(t, a.window), now)
 		}
 		reset := int64(0)
 		if alive > 0 {
-			reset = l.Newest + a.window - now
+			reset = until(satAdd(l.Newest, a.window), now)
 		}
 		d := a.deny(0, retry, reset)
 		d.CorruptState = corrupt
@@ -89,7 +89,7 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	for i := int64(1); i < cost; i++ {
 		w.Add(now)
 	}
-	ttl := w.Last() + a.window - now
+	ttl := until(satAdd(w.Last(), a.window), now)
 	return w.Bytes(), Decision{
 		Allowed:      true,
 		Limit:        a.capacity,

@@ -26,8 +26,8 @@ func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	case s.Start > start: // the clock stepped back: stay in the later window
 		start = s.Start
 	}
-	end := start + a.window - now
-	if !a.validCost(cost) || s.Count+cost > a.capacity {
+	end := until(satAdd(start, a.window), now)
+	if !a.validCost(cost) || s.Count > a.capacity-cost { // not Count+cost: a stored count may be huge
 		d := a.deny(a.capacity-s.Count, end, end)
 		d.CorruptState = corrupt
 		return nil, d
@@ -71,14 +71,14 @@ func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) 
 	case s.Start > start: // the clock stepped back: stay in the later window
 		start = s.Start
 	}
-	elapsed := max(0, now-start)
+	elapsed := until(now, start) // under w; zero when the clock stepped back
 	// The estimate is previous·(w-elapsed)/w + count; compare everything
 	// scaled by w so that the arithmetic stays exact.
 	capW := mul128(uint64(a.capacity), uint64(w))
 	usedW := mul128(uint64(s.Previous), uint64(w-elapsed)).add(mul128(uint64(s.Count), uint64(w)))
 	costW := mul128(uint64(max(cost, 0)), uint64(w))
 	if !a.validCost(cost) || capW.less(usedW.add(costW)) {
-		d := a.deny(floorRoom(capW, usedW, w), a.retryAfter(s, start, now, cost), a.reset(s, start, now))
+		d := a.deny(floorRoom(capW, usedW, w), a.retryAfter(s, start, now, a.clampCost(cost)), a.reset(s, start, now))
 		d.CorruptState = corrupt
 		return nil, d
 	}
@@ -101,11 +101,11 @@ func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) 
 func (a *SlidingCounter) retryAfter(s codec.Counter, start, now, cost int64) int64 {
 	room := a.capacity - s.Count - cost // what the previous window may still occupy
 	if s.Previous <= 0 || room < 0 {
-		return start + a.window - now
+		return until(satAdd(start, a.window), now)
 	}
 	// Smallest elapsed e with previous·(w-e) <= room·w: e = w - floor(room·w/previous).
 	e := a.window - int64(mulDiv(uint64(room), uint64(a.window), uint64(s.Previous)))
-	return start + e - now
+	return until(satAdd(start, e), now)
 }
 
 // reset is the time until the estimate falls to zero: the end of the next
@@ -113,9 +113,9 @@ func (a *SlidingCounter) retryAfter(s codec.Counter, start, now, cost int64) int
 func (a *SlidingCounter) reset(s codec.Counter, start, now int64) int64 {
 	switch {
 	case s.Count > 0:
-		return start + 2*a.window - now
+		return until(satAdd(start, 2*a.window), now)
 	case s.Previous > 0:
-		return max(0, start+a.window-now)
+		return until(satAdd(start, a.window), now)
 	}
 	return 0
 }

@@ -101,7 +101,7 @@ func grow(dst []byte, n int) []byte {
 	return make([]byte, n)
 }
 
-func i64(b []byte) int64       { return int64(binary.BigEndian.Uint64(b)) }
+func i64(b []byte) int64      { return int64(binary.BigEndian.Uint64(b)) }
 func put64(b []byte, v int64) { binary.BigEndian.PutUint64(b, uint64(v)) }
 
 // GCRA is the state of the generic cell rate algorithm: the theoretical
@@ -268,7 +268,9 @@ func DecodeLog(src []byte) (Log, error) {
 		if n <= 0 {
 			return Log{}, fmt.Errorf("%w: sliding_log delta %d", ErrTruncated, l.Len)
 		}
-		if d > math.MaxInt64>>l.Shift || int64(d<<l.Shift) > math.MaxInt64-t {
+		// t may be negative (times before 1970), so compare against
+		// MaxInt64-delta, which cannot wrap, rather than MaxInt64-t.
+		if d > math.MaxInt64>>l.Shift || t > math.MaxInt64-int64(d<<l.Shift) {
 			return Log{}, fmt.Errorf("%w: sliding_log entry %d overflows", ErrInvalid, l.Len)
 		}
 		t += int64(d << l.Shift)
@@ -333,8 +335,16 @@ func NewLogWriter(buf []byte, first int64, shift uint8) LogWriter {
 func (w *LogWriter) Add(t int64) {
 	var d uint64
 	if t > w.last {
-		unit := int64(1) << w.shift
-		d = uint64((t - w.last + unit - 1) >> w.shift)
+		diff := uint64(t - w.last) // exact even when t-last overflows int64
+		d = diff >> w.shift
+		if diff&(1<<w.shift-1) != 0 {
+			d++
+		}
+		// Rounding up must not carry the entry past the largest time a
+		// record can hold (DecodeLog refuses it); only an entry within one
+		// step of math.MaxInt64, or 2^63 ns after the previous one, is
+		// affected, and it is stored at the last step that fits.
+		d = min(d, uint64(math.MaxInt64-w.last)>>w.shift, math.MaxInt64>>w.shift)
 	}
 	w.buf = binary.AppendUvarint(w.buf, d)
 	w.last += int64(d << w.shift)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/memory"
 )
 
 // Errors returned by the engine. Check them with errors.Is.
@@ -49,6 +50,23 @@ type Options struct {
 	// Logger receives warnings such as corrupt records, at most one line a
 	// second; nil means slog.Default().
 	Logger *slog.Logger
+
+	// The fields below apply over a durable backend, one implementing
+	// backend.Batcher and backend.Loader (Pebble, bbolt): the engine then
+	// keeps the records in use in an in-memory tier and writes them back
+	// as Durability says.
+
+	// Durability is Interval (the default) or Sync; see their docs for the
+	// exact promise of each.
+	Durability Durability
+	// FlushInterval is how often Interval mode writes changed records;
+	// zero means DefaultFlushInterval (50ms). Sync mode uses it to retry
+	// failed commits.
+	FlushInterval time.Duration
+	// MaxDirty bounds the records awaiting a flush in Interval mode: past
+	// it a caller flushes before it returns (backpressure) rather than
+	// letting memory grow. Zero means DefaultMaxDirty.
+	MaxDirty int
 }
 
 // Limit names a counter space and the algorithm that rules it. Two limits
@@ -68,6 +86,19 @@ type Stats struct {
 	CorruptRecords uint64
 	// StoreErrors counts backend errors returned to callers.
 	StoreErrors uint64
+	// Keys is the number of keys held in memory (the memory backend, or
+	// the in-memory tier over a durable one), or -1 when unknown.
+	Keys int
+	// Evictions counts expired keys removed from memory.
+	Evictions uint64
+	// Flushes counts batch writes to a durable backend (Interval mode),
+	// FlushErrors the failed ones, FlushTime their total duration.
+	Flushes, FlushErrors uint64
+	FlushTime            time.Duration
+	// Commits counts group commits in Sync mode.
+	Commits uint64
+	// Dirty is the number of records awaiting a flush.
+	Dirty int64
 }
 
 // stripe is the engine's own per-stripe state.
@@ -81,7 +112,8 @@ type stripe struct {
 // Engine applies algorithms to keys atomically. See the package doc.
 type Engine struct {
 	b       backend.Backend
-	striped backend.Striped // b, when it partitions itself; nil otherwise
+	striped backend.Striped // b, when it partitions itself, or the tier; nil otherwise
+	tier    *tier           // the in-memory tier over a durable b; nil otherwise
 	stripes []stripe
 	mask    uint64
 	clock   Clock
@@ -111,7 +143,16 @@ func New(b backend.Backend, opts *Options) (*Engine, error) {
 		e.log = slog.Default()
 	}
 	n := o.Stripes
-	if s, ok := b.(backend.Striped); ok {
+	if n != 0 && (n < 0 || bits.OnesCount(uint(n)) != 1) {
+		return nil, fmt.Errorf("sluice/engine: stripes must be a power of two, got %d", n)
+	}
+	if _, ok := b.(backend.Batcher); ok {
+		t, err := newTier(b, &o, e.clock)
+		if err != nil {
+			return nil, err
+		}
+		e.tier, e.striped, n = t, t, t.Stripes()
+	} else if s, ok := b.(backend.Striped); ok {
 		e.striped, n = s, s.Stripes()
 	} else if n == 0 {
 		n = DefaultStripes
@@ -132,12 +173,31 @@ func (e *Engine) Backend() backend.Backend { return e.b }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	return Stats{CorruptRecords: e.corrupt.Load(), StoreErrors: e.storeErr.Load()}
+	s := Stats{CorruptRecords: e.corrupt.Load(), StoreErrors: e.storeErr.Load(), Keys: e.Len()}
+	var mem *memory.Store
+	if e.tier != nil {
+		mem = e.tier.cache
+		s.Flushes, s.FlushErrors = e.tier.flushes.Load(), e.tier.flushErrors.Load()
+		s.FlushTime = time.Duration(e.tier.flushNanos.Load())
+		s.Dirty = e.tier.dirty.Load()
+		e.tier.commit.mu.Lock()
+		s.Commits = e.tier.commit.commits
+		e.tier.commit.mu.Unlock()
+	} else if m, ok := e.b.(*memory.Store); ok {
+		mem = m
+	}
+	if mem != nil {
+		s.Evictions = mem.Stats().Evicted
+	}
+	return s
 }
 
 // Len returns the number of keys the backend holds, or -1 when it cannot
 // tell (it does not implement backend.Counter).
 func (e *Engine) Len() int {
+	if e.tier != nil {
+		return e.tier.cache.Len()
+	}
 	if c, ok := e.b.(backend.Counter); ok {
 		return c.Len()
 	}
@@ -210,10 +270,15 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 		state = st.peek
 	}
 	next, d := l.Algorithm.Step(state, now, cost)
-	if spend && (next != nil || d.CorruptState) {
+	wrote := spend && (next != nil || d.CorruptState)
+	if wrote {
 		err = e.write(h, st.key, next, now, d.TTL)
 	}
+	ticket := e.ticket(i)
 	e.unlock(i)
+	if wrote && err == nil {
+		err = e.settle(ticket)
+	}
 
 	if d.CorruptState {
 		e.noteCorrupt(l.Namespace, key)
@@ -309,16 +374,21 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		}
 	}
 	var err error
+	var ticket uint64
 	if all {
 		for s := range slots {
 			if sl := &slots[s]; sl.changed {
 				if err = e.write(sl.hash, sl.key, sl.state, now, sl.ttl); err != nil {
 					break
 				}
+				ticket = max(ticket, e.ticket(int(sl.hash&e.mask)))
 			}
 		}
 	}
 	unlock()
+	if all && err == nil {
+		err = e.settle(ticket)
+	}
 	if corrupt {
 		e.noteCorrupt("", "")
 	}
@@ -349,7 +419,11 @@ func (e *Engine) Reset(l Limit, key string) error {
 	i := int(h & e.mask)
 	e.lock(i)
 	err := e.del(h, k)
+	ticket := e.ticket(i)
 	e.unlock(i)
+	if err == nil {
+		err = e.settle(ticket)
+	}
 	if err != nil {
 		return e.storeError("delete", err)
 	}
@@ -367,8 +441,46 @@ func (e *Engine) Close() error {
 		e.lock(i)
 		e.unlock(i) //nolint:staticcheck // an empty critical section is the point: a barrier
 	}
+	if e.tier != nil {
+		return e.tier.Close() // flushes, then closes the cache and b
+	}
 	return e.b.Close()
 }
+
+// ticket returns, for a caller holding stripe i over a Sync tier, the
+// commit ticket of its last write.
+func (e *Engine) ticket(i int) uint64 {
+	if e.tier == nil {
+		return 0
+	}
+	return e.tier.stripes[i].ticket
+}
+
+// settle finishes a write after the stripe is released: over a durable
+// backend it waits for the commit (Sync) or applies backpressure (Interval).
+func (e *Engine) settle(ticket uint64) error {
+	if e.tier == nil {
+		return nil
+	}
+	return e.tier.settle(ticket)
+}
+
+// Flush writes every record changed since the last flush to a durable
+// backend now. It does nothing over other backends.
+func (e *Engine) Flush() error {
+	if e.tier == nil {
+		return nil
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if err := e.tier.flush(); err != nil {
+		return e.storeError("flush", err)
+	}
+	return nil
+}
+
+func hashKey(k []byte) uint64 { return xxhash.Sum64(k) }
 
 func (e *Engine) lock(i int) {
 	if e.striped != nil {

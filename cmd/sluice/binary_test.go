@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildBinary builds the sluice binary into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to build the binary with")
+	}
+	bin := filepath.Join(t.TempDir(), "sluice")
+	cmd := exec.Command(goTool, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A real sluice simulate process answers each line before it sees the next:
+// the test writes a line, then waits for its answer before writing another.
+func TestSimulateProcessFlushesEachLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "simulate", "--algorithm", "token_bucket", "--limit", "2", "--window", "1s")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	answers := make(chan string)
+	go func() {
+		r := bufio.NewReader(stdout)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				close(answers)
+				return
+			}
+			answers <- line
+		}
+	}()
+	steps := []struct{ in, want string }{
+		{`{"t": 1700000000, "key": "u-1"}`, `{"allowed":true,"limit":2,"remaining":1,`},
+		{`{"t": 1700000000, "key": "u-1"}`, `{"allowed":true,"limit":2,"remaining":0,`},
+		{`{"t": 1700000000, "key": "u-1"}`, `{"allowed":false,"limit":2,"remaining":0,"retry_after":0.5,`},
+		{`{"t": 1700000000, "key": "u-1", "cost": 3}`, `{"error":"sluice/algo: cost exceeds capacity`},
+		{`{"t": 1700000000.5, "key": "u-1"}`, `{"allowed":true,"limit":2,"remaining":0,`},
+	}
+	for i, step := range steps {
+		if _, err := io.WriteString(stdin, step.in+"\n"); err != nil {
+			t.Fatalf("step %d: writing: %v", i, err)
+		}
+		select {
+		case got, ok := <-answers:
+			if !ok {
+				t.Fatalf("step %d: output closed; stderr:\n%s", i, stderr.String())
+			}
+			if !strings.HasPrefix(got, step.want) {
+				t.Errorf("step %d: answer %q, want it to start with %q", i, got, step.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("step %d: no answer within 10s of writing %s: output is not flushed per line", i, step.in)
+		}
+	}
+	stdin.Close()
+	if _, ok := <-answers; ok {
+		t.Error("an answer after the last line")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sluice simulate: %v; stderr:\n%s", err, stderr.String())
+	}
+}
+
+// The process reports a bad line on stderr with exit status 2.
+func TestSimulateProcessExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "simulate", "--algorithm", "gcra", "--limit", "2", "--window", "1s")
+	cmd.Stdin = strings.NewReader("{\"t\": 1}\n{\"t\": oops}\n")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	exit, ok := err.(*exec.ExitError)
+	if !ok || exit.ExitCode() != 2 {
+		t.Fatalf("sluice simulate: %v, want exit status 2", err)
+	}
+	if !strings.HasPrefix(stderr.String(), "sluice simulate: line 2: invalid JSON") || strings.Count(stdout.String(), "\n") != 1 {
+		t.Errorf("stdout %q, stderr %q; want one answer, then line 2 reported", stdout.String(), stderr.String())
+	}
+}

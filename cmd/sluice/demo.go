@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// demoStart is the fake clock's time when the demo begins: a whole minute,
+// so that every window the demo uses starts there.
+var demoStart = time.Unix(1_700_000_040, 0)
+
+// runDemo is the demo command.
+func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice demo", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	out := fs.String("out", "", "write the output to `file` instead of stdout")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, "Usage: sluice demo [--out FILE]\n\nDemo runs the reference design's demo scenarios through the engine, over the\nmemory backend with a fake clock, and prints what each one answered.\n\nFlags:\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "sluice demo: %v\nRun 'sluice demo -h' for usage.\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice demo: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var buf bytes.Buffer
+	if err := demo(&buf); err != nil {
+		fmt.Fprintf(stderr, "sluice demo: %v\n", err)
+		return 1
+	}
+	if *out != "" {
+		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(stderr, "sluice demo: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if _, err := stdout.Write(buf.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "sluice demo: writing: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// demo writes the demo's report to w. Every figure in it is an answer of
+// the engine, over the memory backend with a fake clock.
+func demo(w *bytes.Buffer) error {
+	b, err := openBackend(backendFlags{name: "memory", fakeClock: true})
+	if err != nil {
+		return err
+	}
+	clock := engine.NewFakeClock(demoStart)
+	eng, err := engine.New(b, &engine.Options{Clock: clock})
+	if err != nil {
+		b.Close()
+		return err
+	}
+	defer eng.Close()
+
+	g, err := newGateway(eng, demoRules, "catch-all")
+	if err != nil {
+		return err
+	}
+	for _, section := range []func(io.Writer, *gateway) error{demoOrders, demoSearch, demoAnonymous} {
+		if err := section(w, g); err != nil {
+			return err
+		}
+	}
+	if err := demoBurst(w, eng, clock); err != nil {
+		return err
+	}
+	if err := demoBoundary(w, eng, clock); err != nil {
+		return err
+	}
+	return demoHousekeeping(w, eng, clock, g)
+}
+
+func ok(req demoRequest) demoResponse { return demoResponse{status: 200, body: "ok"} }
+
+// demoOrders sends a burst of order submissions from one user.
+func demoOrders(w io.Writer, g *gateway) error {
+	const n = 7
+	rule := g.rule("orders-write")
+	req := demoRequest{method: rule.method, path: rule.pathPrefix, clientIP: "203.0.113.7", userID: "u-1"}
+	fmt.Fprintf(w, "--- %d %s %s from user %s, limit %d per %s ---\n", n, req.method, req.path, req.userID, rule.limit, per(rule.window))
+	var (
+		allowed, denied int
+		last, denial    demoResponse
+	)
+	for range n {
+		resp, err := g.serve(req, ok)
+		if err != nil {
+			return err
+		}
+		last = resp
+		if resp.status == 429 {
+			denied++
+			denial = resp
+		} else {
+			allowed++
+		}
+	}
+	fmt.Fprintf(w, "  allowed %d, denied %d, last body: %s\n", allowed, denied, last.body)
+	fmt.Fprintf(w, "  429 headers: %s\n", formatHeaders(denial.headers))
+	return nil
+}
+
+// demoSearch spends a costly search three times: another rule, another
+// budget, for the same user.
+func demoSearch(w io.Writer, g *gateway) error {
+	rule := g.rule("search")
+	req := demoRequest{method: rule.method, path: rule.pathPrefix + "?q=sluice", clientIP: "203.0.113.7", userID: "u-1", cost: 5}
+	fmt.Fprintln(w, "--- the same user on a different route uses a different budget ---")
+	var statuses []string
+	limit := ""
+	for range 3 {
+		resp, err := g.serve(req, ok)
+		if err != nil {
+			return err
+		}
+		statuses = append(statuses, strconv.Itoa(resp.status))
+		limit = headerValue(resp.headers, "X-RateLimit-Limit")
+	}
+	fmt.Fprintf(w, "  cost=%d against a limit of %s: %s, then %s\n", req.cost, limit, strings.Join(statuses[:len(statuses)-1], ", "), statuses[len(statuses)-1])
+	return nil
+}
+
+// demoAnonymous sends a request no rule names from a caller with no user:
+// the default rule counts it by IP.
+func demoAnonymous(w io.Writer, g *gateway) error {
+	req := demoRequest{method: "GET", path: "/health", clientIP: "198.51.100.23"}
+	fmt.Fprintln(w, "--- an anonymous request falls through to the IP rule ---")
+	resp, err := g.serve(req, ok)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  %s %s -> %d, %s\n", req.method, req.path, resp.status, formatHeaders(resp.headers))
+	return nil
+}
+
+// demoBurst sends the same burst through every algorithm.
+func demoBurst(w io.Writer, eng *engine.Engine, clock *engine.FakeClock) error {
+	const n = 5
+	const burst = 7
+	p := algo.Params{Limit: n, Window: time.Second}
+	clock.Set(demoStart)
+	fmt.Fprintf(w, "--- limit %d per %s, %d requests arrive together at t=0 ---\n", p.Limit, per(p.Window), burst)
+	for _, name := range algo.Names {
+		a, err := algo.New(name, p)
+		if err != nil {
+			return err
+		}
+		l := engine.Limit{Namespace: "burst-" + name, Algorithm: a}
+		var allowed, denied int
+		var retry time.Duration
+		for range burst {
+			d, err := eng.Apply(l, "u-1", 1)
+			if err != nil {
+				return err
+			}
+			if d.Allowed {
+				allowed++
+			} else {
+				denied++
+				retry = d.RetryAfter
+			}
+		}
+		fmt.Fprintf(w, "  %-15s : %d allowed, %d denied, Retry-After %.2f s\n", displayName(name), allowed, denied, retry.Seconds())
+	}
+	return nil
+}
+
+// demoBoundary sends a burst just before a window boundary and another just
+// after it, through the fixed window and the sliding counter.
+func demoBoundary(w io.Writer, eng *engine.Engine, clock *engine.FakeClock) error {
+	const n = 5
+	first, second := 900*time.Millisecond, time.Second
+	p := algo.Params{Limit: n, Window: time.Second}
+	fmt.Fprintf(w, "--- boundary burst: %d requests at t+%.1f s, %d more at t+%.1f s ---\n", n, first.Seconds(), n, second.Seconds())
+	for _, name := range []string{algo.FixedWindowName, algo.SlidingCounterName} {
+		a, err := algo.New(name, p)
+		if err != nil {
+			return err
+		}
+		l := engine.Limit{Namespace: "boundary-" + name, Algorithm: a}
+		var allowed [2]int
+		for i, at := range []time.Duration{first, second} {
+			clock.Set(demoStart.Add(at))
+			for range n {
+				d, err := eng.Apply(l, "u-1", 1)
+				if err != nil {
+					return err
+				}
+				if d.Allowed {
+					allowed[i]++
+				}
+			}
+		}
+		fmt.Fprintf(w, "  %-15s : %d allowed, then %d more within %.1f s\n", displayName(name), allowed[0], allowed[1], (second - first).Seconds())
+	}
+	return nil
+}
+
+// demoHousekeeping counts the keys the demo left behind, lets them all go
+// idle and sweeps them, then prints the gateway's per-rule counters.
+func demoHousekeeping(w io.Writer, eng *engine.Engine, clock *engine.FakeClock, g *gateway) error {
+	const idle = 10 * time.Minute
+	fmt.Fprintln(w, "--- housekeeping ---")
+	held := eng.Len()
+	sw, canSweep := eng.Backend().(sweeper)
+	if held < 0 || !canSweep {
+		return errors.New("the store cannot count or sweep its keys")
+	}
+	clock.Advance(idle)
+	now := clock.Now()
+	evicted := 0
+	// Each Sweep visits every shard once; more than one pass is needed only
+	// when a shard holds more keys than a sweep examines per visit.
+	for pass := 0; pass < 1000 && eng.Len() > 0; pass++ {
+		evicted += sw.Sweep(now, math.MaxInt)
+	}
+	fmt.Fprintf(w, "  keys held: %d, evicted after %d min idle: %d\n", held, int(idle/time.Minute), evicted)
+	fmt.Fprintf(w, "  %s\n", g.formatMetrics())
+	return nil
+}
+
+// per names a window as the unit of a rate: "second", "minute", "hour", or
+// the duration itself.
+func per(window time.Duration) string {
+	switch window {
+	case time.Second:
+		return "second"
+	case time.Minute:
+		return "minute"
+	case time.Hour:
+		return "hour"
+	}
+	return window.String()
+}
+
+// displayName turns an algorithm's configuration name into words.
+func displayName(name string) string { return strings.ReplaceAll(name, "_", " ") }

@@ -1,0 +1,59 @@
+// Command sluice is Sluice's small binary: it replays traces through the
+// rate-limit engine and shows the engine at work.
+//
+// Usage:
+//
+//	sluice <command> [flags]
+//
+// The commands are:
+//
+//	demo      run the reference design's demo scenarios through the engine
+//	simulate  decide a JSON-lines trace of requests read from stdin
+//
+// Run "sluice <command> -h" for a command's flags.
+//
+// # simulate
+//
+//	sluice simulate --algorithm NAME --limit N --window DUR [--burst N] [--backend memory]
+//
+// simulate reads one JSON object per line from stdin,
+//
+//	{"t": 1700000000.25, "key": "u-1", "cost": 1}
+//
+// where t is the request's time in Unix seconds (required; any JSON number,
+// converted to nanoseconds exactly from its decimal text and rounded to the
+// nearest nanosecond, halves away from zero, beyond nine fraction digits),
+// key names the caller (a string; absent means "") and cost is what the
+// request spends (a JSON integer; absent means 1). Other fields are ignored.
+// Blank lines are skipped and produce no output.
+//
+// For every other line it writes exactly one JSON line to stdout, in order,
+// as soon as the request is decided:
+//
+//	{"allowed":true,"limit":5,"remaining":4,"retry_after":0,"delay":0,"reset":12,"key":"u-1"}
+//
+// limit is the capacity (the burst where one is set), and retry_after, delay
+// and reset are exact seconds. A request the limiter refuses as invalid (a
+// cost of zero or less, or above the capacity) gets {"error":"<message>"}
+// instead, and the next line is read as usual.
+//
+// The engine's clock is a fake one set to each line's t, so a trace is
+// replayed as fast as it can be read and always gives the same answers.
+// Windows are aligned to the Unix epoch. All keys share one namespace and
+// are independent of each other; every key seen is kept for the whole run
+// (expired records read as absent, so this changes no decision).
+//
+// Exit status: 0 when every line was decided; 2 for a usage error (an
+// unknown algorithm, a missing or invalid flag, named in the message) or an
+// input line that does not parse (named by its line number), after the
+// lines before it were answered; 1 when the store fails.
+//
+// # demo
+//
+//	sluice demo [--out FILE]
+//
+// demo puts three rules behind a small gateway and then runs the same burst
+// through all six algorithms, printing the figures of the reference design's
+// demo, each computed by the engine over the memory backend with a fake
+// clock.
+package main

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// command is one subcommand of the binary.
+type command struct {
+	name    string
+	summary string
+	// run executes the command with its arguments (the words after its
+	// name) and returns the process's exit status.
+	run func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+// commands lists the subcommands in the order the usage message shows them.
+var commands = []command{
+	{"demo", "run the reference design's demo scenarios through the engine", runDemo},
+	{"simulate", "decide a JSON-lines trace of requests read from stdin", runSimulate},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches args (the command line without the program name) to a
+// subcommand and returns the exit status: 0 on success, 2 for a usage
+// error, 1 for any other failure.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && name == "help" {
+			return run([]string{args[1], "-h"}, stdin, stdout, stderr)
+		}
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(args[1:], stdin, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "Sluice is an embedded rate-limit state engine.\n\nUsage:\n\n\tsluice <command> [flags]\n\nThe commands are:\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "\t%-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun \"sluice <command> -h\" for a command's flags.\n")
+}

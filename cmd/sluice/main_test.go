@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// runCmd runs the binary's run function in-process.
+func runCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRunDispatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"no command", nil, 2, "", "sluice <command>"},
+		{"help", []string{"help"}, 0, "simulate", ""},
+		{"-h", []string{"-h"}, 0, "demo", ""},
+		{"help simulate", []string{"help", "simulate"}, 0, "--algorithm", ""},
+		{"simulate -h", []string{"simulate", "-h"}, 0, "Usage: sluice simulate", ""},
+		{"demo -h", []string{"demo", "--help"}, 0, "Usage: sluice demo", ""},
+		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
+		{"demo with an unknown flag", []string{"demo", "--verbose"}, 2, "", "-verbose"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runCmd(t, "", tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("run(%q) = %d, want %d; stderr:\n%s", tt.args, code, tt.wantCode, stderr)
+			}
+			if !strings.Contains(stdout, tt.wantStdout) {
+				t.Errorf("run(%q) stdout = %q, want it to contain %q", tt.args, stdout, tt.wantStdout)
+			}
+			if !strings.Contains(stderr, tt.wantStderr) {
+				t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, stderr, tt.wantStderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// simulateNamespace is the one namespace every key of a trace lives in.
+const simulateNamespace = "simulate"
+
+const simulateUsage = `Usage: sluice simulate --algorithm NAME --limit N --window DUR [--burst N] [--backend memory]
+
+Simulate reads one JSON request per line from stdin,
+
+	{"t": <Unix seconds>, "key": "<caller>", "cost": <integer, default 1>}
+
+and writes one JSON decision per line to stdout, as soon as it is decided:
+
+	{"allowed": true, "limit": 5, "remaining": 4, "retry_after": 0, "delay": 0, "reset": 12, "key": "u-1"}
+
+or {"error": "<message>"} for a cost the limiter refuses (zero or less, or
+above the capacity). The engine's clock is set to each request's t; times
+and durations are exact seconds. Blank lines are skipped.
+
+Flags:
+`
+
+// runSimulate is the simulate command.
+func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	limit, bf, err := parseSimulateFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printSimulateUsage(stdout)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\nRun 'sluice simulate -h' for usage.\n", err)
+		return 2
+	}
+	bf.fakeClock = true
+	b, err := openBackend(bf)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	clock := engine.NewFakeClock(time.Unix(0, 0))
+	eng, err := engine.New(b, &engine.Options{Clock: clock})
+	if err != nil {
+		b.Close()
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		return 1
+	}
+	code := simulate(eng, clock, limit, stdin, stdout, stderr)
+	if err := eng.Close(); err != nil && code == 0 {
+		fmt.Fprintf(stderr, "sluice simulate: closing the store: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64, *backendFlags) {
+	fs := flag.NewFlagSet("sluice simulate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by runSimulate
+	fs.Usage = func() {}
+	name := fs.String("algorithm", "", "the algorithm, by `name`: "+strings.Join(algo.Names, ", ")+" (required)")
+	limit := fs.Int64("limit", 0, "at most `N` units may be spent per window (required)")
+	window := fs.Duration("window", 0, "the window, a Go `duration` such as 250ms, 1s or 1m (required)")
+	burst := fs.Int64("burst", 0, "the capacity `N` of a bucket algorithm (token_bucket, leaky_bucket, gcra); default the limit")
+	bf := addBackendFlags(fs)
+	return fs, name, limit, window, burst, bf
+}
+
+func printSimulateUsage(w io.Writer) {
+	fs, _, _, _, _, _ := newSimulateFlags()
+	fmt.Fprint(w, simulateUsage)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// flagNames maps an algo.ParamError's field to the flag that sets it.
+var flagNames = map[string]string{"limit": "--limit", "window": "--window", "burst": "--burst"}
+
+// parseSimulateFlags parses simulate's command line into the limit to apply
+// and the store to open. Every error names the flag at fault.
+func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
+	fs, name, limit, window, burst, bf := newSimulateFlags()
+	if err := fs.Parse(args); err != nil {
+		return engine.Limit{}, backendFlags{}, err
+	}
+	if fs.NArg() > 0 {
+		return engine.Limit{}, backendFlags{}, usagef("unexpected argument %q (the trace is read from stdin)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, f := range []string{"algorithm", "limit", "window"} {
+		if !set[f] {
+			return engine.Limit{}, backendFlags{}, usagef("--%s: required", f)
+		}
+	}
+	known := false
+	for _, n := range algo.Names {
+		known = known || n == *name
+	}
+	if !known {
+		return engine.Limit{}, backendFlags{}, usagef("--algorithm %s: unknown algorithm (want one of %s)", *name, strings.Join(algo.Names, ", "))
+	}
+	if set["burst"] && *burst <= 0 {
+		return engine.Limit{}, backendFlags{}, usagef("--burst: must be positive when set, got %d", *burst)
+	}
+	a, err := algo.New(*name, algo.Params{Limit: *limit, Window: *window, Burst: *burst})
+	if err != nil {
+		var pe *algo.ParamError
+		if errors.As(err, &pe) {
+			f := flagNames[pe.Field]
+			if f == "" {
+				f = "--" + pe.Field
+			}
+			return engine.Limit{}, backendFlags{}, usagef("%s: %s", f, pe.Reason)
+		}
+		return engine.Limit{}, backendFlags{}, usagef("--algorithm: %v", err)
+	}
+	return engine.Limit{Namespace: simulateNamespace, Algorithm: a}, *bf, nil
+}
+
+// simulate decides every line of in under limit, writing one answer per
+// line to out, and returns the exit status.
+//
+// Output is buffered, and flushed whenever the input holds no further
+// complete line: every answer is written before simulate blocks waiting for
+// more input, while a long trace read in one go costs one write per buffer.
+func simulate(eng *engine.Engine, clock *engine.FakeClock, limit engine.Limit, in io.Reader, out, errOut io.Writer) int {
+	r := bufio.NewReaderSize(in, 64<<10)
+	w := bufio.NewWriterSize(out, 64<<10)
+	fields := make(map[string]json.RawMessage, 4)
+	var (
+		long []byte // a line longer than r's buffer, assembled
+		buf  []byte // the answer being written
+	)
+	fail := func(code int, format string, args ...any) int {
+		w.Flush() // the answers before the failure still count
+		fmt.Fprintf(errOut, "sluice simulate: "+format+"\n", args...)
+		return code
+	}
+	for n := 1; ; n++ {
+		if !lineBuffered(r) {
+			if err := w.Flush(); err != nil {
+				return fail(1, "writing: %v", err)
+			}
+		}
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fail(1, "reading: %v", err)
+		}
+		if len(trimSpace(line)) > 0 { // blank lines are skipped
+			req, perr := parseLine(line, fields)
+			if perr != nil {
+				return fail(2, "line %d: %v", n, perr)
+			}
+			clock.SetUnixNano(req.T)
+			d, derr := eng.Apply(limit, req.Key, req.Cost)
+			switch {
+			case derr == nil:
+				buf = appendDecision(buf[:0], d, req.Key)
+			case errors.Is(derr, engine.ErrInvalidCost), errors.Is(derr, engine.ErrCostExceedsCapacity):
+				buf = append(appendJSONString(append(buf[:0], `{"error":`...), derr.Error()), "}\n"...)
+			default:
+				return fail(1, "line %d: %v", n, derr)
+			}
+			if _, err := w.Write(buf); err != nil {
+				return fail(1, "writing: %v", err)
+			}
+		}
+		if err != nil { // io.EOF, after the last line
+			if err := w.Flush(); err != nil {
+				return fail(1, "writing: %v", err)
+			}
+			return 0
+		}
+	}
+}
+
+// lineBuffered reports whether r's buffer already holds a complete line, so
+// that reading it cannot block.
+func lineBuffered(r *bufio.Reader) bool {
+	b, _ := r.Peek(r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// appendDecision appends d as simulate's JSON answer line for key.
+func appendDecision(dst []byte, d algo.Decision, key string) []byte {
+	dst = append(dst, `{"allowed":`...)
+	dst = strconv.AppendBool(dst, d.Allowed)
+	dst = append(dst, `,"limit":`...)
+	dst = strconv.AppendInt(dst, d.Limit, 10)
+	dst = append(dst, `,"remaining":`...)
+	dst = strconv.AppendInt(dst, d.Remaining, 10)
+	dst = append(dst, `,"retry_after":`...)
+	dst = appendSeconds(dst, int64(d.RetryAfter))
+	dst = append(dst, `,"delay":`...)
+	dst = appendSeconds(dst, int64(d.Delay))
+	dst = append(dst, `,"reset":`...)
+	dst = appendSeconds(dst, int64(d.Reset))
+	dst = append(dst, `,"key":`...)
+	dst = appendJSONString(dst, key)
+	return append(dst, "}\n"...)
+}

@@ -1,0 +1,512 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/memory"
+)
+
+// Durability says when a decision's new record reaches a durable backend
+// (one that implements backend.Batcher, such as Pebble or bbolt).
+type Durability int
+
+const (
+	// Interval, the default, writes changed records to the backend in
+	// batches at least every FlushInterval, and on Close. A crash of the
+	// process forgets at most the spending of the last flush interval (plus
+	// the flush in progress): at a rate of r decisions per second per key,
+	// at most r × FlushInterval admissions per key are forgotten.
+	Interval Durability = iota
+	// Sync makes every new record durable (fsync) before Apply returns.
+	// Concurrent callers share one commit (group commit), so decisions per
+	// second grow with the number of concurrent callers.
+	Sync
+)
+
+// String returns "interval" or "sync".
+func (d Durability) String() string {
+	switch d {
+	case Interval:
+		return "interval"
+	case Sync:
+		return "sync"
+	}
+	return fmt.Sprintf("Durability(%d)", int(d))
+}
+
+// ParseDurability parses "interval" or "sync".
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "interval":
+		return Interval, nil
+	case "sync":
+		return Sync, nil
+	}
+	return 0, fmt.Errorf("sluice/engine: unknown durability %q (want interval or sync)", s)
+}
+
+// Defaults for the durable tier's options.
+const (
+	DefaultFlushInterval = 50 * time.Millisecond
+	DefaultMaxDirty      = 1 << 16
+)
+
+// tier is the engine's in-memory tier over a durable backend. A memory store
+// holds every record in use, so a hot key costs no disk read and is stepped in
+// place; records are loaded from disk on first use (never all at start) and
+// written back in batches (Interval) or through group commit (Sync).
+//
+// The memory store is the cache of record: every write lands in it under the
+// stripe lock before anything else sees it, so it never serves a record older
+// than the last one written. A cache whose inserts are asynchronous or
+// lossy could, which is why no such cache sits on this path.
+//
+// tier implements backend.Striped; its stripes are the memory store's.
+type tier struct {
+	cache    *memory.Store
+	disk     backend.Backend
+	load     backend.Loader
+	batch    backend.Batcher
+	mode     Durability
+	clock    Clock
+	maxDirty int64
+
+	stripes []tierStripe // stripe i is guarded by the cache's stripe lock i
+	dirty   atomic.Int64 // records marked dirty in all stripes
+	commit  committer    // Sync mode's group commit
+
+	flushMu     sync.Mutex // serialises flushes: at most one batch in flight
+	flushes     atomic.Uint64
+	flushErrors atomic.Uint64
+	flushNanos  atomic.Uint64 // total time spent in flush writes
+
+	stop chan struct{} // closed by close to stop the flusher
+	done chan struct{} // closed when the flusher returns
+}
+
+// tierStripe is the tier's state for one stripe.
+type tierStripe struct {
+	// dirty holds the keys whose cached record the disk lacks: every
+	// changed key in Interval mode, keys whose commit failed in Sync mode.
+	dirty map[string]*dirtyRecord
+	// deletes holds, in Sync mode, keys whose deletion is enqueued but not
+	// yet committed, with its ticket: until then the disk still has the
+	// old record and must not be read for them.
+	deletes map[string]uint64
+	// ticket is the commit ticket of the last write made by the caller
+	// holding the stripe.
+	ticket uint64
+}
+
+type dirtyRecord struct {
+	hash      uint64
+	expiresAt int64
+	deleted   bool
+}
+
+var _ backend.Striped = (*tier)(nil)
+
+func newTier(disk backend.Backend, o *Options, clock Clock) (*tier, error) {
+	batch, ok1 := disk.(backend.Batcher)
+	load, ok2 := disk.(backend.Loader)
+	if !ok1 || !ok2 {
+		return nil, errors.New("sluice/engine: a durable backend must implement backend.Batcher and backend.Loader")
+	}
+	interval := o.FlushInterval
+	if interval == 0 {
+		interval = DefaultFlushInterval
+	}
+	if interval < 0 {
+		return nil, fmt.Errorf("sluice/engine: flush interval must be positive, got %v", interval)
+	}
+	maxDirty := int64(o.MaxDirty)
+	if maxDirty <= 0 {
+		maxDirty = DefaultMaxDirty
+	}
+	if o.Durability != Interval && o.Durability != Sync {
+		return nil, fmt.Errorf("sluice/engine: unknown durability %d", int(o.Durability))
+	}
+	cache := memory.New(&memory.Options{Shards: o.Stripes, Now: clock.Now})
+	t := &tier{
+		cache:    cache,
+		disk:     disk,
+		load:     load,
+		batch:    batch,
+		mode:     o.Durability,
+		clock:    clock,
+		maxDirty: maxDirty,
+		stripes:  make([]tierStripe, cache.Stripes()),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	t.commit.batch = batch
+	t.commit.onFail = t.remark
+	t.commit.cond.L = &t.commit.mu
+	go t.flusher(interval)
+	return t, nil
+}
+
+func (t *tier) stripe(h uint64) *tierStripe { return &t.stripes[h&uint64(len(t.stripes)-1)] }
+
+// Stripes returns the cache's stripe count.
+func (t *tier) Stripes() int { return t.cache.Stripes() }
+
+// Lock locks stripe i.
+func (t *tier) Lock(i int) { t.cache.Lock(i) }
+
+// Unlock unlocks stripe i.
+func (t *tier) Unlock(i int) { t.cache.Unlock(i) }
+
+// GetLocked returns the cached record, loading it from disk on a miss. The
+// disk read is the only I/O done under a stripe lock, once per key per
+// process lifetime (or per expiry).
+func (t *tier) GetLocked(h uint64, k []byte, now int64) ([]byte, error) {
+	v, err := t.cache.GetLocked(h, k, now)
+	if v != nil || err != nil {
+		return v, err
+	}
+	st := t.stripe(h)
+	if _, ok := st.dirty[string(k)]; ok {
+		return nil, nil // deleted or expired here since the disk last heard of it
+	}
+	if tk, ok := st.deletes[string(k)]; ok {
+		if !t.commit.committed(tk) {
+			return nil, nil
+		}
+		delete(st.deletes, string(k))
+	}
+	v, exp, err := t.load.Load(k, now)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	if err := t.cache.PutLocked(h, k, v, exp); err != nil {
+		return v, nil // serve the loaded copy; it is the caller's to step
+	}
+	return t.cache.GetLocked(h, k, now)
+}
+
+// PutLocked writes the record to the cache and marks it for the disk.
+func (t *tier) PutLocked(h uint64, k, v []byte, exp int64) error {
+	if err := t.cache.PutLocked(h, k, v, exp); err != nil {
+		return err
+	}
+	st := t.stripe(h)
+	if t.mode == Sync {
+		st.ticket = t.commit.enqueue(backend.Write{Key: clone(k), Value: clone(v), ExpiresAt: exp}, h)
+		return nil
+	}
+	t.markDirty(st, h, k, exp, false)
+	return nil
+}
+
+// DeleteLocked removes the record from the cache and from the disk.
+func (t *tier) DeleteLocked(h uint64, k []byte) error {
+	if err := t.cache.DeleteLocked(h, k); err != nil {
+		return err
+	}
+	st := t.stripe(h)
+	if t.mode == Sync {
+		st.ticket = t.commit.enqueue(backend.Write{Key: clone(k), Delete: true}, h)
+		if st.deletes == nil {
+			st.deletes = map[string]uint64{}
+		}
+		st.deletes[string(k)] = st.ticket
+		return nil
+	}
+	t.markDirty(st, h, k, 0, true)
+	return nil
+}
+
+func (t *tier) markDirty(st *tierStripe, h uint64, k []byte, exp int64, deleted bool) {
+	if d, ok := st.dirty[string(k)]; ok {
+		d.expiresAt, d.deleted = exp, deleted
+		return
+	}
+	if st.dirty == nil {
+		st.dirty = map[string]*dirtyRecord{}
+	}
+	st.dirty[string(k)] = &dirtyRecord{hash: h, expiresAt: exp, deleted: deleted}
+	t.dirty.Add(1)
+}
+
+// Get, Put and Delete serve callers that do not hold a stripe lock.
+func (t *tier) Get(k []byte, now int64) ([]byte, error) {
+	h, i := t.locate(k)
+	t.Lock(i)
+	defer t.Unlock(i)
+	v, err := t.GetLocked(h, k, now)
+	return clone(v), err
+}
+
+func (t *tier) Put(k, v []byte, exp int64) error {
+	h, i := t.locate(k)
+	t.Lock(i)
+	err := t.PutLocked(h, k, v, exp)
+	tk := t.stripes[i].ticket
+	t.Unlock(i)
+	if err == nil {
+		err = t.settle(tk)
+	}
+	return err
+}
+
+func (t *tier) Delete(k []byte) error {
+	h, i := t.locate(k)
+	t.Lock(i)
+	err := t.DeleteLocked(h, k)
+	tk := t.stripes[i].ticket
+	t.Unlock(i)
+	if err == nil {
+		err = t.settle(tk)
+	}
+	return err
+}
+
+func (t *tier) locate(k []byte) (uint64, int) {
+	h := hashKey(k)
+	return h, int(h & uint64(len(t.stripes)-1))
+}
+
+// settle is what a caller does after releasing its stripe: in Sync mode wait
+// for its commit; in Interval mode, when too many records await a flush,
+// flush now rather than let them grow without bound.
+func (t *tier) settle(ticket uint64) error {
+	if t.mode == Sync {
+		return t.commit.await(ticket)
+	}
+	if t.dirty.Load() > t.maxDirty {
+		return t.flush()
+	}
+	return nil
+}
+
+func (t *tier) flusher(interval time.Duration) {
+	defer close(t.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+			t.flush() // a failed flush keeps its records dirty; the next tick retries
+		}
+	}
+}
+
+// flush writes every dirty record to the disk in one batch. Records that
+// fail to write stay dirty and are retried by the next flush.
+func (t *tier) flush() error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	if t.mode == Sync {
+		return t.recommit()
+	}
+	now := t.clock.Now()
+	var writes []backend.Write
+	var hashes []uint64
+	for i := range t.stripes {
+		st := &t.stripes[i]
+		t.cache.Lock(i)
+		for k, d := range st.dirty {
+			w := backend.Write{Key: []byte(k), ExpiresAt: d.expiresAt, Delete: d.deleted}
+			if !d.deleted {
+				v, _ := t.cache.GetLocked(d.hash, w.Key, now)
+				if v == nil {
+					w.Delete = true // expired: the disk copy may go too
+				} else {
+					w.Value = clone(v)
+				}
+			}
+			writes = append(writes, w)
+			hashes = append(hashes, d.hash)
+		}
+		t.dirty.Add(-int64(len(st.dirty)))
+		clear(st.dirty)
+		t.cache.Unlock(i)
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	start := time.Now()
+	err := t.batch.WriteBatch(writes, false)
+	t.flushNanos.Add(uint64(time.Since(start)))
+	t.flushes.Add(1)
+	if err != nil {
+		t.flushErrors.Add(1)
+		t.remark(writes, hashes)
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// remark marks the keys of writes that did not reach the disk dirty again,
+// unless a newer change has marked them since.
+func (t *tier) remark(writes []backend.Write, hashes []uint64) {
+	for j, w := range writes {
+		i := int(hashes[j] & uint64(len(t.stripes)-1))
+		t.cache.Lock(i)
+		st := &t.stripes[i]
+		if _, ok := st.dirty[string(w.Key)]; !ok {
+			t.markDirty(st, hashes[j], w.Key, w.ExpiresAt, w.Delete)
+		}
+		t.cache.Unlock(i)
+	}
+}
+
+// recommit is Sync mode's retry: records whose commit failed are enqueued
+// again from the cache (under their stripe lock, so in order with newer
+// writes) and committed.
+func (t *tier) recommit() error {
+	if t.dirty.Load() == 0 {
+		return nil
+	}
+	now := t.clock.Now()
+	var last uint64
+	for i := range t.stripes {
+		st := &t.stripes[i]
+		t.cache.Lock(i)
+		for k, d := range st.dirty {
+			w := backend.Write{Key: []byte(k), ExpiresAt: d.expiresAt, Delete: d.deleted}
+			if v, _ := t.cache.GetLocked(d.hash, w.Key, now); v != nil && !d.deleted {
+				w.Value = clone(v)
+			} else {
+				w.Delete = true
+			}
+			last = t.commit.enqueue(w, d.hash)
+		}
+		t.dirty.Add(-int64(len(st.dirty)))
+		clear(st.dirty)
+		// Forget committed deletions while the stripe is held.
+		for k, tk := range st.deletes {
+			if t.commit.committed(tk) {
+				delete(st.deletes, k)
+			}
+		}
+		t.cache.Unlock(i)
+	}
+	if last == 0 {
+		return nil
+	}
+	return t.commit.await(last)
+}
+
+// Close flushes what is dirty, stops the flusher and closes the cache and
+// the disk.
+func (t *tier) Close() error {
+	close(t.stop)
+	<-t.done
+	err := t.flush()
+	if t.mode == Sync {
+		// Everything enqueued has been awaited by its caller, but a caller
+		// that died between enqueue and await leaves a tail: commit it.
+		if err2 := t.commit.await(t.commit.lastIssued()); err == nil {
+			err = err2
+		}
+	}
+	t.cache.Close()
+	if err2 := t.disk.Close(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// committer is Sync mode's group commit. Callers enqueue a write under their
+// stripe lock, release it, then await their ticket. The first awaiting
+// caller becomes the leader and commits everything queued in one synced
+// batch; the callers that queued meanwhile wait for it, or lead the next.
+type committer struct {
+	batch  backend.Batcher
+	onFail func([]backend.Write, []uint64)
+
+	mu       sync.Mutex // guards everything below
+	cond     sync.Cond  // signalled when a commit finishes
+	queue    []backend.Write
+	hashes   []uint64
+	issued   uint64 // the last ticket issued
+	done     uint64 // every ticket up to this one has been committed or failed
+	busy     bool   // a leader is committing
+	failures []commitFailure
+	commits  uint64
+}
+
+type commitFailure struct {
+	lo, hi uint64
+	err    error
+}
+
+// maxFailures bounds the failed ranges remembered for late awaiters.
+const maxFailures = 256
+
+func (c *committer) enqueue(w backend.Write, h uint64) uint64 {
+	c.mu.Lock()
+	c.queue = append(c.queue, w)
+	c.hashes = append(c.hashes, h)
+	c.issued++
+	t := c.issued
+	c.mu.Unlock()
+	return t
+}
+
+func (c *committer) lastIssued() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.issued
+}
+
+func (c *committer) committed(t uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done >= t
+}
+
+func (c *committer) await(t uint64) error {
+	if t == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.done < t {
+		if c.busy {
+			c.cond.Wait()
+			continue
+		}
+		c.busy = true
+		writes, hashes := c.queue, c.hashes
+		c.queue, c.hashes = nil, nil
+		lo, hi := c.done+1, c.issued
+		c.mu.Unlock()
+		err := c.batch.WriteBatch(writes, true)
+		if err != nil && c.onFail != nil {
+			c.onFail(writes, hashes)
+		}
+		c.mu.Lock()
+		if err != nil {
+			if len(c.failures) == maxFailures {
+				c.failures = c.failures[1:]
+			}
+			c.failures = append(c.failures, commitFailure{lo, hi, err})
+		}
+		c.commits++
+		c.done, c.busy = hi, false
+		c.cond.Broadcast()
+	}
+	for _, f := range c.failures {
+		if f.lo <= t && t <= f.hi {
+			return fmt.Errorf("commit: %w", f.err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package engine_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// t0 is the start of every fixed timeline: a whole minute, far from zero.
+var t0 = time.Unix(1_700_000_040, 0)
+
+// mapBackend is a plain map with expiry: the simplest correct backend, used
+// as the engine's non-striped path and as the model the others must match.
+// With keepExpired it ignores expiry altogether and never forgets a record.
+type mapBackend struct {
+	mu          sync.Mutex // guards m and closed
+	m           map[string]mapRecord
+	closed      bool
+	keepExpired bool
+}
+
+type mapRecord struct {
+	value     []byte
+	expiresAt int64
+}
+
+func newMapBackend() *mapBackend { return &mapBackend{m: map[string]mapRecord{}} }
+
+func (b *mapBackend) Get(key []byte, now int64) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, backend.ErrClosed
+	}
+	r, ok := b.m[string(key)]
+	if !ok || (!b.keepExpired && r.expiresAt > 0 && r.expiresAt <= now) {
+		return nil, nil
+	}
+	return append([]byte(nil), r.value...), nil
+}
+
+func (b *mapBackend) Put(key, value []byte, expiresAt int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return backend.ErrClosed
+	}
+	b.m[string(key)] = mapRecord{append([]byte(nil), value...), expiresAt}
+	return nil
+}
+
+func (b *mapBackend) Delete(key []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return backend.ErrClosed
+	}
+	delete(b.m, string(key))
+	return nil
+}
+
+func (b *mapBackend) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.m)
+}
+
+func (b *mapBackend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return nil
+}
+
+// failing wraps a backend and fails the calls its hooks choose.
+type failing struct {
+	backend.Backend
+	mu       sync.Mutex // guards failPuts and failGets
+	failPuts int        // fail this many next Puts
+	failGets int        // fail this many next Gets
+}
+
+var errDisk = errors.New("disk on fire")
+
+func (f *failing) Get(key []byte, now int64) ([]byte, error) {
+	f.mu.Lock()
+	fail := f.failGets > 0
+	if fail {
+		f.failGets--
+	}
+	f.mu.Unlock()
+	if fail {
+		return nil, errDisk
+	}
+	return f.Backend.Get(key, now)
+}
+
+func (f *failing) Put(key, value []byte, expiresAt int64) error {
+	f.mu.Lock()
+	fail := f.failPuts > 0
+	if fail {
+		f.failPuts--
+	}
+	f.mu.Unlock()
+	if fail {
+		return errDisk
+	}
+	return f.Backend.Put(key, value, expiresAt)
+}
+
+// backends are the stores every engine test runs over.
+var backends = []struct {
+	name string
+	open func() backend.Backend
+}{
+	{"memory", func() backend.Backend { return memory.New(&memory.Options{SweepInterval: -1, Shards: 16}) }},
+	{"plain", func() backend.Backend { return newMapBackend() }},
+}
+
+func newEngine(t testing.TB, b backend.Backend, clock engine.Clock) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(b, &engine.Options{Clock: clock, Stripes: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func limit(name string, p algo.Params, ns string) engine.Limit {
+	return engine.Limit{Namespace: ns, Algorithm: algo.MustNew(name, p)}
+}
