@@ -1,0 +1,493 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+// FormatVersion is the on-disk format version this release writes and reads.
+const FormatVersion = 1
+
+// FileName is the name of the bbolt file a store keeps in its directory.
+const FileName = "sluice.db"
+
+// Defaults used for the zero value of each Options field.
+const (
+	DefaultSweepInterval = 10 * time.Second
+	DefaultSweepBatch    = 1000
+	DefaultTimeout       = 100 * time.Millisecond
+)
+
+// ErrFormat is returned by Open when the file holds a store whose format
+// version this release does not know, or a bbolt file that is not a Sluice
+// store. The error wrapping it names the directory and the version.
+var ErrFormat = errors.New("sluice/backend/bolt: unsupported store format")
+
+// Buckets and keys; see the package documentation for the layout.
+var (
+	metaBucket    = []byte("meta")
+	formatKey     = []byte("format")
+	recordsBucket = []byte("records")
+)
+
+const (
+	headerLen  = 8   // expiresAt, int64 big-endian
+	rangeChunk = 256 // records Range copies out per read transaction
+)
+
+// Options configures a Store. A nil *Options, and the zero value of each
+// field, mean the documented default.
+type Options struct {
+	// SweepInterval is how often the background sweeper walks the store
+	// and removes expired records, in chunks of SweepBatch. Zero means ten
+	// seconds; a negative value disables the sweeper, and expired records
+	// are then removed only by explicit calls to Sweep (they read as
+	// absent regardless).
+	SweepInterval time.Duration
+
+	// SweepBatch is the number of records one sweep chunk examines, and so
+	// the most records one write transaction of the sweeper deletes. Zero
+	// or less means 1000.
+	SweepBatch int
+
+	// Now is the sweeper's clock, in Unix nanoseconds. Nil means
+	// time.Now().UnixNano().
+	Now func() int64
+
+	// Timeout is how long Open waits for another process to release the
+	// file's lock before it gives up with backend.ErrLocked. Zero means
+	// 100 ms; a negative value means a single attempt.
+	Timeout time.Duration
+
+	// NoSync commits without fdatasync. A crash of the process still loses
+	// nothing that has returned, but a crash of the machine or a power
+	// loss can corrupt the whole file; see the package documentation.
+	// THIS IS UNSAFE for a store that must survive a machine crash. The
+	// default, false, syncs every commit.
+	NoSync bool
+}
+
+// Store is a backend.Backend on a bbolt file. It also implements
+// backend.Batcher, backend.Loader and backend.Ranger. It does not implement backend.Counter:
+// bbolt cannot count a bucket's keys without walking it.
+//
+// Get returns a copy the caller owns (bbolt's own slices are valid only
+// inside its transaction); Put, Delete and WriteBatch do not keep their
+// arguments. Durability is described in the package documentation: by
+// default every write is synced.
+//
+// Lock order: sweepMu, then closeMu.
+type Store struct {
+	db     *bbolt.DB
+	dir    string // as given to Open, for messages
+	hold   *held  // this process's claim on dir
+	noSync bool
+
+	now   func() int64
+	batch int
+
+	closeMu sync.RWMutex // guards closed; shared by every call using db, exclusive in Close
+	closed  bool
+
+	sweepMu sync.Mutex // serialises sweeps; guards cursor
+	cursor  []byte     // key the next sweep chunk starts at; nil = first
+
+	// beforeDelete, when set (by tests), runs after a sweep chunk has
+	// chosen its candidates and before its write transaction.
+	beforeDelete func()
+
+	stop chan struct{}  // closed by Close to stop the sweeper
+	bg   sync.WaitGroup // the sweeper
+}
+
+var (
+	_ backend.Backend = (*Store)(nil)
+	_ backend.Batcher = (*Store)(nil)
+	_ backend.Ranger  = (*Store)(nil)
+	_ backend.Loader  = (*Store)(nil)
+)
+
+// Open opens the store in dir (the file dir/sluice.db), creating dir and an
+// empty store (format version 1) if needed, and, unless opts disables it,
+// starts the background sweeper. nil opts means defaults.
+//
+// Open returns an error naming dir when dir cannot be created or written,
+// an error wrapping backend.ErrLocked when another Store, in this process or
+// another, has the file open, and an error wrapping ErrFormat when the file
+// holds a store of an unknown format version.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.SweepBatch <= 0 {
+		o.SweepBatch = DefaultSweepBatch
+	}
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	switch {
+	case o.Timeout == 0:
+		o.Timeout = DefaultTimeout
+	case o.Timeout < 0:
+		o.Timeout = time.Nanosecond // bbolt: one attempt; zero would wait forever
+	}
+	if dir == "" {
+		return nil, errors.New("sluice/backend/bolt: open: empty directory name")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sluice/backend/bolt: open %q: cannot create the directory: %w", dir, err)
+	}
+	h, err := claim(dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := bbolt.Open(filepath.Join(dir, FileName), 0o600, &bbolt.Options{
+		Timeout:      o.Timeout,
+		NoSync:       o.NoSync,
+		FreelistType: bbolt.FreelistMapType,
+	})
+	if err != nil {
+		h.release()
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, &lockedError{dir: dir, who: "another process", cause: err}
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("sluice/backend/bolt: open %q: cannot open or create %s (is the directory writable?): %w", dir, FileName, err)
+		}
+		return nil, fmt.Errorf("sluice/backend/bolt: open %q: %w", dir, err)
+	}
+	if err := checkFormat(db, dir); err != nil {
+		db.Close()
+		h.release()
+		return nil, err
+	}
+	s := &Store{
+		db:     db,
+		dir:    dir,
+		hold:   h,
+		noSync: o.NoSync,
+		now:    o.Now,
+		batch:  o.SweepBatch,
+		stop:   make(chan struct{}),
+	}
+	if o.SweepInterval > 0 {
+		s.bg.Go(func() { s.sweeper(o.SweepInterval) })
+	}
+	return s, nil
+}
+
+// checkFormat initialises an empty file with FormatVersion and refuses one
+// of another version.
+func checkFormat(db *bbolt.DB, dir string) error {
+	version := strconv.Itoa(FormatVersion)
+	var found []byte
+	var foreign, complete bool
+	err := db.View(func(tx *bbolt.Tx) error {
+		if meta := tx.Bucket(metaBucket); meta != nil {
+			found = append([]byte{}, meta.Get(formatKey)...)
+			complete = tx.Bucket(recordsBucket) != nil
+			return nil
+		}
+		k, _ := tx.Cursor().First()
+		foreign = k != nil
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sluice/backend/bolt: open %q: reading the format version: %w", dir, err)
+	}
+	switch {
+	case foreign:
+		return fmt.Errorf("%w: %q holds a bbolt file without a Sluice format version; not a Sluice store?", ErrFormat, dir)
+	case found != nil && string(found) != version:
+		return fmt.Errorf("%w: %q holds format version %q; this release reads version %d only (a newer release wrote it?)",
+			ErrFormat, dir, found, FormatVersion)
+	case found != nil && !complete:
+		return fmt.Errorf("%w: %q has format version %q but no %q bucket", ErrFormat, dir, found, recordsBucket)
+	case found != nil:
+		return nil
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		meta, err := tx.CreateBucket(metaBucket)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(formatKey, []byte(version)); err != nil {
+			return err
+		}
+		_, err = tx.CreateBucket(recordsBucket)
+		return err
+	})
+	if err == nil && db.NoSync {
+		err = db.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("sluice/backend/bolt: open %q: writing the format version: %w", dir, err)
+	}
+	return nil
+}
+
+// expired reports whether a record expiring at expiresAt is expired at now.
+func expired(expiresAt, now int64) bool { return expiresAt > 0 && expiresAt <= now }
+
+// decode splits a stored value into its expiry and record; ok is false for a
+// corrupt value.
+func decode(v []byte) (expiresAt int64, rec []byte, ok bool) {
+	if len(v) < headerLen {
+		return 0, nil, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), v[headerLen:], true
+}
+
+// appendValue appends the stored form of a record to dst.
+func appendValue(dst, rec []byte, expiresAt int64) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(expiresAt))
+	return append(dst, rec...)
+}
+
+// Get returns a copy of the record under key, or nil and no error when there
+// is none, it has expired at now, or its stored value is corrupt.
+func (s *Store) Get(key []byte, now int64) ([]byte, error) {
+	v, _, err := s.Load(key, now)
+	return v, err
+}
+
+// Load is Get that also returns the record's expiry (backend.Loader).
+func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
+	if len(key) == 0 {
+		return nil, 0, backend.ErrEmptyKey
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, 0, backend.ErrClosed
+	}
+	var out []byte
+	var exp int64
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		e, rec, ok := decode(tx.Bucket(recordsBucket).Get(key))
+		if ok && !expired(e, now) {
+			out, exp = append(make([]byte, 0, len(rec)), rec...), e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sluice/backend/bolt: get: %w", err)
+	}
+	return out, exp, nil
+}
+
+// update runs fn on the records bucket in one read-write transaction.
+func (s *Store) update(fn func(b *bbolt.Bucket) error) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error { return fn(tx.Bucket(recordsBucket)) })
+}
+
+// Put stores value under key until expiresAt (Unix nanoseconds; zero or less
+// means never), replacing any record there, in one transaction: synced
+// unless Options.NoSync is set.
+func (s *Store) Put(key, value []byte, expiresAt int64) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	v := appendValue(make([]byte, 0, headerLen+len(value)), value, expiresAt)
+	if err := s.update(func(b *bbolt.Bucket) error { return b.Put(key, v) }); err != nil {
+		if errors.Is(err, backend.ErrClosed) {
+			return err
+		}
+		return fmt.Errorf("sluice/backend/bolt: put: %w", err)
+	}
+	return nil
+}
+
+// Delete removes the record under key, in one transaction like Put; a
+// missing key is not an error.
+func (s *Store) Delete(key []byte) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	if err := s.update(func(b *bbolt.Bucket) error { return b.Delete(key) }); err != nil {
+		if errors.Is(err, backend.ErrClosed) {
+			return err
+		}
+		return fmt.Errorf("sluice/backend/bolt: delete: %w", err)
+	}
+	return nil
+}
+
+// WriteBatch applies writes atomically and in order (a later write to a key
+// wins) in one bbolt transaction. Without Options.NoSync the commit is
+// always synced; with it, the file is synced after the commit when sync is
+// set. A write with an empty key fails the whole batch with
+// backend.ErrEmptyKey before anything is written; any other error rolls the
+// whole transaction back. An empty batch commits nothing; with sync set and
+// Options.NoSync it syncs every earlier commit.
+func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
+	size := 0
+	for i := range writes {
+		if len(writes[i].Key) == 0 {
+			return fmt.Errorf("sluice/backend/bolt: write batch: write %d: %w", i, backend.ErrEmptyKey)
+		}
+		if !writes[i].Delete {
+			size += headerLen + len(writes[i].Value)
+		}
+	}
+	if len(writes) == 0 {
+		// Nothing to commit. With NoSync, a synced empty batch is a
+		// barrier that syncs every earlier commit; without, they are all
+		// synced already.
+		if sync && s.noSync {
+			return s.syncFile()
+		}
+		s.closeMu.RLock()
+		defer s.closeMu.RUnlock()
+		if s.closed {
+			return backend.ErrClosed
+		}
+		return nil
+	}
+	// bbolt keeps the values it is given until the commit: encode them all
+	// into one buffer first.
+	buf := make([]byte, 0, size)
+	err := s.update(func(b *bbolt.Bucket) error {
+		for i := range writes {
+			w := &writes[i]
+			if w.Delete {
+				if err := b.Delete(w.Key); err != nil {
+					return fmt.Errorf("write %d: %w", i, err)
+				}
+				continue
+			}
+			off := len(buf)
+			buf = appendValue(buf, w.Value, w.ExpiresAt)
+			if err := b.Put(w.Key, buf[off:len(buf):len(buf)]); err != nil {
+				return fmt.Errorf("write %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	if err == nil && sync && s.noSync {
+		err = s.syncFile()
+	}
+	if err != nil {
+		if errors.Is(err, backend.ErrClosed) {
+			return err
+		}
+		return fmt.Errorf("sluice/backend/bolt: write batch: %w", err)
+	}
+	return nil
+}
+
+// syncFile calls fdatasync on the file.
+func (s *Store) syncFile() error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("sluice/backend/bolt: sync: %w", err)
+	}
+	return nil
+}
+
+// Range calls fn for every record whose key is >= start, in key order,
+// including expired records not yet swept, until fn returns false. A
+// corrupt record is reported with ExpiresAt 0 and its raw stored bytes as
+// Value. The slices passed to fn are valid only during the call.
+//
+// Range copies the records out of short read transactions and calls fn
+// between them, so fn may call the Store and a long Range does not keep
+// bbolt from reusing freed pages. It does not see one snapshot: a record
+// written during Range may or may not be listed.
+func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
+	from := start
+	for {
+		recs, next, err := s.rangeChunk(from)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if !fn(r) {
+				return nil
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		from = next
+	}
+}
+
+// rangeChunk copies out up to rangeChunk records from key from on. next is
+// the key to continue from, nil at the end.
+func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, nil, backend.ErrClosed
+	}
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(recordsBucket).Cursor()
+		k, v := c.Seek(from)
+		for ; k != nil && len(recs) < rangeChunk; k, v = c.Next() {
+			if v == nil {
+				continue // a nested bucket: not a record
+			}
+			exp, rec, ok := decode(v)
+			if !ok {
+				exp, rec = 0, v
+			}
+			kv := append(append(make([]byte, 0, len(k)+len(rec)), k...), rec...)
+			recs = append(recs, backend.Record{Key: kv[:len(k):len(k)], Value: kv[len(k):], ExpiresAt: exp})
+		}
+		if k != nil {
+			next = append([]byte(nil), k...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sluice/backend/bolt: range: %w", err)
+	}
+	return recs, next, nil
+}
+
+// Close stops the sweeper, waits for the calls in progress and closes the
+// file, releasing its lock. Later calls return backend.ErrClosed; a second
+// Close returns nil.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.stop)
+	s.bg.Wait()
+	err := s.db.Close()
+	s.hold.release()
+	if err != nil {
+		return fmt.Errorf("sluice/backend/bolt: close %q: %w", s.dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,533 @@
+package pebble
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+// FormatVersion is the on-disk format version this release writes and reads.
+const FormatVersion = 1
+
+// Defaults used for the zero value of each Options field.
+const (
+	DefaultSweepInterval = 10 * time.Second
+	DefaultSweepBatch    = 1000
+	DefaultSyncInterval  = 100 * time.Millisecond
+)
+
+// ErrFormat is returned by Open when the directory holds a store whose format
+// version this release does not know, or a Pebble database that is not a
+// Sluice store. The error wrapping it names the directory and the version.
+var ErrFormat = errors.New("sluice/backend/pebble: unsupported store format")
+
+// Key space; see the package documentation for the layout.
+const (
+	recordPrefix = 0x01 // first byte of every record key
+	recordEnd    = 0x02 // exclusive upper bound of record keys
+	headerLen    = 8    // expiresAt, int64 big-endian
+	rangeChunk   = 256  // records Range copies out per iterator
+)
+
+// metaFormatKey holds the store's format version.
+var metaFormatKey = []byte("\x00meta/format")
+
+// Options configures a Store. A nil *Options, and the zero value of each
+// field, mean the documented default.
+type Options struct {
+	// SweepInterval is how often the background sweeper walks the store
+	// and removes expired records, in chunks of SweepBatch. Zero means ten
+	// seconds; a negative value disables the sweeper, and expired records
+	// are then removed only by explicit calls to Sweep (they read as
+	// absent regardless).
+	SweepInterval time.Duration
+
+	// SweepBatch is the number of records one sweep chunk examines, and so
+	// the most records one chunk deletes in one batch. Zero or less means
+	// 1000.
+	SweepBatch int
+
+	// SyncInterval bounds how long an unsynced Put or Delete stays only in
+	// this process's memory: a background goroutine syncs Pebble's
+	// write-ahead log this often when such writes are pending, so a crash
+	// of the process or of the machine loses at most the last SyncInterval
+	// of them. Zero means 100 ms; a negative value disables the syncer,
+	// and unsynced writes then reach the disk only with the next
+	// WriteBatch, a full 32 KiB log block, or Close.
+	SyncInterval time.Duration
+
+	// Now is the sweeper's clock, in Unix nanoseconds. Nil means
+	// time.Now().UnixNano().
+	Now func() int64
+
+	// CacheSize is the size of Pebble's block cache, in bytes. Zero or less
+	// means Pebble's default, 8 MiB.
+	CacheSize int64
+
+	// MemTableSize is the size of one Pebble memtable, in bytes: writes
+	// are buffered in memory up to this much before they are flushed to a
+	// table file. Zero means Pebble's default, 4 MiB.
+	MemTableSize uint64
+}
+
+// Store is a backend.Backend on a Pebble database. It also implements
+// backend.Batcher, backend.Loader and backend.Ranger. It does not implement backend.Counter:
+// Pebble cannot count its keys without reading them all.
+//
+// Get returns a copy the caller owns; Put, Delete and WriteBatch copy their
+// arguments. Durability is described in the package documentation: Put and
+// Delete are not synced, WriteBatch always is.
+//
+// Lock order: sweepMu, then closeMu, then writeMu.
+type Store struct {
+	db   *pebbledb.DB
+	lock *pebbledb.Lock
+	dir  string // as given to Open, for messages
+	hold *held  // this process's claim on dir
+
+	now   func() int64
+	batch int
+
+	closeMu sync.RWMutex // guards closed; shared by every call using db, exclusive in Close
+	closed  bool
+
+	// writeMu is shared by every write and taken exclusively by a sweep
+	// while it re-checks and deletes expired records, so that no write
+	// lands between the check and the delete.
+	writeMu sync.RWMutex
+
+	dirty atomic.Bool // set by unsynced writes, cleared by the syncer
+
+	sweepMu sync.Mutex // serialises sweeps; guards cursor
+	cursor  []byte     // record key (unprefixed) the next sweep chunk starts at; nil = first
+
+	// beforeDelete, when set (by tests), runs after a sweep chunk has
+	// chosen its candidates and before it takes writeMu.
+	beforeDelete func()
+
+	stop chan struct{}  // closed by Close to stop the sweeper and the syncer
+	bg   sync.WaitGroup // the sweeper and the syncer
+}
+
+var (
+	_ backend.Backend = (*Store)(nil)
+	_ backend.Batcher = (*Store)(nil)
+	_ backend.Ranger  = (*Store)(nil)
+	_ backend.Loader  = (*Store)(nil)
+)
+
+// Open opens the store in dir, creating dir and an empty store (format
+// version 1) if needed, and starts the background sweeper and log syncer
+// that opts does not disable. nil opts means defaults.
+//
+// Open returns an error naming dir when dir cannot be created or written,
+// an error wrapping backend.ErrLocked when another Store, in this process or
+// another, has dir open, and an error wrapping ErrFormat when dir holds a
+// store of an unknown format version.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.SyncInterval == 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.SweepBatch <= 0 {
+		o.SweepBatch = DefaultSweepBatch
+	}
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if dir == "" {
+		return nil, errors.New("sluice/backend/pebble: open: empty directory name")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sluice/backend/pebble: open %q: cannot create the directory: %w", dir, err)
+	}
+	h, err := claim(dir)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := pebbledb.LockDirectory(dir, vfs.Default)
+	if err != nil {
+		h.release()
+		return nil, lockError(dir, err)
+	}
+	popts := &pebbledb.Options{
+		Lock:         lock,
+		Logger:       quietLogger{},
+		MemTableSize: o.MemTableSize,
+	}
+	if o.CacheSize > 0 {
+		popts.CacheSize = o.CacheSize
+	}
+	// Every Get is a point lookup of a key that usually exists in one
+	// table only: a bloom filter (10 bits per key, 1% false positives)
+	// spares reading the blocks of the others. Later levels inherit it.
+	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebbledb.Open(dir, popts)
+	if err != nil {
+		lock.Close()
+		h.release()
+		return nil, fmt.Errorf("sluice/backend/pebble: open %q: %w", dir, err)
+	}
+	if err := checkFormat(db, dir); err != nil {
+		db.Close()
+		lock.Close()
+		h.release()
+		return nil, err
+	}
+	s := &Store{
+		db:    db,
+		lock:  lock,
+		dir:   dir,
+		hold:  h,
+		now:   o.Now,
+		batch: o.SweepBatch,
+		stop:  make(chan struct{}),
+	}
+	if o.SweepInterval > 0 {
+		s.bg.Go(func() { s.sweeper(o.SweepInterval) })
+	}
+	if o.SyncInterval > 0 {
+		s.bg.Go(func() { s.syncer(o.SyncInterval) })
+	}
+	return s, nil
+}
+
+// checkFormat initialises an empty database with FormatVersion and refuses
+// one of another version.
+func checkFormat(db *pebbledb.DB, dir string) error {
+	v, c, err := db.Get(metaFormatKey)
+	if err == nil {
+		version := string(v)
+		c.Close()
+		if version == strconv.Itoa(FormatVersion) {
+			return nil
+		}
+		return fmt.Errorf("%w: %q holds format version %q; this release reads version %d only (a newer release wrote it?)",
+			ErrFormat, dir, version, FormatVersion)
+	}
+	if !errors.Is(err, pebbledb.ErrNotFound) {
+		return fmt.Errorf("sluice/backend/pebble: open %q: reading the format version: %w", dir, err)
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("sluice/backend/pebble: open %q: %w", dir, err)
+	}
+	empty := !it.First()
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("sluice/backend/pebble: open %q: %w", dir, err)
+	}
+	if !empty {
+		return fmt.Errorf("%w: %q holds a Pebble database without a Sluice format version; not a Sluice store?", ErrFormat, dir)
+	}
+	if err := db.Set(metaFormatKey, []byte(strconv.Itoa(FormatVersion)), pebbledb.Sync); err != nil {
+		return fmt.Errorf("sluice/backend/pebble: open %q: writing the format version: %w", dir, err)
+	}
+	return nil
+}
+
+// keyBufs recycles the buffers Get builds prefixed keys in.
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64); return &b }}
+
+// expired reports whether a record expiring at expiresAt is expired at now.
+func expired(expiresAt, now int64) bool { return expiresAt > 0 && expiresAt <= now }
+
+// decode splits a stored value into its expiry and record; ok is false for a
+// corrupt value.
+func decode(v []byte) (expiresAt int64, rec []byte, ok bool) {
+	if len(v) < headerLen {
+		return 0, nil, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), v[headerLen:], true
+}
+
+// Get returns a copy of the record under key, or nil and no error when there
+// is none, it has expired at now, or its stored value is corrupt.
+func (s *Store) Get(key []byte, now int64) ([]byte, error) {
+	v, _, err := s.Load(key, now)
+	return v, err
+}
+
+// Load is Get that also returns the record's expiry (backend.Loader).
+func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
+	if len(key) == 0 {
+		return nil, 0, backend.ErrEmptyKey
+	}
+	kb := keyBufs.Get().(*[]byte)
+	k := append(append((*kb)[:0], recordPrefix), key...)
+	defer func() { *kb = k; keyBufs.Put(kb) }()
+
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, 0, backend.ErrClosed
+	}
+	v, c, err := s.db.Get(k)
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("sluice/backend/pebble: get: %w", err)
+	}
+	defer c.Close()
+	exp, rec, ok := decode(v)
+	if !ok || expired(exp, now) {
+		return nil, 0, nil
+	}
+	return append(make([]byte, 0, len(rec)), rec...), exp, nil
+}
+
+// setRecord adds the record to b.
+func setRecord(b *pebbledb.Batch, key, value []byte, expiresAt int64) {
+	op := b.SetDeferred(1+len(key), headerLen+len(value))
+	op.Key[0] = recordPrefix
+	copy(op.Key[1:], key)
+	binary.BigEndian.PutUint64(op.Value, uint64(expiresAt))
+	copy(op.Value[headerLen:], value)
+	op.Finish()
+}
+
+// deleteRecord adds the deletion of key's record to b.
+func deleteRecord(b *pebbledb.Batch, key []byte) {
+	op := b.DeleteDeferred(1 + len(key))
+	op.Key[0] = recordPrefix
+	copy(op.Key[1:], key)
+	op.Finish()
+}
+
+// Put stores a copy of value under key until expiresAt (Unix nanoseconds;
+// zero or less means never), replacing any record there. It does not sync;
+// the background syncer makes it durable within Options.SyncInterval (see
+// the package documentation for what a crash loses).
+func (s *Store) Put(key, value []byte, expiresAt int64) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	setRecord(b, key, value, expiresAt)
+	s.writeMu.RLock()
+	defer s.writeMu.RUnlock()
+	if err := s.db.Apply(b, pebbledb.NoSync); err != nil {
+		return fmt.Errorf("sluice/backend/pebble: put: %w", err)
+	}
+	s.dirty.Store(true)
+	return nil
+}
+
+// Delete removes the record under key; a missing key is not an error. It
+// does not sync, like Put.
+func (s *Store) Delete(key []byte) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	deleteRecord(b, key)
+	s.writeMu.RLock()
+	defer s.writeMu.RUnlock()
+	if err := s.db.Apply(b, pebbledb.NoSync); err != nil {
+		return fmt.Errorf("sluice/backend/pebble: delete: %w", err)
+	}
+	s.dirty.Store(true)
+	return nil
+}
+
+// WriteBatch applies writes atomically and in order (a later write to a key
+// wins) in one Pebble batch, and returns once the batch is synced to stable
+// storage, whatever sync says (see the package documentation for why). A
+// write with an empty key fails the whole batch with backend.ErrEmptyKey
+// before anything is written. An empty batch with sync set syncs every
+// write committed before it, Puts and Deletes included.
+func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
+	for i := range writes {
+		if len(writes[i].Key) == 0 {
+			return fmt.Errorf("sluice/backend/pebble: write batch: write %d: %w", i, backend.ErrEmptyKey)
+		}
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	if len(writes) == 0 {
+		if !sync {
+			return nil
+		}
+		// An empty synced batch is a barrier: it syncs every write
+		// committed before it.
+		if err := s.db.LogData(nil, pebbledb.Sync); err != nil {
+			return fmt.Errorf("sluice/backend/pebble: write batch: %w", err)
+		}
+		return nil
+	}
+	size := 0
+	for i := range writes {
+		size += 16 + len(writes[i].Key) + len(writes[i].Value)
+	}
+	b := s.db.NewBatchWithSize(size)
+	defer b.Close()
+	for i := range writes {
+		w := &writes[i]
+		if w.Delete {
+			deleteRecord(b, w.Key)
+		} else {
+			setRecord(b, w.Key, w.Value, w.ExpiresAt)
+		}
+	}
+	s.writeMu.RLock()
+	defer s.writeMu.RUnlock()
+	// Sync even when sync is false: see the package documentation.
+	if err := s.db.Apply(b, pebbledb.Sync); err != nil {
+		return fmt.Errorf("sluice/backend/pebble: write batch: %w", err)
+	}
+	return nil
+}
+
+// Range calls fn for every record whose key is >= start, in key order,
+// including expired records not yet swept, until fn returns false. A
+// corrupt record is reported with ExpiresAt 0 and its raw stored bytes as
+// Value. The slices passed to fn are valid only during the call.
+//
+// Range reads the store in chunks and calls fn between them, holding no lock
+// and no iterator, so fn may call the Store. It does not see one snapshot:
+// a record written during Range may or may not be listed.
+func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
+	lower := append([]byte{recordPrefix}, start...)
+	for {
+		recs, next, err := s.rangeChunk(lower)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if !fn(r) {
+				return nil
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		lower = next
+	}
+}
+
+// rangeChunk copies out up to rangeChunk records from lower on. next is the
+// prefixed key to continue from, nil at the end.
+func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, err error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, nil, backend.ErrClosed
+	}
+	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: lower, UpperBound: []byte{recordEnd}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sluice/backend/pebble: range: %w", err)
+	}
+	valid := it.First()
+	for ; valid && len(recs) < rangeChunk; valid = it.Next() {
+		v, verr := it.ValueAndErr()
+		if verr != nil {
+			break // the iterator keeps the error for Close
+		}
+		exp, rec, ok := decode(v)
+		if !ok {
+			exp, rec = 0, v
+		}
+		k := it.Key()[1:]
+		kv := append(append(make([]byte, 0, len(k)+len(rec)), k...), rec...)
+		recs = append(recs, backend.Record{Key: kv[:len(k):len(k)], Value: kv[len(k):], ExpiresAt: exp})
+	}
+	if valid && len(recs) == rangeChunk {
+		next = append([]byte(nil), it.Key()...)
+	}
+	if err := it.Close(); err != nil {
+		return nil, nil, fmt.Errorf("sluice/backend/pebble: range: %w", err)
+	}
+	return recs, next, nil
+}
+
+// Close stops the sweeper, waits for the calls in progress and closes the
+// database, releasing the directory's lock. Later calls return
+// backend.ErrClosed; a second Close returns nil.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.stop)
+	s.bg.Wait()
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	s.hold.release()
+	if err != nil {
+		return fmt.Errorf("sluice/backend/pebble: close %q: %w", s.dir, err)
+	}
+	return nil
+}
+
+// syncer syncs the write-ahead log every interval when unsynced writes are
+// pending, until Close. A failed sync is retried on the next tick.
+func (s *Store) syncer(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if !s.dirty.Swap(false) {
+			continue
+		}
+		s.closeMu.RLock()
+		if !s.closed {
+			if err := s.db.LogData(nil, pebbledb.Sync); err != nil {
+				s.dirty.Store(true)
+			}
+		}
+		s.closeMu.RUnlock()
+	}
+}
+
+// quietLogger drops Pebble's informational messages and passes its errors
+// to the standard logger.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	pebbledb.DefaultLogger.Errorf(format, args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	pebbledb.DefaultLogger.Fatalf(format, args...)
+}

@@ -1,0 +1,270 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/bolt"
+	"github.com/sluice-go/sluice/backend/pebble"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// durableStore is what the engine's tier needs from a disk store.
+type durableStore interface {
+	backend.Backend
+	backend.Batcher
+	backend.Loader
+}
+
+// durables open a store on dir; sweepers are off because a fake clock
+// drives the tests.
+var durables = []struct {
+	name string
+	open func(t testing.TB, dir string) durableStore
+}{
+	{"pebble", func(t testing.TB, dir string) durableStore {
+		s, err := pebble.Open(dir, &pebble.Options{SweepInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+	{"bolt", func(t testing.TB, dir string) durableStore {
+		s, err := bolt.Open(dir, &bolt.Options{SweepInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+}
+
+var modes = []engine.Durability{engine.Interval, engine.Sync}
+
+func openDurable(t testing.TB, b backend.Backend, clock engine.Clock, mode engine.Durability) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(b, &engine.Options{Clock: clock, Durability: mode, Stripes: 8, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestDurableModelEquivalence is DESIGN.md property 5 over the durable
+// backends: random traces with restarts (close, reopen the directory, new
+// engine) and flushes interleaved answer exactly what the map model answers.
+func TestDurableModelEquivalence(t *testing.T) {
+	for _, d := range durables {
+		for _, mode := range modes {
+			t.Run(d.name+"/"+mode.String(), func(t *testing.T) {
+				rapid.Check(t, func(rt *rapid.T) {
+					dir := t.TempDir()
+					limits := genLimits(rt)
+					clock := engine.NewFakeClock(t0)
+					e := openDurable(t, d.open(t, dir), clock, mode)
+					defer func() { e.Close() }()
+					m := &model{recs: map[string]modelRecord{}}
+					for i := range rapid.IntRange(1, 60).Draw(rt, "ops") {
+						switch rapid.IntRange(0, 9).Draw(rt, "op") {
+						case 0:
+							step := genStep(rt)
+							clock.Advance(max(step, -step))
+						case 1:
+							if err := e.Close(); err != nil {
+								rt.Fatalf("op %d: Close: %v", i, err)
+							}
+							e = openDurable(t, d.open(t, dir), clock, mode)
+						case 2:
+							if err := e.Flush(); err != nil {
+								rt.Fatal(err)
+							}
+						case 3:
+							l := rapid.SampledFrom(limits).Draw(rt, "limit")
+							key := rapid.SampledFrom(propKeys).Draw(rt, "key")
+							if err := e.Reset(l, key); err != nil {
+								rt.Fatal(err)
+							}
+							delete(m.recs, string(engine.AppendKey(nil, l.Namespace, key)))
+						default:
+							l := rapid.SampledFrom(limits).Draw(rt, "limit")
+							key := rapid.SampledFrom(propKeys).Draw(rt, "key")
+							cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(rt, "cost")
+							got, err := e.Apply(l, key, cost)
+							if err != nil {
+								rt.Fatalf("op %d: %v", i, err)
+							}
+							if want := m.apply(l, key, clock.Now(), cost); got != want {
+								rt.Fatalf("op %d: %s %q cost %d:\n got %+v\nwant %+v", i, l.Namespace, key, cost, got, want)
+							}
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+func TestRestartKeepsTheBudget(t *testing.T) {
+	for _, d := range durables {
+		for _, mode := range modes {
+			t.Run(d.name+"/"+mode.String(), func(t *testing.T) {
+				dir := t.TempDir()
+				clock := engine.NewFakeClock(t0)
+				l := limit(algo.TokenBucketName, fivePerMinute, "orders-write")
+				e := openDurable(t, d.open(t, dir), clock, mode)
+				for range 7 {
+					e.Apply(l, "u-1", 1)
+				}
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				clock.Advance(3 * time.Second)
+				e = openDurable(t, d.open(t, dir), clock, mode)
+				defer e.Close()
+				dec, err := e.Apply(l, "u-1", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dec.Allowed || dec.RetryAfter != 9*time.Second {
+					t.Fatalf("after restart: allowed %v, retry %v; want denied, retry 9s", dec.Allowed, dec.RetryAfter)
+				}
+				if n := e.Len(); n != 1 {
+					t.Fatalf("keys in memory after one decision = %d, want 1 (loaded lazily)", n)
+				}
+			})
+		}
+	}
+}
+
+// flaky wraps a durable store and fails the WriteBatch calls it is told to.
+type flaky struct {
+	durableStore
+	fail atomic.Int32 // fail this many next batches
+}
+
+func (f *flaky) WriteBatch(w []backend.Write, sync bool) error {
+	if f.fail.Add(-1) >= 0 {
+		return errDisk
+	}
+	f.fail.Store(0)
+	return f.durableStore.WriteBatch(w, sync)
+}
+
+func TestFailedFlushIsRetriedAndLosesNothing(t *testing.T) {
+	for _, d := range durables {
+		t.Run(d.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clock := engine.NewFakeClock(t0)
+			f := &flaky{durableStore: d.open(t, dir)}
+			e := openDurable(t, f, clock, engine.Interval)
+			l := limit(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour}, "x")
+			for range 4 {
+				e.Apply(l, "k", 1)
+			}
+			f.fail.Store(2)
+			for range 2 {
+				if err := e.Flush(); !errors.Is(err, errDisk) {
+					t.Fatalf("Flush with a failing disk = %v, want the disk's error", err)
+				}
+			}
+			if s := e.Stats(); s.FlushErrors != 2 || s.Dirty != 1 {
+				t.Fatalf("stats after two failed flushes: %+v; want 2 flush errors and the record still dirty", s)
+			}
+			e.Apply(l, "k", 1) // spending goes on while the disk is down
+			if err := e.Close(); err != nil {
+				t.Fatalf("Close (its flush should now succeed): %v", err)
+			}
+			e = openDurable(t, d.open(t, dir), clock, engine.Interval)
+			defer e.Close()
+			if d, _ := e.Peek(l, "k", 1); d.Remaining != 4 {
+				t.Fatalf("remaining after restart = %d, want 4 (5 spent, then this peek)", d.Remaining)
+			}
+		})
+	}
+}
+
+func TestFailedSyncCommitIsAnErrorAndTheNextCallWorks(t *testing.T) {
+	for _, d := range durables {
+		t.Run(d.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clock := engine.NewFakeClock(t0)
+			f := &flaky{durableStore: d.open(t, dir)}
+			e := openDurable(t, f, clock, engine.Sync)
+			l := limit(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour}, "x")
+			e.Apply(l, "k", 1)
+			f.fail.Store(1)
+			if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, errDisk) {
+				t.Fatalf("Apply with a failing commit = %v, want ErrStore wrapping the cause", err)
+			}
+			dec, err := e.Apply(l, "k", 1)
+			if err != nil || !dec.Allowed {
+				t.Fatalf("next Apply: %+v, %v", dec, err)
+			}
+			// The failed call's spending was kept (never refunded) and its
+			// record reached the disk with the next commit.
+			if dec.Remaining != 7 {
+				t.Fatalf("remaining = %d, want 7", dec.Remaining)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			e = openDurable(t, d.open(t, dir), clock, engine.Sync)
+			defer e.Close()
+			if d, _ := e.Peek(l, "k", 1); d.Remaining != 6 {
+				t.Fatalf("remaining after restart = %d, want 6", d.Remaining)
+			}
+		})
+	}
+}
+
+// TestGroupCommit: concurrent callers in Sync mode share commits.
+func TestGroupCommit(t *testing.T) {
+	e := openDurable(t, durables[0].open(t, t.TempDir()), engine.NewFakeClock(t0), engine.Sync)
+	defer e.Close()
+	l := limit(algo.TokenBucketName, algo.Params{Limit: 1000, Window: time.Second}, "x")
+	const callers, each = 32, 8
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := e.Apply(l, fmt.Sprintf("k-%d-%d", g, i), 1); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if c := e.Stats().Commits; c >= callers*each {
+		t.Fatalf("%d commits for %d decisions: no group commit", c, callers*each)
+	}
+}
+
+func TestBackpressureBoundsTheDirtySet(t *testing.T) {
+	dir := t.TempDir()
+	e, err := engine.New(durables[0].open(t, dir), &engine.Options{
+		Clock: engine.NewFakeClock(t0), FlushInterval: time.Hour, MaxDirty: 100,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	l := limit(algo.GCRAName, fivePerMinute, "x")
+	for i := range 1000 {
+		e.Apply(l, fmt.Sprintf("k-%d", i), 1)
+		if d := e.Stats().Dirty; d > 101 {
+			t.Fatalf("after %d keys %d records are dirty, over the bound of 100", i+1, d)
+		}
+	}
+	if e.Stats().Flushes == 0 {
+		t.Fatal("no flush happened")
+	}
+}
