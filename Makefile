@@ -28,8 +28,11 @@ race:
 bench-compile:
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^$$' -bench '^$$' ./...
 
+## demo: the demo on Pebble under ./var/demo, then a second process on the
+## same directory showing the budget survived the restart.
 demo: build
-	./$(BIN) demo
+	./$(BIN) demo --backend pebble --dir var/demo
+	./$(BIN) demo --backend pebble --dir var/demo --resume
 
 ## bench: the benchmark suite in bench/ (its own module), COUNT runs each,
 ## written to bench/out/ for benchstat.

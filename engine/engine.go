@@ -480,6 +480,24 @@ func (e *Engine) Flush() error {
 	return nil
 }
 
+// Sweep removes from memory (the memory backend, or the in-memory tier over
+// a durable backend) the records expired at the engine clock's now,
+// examining at most budget records, and returns how many it removed. The
+// stores also sweep in the background; Sweep is for programs driving a fake
+// clock. A durable backend sweeps its disk on its own schedule.
+func (e *Engine) Sweep(budget int) int {
+	var mem *memory.Store
+	if e.tier != nil {
+		mem = e.tier.cache
+	} else if m, ok := e.b.(*memory.Store); ok {
+		mem = m
+	}
+	if mem == nil || e.closed.Load() {
+		return 0
+	}
+	return mem.Sweep(e.clock.Now(), budget)
+}
+
 func hashKey(k []byte) uint64 { return xxhash.Sum64(k) }
 
 func (e *Engine) lock(i int) {

@@ -3,9 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/bolt"
 	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/backend/pebble"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // backendFlags choose and configure the store under a command's engine.
@@ -22,9 +26,9 @@ type backendFlags struct {
 // returns where their values land.
 func addBackendFlags(fs *flag.FlagSet) *backendFlags {
 	f := &backendFlags{}
-	fs.StringVar(&f.name, "backend", "memory", "the `store`: memory (pebble and bolt are not in this build yet)")
-	fs.StringVar(&f.dir, "dir", "", "a durable backend's state `directory`")
-	fs.StringVar(&f.durability, "durability", "", "a durable backend's `promise`: sync or interval")
+	fs.StringVar(&f.name, "backend", "memory", "the `store`: memory, pebble or bolt")
+	fs.StringVar(&f.dir, "dir", "", "a durable backend's state `directory` (required for pebble and bolt)")
+	fs.StringVar(&f.durability, "durability", "", "a durable backend's `promise`: sync (every decision on disk before it is printed) or interval (flushed every 50ms; the default)")
 	return f
 }
 
@@ -37,38 +41,50 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// sweeper is implemented by a store that removes expired keys on demand
-// (the memory backend).
-type sweeper interface {
-	// Sweep removes keys expired at now, examining at most budget keys,
-	// and returns how many it removed.
-	Sweep(now int64, budget int) int
-}
-
-// openBackend opens the store f describes. A *usageError reports a flag that
-// names no store this build can open.
-func openBackend(f backendFlags) (backend.Backend, error) {
+// openBackend opens the store f describes and returns it with the engine
+// options it needs. A *usageError reports a flag that names no store this
+// build can open.
+func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
+	var opts engine.Options
 	switch f.durability {
-	case "", "sync", "interval":
+	case "", "interval":
+	case "sync":
+		opts.Durability = engine.Sync
 	default:
-		return nil, usagef("--durability %s: want sync or interval", f.durability)
+		return nil, opts, usagef("--durability %s: want sync or interval", f.durability)
+	}
+	// A fake clock's times mean nothing to a sweeper reading the wall clock.
+	sweep := time.Duration(0)
+	if f.fakeClock {
+		sweep = -1
 	}
 	switch f.name {
 	case "memory":
 		if f.dir != "" {
-			return nil, usagef("--dir: the memory backend keeps nothing on disk")
+			return nil, opts, usagef("--dir: the memory backend keeps nothing on disk")
 		}
 		if f.durability != "" {
-			return nil, usagef("--durability: the memory backend is not durable")
+			return nil, opts, usagef("--durability: the memory backend is not durable")
 		}
-		opts := &memory.Options{}
-		if f.fakeClock {
-			opts.SweepInterval = -1 // the wall clock means nothing to a fake one
-		}
-		return memory.New(opts), nil
+		return memory.New(&memory.Options{SweepInterval: sweep}), opts, nil
 	case "pebble", "bolt":
-		return nil, usagef("--backend %s: not available in this build", f.name)
+		if f.dir == "" {
+			return nil, opts, usagef("--dir: required with --backend %s", f.name)
+		}
+		var (
+			b   backend.Backend
+			err error
+		)
+		if f.name == "pebble" {
+			b, err = pebble.Open(f.dir, &pebble.Options{SweepInterval: sweep})
+		} else {
+			b, err = bolt.Open(f.dir, &bolt.Options{SweepInterval: sweep})
+		}
+		if err != nil {
+			return nil, opts, err
+		}
+		return b, opts, nil
 	default:
-		return nil, usagef("--backend %s: unknown backend (want memory, pebble or bolt)", f.name)
+		return nil, opts, usagef("--backend %s: unknown backend (want memory, pebble or bolt)", f.name)
 	}
 }

@@ -20,15 +20,37 @@ import (
 // so that every window the demo uses starts there.
 var demoStart = time.Unix(1_700_000_040, 0)
 
+// restartAt is when the demo's restart section runs on the fake clock, and
+// restartGap how long after it the second process looks.
+var (
+	restartAt  = demoStart.Add(time.Hour)
+	restartGap = 3 * time.Second
+)
+
+const demoUsage = `Usage: sluice demo [--backend pebble|bolt|memory] [--dir DIR] [--resume] [--out FILE]
+
+Demo runs the reference design's demo scenarios through the engine with a fake
+clock and prints what each one answered. With a durable backend (Pebble under
+./var/demo by default) it starts from an empty directory and ends by spending
+a budget; run it again with --resume, as a new process on the same directory,
+to see that budget survive the restart.
+
+Flags:
+`
+
 // runDemo is the demo command.
 func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice demo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	out := fs.String("out", "", "write the output to `file` instead of stdout")
+	bf := backendFlags{}
+	fs.StringVar(&bf.name, "backend", "pebble", "the `store`: pebble, bolt or memory")
+	fs.StringVar(&bf.dir, "dir", "var/demo", "the durable store's `directory`; the demo empties it unless --resume is given")
+	resume := fs.Bool("resume", false, "continue from the state a previous run left in --dir, as a restarted gateway would")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, "Usage: sluice demo [--out FILE]\n\nDemo runs the reference design's demo scenarios through the engine, over the\nmemory backend with a fake clock, and prints what each one answered.\n\nFlags:\n")
+			fmt.Fprint(stdout, demoUsage)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return 0
@@ -40,8 +62,21 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice demo: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if bf.name == "memory" {
+		if *resume {
+			fmt.Fprintln(stderr, "sluice demo: --resume: the memory backend keeps nothing across processes")
+			return 2
+		}
+		bf.dir = ""
+	} else if !*resume {
+		if err := os.RemoveAll(bf.dir); err != nil {
+			fmt.Fprintf(stderr, "sluice demo: %v\n", err)
+			return 1
+		}
+	}
+	bf.fakeClock = true
 	var buf bytes.Buffer
-	if err := demo(&buf); err != nil {
+	if err := demo(&buf, bf, *resume); err != nil {
 		fmt.Fprintf(stderr, "sluice demo: %v\n", err)
 		return 1
 	}
@@ -60,14 +95,16 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 // demo writes the demo's report to w. Every figure in it is an answer of
-// the engine, over the memory backend with a fake clock.
-func demo(w *bytes.Buffer) error {
-	b, err := openBackend(backendFlags{name: "memory", fakeClock: true})
+// the engine, over the store bf names, with a fake clock. With resume it runs
+// only the restart check, against the state a previous run left.
+func demo(w *bytes.Buffer, bf backendFlags, resume bool) error {
+	b, opts, err := openBackend(bf)
 	if err != nil {
 		return err
 	}
 	clock := engine.NewFakeClock(demoStart)
-	eng, err := engine.New(b, &engine.Options{Clock: clock})
+	opts.Clock = clock
+	eng, err := engine.New(b, &opts)
 	if err != nil {
 		b.Close()
 		return err
@@ -77,6 +114,9 @@ func demo(w *bytes.Buffer) error {
 	g, err := newGateway(eng, demoRules, "catch-all")
 	if err != nil {
 		return err
+	}
+	if resume {
+		return demoResumed(w, g, clock, bf)
 	}
 	for _, section := range []func(io.Writer, *gateway) error{demoOrders, demoSearch, demoAnonymous} {
 		if err := section(w, g); err != nil {
@@ -89,7 +129,65 @@ func demo(w *bytes.Buffer) error {
 	if err := demoBoundary(w, eng, clock); err != nil {
 		return err
 	}
-	return demoHousekeeping(w, eng, clock, g)
+	if err := demoHousekeeping(w, eng, clock, g); err != nil {
+		return err
+	}
+	if bf.dir == "" {
+		return nil
+	}
+	return demoBeforeRestart(w, g, clock, bf)
+}
+
+// restartRequest is the order the restart sections send.
+func restartRequest(g *gateway) demoRequest {
+	rule := g.rule("orders-write")
+	return demoRequest{method: rule.method, path: rule.pathPrefix, clientIP: "203.0.113.9", userID: "u-2"}
+}
+
+// demoBeforeRestart spends a user's whole order budget just before this
+// process exits.
+func demoBeforeRestart(w io.Writer, g *gateway, clock *engine.FakeClock, bf backendFlags) error {
+	clock.Set(restartAt)
+	req := restartRequest(g)
+	fmt.Fprintf(w, "--- budgets live in %s under %s ---\n", bf.name, bf.dir)
+	allowed, denied := 0, 0
+	var last demoResponse
+	for range 7 {
+		resp, err := g.serve(req, ok)
+		if err != nil {
+			return err
+		}
+		last = resp
+		if resp.status == 429 {
+			denied++
+		} else {
+			allowed++
+		}
+	}
+	fmt.Fprintf(w, "  %s %s from user %s: allowed %d, denied %d, Retry-After %s; this process now exits\n",
+		req.method, req.path, req.userID, allowed, denied, headerValue(last.headers, "Retry-After"))
+	return nil
+}
+
+// demoResumed is the second process: the same user, a few seconds later.
+func demoResumed(w io.Writer, g *gateway, clock *engine.FakeClock, bf backendFlags) error {
+	clock.Set(restartAt.Add(restartGap))
+	req := restartRequest(g)
+	fmt.Fprintf(w, "--- a new process on the same %s directory, %v later ---\n", bf.name, restartGap)
+	resp, err := g.serve(req, ok)
+	if err != nil {
+		return err
+	}
+	verdict := "the budget survived the restart"
+	if resp.status != 429 {
+		verdict = "the budget was LOST in the restart"
+	}
+	fmt.Fprintf(w, "  %s %s from user %s -> %d, Retry-After %s: %s\n",
+		req.method, req.path, req.userID, resp.status, headerValue(resp.headers, "Retry-After"), verdict)
+	if resp.status != 429 {
+		return errors.New("restart check failed: a restarted process handed out a fresh budget")
+	}
+	return nil
 }
 
 func ok(req demoRequest) demoResponse { return demoResponse{status: 200, body: "ok"} }
@@ -224,17 +322,15 @@ func demoHousekeeping(w io.Writer, eng *engine.Engine, clock *engine.FakeClock, 
 	const idle = 10 * time.Minute
 	fmt.Fprintln(w, "--- housekeeping ---")
 	held := eng.Len()
-	sw, canSweep := eng.Backend().(sweeper)
-	if held < 0 || !canSweep {
-		return errors.New("the store cannot count or sweep its keys")
+	if held < 0 {
+		return errors.New("the store cannot count its keys")
 	}
 	clock.Advance(idle)
-	now := clock.Now()
 	evicted := 0
 	// Each Sweep visits every shard once; more than one pass is needed only
 	// when a shard holds more keys than a sweep examines per visit.
 	for pass := 0; pass < 1000 && eng.Len() > 0; pass++ {
-		evicted += sw.Sweep(now, math.MaxInt)
+		evicted += eng.Sweep(math.MaxInt)
 	}
 	fmt.Fprintf(w, "  keys held: %d, evicted after %d min idle: %d\n", held, int(idle/time.Minute), evicted)
 	fmt.Fprintf(w, "  %s\n", g.formatMetrics())

@@ -19,7 +19,8 @@ import (
 // simulateNamespace is the one namespace every key of a trace lives in.
 const simulateNamespace = "simulate"
 
-const simulateUsage = `Usage: sluice simulate --algorithm NAME --limit N --window DUR [--burst N] [--backend memory]
+const simulateUsage = `Usage: sluice simulate --algorithm NAME --limit N --window DUR [--burst N]
+       [--backend memory|pebble|bolt --dir DIR --durability sync|interval]
 
 Simulate reads one JSON request per line from stdin,
 
@@ -48,7 +49,7 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	bf.fakeClock = true
-	b, err := openBackend(bf)
+	b, opts, err := openBackend(bf)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 		var ue *usageError
@@ -58,7 +59,8 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	clock := engine.NewFakeClock(time.Unix(0, 0))
-	eng, err := engine.New(b, &engine.Options{Clock: clock})
+	opts.Clock = clock
+	eng, err := engine.New(b, &opts)
 	if err != nil {
 		b.Close()
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
