@@ -119,7 +119,8 @@ type Algorithm interface {
 	// Params returns the parameters the algorithm was built with.
 	Params() Params
 	// Step answers one request of the given cost at now (Unix nanoseconds)
-	// against the record state (nil when the key has none).
+	// against the record state (empty when the key has none; an empty
+	// slice with spare capacity lets the new record be built in it).
 	//
 	// next is the record to store, or nil when the stored record need not
 	// change (a denial never changes it). When next is not nil it may share

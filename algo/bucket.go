@@ -59,7 +59,7 @@ func (*TokenBucket) Name() string { return TokenBucketName }
 func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	full := a.capacity * unit
 	s, err := codec.DecodeBucket(state, codec.TagTokenBucket)
-	corrupt := err != nil && state != nil
+	corrupt := err != nil && len(state) != 0
 	if err != nil {
 		s = codec.Bucket{Updated: now, Level: full}
 	}
@@ -102,7 +102,7 @@ func (*LeakyBucket) Name() string { return LeakyBucketName }
 func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	full := a.capacity * unit
 	s, err := codec.DecodeBucket(state, codec.TagLeakyBucket)
-	corrupt := err != nil && state != nil
+	corrupt := err != nil && len(state) != 0
 	if err != nil {
 		s = codec.Bucket{Updated: now}
 	}
@@ -165,7 +165,7 @@ func (*GCRA) Name() string { return GCRAName }
 // Step answers one request; see Algorithm.
 func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	s, err := codec.DecodeGCRA(state)
-	corrupt := err != nil && state != nil
+	corrupt := err != nil && len(state) != 0
 	if err != nil {
 		s.TAT = now
 	}

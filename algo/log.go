@@ -31,7 +31,7 @@ func (*SlidingLog) Name() string { return SlidingLogName }
 // Step answers one request; see Algorithm.
 func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	l, err := codec.DecodeLog(state)
-	corrupt := err != nil && state != nil
+	corrupt := err != nil && len(state) != 0
 	horizon := satAdd(now, -a.window) // entries at or before it have aged out
 	var (
 		alive int64

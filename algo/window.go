@@ -19,7 +19,7 @@ func (*FixedWindow) Name() string { return FixedWindowName }
 func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	start := align(now, a.window)
 	s, err := codec.DecodeWindow(state)
-	corrupt := err != nil && state != nil
+	corrupt := err != nil && len(state) != 0
 	switch {
 	case err != nil || s.Start < start:
 		s = codec.Window{Start: start}
@@ -58,7 +58,7 @@ func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) 
 	w := a.window
 	start := align(now, w)
 	s, err := codec.DecodeCounter(state)
-	corrupt := err != nil && state != nil
+	corrupt := err != nil && len(state) != 0
 	switch {
 	case err != nil:
 		s = codec.Counter{Start: start}

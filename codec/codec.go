@@ -77,6 +77,9 @@ func Header(record []byte) (version int, tag Tag, err error) {
 }
 
 func check(src []byte, t Tag, size int) error {
+	if len(src) == 0 {
+		return ErrTruncated // no record: the common case, so no formatting
+	}
 	if len(src) < size {
 		return fmt.Errorf("%w: %s needs %d bytes, have %d", ErrTruncated, t, size, len(src))
 	}
@@ -249,6 +252,9 @@ const maxLogShift = 62
 // DecodeLog validates a sliding-log record and returns its view. Every delta
 // is checked, so the entries can then be walked without further error checks.
 func DecodeLog(src []byte) (Log, error) {
+	if len(src) == 0 {
+		return Log{}, ErrTruncated
+	}
 	if len(src) < LogHeaderSize {
 		return Log{}, fmt.Errorf("%w: sliding_log needs %d bytes, have %d", ErrTruncated, LogHeaderSize, len(src))
 	}

@@ -12,11 +12,20 @@ type Clock interface {
 	Now() int64
 }
 
-// SystemClock reads the system's wall clock.
+// SystemClock is the system clock as a rate limiter wants it: the wall
+// clock read once, when the program starts, and advanced from then on by the
+// monotonic clock. It never steps backwards when NTP or an operator steps
+// the wall clock, and a read costs one monotonic clock read instead of
+// time.Now's two.
 type SystemClock struct{}
 
-// Now returns time.Now() in Unix nanoseconds.
-func (SystemClock) Now() int64 { return time.Now().UnixNano() }
+var (
+	clockStart = time.Now()
+	clockBase  = clockStart.UnixNano()
+)
+
+// Now returns the current time in Unix nanoseconds.
+func (SystemClock) Now() int64 { return clockBase + int64(time.Since(clockStart)) }
 
 // FakeClock is a Clock that moves only when told to. It is safe for
 // concurrent use.

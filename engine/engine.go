@@ -103,10 +103,11 @@ type Stats struct {
 
 // stripe is the engine's own per-stripe state.
 type stripe struct {
-	mu   sync.Mutex // over a plain backend: makes read-step-write indivisible for the stripe's keys; guards key
-	key  []byte     // the namespaced key of the call holding the stripe
-	peek []byte     // Peek's copy of the record it steps
-	_    [64]byte   // keep neighbouring stripes' locks off one cache line
+	mu    sync.Mutex // over a plain backend: makes read-step-write indivisible for the stripe's keys; guards key
+	key   []byte     // the namespaced key of the call holding the stripe
+	peek  []byte     // Peek's copy of the record it steps
+	fresh [32]byte   // room for a new fixed-size record
+	_     [64]byte   // keep neighbouring stripes' locks off one cache line
 }
 
 // Engine applies algorithms to keys atomically. See the package doc.
@@ -264,10 +265,15 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 		e.unlock(i)
 		return algo.Decision{}, e.storeError("read", err)
 	}
-	if !spend && state != nil {
+	switch {
+	case !spend:
 		// Step may write in place; keep the stored record as it is.
 		st.peek = append(st.peek[:0], state...)
 		state = st.peek
+	case state == nil:
+		// A new record is built in the stripe's buffer, then copied by
+		// the store: no allocation for a key's first request.
+		state = st.fresh[:0]
 	}
 	next, d := l.Algorithm.Step(state, now, cost)
 	wrote := spend && (next != nil || d.CorruptState)
