@@ -1,0 +1,451 @@
+package memory
+
+import (
+	"errors"
+	"math/bits"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+// ErrTooLarge is returned by a write whose key or value is longer than 1 GiB,
+// or whose entry would grow a shard's arena past 4 GiB.
+var ErrTooLarge = errors.New("sluice/backend/memory: record too large")
+
+// Defaults used for the zero value of each Options field.
+const (
+	// DefaultShards is the number of shards when Options.Shards is zero.
+	DefaultShards = 256
+	// DefaultSweepInterval is the sweeper's period when
+	// Options.SweepInterval is zero.
+	DefaultSweepInterval = time.Second
+	// DefaultSweepBatch is the most keys examined per shard visit when
+	// Options.SweepBatch is zero.
+	DefaultSweepBatch = 1024
+
+	// maxShards bounds Options.Shards.
+	maxShards = 1 << 16
+)
+
+// Options configures a Store. A nil *Options, and the zero value of each
+// field, mean the documented default.
+type Options struct {
+	// Shards is the number of partitions, each with its own lock, index
+	// and arena; the engine uses them as its stripes. A value that is not a
+	// power of two is rounded up to the next one; values above 65536 are
+	// lowered to 65536. Zero or less means 256.
+	Shards int
+
+	// MaxKeys bounds the number of keys held, expired or not. When the
+	// store is full, a Put of a new key returns backend.ErrFull while keys
+	// already held can still be updated. Before refusing, the Put sweeps
+	// one batch of the key's shard for keys expired as of the latest now a
+	// reader passed to that shard. Zero or less means unlimited.
+	//
+	// The store refuses new keys rather than evicting live ones on
+	// purpose: a record is a caller's spent budget, so evicting it would
+	// hand that caller a fresh budget. An attacker who could flood the
+	// store with new keys would then reset a victim's limit at will.
+	// Refusing new keys caps memory and lets the engine answer for an
+	// unknown key by policy (fail open or closed) instead.
+	MaxKeys int
+
+	// SweepInterval is how often the background sweeper runs one bounded
+	// step (see Store.Sweep). Zero means one second; a negative value
+	// disables the sweeper, and expired keys are then removed only by
+	// explicit calls to Sweep (they read as absent regardless).
+	SweepInterval time.Duration
+
+	// SweepBatch is the largest number of keys examined per shard visit,
+	// that is the most work done under one shard lock by a sweep. Each
+	// background tick visits every shard once, so it examines at most
+	// SweepBatch*Shards keys. Zero or less means 1024.
+	SweepBatch int
+
+	// Now is the sweeper's clock, in Unix nanoseconds. It is never called
+	// under a shard lock. Nil means time.Now().UnixNano().
+	Now func() int64
+}
+
+// Stats are counters describing a Store, for metrics.
+type Stats struct {
+	// Keys is the number of keys held, including expired ones not yet
+	// swept (the same as Len).
+	Keys int
+	// Evicted is the total number of expired keys removed by sweeping,
+	// whether by the background sweeper, by Sweep or to make room for a
+	// new key in a full store.
+	Evicted uint64
+	// Compactions is the total number of shard arena compactions.
+	Compactions uint64
+}
+
+// Store is an in-process backend.Backend that keeps every record in memory.
+// It implements backend.Striped and backend.Counter. All methods are safe for
+// concurrent use; the *Locked methods additionally require the caller to
+// hold the key's stripe lock, as backend.Striped documents.
+//
+// Values returned by Get are copies owned by the caller; Put copies its
+// arguments. GetLocked returns a slice aliasing the stored record, valid
+// until the stripe lock is released or the stripe is written.
+//
+// Lock order: sweepMu, then a shard's lock. At most one shard lock is held
+// by the Store itself at any time; the engine may hold several, taken in
+// stripe order.
+type Store struct {
+	shards  []shard
+	mask    uint64
+	maxKeys int64
+	batch   int
+	now     func() int64
+	minDead int // dead arena bytes below which no shard compacts
+
+	keys        atomic.Int64  // keys held in all shards
+	evicted     atomic.Uint64 // keys removed by sweeping
+	compactions atomic.Uint64 // arena compactions
+	closed      atomic.Bool   // set once by Close
+
+	sweepMu   sync.Mutex // guards sweepNext and serialises sweeps
+	sweepNext int        // next shard Sweep visits
+
+	stop chan struct{} // closed by Close to stop the sweeper; nil if none
+	done chan struct{} // closed by the sweeper when it returns
+}
+
+var (
+	_ backend.Backend = (*Store)(nil)
+	_ backend.Striped = (*Store)(nil)
+	_ backend.Counter = (*Store)(nil)
+)
+
+// New returns an empty Store configured by opts (nil means defaults) and,
+// unless opts disables it, starts its background sweeper. Close stops it.
+func New(opts *Options) *Store {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	n := o.Shards
+	switch {
+	case n <= 0:
+		n = DefaultShards
+	case n > maxShards:
+		n = maxShards
+	default:
+		n = 1 << bits.Len(uint(n-1))
+	}
+	if o.SweepBatch <= 0 {
+		o.SweepBatch = DefaultSweepBatch
+	}
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	s := &Store{
+		shards:  make([]shard, n),
+		mask:    uint64(n - 1),
+		maxKeys: int64(max(o.MaxKeys, 0)),
+		batch:   o.SweepBatch,
+		now:     o.Now,
+		minDead: compactMinDead,
+	}
+	seed := rand.Uint32()
+	for i := range s.shards {
+		s.shards[i].seed = seed
+	}
+	if o.SweepInterval > 0 {
+		s.stop = make(chan struct{})
+		s.done = make(chan struct{})
+		go s.sweeper(o.SweepInterval)
+	}
+	return s
+}
+
+// Get returns a copy of the record under key, or nil and no error when there
+// is none or it has expired at now.
+func (s *Store) Get(key []byte, now int64) ([]byte, error) {
+	if len(key) == 0 {
+		return nil, backend.ErrEmptyKey
+	}
+	hash := xxhash.Sum64(key)
+	sh := &s.shards[hash&s.mask]
+	sh.mu.Lock()
+	v, err := s.getLocked(sh, hash, key, now)
+	if v != nil {
+		v = append(make([]byte, 0, len(v)), v...)
+	}
+	sh.mu.Unlock()
+	return v, err
+}
+
+// Put stores a copy of value under key until expiresAt (Unix nanoseconds;
+// zero or less means never), replacing any record there. It returns
+// backend.ErrFull when key is new and the store holds MaxKeys keys.
+func (s *Store) Put(key, value []byte, expiresAt int64) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	hash := xxhash.Sum64(key)
+	sh := &s.shards[hash&s.mask]
+	sh.mu.Lock()
+	err := s.putLocked(sh, hash, key, value, expiresAt)
+	sh.mu.Unlock()
+	return err
+}
+
+// Delete removes the record under key; a missing key is not an error.
+func (s *Store) Delete(key []byte) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	hash := xxhash.Sum64(key)
+	sh := &s.shards[hash&s.mask]
+	sh.mu.Lock()
+	err := s.deleteLocked(sh, hash, key)
+	sh.mu.Unlock()
+	return err
+}
+
+// Stripes returns the number of shards, a power of two.
+func (s *Store) Stripes() int { return len(s.shards) }
+
+// Lock acquires the lock of shard i, 0 <= i < Stripes().
+func (s *Store) Lock(i int) { s.shards[i].mu.Lock() }
+
+// Unlock releases the lock of shard i.
+func (s *Store) Unlock(i int) { s.shards[i].mu.Unlock() }
+
+// GetLocked is Get for a caller holding the lock of shard hash&(Stripes()-1),
+// where hash is xxhash.Sum64(key). The returned slice aliases the stored
+// record: it may be modified in place and passed back to PutLocked, and must
+// not be used after the lock is released or the shard is written. It never
+// allocates.
+func (s *Store) GetLocked(hash uint64, key []byte, now int64) ([]byte, error) {
+	if len(key) == 0 {
+		return nil, backend.ErrEmptyKey
+	}
+	return s.getLocked(&s.shards[hash&s.mask], hash, key, now)
+}
+
+// PutLocked is Put for a caller holding the lock of shard
+// hash&(Stripes()-1). value may alias the slice GetLocked returned for key.
+// Overwriting a record with one of the same length, or any length that fits
+// the space reserved for it without leaving most of it idle, rewrites it in
+// place without allocating.
+func (s *Store) PutLocked(hash uint64, key, value []byte, expiresAt int64) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	return s.putLocked(&s.shards[hash&s.mask], hash, key, value, expiresAt)
+}
+
+// DeleteLocked is Delete for a caller holding the lock of shard
+// hash&(Stripes()-1).
+func (s *Store) DeleteLocked(hash uint64, key []byte) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	return s.deleteLocked(&s.shards[hash&s.mask], hash, key)
+}
+
+// Len returns the number of keys held, including expired ones not yet swept.
+func (s *Store) Len() int { return int(s.keys.Load()) }
+
+// Stats returns the store's counters. It takes no lock.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Keys:        int(s.keys.Load()),
+		Evicted:     s.evicted.Load(),
+		Compactions: s.compactions.Load(),
+	}
+}
+
+// Close stops the sweeper, waiting for it to return, and releases every
+// shard's memory. Every later call returns backend.ErrClosed (Lock and Unlock
+// still work, so that a caller holding a stripe sees ErrClosed from the
+// *Locked methods rather than a panic). A second Close returns nil.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.closed = true
+		sh.gen++
+		s.keys.Add(-int64(sh.count))
+		sh.slots, sh.arena, sh.count, sh.dead, sh.cursor = nil, nil, 0, 0, 0
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *Store) getLocked(sh *shard, hash uint64, key []byte, now int64) ([]byte, error) {
+	if sh.closed {
+		return nil, backend.ErrClosed
+	}
+	if now > sh.now {
+		sh.now = now
+	}
+	fp := uint32(hash >> 32)
+	var off, val, vlen uint32
+	if sh.isHot(fp, key) {
+		// A hot key read again: no probe.
+		off, val, vlen = sh.hotOff, sh.hotVal, sh.hotVlen
+	} else {
+		slot, o, v, n, vcap, ok := sh.find(fp, key)
+		if !ok {
+			return nil, nil
+		}
+		off, val, vlen = o, v, n
+		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, slot, off, val
+		sh.hotVlen, sh.hotVcap, sh.hotFP, sh.hotKlen = vlen, vcap, fp, uint32(len(key))
+	}
+	if expired(sh.expiresAt(off), now) {
+		return nil, nil
+	}
+	return sh.arena[val : val+vlen : val+vlen], nil
+}
+
+func (s *Store) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt int64) error {
+	if sh.closed {
+		return backend.ErrClosed
+	}
+	if len(key) > maxLen || len(value) > maxLen {
+		return ErrTooLarge
+	}
+	fp := uint32(hash >> 32)
+	var (
+		slot                 int
+		off, val, vlen, vcap uint32
+		ok                   bool
+	)
+	if sh.isHot(fp, key) {
+		// Written back right after GetLocked: no probe.
+		slot, off, val, vlen, vcap, ok = sh.hotSlot, sh.hotOff, sh.hotVal, sh.hotVlen, sh.hotVcap, true
+	} else {
+		slot, off, val, vlen, vcap, ok = sh.find(fp, key)
+	}
+	n := uint32(len(value))
+	if ok {
+		a := sh.arena
+		// Rewrite in place when the value fits and does not leave more than
+		// half of a sizeable reserve idle (a shrunken record moves, so the
+		// compaction that follows returns the space).
+		if n <= vcap && (n >= vcap/2 || vcap <= 64) {
+			putInt64(a[off:], expiresAt)
+			if n != vlen {
+				w := uvarintLen(vcap)
+				putUvarintWidth(a[val-uint32(len(key))-w:], n, w)
+				sh.gen++
+			}
+			// A record stepped in place through the slice GetLocked
+			// returned is already there.
+			if n > 0 && &value[0] != &a[val] {
+				copy(a[val:val+n], value)
+			}
+			return nil
+		}
+		// Relocate with a quarter of headroom so a growing record (a
+		// sliding log) moves a logarithmic number of times. value may
+		// alias the old entry: appendEntry copies it before anything
+		// overwrites those bytes.
+		noff, err := sh.appendEntry(key, value, expiresAt, min(n+n/4, maxLen))
+		if err != nil {
+			return err
+		}
+		sh.dead += entrySize(uint32(len(key)), vcap)
+		sh.slots[slot] = uint64(fp)<<32 | uint64(noff)
+		sh.gen++
+		s.tidy(sh)
+		return nil
+	}
+
+	reserved, moved := s.reserve(sh)
+	if !reserved {
+		return backend.ErrFull
+	}
+	if sh.needGrow() {
+		sh.grow()
+		moved = true
+	}
+	if moved {
+		slot, _, _, _, _, _ = sh.find(fp, key)
+	}
+	noff, err := sh.appendEntry(key, value, expiresAt, n)
+	if err != nil {
+		s.keys.Add(-1)
+		return err
+	}
+	sh.slots[slot] = uint64(fp)<<32 | uint64(noff)
+	sh.count++
+	sh.gen++
+	return nil
+}
+
+// reserve counts one more key and reports true, or reports false when the
+// store is full. A full store first sweeps a batch of sh with the latest now
+// its readers have used (no clock is called under the lock) to reclaim
+// expired keys; moved reports that it did, so slot positions have changed.
+func (s *Store) reserve(sh *shard) (ok, moved bool) {
+	if s.maxKeys == 0 {
+		s.keys.Add(1)
+		return true, false
+	}
+	if s.keys.Add(1) <= s.maxKeys {
+		return true, false
+	}
+	s.keys.Add(-1)
+	if sh.now == 0 {
+		return false, false
+	}
+	_, removed := sh.sweep(sh.now, s.batch)
+	if removed == 0 {
+		return false, false
+	}
+	s.keys.Add(-int64(removed))
+	s.evicted.Add(uint64(removed))
+	s.tidy(sh)
+	if s.keys.Add(1) <= s.maxKeys {
+		return true, true
+	}
+	s.keys.Add(-1)
+	return false, true
+}
+
+func (s *Store) deleteLocked(sh *shard, hash uint64, key []byte) error {
+	if sh.closed {
+		return backend.ErrClosed
+	}
+	slot, _, _, _, _, ok := sh.find(uint32(hash>>32), key)
+	if !ok {
+		return nil
+	}
+	sh.removeSlot(slot)
+	s.keys.Add(-1)
+	s.tidy(sh)
+	return nil
+}
+
+func putInt64(b []byte, v int64) {
+	_ = b[7]
+	b[0] = byte(v)
+	b[1] = byte(v >> 8)
+	b[2] = byte(v >> 16)
+	b[3] = byte(v >> 24)
+	b[4] = byte(v >> 32)
+	b[5] = byte(v >> 40)
+	b[6] = byte(v >> 48)
+	b[7] = byte(v >> 56)
+}

@@ -1,0 +1,141 @@
+package memory
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"pgregory.net/rapid"
+)
+
+// TestModelInternals drives a small store (few shards, tiny sweep batches,
+// values that change size) through random operations including sweeps, and
+// after every step compares it with a map and checks the index and arena
+// invariants. It complements backendtest's model, which sees only the
+// Backend API.
+func TestModelInternals(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		shards := rapid.SampledFrom([]int{1, 2}).Draw(rt, "shards")
+		s := New(&Options{Shards: shards, SweepInterval: -1, SweepBatch: rapid.IntRange(1, 8).Draw(rt, "batch")})
+		defer s.Close()
+		// Compact as soon as half the arena is dead, so that short runs
+		// meet compaction too.
+		s.minDead = 0
+		type rec struct {
+			v []byte
+			e int64
+		}
+		m := map[string]rec{}
+		var now int64 = 1
+		keys := make([]string, 40)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("key-%d", i)
+		}
+		live := func(k string) []byte {
+			r, ok := m[k]
+			if !ok || expired(r.e, now) {
+				return nil
+			}
+			return r.v
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"Put": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				// Sizes around the 64-byte reserve rule and past 128, where
+				// length fields take two bytes.
+				v := bytes.Repeat([]byte{byte(rapid.IntRange(0, 255).Draw(rt, "b"))},
+					rapid.SampledFrom([]int{1, 2, 17, 40, 64, 65, 127, 128, 300}).Draw(rt, "n"))
+				e := rapid.SampledFrom([]int64{0, now + 1, now + 5, now - 1}).Draw(rt, "exp")
+				if err := s.Put([]byte(k), v, e); err != nil {
+					rt.Fatalf("Put(%q) = %v", k, err)
+				}
+				m[k] = rec{v, e}
+			},
+			"StepLocked": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				grow := rapid.IntRange(-2, 3).Draw(rt, "grow")
+				h := xxhash.Sum64([]byte(k))
+				i := int(h & s.mask)
+				s.Lock(i)
+				defer s.Unlock(i)
+				v, err := s.GetLocked(h, []byte(k), now)
+				if err != nil || !bytes.Equal(v, live(k)) {
+					rt.Fatalf("GetLocked(%q) = %x, %v, want %x", k, v, err, live(k))
+				}
+				if v == nil {
+					v = []byte{0}
+				}
+				for j := range v {
+					v[j]++
+				}
+				next := v
+				switch {
+				case grow > 0:
+					next = append(bytes.Clone(v), bytes.Repeat([]byte{7}, grow*20)...)
+				case grow < 0:
+					next = v[:max(1, len(v)/2)]
+				}
+				want := bytes.Clone(next)
+				if err := s.PutLocked(h, []byte(k), next, 0); err != nil {
+					rt.Fatalf("PutLocked(%q) = %v", k, err)
+				}
+				m[k] = rec{want, 0}
+			},
+			"PutLocked": func(rt *rapid.T) {
+				// Writes of several lengths under one lock, no read between.
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				ns := rapid.SliceOfN(rapid.SampledFrom([]int{1, 3, 17, 40, 70, 130}), 1, 4).Draw(rt, "lengths")
+				h := xxhash.Sum64([]byte(k))
+				i := int(h & s.mask)
+				s.Lock(i)
+				defer s.Unlock(i)
+				if rapid.Bool().Draw(rt, "readFirst") {
+					s.GetLocked(h, []byte(k), now)
+				}
+				for j, n := range ns {
+					v := bytes.Repeat([]byte{byte(j + 1)}, n)
+					if err := s.PutLocked(h, []byte(k), v, 0); err != nil {
+						rt.Fatalf("PutLocked(%q) = %v", k, err)
+					}
+					m[k] = rec{v, 0}
+				}
+			},
+			"Delete": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				s.Delete([]byte(k))
+				delete(m, k)
+			},
+			"Sweep": func(rt *rapid.T) {
+				budget := rapid.IntRange(0, 20).Draw(rt, "budget")
+				if r := s.Sweep(now, budget); r > budget {
+					rt.Fatalf("Sweep(%d, %d) removed %d", now, budget, r)
+				}
+			},
+			"Advance": func(rt *rapid.T) {
+				now += int64(rapid.IntRange(1, 3).Draw(rt, "dt"))
+			},
+			"": func(rt *rapid.T) {
+				for _, k := range keys {
+					v, err := s.Get([]byte(k), now)
+					if err != nil || !bytes.Equal(v, live(k)) || (v == nil) != (live(k) == nil) {
+						rt.Fatalf("Get(%q) = %x, %v, want %x", k, v, err, live(k))
+					}
+				}
+				lo, hi := 0, len(m)
+				for k := range m {
+					if live(k) != nil {
+						lo++
+					}
+				}
+				if n := s.Len(); n < lo || n > hi {
+					rt.Fatalf("Len() = %d, want in [%d, %d]", n, lo, hi)
+				}
+				checkInvariants(t, s)
+				if t.Failed() {
+					rt.FailNow()
+				}
+			},
+		})
+	})
+}
