@@ -9,12 +9,14 @@
 //
 //	demo      run the reference design's demo scenarios through the engine
 //	simulate  decide a JSON-lines trace of requests read from stdin
+//	inspect   list the records a Pebble or bbolt state directory holds
 //
 // Run "sluice <command> -h" for a command's flags.
 //
 // # simulate
 //
-//	sluice simulate --algorithm NAME --limit N --window DUR [--burst N] [--backend memory]
+//	sluice simulate --algorithm NAME --limit N --window DUR [--burst N]
+//	    [--backend memory|pebble|bolt --dir DIR --durability sync|interval]
 //
 // simulate reads one JSON object per line from stdin,
 //
@@ -43,6 +45,13 @@
 // are independent of each other; every key seen is kept for the whole run
 // (expired records read as absent, so this changes no decision).
 //
+// With --backend pebble or bolt the records live in DIR, so a trace can be
+// split across processes: a second process on the same directory continues
+// where the first stopped. With --durability sync every answer is on disk
+// before it is printed, so this holds even when the first process is killed
+// (SIGKILL) right after printing a line; with interval (the default) a
+// killed process forgets at most its last 50 ms of spending.
+//
 // Exit status: 0 when every line was decided; 2 for a usage error (an
 // unknown algorithm, a missing or invalid flag, named in the message) or an
 // input line that does not parse (named by its line number), after the
@@ -50,10 +59,19 @@
 //
 // # demo
 //
-//	sluice demo [--out FILE]
+//	sluice demo [--backend pebble|bolt|memory] [--dir DIR] [--resume] [--out FILE]
 //
 // demo puts three rules behind a small gateway and then runs the same burst
 // through all six algorithms, printing the figures of the reference design's
-// demo, each computed by the engine over the memory backend with a fake
-// clock.
+// demo, each computed by the engine with a fake clock over Pebble under
+// var/demo by default. It ends by spending a user's budget; "demo --resume",
+// a second process on the same directory, shows it still spent.
+//
+// # inspect
+//
+//	sluice inspect --backend pebble|bolt --dir DIR [--namespace NS] [--key K] [--limit N] [--json]
+//
+// inspect lists the stored records with their rule, caller, algorithm,
+// decoded state and time to expiry. The process using the directory must be
+// stopped first: the directory lock says so if it is not.
 package main

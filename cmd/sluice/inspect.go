@@ -1,0 +1,540 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/bolt"
+	"github.com/sluice-go/sluice/backend/pebble"
+	"github.com/sluice-go/sluice/codec"
+	"github.com/sluice-go/sluice/engine"
+)
+
+const inspectUsage = `Usage: sluice inspect --backend pebble|bolt --dir DIR [--namespace NS] [--key K]
+       [--limit N] [--now TIME] [--json]
+
+Inspect lists the rate-limit records a durable store holds, in key order: for
+each one the rule's namespace, the caller key, the algorithm, the stored state
+in human terms, when the record expires and how long that is from now.
+Expired records a sweeper has not removed yet are listed too, as expired.
+
+Stop the process using the store first. Neither store is opened read-only:
+inspect opens the directory as the gateway does (with its sweeper off, and it
+writes no record), so while a gateway or a simulate process holds the
+directory inspect fails with the store's "locked" error and exit status 1.
+
+The stored state is shown as it was last written: a bucket's level is the
+level at its "updated" time, before any refill or drain since, and a sliding
+log counts every entry it holds, including those that have aged out since.
+
+With --json each record is one JSON object on its own line (wrapped here):
+
+	{"namespace":"api","key":"u-1","algorithm":"token_bucket",
+	 "state":{"level":2,"updated_at":"2023-11-14T22:13:20Z"},
+	 "expires_at":"2023-11-14T22:13:21.2Z","ttl_seconds":1.2,"expired":false,
+	 "corrupt":false,"raw":"11..."}
+
+A record that does not decode is listed with "corrupt":true, "state":null, the
+decoder's "error", and its bytes in hex ("raw"). Exit status: 0 when every
+record was listed, 2 for a usage error (the flag is named), 1 when the store
+cannot be opened or read.
+
+Flags:
+`
+
+// defaultInspectLimit is --limit's default.
+const defaultInspectLimit = 100
+
+// inspectFlags are inspect's parsed command line.
+type inspectFlags struct {
+	backend   string
+	dir       string
+	namespace string // with hasNS: list only this rule's records
+	hasNS     bool
+	key       string // with hasKey: list only this caller's records
+	hasKey    bool
+	limit     int   // at most this many records; 0 means all
+	now       int64 // Unix ns the TTLs are measured from
+	json      bool
+}
+
+// rangeStore is a store inspect can list.
+type rangeStore interface {
+	backend.Backend
+	backend.Ranger
+}
+
+// runInspect is the inspect command.
+func runInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f, err := parseInspectFlags(args, time.Now())
+	if errors.Is(err, flag.ErrHelp) {
+		printInspectUsage(stdout)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice inspect: %v\nRun 'sluice inspect -h' for usage.\n", err)
+		return 2
+	}
+	s, err := openInspectStore(f.backend, f.dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice inspect: %v\n", err)
+		if errors.Is(err, backend.ErrLocked) {
+			fmt.Fprintf(stderr, "sluice inspect: stop the gateway or simulate process using %s, then inspect it\n", f.dir)
+		}
+		return 1
+	}
+	err = inspect(s, f, stdout, stderr)
+	if cerr := s.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing the store: %w", cerr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice inspect: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newInspectFlags() (*flag.FlagSet, *inspectFlags, *string) {
+	f := &inspectFlags{}
+	fs := flag.NewFlagSet("sluice inspect", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by runInspect
+	fs.Usage = func() {}
+	fs.StringVar(&f.backend, "backend", "", "the `store`: pebble or bolt (required)")
+	fs.StringVar(&f.dir, "dir", "", "the store's state `directory` (required)")
+	fs.StringVar(&f.namespace, "namespace", "", "list only the records of this rule `namespace` (simulate uses \"simulate\")")
+	fs.StringVar(&f.key, "key", "", "list only the records of this caller `key`, in any namespace")
+	fs.IntVar(&f.limit, "limit", defaultInspectLimit, "list at most `N` records; 0 lists them all")
+	now := fs.String("now", "", "measure TTLs from this `time` (RFC 3339, such as 2023-11-14T22:13:20Z) instead of the wall clock")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object per record per line instead of a table")
+	return fs, f, now
+}
+
+func printInspectUsage(w io.Writer) {
+	fs, _, _ := newInspectFlags()
+	fmt.Fprint(w, inspectUsage)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// parseInspectFlags parses inspect's command line; wallNow is the default
+// for --now. Every error names the flag at fault.
+func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
+	fs, f, now := newInspectFlags()
+	if err := fs.Parse(args); err != nil {
+		return inspectFlags{}, err
+	}
+	if fs.NArg() > 0 {
+		return inspectFlags{}, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	switch f.backend {
+	case "pebble", "bolt":
+	case "":
+		return inspectFlags{}, usagef("--backend: required (pebble or bolt)")
+	case "memory":
+		return inspectFlags{}, usagef("--backend memory: the memory backend keeps nothing on disk to inspect")
+	default:
+		return inspectFlags{}, usagef("--backend %s: unknown backend (want pebble or bolt)", f.backend)
+	}
+	if f.dir == "" {
+		return inspectFlags{}, usagef("--dir: required")
+	}
+	if f.limit < 0 {
+		return inspectFlags{}, usagef("--limit: must be 0 (all) or more, got %d", f.limit)
+	}
+	f.hasNS, f.hasKey = set["namespace"], set["key"]
+	t := wallNow
+	if set["now"] {
+		var err error
+		if t, err = time.Parse(time.RFC3339Nano, *now); err != nil {
+			return inspectFlags{}, usagef("--now %s: want an RFC 3339 time such as 2023-11-14T22:13:20Z", *now)
+		}
+	}
+	// UnixNano is defined only between these two instants.
+	if t.Before(time.Unix(0, math.MinInt64)) || t.After(time.Unix(0, math.MaxInt64)) {
+		return inspectFlags{}, usagef("--now %s: outside the years 1678 to 2262", *now)
+	}
+	f.now = t.UnixNano()
+	return *f, nil
+}
+
+// openInspectStore opens the store in dir without its sweeper. It refuses a
+// directory that holds no store rather than create an empty one there, as
+// the backends' Open would.
+func openInspectStore(name, dir string) (rangeStore, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--dir %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("--dir %s: not a directory", dir)
+	}
+	switch name {
+	case "bolt":
+		if _, err := os.Stat(filepath.Join(dir, bolt.FileName)); err != nil {
+			return nil, fmt.Errorf("--dir %s holds no bolt store (no %s): %w", dir, bolt.FileName, err)
+		}
+		// A gateway holding the file makes Open fail after its short lock
+		// timeout with an error naming the directory.
+		return bolt.Open(dir, &bolt.Options{SweepInterval: -1})
+	default:
+		if m, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*")); len(m) == 0 {
+			return nil, fmt.Errorf("--dir %s holds no pebble store (no MANIFEST file)", dir)
+		}
+		// Inspect writes nothing, so the log syncer has nothing to do.
+		return pebble.Open(dir, &pebble.Options{SweepInterval: -1, SyncInterval: -1})
+	}
+}
+
+// inspect lists the records of s that f selects to out, and reports on
+// errOut when --limit left some out.
+func inspect(s backend.Ranger, f inspectFlags, out, errOut io.Writer) error {
+	var start, prefix []byte
+	if f.hasNS {
+		prefix = engine.AppendKey(nil, f.namespace, "")
+		start = prefix
+		if f.hasKey {
+			start = engine.AppendKey(nil, f.namespace, f.key)
+		}
+	}
+	var p recordPrinter
+	if f.json {
+		p = newJSONPrinter(out)
+	} else {
+		p = newTablePrinter(out)
+	}
+	listed, more := 0, false
+	var werr error
+	err := s.Range(start, func(r backend.Record) bool {
+		// Keys are in order: past the namespace, or past the one key
+		// both filters name, nothing further can match.
+		if prefix != nil && !bytes.HasPrefix(r.Key, prefix) || f.hasNS && f.hasKey && !bytes.Equal(r.Key, start) {
+			return false
+		}
+		if f.hasNS || f.hasKey {
+			ns, key, ok := engine.SplitKey(r.Key)
+			if !ok || (f.hasNS && ns != f.namespace) || (f.hasKey && key != f.key) {
+				return true
+			}
+		}
+		if f.limit > 0 && listed == f.limit {
+			more = true
+			return false
+		}
+		listed++
+		if werr = p.print(describeRecord(r, f.now)); werr != nil {
+			return false
+		}
+		return true
+	})
+	if ferr := p.flush(); werr == nil {
+		werr = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("reading the store: %w", err)
+	}
+	if werr != nil {
+		return fmt.Errorf("writing: %w", werr)
+	}
+	if more {
+		fmt.Fprintf(errOut, "sluice inspect: listed the first %d records; --limit 0 lists them all\n", listed)
+	}
+	return nil
+}
+
+// recordView is one record as inspect shows it. Its JSON form is a line of
+// inspect --json; the field names are stable.
+type recordView struct {
+	// Namespace and Key are the rule's namespace and the caller key.
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	// KeyHex is the stored key in hex when Namespace and Key do not show
+	// it faithfully: it does not split (Corrupt is then set) or is not
+	// valid UTF-8.
+	KeyHex string `json:"key_hex,omitempty"`
+	// Algorithm is the name the record's tag stands for; empty when the
+	// record is too short to have a tag, or its tag is unknown.
+	Algorithm string `json:"algorithm"`
+	// State is the decoded state; nil when the record does not decode.
+	State *stateView `json:"state"`
+	// ExpiresAt is the record's expiry (RFC 3339, UTC); nil means never.
+	ExpiresAt *string `json:"expires_at"`
+	// TTLSeconds is the exact seconds from now until ExpiresAt, 0 once
+	// expired; nil means never.
+	TTLSeconds *json.Number `json:"ttl_seconds"`
+	// Expired reports that the expiry is not after now.
+	Expired bool `json:"expired"`
+	// Corrupt reports a record that does not decode (or a key that does
+	// not split); Error says why.
+	Corrupt bool   `json:"corrupt"`
+	Error   string `json:"error,omitempty"`
+	// Raw is the stored record in hex.
+	Raw string `json:"raw"`
+
+	ttl time.Duration // for the table: until expiry, clamped; valid when ExpiresAt is set and not Expired
+}
+
+// stateView is a decoded record. Only the fields of the record's algorithm
+// are set; times are RFC 3339 with nanoseconds, in UTC.
+type stateView struct {
+	// Level is a token bucket's tokens left, or a leaky bucket's work
+	// queued, at UpdatedAt: an exact decimal.
+	Level     json.Number `json:"level,omitempty"`
+	UpdatedAt string      `json:"updated_at,omitempty"`
+	// WindowStart and Count are a fixed window's, or a sliding counter's
+	// current window; Previous is a sliding counter's previous count.
+	WindowStart string `json:"window_start,omitempty"`
+	Count       *int64 `json:"count,omitempty"`
+	Previous    *int64 `json:"previous,omitempty"`
+	// TAT is GCRA's theoretical arrival time.
+	TAT string `json:"tat,omitempty"`
+	// Entries, Oldest and Newest describe a sliding log's entries.
+	Entries *int   `json:"entries,omitempty"`
+	Oldest  string `json:"oldest,omitempty"`
+	Newest  string `json:"newest,omitempty"`
+}
+
+// describeRecord decodes r for display, with its TTL measured from now. It
+// never panics, whatever bytes r holds.
+func describeRecord(r backend.Record, now int64) recordView {
+	var v recordView
+	v.Raw = hex.EncodeToString(r.Value)
+	ns, key, ok := engine.SplitKey(r.Key)
+	switch {
+	case !ok:
+		v.KeyHex = hex.EncodeToString(r.Key)
+		v.Corrupt, v.Error = true, "key is not a namespaced key"
+	case !utf8.ValidString(ns) || !utf8.ValidString(key):
+		v.KeyHex = hex.EncodeToString(r.Key)
+		fallthrough
+	default:
+		v.Namespace, v.Key = ns, key
+	}
+	if r.ExpiresAt > 0 {
+		exp := formatTime(r.ExpiresAt)
+		v.ExpiresAt = &exp
+		left := json.Number("0")
+		if r.ExpiresAt > now {
+			// Exact even when now is far before 1970: the difference of
+			// two int64s fits a uint64.
+			d := min(uint64(r.ExpiresAt)-uint64(now), math.MaxInt64)
+			v.ttl = time.Duration(d)
+			left = json.Number(appendSeconds(nil, int64(d)))
+		} else {
+			v.Expired = true
+		}
+		v.TTLSeconds = &left
+	}
+	state, alg, err := decodeState(r.Value)
+	v.Algorithm = alg
+	if err != nil {
+		v.Corrupt = true
+		if v.Error != "" {
+			v.Error += "; "
+		}
+		v.Error += err.Error()
+		return v
+	}
+	v.State = &state
+	return v
+}
+
+// decodeState decodes a record of any algorithm, naming the algorithm its
+// tag stands for (empty when it has none).
+func decodeState(rec []byte) (stateView, string, error) {
+	version, tag, err := codec.Header(rec)
+	if err != nil {
+		return stateView{}, "", err
+	}
+	name := ""
+	switch tag {
+	case codec.TagTokenBucket, codec.TagLeakyBucket, codec.TagFixedWindow,
+		codec.TagSlidingLog, codec.TagSlidingCounter, codec.TagGCRA:
+		name = tag.String()
+	default:
+		return stateView{}, "", fmt.Errorf("unknown algorithm tag %d", uint8(tag))
+	}
+	if version != codec.Version {
+		return stateView{}, name, fmt.Errorf("%w %d (this release reads %d)", codec.ErrVersion, version, codec.Version)
+	}
+	var s stateView
+	switch tag {
+	case codec.TagTokenBucket, codec.TagLeakyBucket:
+		b, err := codec.DecodeBucket(rec, tag)
+		if err != nil {
+			return stateView{}, name, err
+		}
+		s.Level = json.Number(appendSeconds(nil, b.Level)) // nano-tokens, as seconds are nanoseconds
+		s.UpdatedAt = formatTime(b.Updated)
+	case codec.TagFixedWindow:
+		w, err := codec.DecodeWindow(rec)
+		if err != nil {
+			return stateView{}, name, err
+		}
+		s.WindowStart, s.Count = formatTime(w.Start), &w.Count
+	case codec.TagSlidingCounter:
+		c, err := codec.DecodeCounter(rec)
+		if err != nil {
+			return stateView{}, name, err
+		}
+		s.WindowStart, s.Count, s.Previous = formatTime(c.Start), &c.Count, &c.Previous
+	case codec.TagGCRA:
+		g, err := codec.DecodeGCRA(rec)
+		if err != nil {
+			return stateView{}, name, err
+		}
+		s.TAT = formatTime(g.TAT)
+	case codec.TagSlidingLog:
+		l, err := codec.DecodeLog(rec)
+		if err != nil {
+			return stateView{}, name, err
+		}
+		n := l.Len
+		s.Entries, s.Oldest, s.Newest = &n, formatTime(l.Oldest), formatTime(l.Newest)
+	}
+	return s, name, nil
+}
+
+// formatTime formats Unix nanoseconds as RFC 3339 with nanoseconds, in UTC.
+func formatTime(ns int64) string {
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+}
+
+// recordPrinter writes listed records in one of inspect's formats.
+type recordPrinter interface {
+	print(v recordView) error
+	flush() error
+}
+
+// jsonPrinter writes one JSON object per record per line.
+type jsonPrinter struct{ enc *json.Encoder }
+
+func newJSONPrinter(w io.Writer) *jsonPrinter {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return &jsonPrinter{enc: enc}
+}
+
+func (p *jsonPrinter) print(v recordView) error { return p.enc.Encode(v) }
+func (p *jsonPrinter) flush() error             { return nil }
+
+// tablePrinter writes an aligned table. Columns are aligned within blocks
+// of tableBlock rows, so that listing a large store does not hold every row
+// in memory.
+type tablePrinter struct {
+	tw   *tabwriter.Writer
+	rows int
+}
+
+const tableBlock = 1000
+
+// maxTableRaw bounds the bytes of a corrupt record the table shows in hex.
+const maxTableRaw = 32
+
+func newTablePrinter(w io.Writer) *tablePrinter {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	return &tablePrinter{tw: tw}
+}
+
+func (p *tablePrinter) print(v recordView) error {
+	if p.rows%tableBlock == 0 {
+		if p.rows > 0 {
+			if err := p.tw.Flush(); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(p.tw, "NAMESPACE\tKEY\tALGORITHM\tSTATE\tEXPIRES\tTTL")
+	}
+	p.rows++
+	ns, key := tableText(v.Namespace), tableText(v.Key)
+	if v.KeyHex != "" {
+		key += " (hex " + v.KeyHex + ")"
+	}
+	alg := v.Algorithm
+	if alg == "" {
+		alg = "?"
+	}
+	expires, ttl := "never", "-"
+	if v.ExpiresAt != nil {
+		expires = *v.ExpiresAt
+		ttl = "expired"
+		if !v.Expired {
+			ttl = v.ttl.String()
+		}
+	}
+	_, err := fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ns, key, alg, stateText(v), expires, ttl)
+	return err
+}
+
+func (p *tablePrinter) flush() error {
+	if p.rows == 0 {
+		return nil
+	}
+	return p.tw.Flush()
+}
+
+// stateText is a record's STATE column.
+func stateText(v recordView) string {
+	if v.State == nil {
+		raw := v.Raw
+		if len(raw) > 2*maxTableRaw {
+			raw = fmt.Sprintf("%s… (%d bytes)", raw[:2*maxTableRaw], len(raw)/2)
+		}
+		return "corrupt: " + v.Error + "; raw " + raw
+	}
+	s := v.State
+	var parts []string
+	add := func(name, value string) { parts = append(parts, name+"="+value) }
+	switch v.Algorithm {
+	case codec.TagTokenBucket.String(), codec.TagLeakyBucket.String():
+		add("level", s.Level.String())
+		add("updated", s.UpdatedAt)
+	case codec.TagFixedWindow.String(), codec.TagSlidingCounter.String():
+		add("start", s.WindowStart)
+		add("count", strconv.FormatInt(*s.Count, 10))
+		if s.Previous != nil {
+			add("previous", strconv.FormatInt(*s.Previous, 10))
+		}
+	case codec.TagGCRA.String():
+		add("tat", s.TAT)
+	case codec.TagSlidingLog.String():
+		add("entries", strconv.Itoa(*s.Entries))
+		add("oldest", s.Oldest)
+		add("newest", s.Newest)
+	}
+	if v.Corrupt { // a record that decodes under a key that does not split
+		add("corrupt", strconv.Quote(v.Error))
+	}
+	return strings.Join(parts, " ")
+}
+
+// tableText returns s as a table cell: as it is when it is printable and has
+// no spaces, quoted (Go syntax) otherwise, so that no key can break the
+// table's alignment or pass for another.
+func tableText(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if r == utf8.RuneError || r == '"' || r == '\\' || !unicode.IsGraphic(r) || unicode.IsSpace(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
