@@ -3,10 +3,10 @@
 GO        ?= go
 BIN       := bin/sluice
 FUZZTIME  ?= 30s
-BENCHTIME ?= 1s
+BENCHTIME ?= 500ms
 COUNT     ?= 6
 
-.PHONY: all build test vet race demo bench bench-compile fuzz clean
+.PHONY: all build test vet race demo bench bench-report bench-compile fuzz clean
 
 all: build
 
@@ -39,6 +39,10 @@ demo: build
 bench:
 	mkdir -p bench/out
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) -benchtime $(BENCHTIME) -timeout 60m ./... | tee out/bench.txt
+
+## bench-report: regenerate bench/RESULTS.md from bench/out/bench.txt.
+bench-report:
+	cd bench && $(GO) run ./cmd/report -in out/bench.txt -out RESULTS.md
 
 ## fuzz: every fuzz target for FUZZTIME each.
 fuzz:

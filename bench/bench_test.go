@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/memory"
+)
+
+// TestMain prints, before the benchmarks' own header, the configuration
+// lines benchstat keeps and cmd/report puts at the top of RESULTS.md. None
+// of them changes between runs on one machine: benchstat would otherwise
+// tell apart runs concatenated into one file.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" && f.Value.String() != "^$" {
+		fmt.Printf("go: %s\n", runtime.Version())
+		fmt.Printf("cores: %d\n", runtime.NumCPU())
+		fmt.Printf("gomaxprocs: %d\n", runtime.GOMAXPROCS(0))
+	}
+	os.Exit(m.Run())
+}
+
+// t0 is the benchmarks' fixed time, a whole second.
+const t0 = int64(1_700_000_000) * int64(time.Second)
+
+// stepCases configure BenchmarkStep per algorithm: the parameters, and how
+// far the clock moves before each step so that every step is allowed. The
+// buckets move by one emission interval, so they refill exactly what each
+// step spends; the windows by two, so they run at half their limit and the
+// sliding counter's estimate never reaches it. The sliding log gets a small
+// limit, as it is meant for, so its record holds about five entries.
+var stepCases = []struct {
+	name    string
+	params  algo.Params
+	advance time.Duration
+}{
+	{algo.TokenBucketName, algo.Params{Limit: 100, Window: time.Second}, 10 * time.Millisecond},
+	{algo.GCRAName, algo.Params{Limit: 100, Window: time.Second}, 10 * time.Millisecond},
+	{algo.LeakyBucketName, algo.Params{Limit: 100, Window: time.Second}, 10 * time.Millisecond},
+	{algo.FixedWindowName, algo.Params{Limit: 100, Window: time.Second}, 20 * time.Millisecond},
+	{algo.SlidingCounterName, algo.Params{Limit: 100, Window: time.Second}, 20 * time.Millisecond},
+	{algo.SlidingLogName, algo.Params{Limit: 10, Window: time.Second}, 200 * time.Millisecond},
+}
+
+// BenchmarkStep measures algo.Step alone on the allowed path, the record
+// stepped in place as the engine does over the memory backend.
+func BenchmarkStep(b *testing.B) {
+	for _, c := range stepCases {
+		b.Run(c.name, func(b *testing.B) {
+			a := algo.MustNew(c.name, c.params)
+			now := t0
+			state, _ := a.Step(nil, now, 1)
+			denied := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				now += int64(c.advance)
+				next, d := a.Step(state, now, 1)
+				if next != nil {
+					state = next
+				}
+				if !d.Allowed {
+					denied++
+				}
+			}
+			if denied > 0 {
+				b.Fatalf("%d of %d steps denied; this benchmark measures the allowed path", denied, b.N)
+			}
+		})
+	}
+}
+
+// BenchmarkStepDenied measures algo.Step on an exhausted record at a clock
+// that does not move: every step is denied and changes nothing.
+func BenchmarkStepDenied(b *testing.B) {
+	for _, c := range stepCases {
+		b.Run(c.name, func(b *testing.B) {
+			a := algo.MustNew(c.name, algo.Params{Limit: Exhausted.Limit, Window: Exhausted.Window})
+			state, _ := a.Step(nil, t0, 1)
+			allowed := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, d := a.Step(state, t0, 1); d.Allowed {
+					allowed++
+				}
+			}
+			if allowed > 0 {
+				b.Fatalf("%d of %d steps allowed; this benchmark measures the denied path", allowed, b.N)
+			}
+		})
+	}
+}
+
+// impl is one implementation under test, built fresh for each run.
+type impl struct {
+	name string
+	new  func() (Limiter, error)
+}
+
+// sluiceOrder lists the algorithms with the two the targets are about first.
+var sluiceOrder = []string{
+	algo.TokenBucketName, algo.GCRAName, algo.LeakyBucketName,
+	algo.FixedWindowName, algo.SlidingCounterName, algo.SlidingLogName,
+}
+
+// workload says which implementations a workload runs.
+type workload struct {
+	rate      Rate
+	fakeClock bool            // add sluice-token_bucket-fakeclock
+	floor     bool            // add floor-stripedmap, which always allows
+	mem       *memory.Options // the memory backend's options; nil means defaults
+}
+
+// impls returns the implementations of a workload, every one limited at
+// w.rate (the sliding log at SlidingLogUnlimited where w.rate is beyond its
+// limits).
+func impls(w workload) []impl {
+	var out []impl
+	for _, name := range sluiceOrder {
+		r := w.rate
+		if name == algo.SlidingLogName && r.Limit > algo.MaxSlidingLogLimit {
+			r = SlidingLogUnlimited
+		}
+		out = append(out, impl{"sluice-" + name, func() (Limiter, error) { return NewSluice(name, r, nil, w.mem) }})
+	}
+	if w.fakeClock {
+		out = append(out, impl{"sluice-token_bucket-fakeclock", func() (Limiter, error) {
+			return NewSluice(algo.TokenBucketName, w.rate, FixedClock(t0), w.mem)
+		}})
+	}
+	out = append(out,
+		impl{"xtimerate", func() (Limiter, error) { return NewXTimeRate(w.rate), nil }},
+		impl{"golimiter", func() (Limiter, error) { return NewGoLimiter(w.rate) }},
+	)
+	if w.floor {
+		out = append(out, impl{"floor-stripedmap", func() (Limiter, error) { return NewStripedMap(), nil }})
+	}
+	return out
+}
+
+// open builds im for one run and closes it when the run ends.
+func open(b *testing.B, im impl) Limiter {
+	b.Helper()
+	l, err := im.new()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.Close)
+	return l
+}
+
+// warm makes one allowed call per key, so that the run measures keys that
+// exist rather than their creation. It passes a copy of each key, as a
+// server passes a key it has just read from a request: an implementation
+// that keeps the caller's string then holds a copy, and a lookup compares
+// the key's bytes instead of finding, by its pointer, the very string it
+// stored (Go's string comparison returns early on equal pointers).
+func warm(b *testing.B, l Limiter, keys []string) {
+	b.Helper()
+	for _, k := range keys {
+		if ok, err := l.Allow(strings.Clone(k)); err != nil || !ok {
+			b.Fatalf("warming %q: allowed %v, error %v", k, ok, err)
+		}
+	}
+}
+
+// runKeys calls Allow for keys in turn, starting over at the end, and fails
+// unless every call answered wantAllowed.
+func runKeys(b *testing.B, l Limiter, keys []string, wantAllowed bool) {
+	b.Helper()
+	wrong, i := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ok, err := l.Allow(keys[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ok != wantAllowed {
+			wrong++
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+	if wrong > 0 {
+		b.Fatalf("%d of %d calls answered allowed=%v; this workload measures allowed=%v", wrong, b.N, !wantAllowed, wantAllowed)
+	}
+}
+
+// hotKey is the key of the single-key workloads, 20 bytes like the others.
+var hotKey = []string{"user-000000000000042"}
+
+// BenchmarkHotKey: one key from one goroutine, every call allowed. The
+// budget is Unlimited: a billion units refilling over ten years, so no run
+// can spend it and the key's record stays live, stepped in place.
+func BenchmarkHotKey(b *testing.B) {
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, hotKey)
+			runKeys(b, l, hotKey, true)
+		})
+	}
+}
+
+// BenchmarkHotKeyDenied: one key that has spent its one call an hour, every
+// call denied.
+func BenchmarkHotKeyDenied(b *testing.B) {
+	for _, im := range impls(workload{rate: Exhausted, fakeClock: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, hotKey)
+			runKeys(b, l, hotKey, false)
+		})
+	}
+}
+
+// BenchmarkKeys100k: 100,000 distinct keys in turn from one goroutine, every
+// call allowed, every key created before the run.
+func BenchmarkKeys100k(b *testing.B) {
+	keys := Keys(100_000)
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, keys)
+			runKeys(b, l, keys, true)
+		})
+	}
+}
+
+// BenchmarkKeys100kRefilled is Keys100k at a billion units a second: each
+// key's bucket is full again long before its next call, so Sluice finds its
+// record expired and starts the key afresh, as it does for every request of
+// a user who stays under the limit. The peers keep no expiry and take their
+// usual path. There is no fakeclock variant: a clock that never moves never
+// refills.
+func BenchmarkKeys100kRefilled(b *testing.B) {
+	keys := Keys(100_000)
+	for _, im := range impls(workload{rate: Refilling, floor: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, keys)
+			runKeys(b, l, keys, true)
+		})
+	}
+}
+
+// BenchmarkParallel10k: b.RunParallel over 10,000 keys, each goroutine
+// walking them from its own offset, every call allowed.
+func BenchmarkParallel10k(b *testing.B) {
+	keys := Keys(10_000)
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, keys)
+			var goroutines, denied atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				// Offsets a prime apart, so the goroutines work on
+				// different keys and different stripes.
+				i := int(goroutines.Add(1)-1) * 2503 % len(keys)
+				n := int64(0)
+				for pb.Next() {
+					ok, err := l.Allow(keys[i])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if !ok {
+						n++
+					}
+					if i++; i == len(keys) {
+						i = 0
+					}
+				}
+				denied.Add(n)
+			})
+			if n := denied.Load(); n > 0 {
+				b.Fatalf("%d of %d calls denied; this workload measures the allowed path", n, b.N)
+			}
+		})
+	}
+}
+
+// BenchmarkBytesPerKey reports, as B/key, the heap retained per key after
+// one allowed call for each of 1,000,000 distinct 20-byte keys at a typical
+// ten an hour, and as ns/insert the time one new key took. It measures once,
+// before its timed loop, which is empty: its ns/op means nothing.
+//
+// Each key is passed as a fresh copy, as a server passes a key it has just
+// read from a request, so an implementation that keeps the caller's string
+// pays for it. Sluice's memory backend runs without its sweeper here; no
+// record expires during the measurement either way, but a fixed window
+// aligned to the hour might.
+func BenchmarkBytesPerKey(b *testing.B) {
+	keys := Keys(MaxKeys)
+	for _, im := range impls(workload{rate: Typical, floor: true, mem: &memory.Options{SweepInterval: -1}}) {
+		b.Run(im.name, func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+
+			l, err := im.new()
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			for _, k := range keys {
+				if ok, err := l.Allow(strings.Clone(k)); err != nil || !ok {
+					b.Fatalf("inserting %q: allowed %v, error %v", k, ok, err)
+				}
+			}
+			insert := time.Since(start)
+
+			runtime.GC()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			runtime.KeepAlive(l)
+			if s, ok := l.(*Sluice); ok && s.Len() != len(keys) {
+				b.Fatalf("the store holds %d keys, want %d", s.Len(), len(keys))
+			}
+			l.Close()
+
+			b.ReportAllocs()
+			for b.Loop() {
+			}
+			b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/float64(len(keys)), "B/key")
+			b.ReportMetric(float64(insert.Nanoseconds())/float64(len(keys)), "ns/insert")
+		})
+	}
+}

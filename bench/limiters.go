@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"golang.org/x/time/rate"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// Limiter is the one operation every implementation is measured on. All
+// implementations are safe for concurrent use.
+type Limiter interface {
+	// Allow spends one unit of key's budget and reports whether the
+	// request was allowed. An error is an implementation failure, never a
+	// denial.
+	Allow(key string) (bool, error)
+	// Close releases the limiter and stops its background goroutines.
+	Close()
+}
+
+// Rate is a limit of Limit units per Window, with a capacity (burst) of
+// Limit.
+type Rate struct {
+	Limit  int64
+	Window time.Duration
+}
+
+// Rates used by the workloads.
+var (
+	// Unlimited is a budget no benchmark run can spend, refilling so
+	// slowly (a billion units per ten years, 0.3 s a unit) that a key's
+	// record stays live between its visits in every workload: the
+	// steady-state allowed path, where the stored record is stepped in
+	// place. A rate of a billion a second would allow every call too, but
+	// a bucket that spends one unit then refills in a nanosecond is full
+	// again, its record expired, by the next call: that is the path
+	// Keys100kRefilled measures.
+	Unlimited = Rate{Limit: algo.MaxLimit, Window: algo.MaxWindow}
+	// Refilling refills a unit every nanosecond: every key is full again
+	// by the time it is next asked for.
+	Refilling = Rate{Limit: algo.MaxLimit, Window: time.Second}
+	// Exhausted allows one call an hour: after the first, every call is
+	// denied.
+	Exhausted = Rate{Limit: 1, Window: time.Hour}
+	// Typical is a per-user API limit, ten an hour, used to measure the
+	// bytes a key retains.
+	Typical = Rate{Limit: 10, Window: time.Hour}
+)
+
+// SlidingLogUnlimited replaces Unlimited for the sliding log, whose record
+// holds one entry per admitted unit in the trailing window and whose limit
+// is at most algo.MaxSlidingLogLimit: 100 per microsecond admits a call
+// every 10 ns, faster than any call completes, and keeps the log of a hot
+// key to a few dozen entries. In Keys100k and Parallel10k a key's log has
+// aged out before the key comes round again.
+var SlidingLogUnlimited = Rate{Limit: 100, Window: time.Microsecond}
+
+// Sluice is Sluice's engine over its memory backend, applying one algorithm
+// under the namespace "bench".
+type Sluice struct {
+	e *engine.Engine
+	l engine.Limit
+}
+
+// NewSluice returns an engine over memory.New(mopts) (nil means defaults)
+// applying the named algorithm at r, reading clock (nil means the system
+// clock, the engine's default). A clock given is also the backend's sweeper
+// clock.
+func NewSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options) (*Sluice, error) {
+	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
+	if err != nil {
+		return nil, err
+	}
+	var opts *engine.Options
+	if clock != nil {
+		opts = &engine.Options{Clock: clock}
+		m := memory.Options{}
+		if mopts != nil {
+			m = *mopts
+		}
+		m.Now = clock.Now
+		mopts = &m
+	}
+	e, err := engine.New(memory.New(mopts), opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Sluice{e: e, l: engine.Limit{Namespace: "bench", Algorithm: a}}, nil
+}
+
+// Allow applies the limit to key at cost 1.
+func (s *Sluice) Allow(key string) (bool, error) {
+	d, err := s.e.Apply(s.l, key, 1)
+	return d.Allowed, err
+}
+
+// Len returns the number of keys the backend holds.
+func (s *Sluice) Len() int { return s.e.Len() }
+
+// Close closes the engine and its backend.
+func (s *Sluice) Close() { _ = s.e.Close() }
+
+// FixedClock is an engine.Clock that always answers the same time, for the
+// fakeclock variant: unlike engine.FakeClock it takes no lock, so the
+// difference from the system clock is the cost of reading the time. The
+// memory backend's sweeper must read it too (memory.Options.Now), or it
+// would expire records by the system clock under the engine's feet.
+type FixedClock int64
+
+// Now returns the fixed time.
+func (c FixedClock) Now() int64 { return int64(c) }
+
+// XTimeRate is golang.org/x/time/rate used per key the way its users do it:
+// a sync.Map from key to *rate.Limiter, filled on first use.
+type XTimeRate struct {
+	limiters sync.Map // string -> *rate.Limiter
+	limit    rate.Limit
+	burst    int
+}
+
+// NewXTimeRate returns per-key x/time/rate limiters at r.
+func NewXTimeRate(r Rate) *XTimeRate {
+	return &XTimeRate{limit: rate.Limit(float64(r.Limit) / r.Window.Seconds()), burst: int(r.Limit)}
+}
+
+// Allow calls Allow on key's limiter, creating it on a miss.
+func (x *XTimeRate) Allow(key string) (bool, error) {
+	v, ok := x.limiters.Load(key)
+	if !ok {
+		v, _ = x.limiters.LoadOrStore(key, rate.NewLimiter(x.limit, x.burst))
+	}
+	return v.(*rate.Limiter).Allow(), nil
+}
+
+// Close does nothing: the limiters have no goroutines.
+func (x *XTimeRate) Close() {}
+
+// GoLimiter is github.com/sethvargo/go-limiter's memorystore.
+type GoLimiter struct {
+	store limiter.Store
+}
+
+// NewGoLimiter returns a memorystore of r.Limit tokens per r.Window. Its
+// sweeper runs once a day, so that it never runs during a benchmark.
+func NewGoLimiter(r Rate) (*GoLimiter, error) {
+	s, err := memorystore.New(&memorystore.Config{
+		Tokens:        uint64(r.Limit),
+		Interval:      r.Window,
+		SweepInterval: 24 * time.Hour,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &GoLimiter{store: s}, nil
+}
+
+// Allow takes a token for key.
+func (g *GoLimiter) Allow(key string) (bool, error) {
+	_, _, _, ok, err := g.store.Take(context.Background(), key)
+	return ok, err
+}
+
+// Close stops the store.
+func (g *GoLimiter) Close() { _ = g.store.Close(context.Background()) }
+
+// StripedMap is the floor under every keyed limiter: a get-modify-put of a
+// 16-byte value in a map chosen by the key's xxhash among 256 stripes, each
+// under its own mutex. It limits nothing and always allows.
+type StripedMap struct {
+	stripes [256]mapStripe
+}
+
+type mapStripe struct {
+	mu sync.Mutex          // guards m
+	m  map[string][16]byte // key -> a record of the size of a GCRA's, plus room
+	_  [48]byte            // keep neighbouring stripes' locks off one cache line
+}
+
+// NewStripedMap returns an empty StripedMap.
+func NewStripedMap() *StripedMap {
+	s := new(StripedMap)
+	for i := range s.stripes {
+		s.stripes[i].m = make(map[string][16]byte)
+	}
+	return s
+}
+
+// Allow increments a counter in key's value and returns true.
+func (s *StripedMap) Allow(key string) (bool, error) {
+	st := &s.stripes[xxhash.Sum64String(key)&255]
+	st.mu.Lock()
+	v := st.m[key]
+	v[0]++
+	st.m[key] = v
+	st.mu.Unlock()
+	return true, nil
+}
+
+// Close does nothing.
+func (s *StripedMap) Close() {}
+
+var (
+	keysOnce sync.Once
+	allKeys  []string
+)
+
+// MaxKeys is the number of distinct keys Keys can return.
+const MaxKeys = 1_000_000
+
+// Keys returns n distinct 20-byte keys, "user-000000000000000" upwards, built
+// once and shared: callers must not modify the slice.
+func Keys(n int) []string {
+	keysOnce.Do(func() {
+		allKeys = make([]string, MaxKeys)
+		for i := range allKeys {
+			allKeys[i] = fmt.Sprintf("user-%015d", i)
+		}
+	})
+	return allKeys[:n]
+}
