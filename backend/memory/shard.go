@@ -187,7 +187,8 @@ func expired(e, now int64) bool {
 
 // appendEntry writes a new entry at the end of the arena, reserving vcap
 // bytes for the value, and returns its offset. It grows the arena by a
-// quarter at a time (not Go's doubling) to keep the slack per key small.
+// quarter at a time (not Go's doubling), an eighth once it passes 64 KiB, to
+// keep the slack per key small; the copying that costs stays amortised O(1).
 func (sh *shard) appendEntry(key, value []byte, expiresAt int64, vcap uint32) (uint32, error) {
 	klen := uint32(len(key))
 	vlen := uint32(len(value))
@@ -201,6 +202,9 @@ func (sh *shard) appendEntry(key, value []byte, expiresAt int64, vcap uint32) (u
 	}
 	if len(a)+need > cap(a) {
 		c := cap(a) + cap(a)/4
+		if cap(a) >= 64<<10 {
+			c = cap(a) + cap(a)/8
+		}
 		if c < len(a)+need {
 			c = len(a) + need
 		}
