@@ -15,6 +15,8 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/internal/dirlock"
+	"github.com/sluice-go/sluice/internal/walk"
 )
 
 // FormatVersion is the on-disk format version this release writes and reads.
@@ -91,8 +93,8 @@ type Options struct {
 // Lock order: sweepMu, then closeMu.
 type Store struct {
 	db     *bbolt.DB
-	dir    string // as given to Open, for messages
-	hold   *held  // this process's claim on dir
+	dir    string        // as given to Open, for messages
+	hold   *dirlock.Held // this process's claim on dir
 	noSync bool
 
 	now   func() int64
@@ -153,7 +155,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sluice/backend/bolt: open %q: cannot create the directory: %w", dir, err)
 	}
-	h, err := claim(dir)
+	h, err := opened.Claim(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -163,9 +165,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 		FreelistType: bbolt.FreelistMapType,
 	})
 	if err != nil {
-		h.release()
+		h.Release()
 		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, &lockedError{dir: dir, who: "another process", cause: err}
+			return nil, opened.Locked(dir, "another process", err)
 		}
 		if errors.Is(err, fs.ErrPermission) {
 			return nil, fmt.Errorf("sluice/backend/bolt: open %q: cannot open or create %s (is the directory writable?): %w", dir, FileName, err)
@@ -174,7 +176,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	if err := checkFormat(db, dir); err != nil {
 		db.Close()
-		h.release()
+		h.Release()
 		return nil, err
 	}
 	s := &Store{
@@ -420,22 +422,7 @@ func (s *Store) syncFile() error {
 // bbolt from reusing freed pages. It does not see one snapshot: a record
 // written during Range may or may not be listed.
 func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
-	from := start
-	for {
-		recs, next, err := s.rangeChunk(from)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if !fn(r) {
-				return nil
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		from = next
-	}
+	return walk.Range(start, s.rangeChunk, fn)
 }
 
 // rangeChunk copies out up to rangeChunk records from key from on. next is
@@ -485,7 +472,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.bg.Wait()
 	err := s.db.Close()
-	s.hold.release()
+	s.hold.Release()
 	if err != nil {
 		return fmt.Errorf("sluice/backend/bolt: close %q: %w", s.dir, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/internal/walk"
 )
 
 // errNothingSwept rolls back a sweep transaction that found nothing left to
@@ -111,24 +112,10 @@ func (s *Store) sweep(now int64, budget int) (removed int, wrapped bool, err err
 // sweeper walks the store once every interval, a chunk at a time, until
 // Close. A chunk that fails ends the walk; the next tick tries again.
 func (s *Store) sweeper(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		for {
+	walk.Every(s.stop, interval, func() {
+		walk.Sweep(s.stop, func() (bool, error) {
 			_, wrapped, err := s.sweep(s.now(), s.batch)
-			if err != nil || wrapped {
-				break
-			}
-			select {
-			case <-s.stop:
-				return
-			default:
-			}
-		}
-	}
+			return wrapped, err
+		})
+	})
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/internal/dirlock"
+	"github.com/sluice-go/sluice/internal/walk"
 )
 
 // FormatVersion is the on-disk format version this release writes and reads.
@@ -93,8 +95,8 @@ type Options struct {
 type Store struct {
 	db   *pebbledb.DB
 	lock *pebbledb.Lock
-	dir  string // as given to Open, for messages
-	hold *held  // this process's claim on dir
+	dir  string        // as given to Open, for messages
+	hold *dirlock.Held // this process's claim on dir
 
 	now   func() int64
 	batch int
@@ -158,13 +160,13 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sluice/backend/pebble: open %q: cannot create the directory: %w", dir, err)
 	}
-	h, err := claim(dir)
+	h, err := opened.Claim(dir)
 	if err != nil {
 		return nil, err
 	}
 	lock, err := pebbledb.LockDirectory(dir, vfs.Default)
 	if err != nil {
-		h.release()
+		h.Release()
 		return nil, lockError(dir, err)
 	}
 	popts := &pebbledb.Options{
@@ -182,13 +184,13 @@ func Open(dir string, opts *Options) (*Store, error) {
 	db, err := pebbledb.Open(dir, popts)
 	if err != nil {
 		lock.Close()
-		h.release()
+		h.Release()
 		return nil, fmt.Errorf("sluice/backend/pebble: open %q: %w", dir, err)
 	}
 	if err := checkFormat(db, dir); err != nil {
 		db.Close()
 		lock.Close()
-		h.release()
+		h.Release()
 		return nil, err
 	}
 	s := &Store{
@@ -419,22 +421,7 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 // and no iterator, so fn may call the Store. It does not see one snapshot:
 // a record written during Range may or may not be listed.
 func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
-	lower := append([]byte{recordPrefix}, start...)
-	for {
-		recs, next, err := s.rangeChunk(lower)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if !fn(r) {
-				return nil
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		lower = next
-	}
+	return walk.Range(append([]byte{recordPrefix}, start...), s.rangeChunk, fn)
 }
 
 // rangeChunk copies out up to rangeChunk records from lower on. next is the
@@ -489,7 +476,7 @@ func (s *Store) Close() error {
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}
-	s.hold.release()
+	s.hold.Release()
 	if err != nil {
 		return fmt.Errorf("sluice/backend/pebble: close %q: %w", s.dir, err)
 	}
@@ -499,16 +486,9 @@ func (s *Store) Close() error {
 // syncer syncs the write-ahead log every interval when unsynced writes are
 // pending, until Close. A failed sync is retried on the next tick.
 func (s *Store) syncer(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
+	walk.Every(s.stop, interval, func() {
 		if !s.dirty.Swap(false) {
-			continue
+			return
 		}
 		s.closeMu.RLock()
 		if !s.closed {
@@ -517,7 +497,7 @@ func (s *Store) syncer(interval time.Duration) {
 			}
 		}
 		s.closeMu.RUnlock()
-	}
+	})
 }
 
 // quietLogger drops Pebble's informational messages and passes its errors
