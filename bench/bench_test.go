@@ -25,7 +25,9 @@ func TestMain(m *testing.M) {
 		fmt.Printf("cores: %d\n", runtime.NumCPU())
 		fmt.Printf("gomaxprocs: %d\n", runtime.GOMAXPROCS(0))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeColdStores() // ColdStart's stores, written under os.TempDir
+	os.Exit(code)
 }
 
 // t0 is the benchmarks' fixed time, a whole second.

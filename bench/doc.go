@@ -26,6 +26,22 @@
 // (golimiter), and a floor that does the least any keyed limiter must: a
 // get-modify-put of 16 bytes in a striped map (floor-stripedmap).
 //
+// The durable-state workloads (durable_test.go) run the same engine over
+// Pebble and bbolt through its in-memory tier, each store in a real
+// directory, against the engine over the memory backend (memory-<algorithm>):
+//
+//   - DurableHotKey/<store>-<interval|sync>-<algorithm>: HotKey over a
+//     durable store in each durability mode.
+//   - DurableKeys100k, DurableParallel: Keys100k and Parallel10k (10,000
+//     keys) over a durable store, Interval mode only.
+//   - SyncConcurrency/<store>/callers-<n>: Sync mode with n goroutines, each
+//     on its own keys, sharing b.N; decisions/s shows the group commit.
+//   - RawStore, RawStoreBatch: the stores alone, Get+Put and WriteBatch of
+//     1000 records (ns/key): the floor under the engine.
+//   - ColdStart: time to the first decision after opening a store of
+//     1,000,000 records, which must not load them all.
+//
 // Results are written by `make bench` to out/bench.txt; cmd/report turns
-// them into RESULTS.md.
+// them into RESULTS.md. The durable-state workloads are usually run on their
+// own into out/durable.txt (see cmd/report), which the report reads too.
 package bench

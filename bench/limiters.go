@@ -12,7 +12,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/bolt"
 	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/backend/pebble"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -108,6 +111,73 @@ func (s *Sluice) Len() int { return s.e.Len() }
 
 // Close closes the engine and its backend.
 func (s *Sluice) Close() { _ = s.e.Close() }
+
+// DiskStore is what the engine's in-memory tier needs from a durable store.
+type DiskStore interface {
+	backend.Backend
+	backend.Batcher
+	backend.Loader
+}
+
+// Durable stores OpenStore knows.
+const (
+	// StorePebble is backend/pebble with its default options: Put is not
+	// synced (a background syncer syncs the log every 100 ms), WriteBatch
+	// always is.
+	StorePebble = "pebble"
+	// StoreBolt is backend/bolt with its default options: every commit,
+	// Put or WriteBatch, is synced.
+	StoreBolt = "bolt"
+	// StoreBoltNoSync is backend/bolt with Options.NoSync: commits are not
+	// synced unless WriteBatch is asked to. Only the raw-store floor uses
+	// it; the engine runs bolt as users do, with its defaults.
+	StoreBoltNoSync = "bolt-nosync"
+)
+
+// OpenStore opens the named durable store (StorePebble, StoreBolt or
+// StoreBoltNoSync) in dir with its default options: background sweeper on,
+// as users run it.
+func OpenStore(name, dir string) (DiskStore, error) {
+	switch name {
+	case StorePebble:
+		return pebble.Open(dir, nil)
+	case StoreBolt:
+		return bolt.Open(dir, nil)
+	case StoreBoltNoSync:
+		return bolt.Open(dir, &bolt.Options{NoSync: true})
+	}
+	return nil, fmt.Errorf("bench: unknown store %q", name)
+}
+
+// NewDurableSluice returns an engine over the durable store named store
+// (see OpenStore) opened in dir, keeping records in its in-memory tier and
+// writing them back as mode says, with the system clock and every other
+// option at its default, applying the named algorithm at r under the
+// namespace "bench".
+func NewDurableSluice(store, dir string, mode engine.Durability, name string, r Rate) (*Sluice, error) {
+	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
+	if err != nil {
+		return nil, err
+	}
+	s, err := OpenStore(store, dir)
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.New(s, &engine.Options{Durability: mode})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &Sluice{e: e, l: engine.Limit{Namespace: "bench", Algorithm: a}}, nil
+}
+
+// Flush writes the records changed since the last flush to a durable
+// store now; it does nothing over the memory backend.
+func (s *Sluice) Flush() error { return s.e.Flush() }
+
+// CloseErr closes the engine and its backend, returning the error of the
+// last flush, which Close drops.
+func (s *Sluice) CloseErr() error { return s.e.Close() }
 
 // FixedClock is an engine.Clock that always answers the same time, for the
 // fakeclock variant: unlike engine.FakeClock it takes no lock, so the

@@ -1,11 +1,24 @@
 // Command report turns the raw output of the benchmark suite (`make bench`,
 // bench/out/bench.txt) into RESULTS.md: the machine, the targets met or
 // missed, Sluice against the fastest peer per workload, and the median of
-// every metric of every benchmark.
+// every metric of every benchmark; then, in a section of its own, the
+// durable-state workloads of durable_test.go (the engine over Pebble and
+// bbolt): their targets, the durable engine against the memory one, sync
+// mode's scaling with concurrent callers, the raw stores' floor, and cold
+// start.
 //
 // Usage:
 //
 //	go run ./cmd/report -in out/bench.txt -out RESULTS.md
+//
+// The durable-state benchmarks are usually run on their own into
+// out/durable.txt:
+//
+//	go test -run '^$' -bench 'Durable|SyncConcurrency|RawStore|ColdStart' -benchmem -count 3 -benchtime 500ms -timeout 30m ./... > out/durable.txt
+//
+// The report reads that file too when it exists (-durable, default
+// out/durable.txt; an empty -durable reads none), so `make bench-report` renders
+// both. A benchmark found in both files is taken from the -durable file.
 //
 // Everything in the output file below the notes marker is kept, so notes
 // written by hand (profiles, explanations) survive a regeneration.
@@ -13,9 +26,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"math"
 	"os"
@@ -30,28 +45,41 @@ const notesMarker = "<!-- notes: everything below this line is written by hand a
 
 func main() {
 	in := flag.String("in", "out/bench.txt", "raw `go test -bench` output to read")
+	durable := flag.String("durable", "out/durable.txt", "raw output of the durable-state benchmarks, read when the file exists; its benchmarks replace -in's of the same name; empty reads none")
 	out := flag.String("out", "RESULTS.md", "markdown file to write; its notes below the marker are kept")
 	flag.Parse()
 	log.SetFlags(0)
 
-	f, err := os.Open(*in)
+	res, date, err := readFile(*in)
 	if err != nil {
 		log.Fatal(err)
-	}
-	date := ""
-	if fi, err := f.Stat(); err == nil {
-		date = fi.ModTime().UTC().Format("2006-01-02 15:04 MST") + " (when the results file was last written)"
-	}
-	res, err := Parse(f)
-	f.Close()
-	if err != nil {
-		log.Fatalf("%s: %v", *in, err)
 	}
 	if _, ok := res.Config["date"]; !ok && date != "" {
 		res.Config["date"] = date
 	}
+	sources := []string{*in}
+	if *durable != "" {
+		explicit := false
+		flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "durable" })
+		d, ddate, err := readFile(*durable)
+		switch {
+		case err == nil:
+			res.Merge(d)
+			sources = append(sources, *durable)
+			if v, ok := d.Config["date"]; ok {
+				ddate = v
+			}
+			if ddate != "" {
+				res.Config[durableDateKey] = ddate
+			}
+		case errors.Is(err, fs.ErrNotExist) && !explicit:
+			// No durable-state results: the report is bench.txt's alone.
+		default:
+			log.Fatal(err)
+		}
+	}
 	if len(res.Order) == 0 {
-		log.Fatalf("%s: no benchmark results", *in)
+		log.Fatalf("%s: no benchmark results", strings.Join(sources, ", "))
 	}
 
 	notes := "## Notes\n\nNone yet.\n"
@@ -61,11 +89,50 @@ func main() {
 		}
 	}
 	var b strings.Builder
-	Write(&b, res, *in)
+	Write(&b, res, sources...)
 	b.WriteString("\n" + notesMarker + "\n")
 	b.WriteString(notes)
 	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// durableDateKey is the Config key main stores the durable results' date
+// under.
+const durableDateKey = "durable-date"
+
+// readFile parses the benchmark output in path and returns it with the
+// time the file was last written.
+func readFile(path string) (*Results, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	date := ""
+	if fi, err := f.Stat(); err == nil {
+		date = fi.ModTime().UTC().Format("2006-01-02 15:04 MST") + " (when the results file was last written)"
+	}
+	res, err := Parse(f)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return res, date, nil
+}
+
+// Merge adds other's results to r: the runs of a benchmark other holds
+// replace r's runs of it, and configuration lines r lacks are added.
+func (r *Results) Merge(other *Results) {
+	for k, v := range other.Config {
+		if _, ok := r.Config[k]; !ok {
+			r.Config[k] = v
+		}
+	}
+	for _, n := range other.Order {
+		if _, ok := r.Runs[n]; !ok {
+			r.Order = append(r.Order, n)
+		}
+		r.Runs[n] = other.Runs[n]
 	}
 }
 
@@ -223,26 +290,36 @@ var Targets = []Target{
 	{Goal: "≤ 80 bytes per token-bucket key at 1M keys", Bench: "BenchmarkBytesPerKey/sluice-token_bucket", Unit: "B/key", Max: 80},
 }
 
-// Write writes the generated part of RESULTS.md for res, read from source.
-func Write(w io.Writer, res *Results, source string) {
+// Write writes the generated part of RESULTS.md for res, read from
+// sources.
+func Write(w io.Writer, res *Results, sources ...string) {
 	c := res.Config
 	runs := 0
 	for _, units := range res.Runs {
 		runs = max(runs, len(units["ns/op"]))
 	}
+	order, names := res.workloads()
+	durable := slices.ContainsFunc(order, isDurable)
 	fmt.Fprintf(w, "# Benchmark results\n\n")
-	fmt.Fprintf(w, "Generated by `go run ./cmd/report` from `%s` (`make bench`, then `make bench-report`): ", source)
+	fmt.Fprintf(w, "Generated by `go run ./cmd/report` from `%s` (`make bench`, then `make bench-report`): ", strings.Join(sources, "` and `"))
 	fmt.Fprintf(w, "up to %d runs of each benchmark, medians shown. ", runs)
-	fmt.Fprintf(w, "Benchmarks and workloads are described in `doc.go` and `bench_test.go`.\n\n")
+	if durable {
+		fmt.Fprintf(w, "Benchmarks and workloads are described in `doc.go`, `bench_test.go` and `durable_test.go`.\n\n")
+	} else {
+		fmt.Fprintf(w, "Benchmarks and workloads are described in `doc.go` and `bench_test.go`.\n\n")
+	}
 	fmt.Fprintf(w, "| machine | |\n| --- | --- |\n")
-	for _, row := range [][2]string{
-		{"date", c["date"]},
+	rows := [][2]string{{"date", c["date"]}}
+	if d, ok := c[durableDateKey]; ok {
+		rows = append(rows, [2]string{"date, durable state", d})
+	}
+	for _, row := range append(rows, [][2]string{
 		{"go", c["go"]},
 		{"os/arch", c["goos"] + "/" + c["goarch"]},
 		{"cpu", c["cpu"]},
 		{"cores", c["cores"]},
 		{"GOMAXPROCS", c["gomaxprocs"]},
-	} {
+	}...) {
 		if row[1] == "" || row[1] == "/" {
 			row[1] = "unknown"
 		}
@@ -259,8 +336,10 @@ func Write(w io.Writer, res *Results, source string) {
 	fmt.Fprintf(w, "The metric is ns/op, and B/key for BytesPerKey.\n\n")
 	fmt.Fprintf(w, "| workload | metric | fastest peer | token_bucket | ÷ peer | allocs/op | gcra | ÷ peer | allocs/op |\n")
 	fmt.Fprintf(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	order, names := res.workloads()
 	for _, wl := range order {
+		if isDurable(wl) {
+			continue
+		}
 		unit := "ns/op"
 		if wl == "BytesPerKey" {
 			unit = "B/key"
@@ -285,56 +364,67 @@ func Write(w io.Writer, res *Results, source string) {
 	fmt.Fprintf(w, "\n## Medians\n\n")
 	fmt.Fprintf(w, "*spread* is the largest deviation of one run from the median; *÷ floor* divides by floor-stripedmap's median in the same workload.\n")
 	for _, wl := range order {
-		fmt.Fprintf(w, "\n### %s\n\n", wl)
-		var extra []string // custom metrics, in order of appearance
-		for _, n := range names[wl] {
-			for u := range res.Runs[n] {
-				if !slices.Contains([]string{"ns/op", "B/op", "allocs/op"}, u) && !slices.Contains(extra, u) {
-					extra = append(extra, u)
-				}
+		if !isDurable(wl) {
+			writeMedians(w, res, "###", wl, names[wl])
+		}
+	}
+	if durable {
+		writeDurable(w, res, order, names)
+	}
+}
+
+// writeMedians writes the table of medians of workload wl, whose benchmarks
+// are names, under a heading of the given level.
+func writeMedians(w io.Writer, res *Results, heading, wl string, names []string) {
+	fmt.Fprintf(w, "\n%s %s\n\n", heading, wl)
+	var extra []string // custom metrics, in order of appearance
+	for _, n := range names {
+		for u := range res.Runs[n] {
+			if !slices.Contains([]string{"ns/op", "B/op", "allocs/op"}, u) && !slices.Contains(extra, u) {
+				extra = append(extra, u)
 			}
 		}
-		slices.Sort(extra)
-		floor, hasFloor := res.Median("Benchmark"+wl+"/floor-stripedmap", "ns/op")
-		fmt.Fprintf(w, "| impl | ns/op | spread |")
-		if hasFloor {
-			fmt.Fprintf(w, " ÷ floor |")
+	}
+	slices.Sort(extra)
+	floor, hasFloor := res.Median("Benchmark"+wl+"/floor-stripedmap", "ns/op")
+	fmt.Fprintf(w, "| impl | ns/op | spread |")
+	if hasFloor {
+		fmt.Fprintf(w, " ÷ floor |")
+	}
+	fmt.Fprintf(w, " B/op | allocs/op |")
+	for _, u := range extra {
+		fmt.Fprintf(w, " %s |", u)
+	}
+	fmt.Fprintf(w, " runs |\n|---|---:|---:|")
+	if hasFloor {
+		fmt.Fprintf(w, "---:|")
+	}
+	fmt.Fprintf(w, "---:|---:|%s---:|\n", strings.Repeat("---:|", len(extra)))
+	for _, n := range names {
+		_, impl := split(n)
+		ns, _ := res.Median(n, "ns/op")
+		switch {
+		case wl == "BytesPerKey": // its timed loop is empty
+			fmt.Fprintf(w, "| %s | – | – |", impl)
+			if hasFloor {
+				fmt.Fprintf(w, " – |")
+			}
+		default:
+			fmt.Fprintf(w, "| %s | %s | ±%.0f%% |", impl, num(ns), 100*res.spread(n, "ns/op"))
+			if hasFloor {
+				fmt.Fprintf(w, " %.2f× |", ns/floor)
+			}
 		}
-		fmt.Fprintf(w, " B/op | allocs/op |")
+		bop, _ := res.Median(n, "B/op")
+		fmt.Fprintf(w, " %.0f | %s |", bop, allocs(res, n, wl))
 		for _, u := range extra {
-			fmt.Fprintf(w, " %s |", u)
-		}
-		fmt.Fprintf(w, " runs |\n|---|---:|---:|")
-		if hasFloor {
-			fmt.Fprintf(w, "---:|")
-		}
-		fmt.Fprintf(w, "---:|---:|%s---:|\n", strings.Repeat("---:|", len(extra)))
-		for _, n := range names[wl] {
-			_, impl := split(n)
-			ns, _ := res.Median(n, "ns/op")
-			switch {
-			case wl == "BytesPerKey": // its timed loop is empty
-				fmt.Fprintf(w, "| %s | – | – |", impl)
-				if hasFloor {
-					fmt.Fprintf(w, " – |")
-				}
-			default:
-				fmt.Fprintf(w, "| %s | %s | ±%.0f%% |", impl, num(ns), 100*res.spread(n, "ns/op"))
-				if hasFloor {
-					fmt.Fprintf(w, " %.2f× |", ns/floor)
-				}
+			if v, ok := res.Median(n, u); ok {
+				fmt.Fprintf(w, " %s |", num(v))
+			} else {
+				fmt.Fprintf(w, " – |")
 			}
-			bop, _ := res.Median(n, "B/op")
-			fmt.Fprintf(w, " %.0f | %s |", bop, allocs(res, n, wl))
-			for _, u := range extra {
-				if v, ok := res.Median(n, u); ok {
-					fmt.Fprintf(w, " %s |", num(v))
-				} else {
-					fmt.Fprintf(w, " – |")
-				}
-			}
-			fmt.Fprintf(w, " %d |\n", len(res.Runs[n]["ns/op"]))
 		}
+		fmt.Fprintf(w, " %d |\n", len(res.Runs[n]["ns/op"]))
 	}
 }
 
