@@ -114,6 +114,7 @@ type stripe struct {
 type Engine struct {
 	b       backend.Backend
 	striped backend.Striped // b, when it partitions itself, or the tier; nil otherwise
+	mem     *memory.Store   // b, when it is the memory backend: called directly, so keys stay on the stack
 	tier    *tier           // the in-memory tier over a durable b; nil otherwise
 	stripes []stripe
 	mask    uint64
@@ -156,6 +157,7 @@ func New(b backend.Backend, opts *Options) (*Engine, error) {
 		}
 		e.tier, e.striped, n = t, t, t.Stripes()
 	} else if s, ok := b.(backend.Striped); ok {
+		e.mem, _ = b.(*memory.Store)
 		e.striped, n = s, s.Stripes()
 	} else if n == 0 {
 		n = DefaultStripes
@@ -264,8 +266,19 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 
 	e.lock(i)
 	st := &e.stripes[i]
-	st.key = append(st.key[:0], k...)
-	state, err := e.get(h, st.key, now)
+	// The memory backend is called directly, with the key on the stack;
+	// any other backend through an interface, which would make the stack
+	// buffer escape, so it gets the stripe's own copy of the key.
+	var (
+		state []byte
+		err   error
+	)
+	if e.mem != nil {
+		state, err = e.mem.GetLocked(h, k, now)
+	} else {
+		st.key = append(st.key[:0], k...)
+		state, err = e.get(h, st.key, now)
+	}
 	if err != nil {
 		e.unlock(i)
 		return algo.Decision{}, e.storeError("read", err)
@@ -282,7 +295,13 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 	}
 	next, d := l.Algorithm.Step(state, now, cost)
 	wrote := spend && (next != nil || d.CorruptState)
-	if wrote {
+	switch {
+	case !wrote:
+	case e.mem != nil && next != nil && d.TTL > 0:
+		err = e.mem.PutLocked(h, k, next, now+int64(d.TTL))
+	case e.mem != nil:
+		err = e.mem.DeleteLocked(h, k)
+	default:
 		err = e.write(h, st.key, next, now, d.TTL)
 	}
 	ticket := e.ticket(i)
@@ -520,6 +539,10 @@ func (e *Engine) Sweep(budget int) int {
 func hashKey(k []byte) uint64 { return xxhash.Sum64(k) }
 
 func (e *Engine) lock(i int) {
+	if e.mem != nil {
+		e.mem.Lock(i)
+		return
+	}
 	if e.striped != nil {
 		e.striped.Lock(i)
 		return
@@ -528,6 +551,10 @@ func (e *Engine) lock(i int) {
 }
 
 func (e *Engine) unlock(i int) {
+	if e.mem != nil {
+		e.mem.Unlock(i)
+		return
+	}
 	if e.striped != nil {
 		e.striped.Unlock(i)
 		return
@@ -536,6 +563,9 @@ func (e *Engine) unlock(i int) {
 }
 
 func (e *Engine) get(h uint64, k []byte, now int64) ([]byte, error) {
+	if e.mem != nil {
+		return e.mem.GetLocked(h, k, now)
+	}
 	if e.striped != nil {
 		return e.striped.GetLocked(h, k, now)
 	}
@@ -550,6 +580,9 @@ func (e *Engine) write(h uint64, k, next []byte, now int64, ttl time.Duration) e
 		return e.del(h, k)
 	}
 	exp := now + int64(ttl)
+	if e.mem != nil {
+		return e.mem.PutLocked(h, k, next, exp)
+	}
 	if e.striped != nil {
 		return e.striped.PutLocked(h, k, next, exp)
 	}
@@ -557,6 +590,9 @@ func (e *Engine) write(h uint64, k, next []byte, now int64, ttl time.Duration) e
 }
 
 func (e *Engine) del(h uint64, k []byte) error {
+	if e.mem != nil {
+		return e.mem.DeleteLocked(h, k)
+	}
 	if e.striped != nil {
 		return e.striped.DeleteLocked(h, k)
 	}

@@ -295,8 +295,8 @@ func (s *Store) getLocked(sh *shard, hash uint64, key []byte, now int64) ([]byte
 	if sh.closed {
 		return nil, backend.ErrClosed
 	}
-	if now > sh.now {
-		sh.now = now
+	if s.maxKeys > 0 && now > sh.now {
+		sh.now = now // only a full store uses it: don't dirty the line otherwise
 	}
 	fp := uint32(hash >> 32)
 	var off, val, vlen uint32
