@@ -179,22 +179,27 @@ func (e *Engine) Backend() backend.Backend { return e.b }
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	s := Stats{CorruptRecords: e.corrupt.Load(), StoreErrors: e.storeErr.Load(), Keys: e.Len()}
-	var mem *memory.Store
 	if e.tier != nil {
-		mem = e.tier.cache
 		s.Flushes, s.FlushErrors = e.tier.flushes.Load(), e.tier.flushErrors.Load()
 		s.FlushTime = time.Duration(e.tier.flushNanos.Load())
 		s.Dirty = e.tier.dirty.Load()
 		e.tier.commit.mu.Lock()
 		s.Commits = e.tier.commit.commits
 		e.tier.commit.mu.Unlock()
-	} else if m, ok := e.b.(*memory.Store); ok {
-		mem = m
 	}
-	if mem != nil {
+	if mem := e.memory(); mem != nil {
 		s.Evictions = mem.Stats().Evicted
 	}
 	return s
+}
+
+// memory returns the memory store holding the records in use: the memory
+// backend itself, or the tier's cache over a durable backend; nil otherwise.
+func (e *Engine) memory() *memory.Store {
+	if e.tier != nil {
+		return e.tier.cache
+	}
+	return e.mem
 }
 
 // Len returns the number of keys the backend holds, or -1 when it cannot
@@ -524,16 +529,11 @@ func (e *Engine) Flush() error {
 // stores also sweep in the background; Sweep is for programs driving a fake
 // clock. A durable backend sweeps its disk on its own schedule.
 func (e *Engine) Sweep(budget int) int {
-	var mem *memory.Store
-	if e.tier != nil {
-		mem = e.tier.cache
-	} else if m, ok := e.b.(*memory.Store); ok {
-		mem = m
-	}
+	mem := e.memory()
 	if mem == nil || e.closed.Load() {
 		return 0
 	}
-	return mem.Sweep(e.clock.Now(), budget)
+	return mem.Sweep(e.now(), budget)
 }
 
 func hashKey(k []byte) uint64 { return xxhash.Sum64(k) }
