@@ -1,0 +1,233 @@
+package sluice_test
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+)
+
+func TestLoadTheIssueConfig(t *testing.T) {
+	c, err := sluice.LoadConfig(filepath.Join("testdata", "gateway.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sluice.Config{
+		Store: sluice.StoreConfig{Backend: "pebble", Dir: "./var/sluice", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
+		Identity: sluice.IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key",
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, IPv6Prefix: 64},
+		OnStoreError: sluice.FailOpen,
+		Match:        sluice.MatchMostSpecific,
+		Rules: []sluice.Rule{
+			{Name: "orders-write", Method: "POST", PathPrefix: "/api/orders", Scope: sluice.ScopeUser, Algorithm: algo.TokenBucketName, Limit: 5, Window: time.Minute},
+			{Name: "search", Method: "GET", PathPrefix: "/api/search", Scope: sluice.ScopeUser, Algorithm: algo.SlidingCounterName, Limit: 10, Window: time.Minute, Cost: 5},
+		},
+		Default: &sluice.Rule{Name: "catch-all", Scope: sluice.ScopeIP, Algorithm: algo.SlidingCounterName, Limit: 100, Window: time.Minute},
+	}
+	if !reflect.DeepEqual(c.Store, want.Store) || !reflect.DeepEqual(c.Identity, want.Identity) ||
+		c.OnStoreError != want.OnStoreError || c.Match != want.Match ||
+		!reflect.DeepEqual(c.Rules, want.Rules) || !reflect.DeepEqual(c.Default, want.Default) {
+		t.Errorf("LoadConfig =\n%+v\nwant\n%+v", *c, want)
+	}
+	rs, err := c.Ruleset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rs.Match("POST", "/api/orders"); len(m) != 1 || m[0].Name() != "orders-write" {
+		t.Errorf("Match(POST /api/orders) = %v", names(m))
+	}
+	if m := rs.Match("GET", "/"); len(m) != 1 || m[0].Name() != "catch-all" || m[0].Scope() != sluice.ScopeIP {
+		t.Errorf("Match(GET /) = %v, want catch-all", names(m))
+	}
+}
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := sluice.ParseConfig("min.yaml", []byte("rules: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sluice.Config{
+		Store:        sluice.StoreConfig{Backend: "memory", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
+		Identity:     sluice.IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", IPv6Prefix: 64},
+		OnStoreError: sluice.FailOpen,
+		Match:        sluice.MatchMostSpecific,
+		Rules:        []sluice.Rule{},
+	}
+	if !reflect.DeepEqual(c.Store, want.Store) || !reflect.DeepEqual(c.Identity, want.Identity) ||
+		c.OnStoreError != want.OnStoreError || c.Match != want.Match || c.Default != nil || len(c.Rules) != 0 {
+		t.Errorf("ParseConfig = %+v, want %+v", *c, want)
+	}
+}
+
+func TestParseConfigIdentityAndModes(t *testing.T) {
+	c, err := sluice.ParseConfig("x.yaml", []byte(`
+store: {backend: bolt, dir: /tmp/s, durability: sync, flush_interval: 1s}
+identity:
+  user_header: X-Caller
+  trusted_proxies: [10.0.0.1, "2001:db8::1", 10.1.2.3/8, "::ffff:192.168.0.0/112"]
+  ipv6_prefix: 48
+  headers_from_trusted_proxies_only: true
+on_store_error: closed
+match: all
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProxies := []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.1/32"), netip.MustParsePrefix("2001:db8::1/128"),
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16"),
+	}
+	if !reflect.DeepEqual(c.Identity.TrustedProxies, wantProxies) {
+		t.Errorf("TrustedProxies = %v, want %v", c.Identity.TrustedProxies, wantProxies)
+	}
+	if c.Identity.UserHeader != "X-Caller" || c.Identity.APIKeyHeader != "X-API-Key" || c.Identity.IPv6Prefix != 48 || !c.Identity.HeadersFromTrustedProxiesOnly {
+		t.Errorf("Identity = %+v", c.Identity)
+	}
+	if c.Store != (sluice.StoreConfig{Backend: "bolt", Dir: "/tmp/s", Durability: engine.Sync, FlushInterval: time.Second}) {
+		t.Errorf("Store = %+v", c.Store)
+	}
+	if c.OnStoreError != sluice.FailClosed || c.Match != sluice.MatchAll {
+		t.Errorf("OnStoreError, Match = %q, %q", c.OnStoreError, c.Match)
+	}
+}
+
+// issueConfig returns the issue's example with old replaced by new.
+func issueConfig(t *testing.T, old, new string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "gateway.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("the example has no %q", old)
+	}
+	return strings.Replace(string(data), old, new, 1)
+}
+
+func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
+	tests := []struct {
+		name   string
+		config string
+		want   string // the whole error
+		target error
+	}{
+		{"bad duration", issueConfig(t, "limit: 10\n    window: 1m", "limit: 10\n    window: 1 minute"),
+			`config.yaml:27: rules[1].window: want a duration such as 1m or 500ms, got "1 minute"`, nil},
+		{"unknown top-level key", issueConfig(t, "match: most_specific", "matching: most_specific"),
+			"config.yaml:12: matching: unknown key", nil},
+		{"unknown rule key", issueConfig(t, "    cost: 5", "    costs: 5"),
+			"config.yaml:28: rules[1].costs: unknown key", nil},
+		{"wrong type", issueConfig(t, "limit: 5", "limit: five"),
+			`config.yaml:19: rules[0].limit: want an integer, got "five"`, nil},
+		{"float limit", issueConfig(t, "limit: 5", "limit: 5.5"),
+			`config.yaml:19: rules[0].limit: want an integer, got the number 5.5`, nil},
+		{"invalid rule", issueConfig(t, "limit: 10\n    window: 1m", "limit: 10\n    window: 0s"),
+			`config.yaml:27: rules[1].window: rule "search": must be positive, got 0s`, algo.ErrInvalidParams},
+		{"cost above capacity", issueConfig(t, "cost: 5", "cost: 11"),
+			`config.yaml:28: rules[1].cost: rule "search": cost exceeds capacity: cost 11 can never fit a capacity of 10`, algo.ErrCostExceedsCapacity},
+		{"unknown algorithm", issueConfig(t, "algorithm: token_bucket", "algorithm: bucket"),
+			`config.yaml:18: rules[0].algorithm: rule "orders-write": must be one of [token_bucket leaky_bucket fixed_window sliding_log sliding_counter gcra], got "bucket"`, algo.ErrUnknownAlgorithm},
+		{"duplicate name", issueConfig(t, "name: search", "name: orders-write"),
+			`config.yaml:21: rules[1].name: rule "orders-write": duplicate: rules[0] has the same name`, sluice.ErrInvalidRule},
+		{"missing window", issueConfig(t, "    limit: 5\n    window: 1m\n", "    limit: 5\n"),
+			"config.yaml:14: rules[0].window: required", nil},
+		{"bad scope", issueConfig(t, "scope: ip", "scope: tenant"),
+			`config.yaml:31: default.scope: rule "catch-all": must be one of [user api_key ip global], got "tenant"`, sluice.ErrInvalidRule},
+		{"path on the default", issueConfig(t, "  scope: ip", "  path_prefix: /x\n  scope: ip"),
+			"config.yaml:31: default.path_prefix: not allowed: the default covers every request no rule covers", nil},
+		{"bad backend", issueConfig(t, "backend: pebble", "backend: redis"),
+			`config.yaml:2: store.backend: want one of memory, pebble, bolt, got "redis"`, nil},
+		{"durable backend without dir", issueConfig(t, "  dir: ./var/sluice\n", ""),
+			"config.yaml:2: store.dir: required for the pebble backend", nil},
+		{"bad flush interval", issueConfig(t, "flush_interval: 50ms", "flush_interval: 50"),
+			`config.yaml:5: store.flush_interval: want a duration such as 1m or 500ms, got "50"`, nil},
+		{"bad proxy", issueConfig(t, "[127.0.0.1/32]", "[127.0.0.1/32, localhost]"),
+			`config.yaml:9: identity.trusted_proxies[1]: want an address or a prefix such as 10.0.0.0/8, got "localhost"`, nil},
+		{"bad ipv6 prefix", issueConfig(t, "ipv6_prefix: 64", "ipv6_prefix: 129"),
+			"config.yaml:10: identity.ipv6_prefix: want a prefix length from 1 to 128, got 129", nil},
+		{"bad header", issueConfig(t, "user_header: X-User-ID", "user_header: X User"),
+			`config.yaml:7: identity.user_header: want an HTTP header name, got "X User"`, nil},
+		{"bad policy", issueConfig(t, "on_store_error: open", "on_store_error: maybe"),
+			`config.yaml:11: on_store_error: want one of open, closed, got "maybe"`, nil},
+		{"rules not a list", issueConfig(t, "match: most_specific", "match: [all]"),
+			"config.yaml:12: match: want a string, got a list", nil},
+		{"key twice", issueConfig(t, "    cost: 5", "    cost: 5\n    cost: 4"),
+			"config.yaml:29: rules[1].cost: given twice", nil},
+		{"zero cost", issueConfig(t, "cost: 5", "cost: 0"),
+			"config.yaml:28: rules[1].cost: must be positive when given, got 0", nil},
+		{"syntax error", "rules:\n  - name: a\n   scope: ip\n", "", nil},
+		{"empty", "", "config.yaml: the configuration is empty", nil},
+		{"comments only", "# nothing\n", "config.yaml: the configuration is empty", nil},
+		{"not a mapping", "- a\n", "config.yaml:1: want a mapping, got a list", nil},
+		{"two documents", "match: all\n---\nmatch: all\n", "config.yaml:2: want one YAML document, found another", nil},
+		{"alias", "rules:\n  - &r {name: a}\n  - *r\n", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := sluice.ParseConfig("config.yaml", []byte(tt.config))
+			if err == nil {
+				t.Fatal("ParseConfig = nil error, want one")
+			}
+			if !errors.Is(err, sluice.ErrInvalidConfig) {
+				t.Errorf("errors.Is(%v, ErrInvalidConfig) = false", err)
+			}
+			var ce *sluice.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T, want *ConfigError", err)
+			}
+			if tt.want == "" {
+				if ce.Line == 0 {
+					t.Errorf("error %q has no line", err)
+				}
+			} else if got := err.Error(); got != tt.want {
+				t.Errorf("error\n got %s\nwant %s", got, tt.want)
+			}
+			if tt.target != nil && !errors.Is(err, tt.target) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.target)
+			}
+		})
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	if _, err := sluice.LoadConfig(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadConfig(missing) = %v, want os.ErrNotExist", err)
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	if data, err := os.ReadFile(filepath.Join("testdata", "gateway.yaml")); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte("rules: []\n"))
+	f.Add([]byte("match: all\nrules:\n  - {name: a, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := sluice.ParseConfig("fuzz.yaml", data)
+		if err != nil {
+			var ce *sluice.ConfigError
+			if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error %T %q, want a *ConfigError naming the file", err, err)
+			}
+			return
+		}
+		rs, err := c.Ruleset()
+		if err != nil {
+			t.Fatalf("a parsed config's Ruleset() = %v", err)
+		}
+		for _, r := range c.Rules {
+			if err := r.Validate(); err != nil {
+				t.Fatalf("a parsed rule does not validate: %v", err)
+			}
+		}
+		rs.Match("GET", "/")
+	})
+}

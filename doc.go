@@ -1,0 +1,31 @@
+// Package sluice is an embedded rate limiter for Go: rules that say who may
+// do what how often, matched to requests and enforced by package engine over
+// a pluggable store.
+//
+// A Rule is one configured limit: the requests it covers (an HTTP method or
+// AnyMethod, and a path prefix), whose budget they spend (its Scope: user,
+// API key, IP address or everyone), and the algorithm, limit, window,
+// optional burst and per-request cost that decide. Rule.Validate refuses an
+// impossible rule at load time, naming the rule and the field.
+//
+// A Ruleset is a validated, immutable set of rules with an optional default
+// rule for requests no rule covers and a MatchMode: MatchMostSpecific applies
+// the single most specific rule (longest path prefix, then an exact method
+// over AnyMethod), MatchAll every covering rule, all-or-nothing through
+// engine.Engine.ApplyAll. Each CompiledRule carries its engine.Limit, whose
+// namespace is the rule's name, so two rules never share a counter.
+//
+// A Registry holds the ruleset in force and replaces it whole with one
+// atomic pointer swap: readers take no lock and never see half a ruleset.
+// Across a swap, a rule that keeps its name and algorithm keeps its callers'
+// spent budget, even when its limit or window changes; a rule whose algorithm
+// changes starts its callers fresh, because the stored record is of another
+// kind.
+//
+// Config is the gateway's YAML configuration (store, identity,
+// on_store_error, match, rules, default), read by ParseConfig or LoadConfig;
+// every error names the file, the line and the key at fault.
+//
+// Rulesets, CompiledRules and Registries are safe for concurrent use; a
+// Config is a plain value.
+package sluice

@@ -1,0 +1,205 @@
+package sluice
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+)
+
+// MatchMode says which of the rules covering a request apply to it.
+type MatchMode string
+
+// The match modes.
+const (
+	// MatchMostSpecific, the default, applies the one most specific rule:
+	// the longest path prefix, then an exact method over AnyMethod, then
+	// the rule listed first.
+	MatchMostSpecific MatchMode = "most_specific"
+	// MatchAll applies every rule covering the request, most specific
+	// first; the caller spends on all of them or on none
+	// (engine.Engine.ApplyAll).
+	MatchAll MatchMode = "all"
+)
+
+// Valid reports whether m is a known match mode. The empty mode is not
+// valid here; NewRuleset reads it as MatchMostSpecific.
+func (m MatchMode) Valid() bool { return m == MatchMostSpecific || m == MatchAll }
+
+// Ruleset is an immutable, validated set of rules: what a Registry holds.
+type Ruleset struct {
+	rules []*CompiledRule // most specific first; ties in the order given
+	def   *CompiledRule   // nil when there is no default
+	mode  MatchMode
+}
+
+// NewRuleset validates and compiles rules, the optional default rule def
+// (applied to requests no rule covers) and the match mode (empty means
+// MatchMostSpecific). The default's Method and PathPrefix are ignored: it
+// covers whatever nothing else does.
+//
+// Errors are *RuleError values naming the rule and the field (an unknown
+// mode is an error wrapping ErrInvalidConfig). Besides each
+// rule's own validation, duplicate names are refused (they would share
+// counters), as is, in MatchMostSpecific mode, a rule with the same method
+// and path prefix as an earlier one (it could never apply).
+func NewRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, error) {
+	rs, _, err := compileRuleset(rules, def, mode)
+	return rs, err
+}
+
+// compileRuleset is NewRuleset that also returns the index in rules of the
+// rule at fault (-1 for the default or the mode).
+func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, error) {
+	if mode == "" {
+		mode = MatchMostSpecific
+	}
+	if !mode.Valid() {
+		return nil, -1, fmt.Errorf("%w: match mode must be %q or %q, got %q", ErrInvalidConfig, MatchMostSpecific, MatchAll, string(mode))
+	}
+	rs := &Ruleset{rules: make([]*CompiledRule, 0, len(rules)), mode: mode}
+	seen := make(map[string]int, len(rules)+1)
+	for i, r := range rules {
+		c, err := r.compile()
+		if err != nil {
+			return nil, i, err
+		}
+		if j, dup := seen[r.Name]; dup {
+			return nil, i, r.fail("name", "duplicate: rules[%d] has the same name", j)
+		}
+		seen[r.Name] = i
+		if mode == MatchMostSpecific {
+			for _, o := range rs.rules {
+				if o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix {
+					return nil, i, r.fail("path_prefix", "rule %q has the same method and path prefix and always wins in %s mode", o.rule.Name, mode)
+				}
+			}
+		}
+		rs.rules = append(rs.rules, c)
+	}
+	slices.SortStableFunc(rs.rules, moreSpecific)
+	if def != nil {
+		d := *def
+		d.Method, d.PathPrefix = AnyMethod, "/"
+		c, err := d.compile()
+		if err != nil {
+			return nil, -1, err
+		}
+		if j, dup := seen[d.Name]; dup {
+			return nil, -1, d.fail("name", "duplicate: rules[%d] has the same name", j)
+		}
+		rs.def = c
+	}
+	return rs, -1, nil
+}
+
+// Mode returns the ruleset's match mode.
+func (rs *Ruleset) Mode() MatchMode { return rs.mode }
+
+// Rules returns the compiled rules, most specific first, without the
+// default. The slice is a copy.
+func (rs *Ruleset) Rules() []*CompiledRule { return slices.Clone(rs.rules) }
+
+// Default returns the default rule, or nil when there is none.
+func (rs *Ruleset) Default() *CompiledRule { return rs.def }
+
+// Rule returns the rule (or default) with the given name, or nil.
+func (rs *Ruleset) Rule(name string) *CompiledRule {
+	for _, c := range rs.rules {
+		if c.rule.Name == name {
+			return c
+		}
+	}
+	if rs.def != nil && rs.def.rule.Name == name {
+		return rs.def
+	}
+	return nil
+}
+
+// Match returns the rules that apply to a request: in MatchMostSpecific
+// mode the most specific rule covering it, in MatchAll mode every rule
+// covering it, most specific first; in both, the default alone when no rule
+// covers it, and nothing (nil) when there is no default either.
+//
+// The result must not be modified. In MatchMostSpecific mode it is not
+// allocated; use AppendMatch to avoid the allocation in MatchAll mode.
+func (rs *Ruleset) Match(method, path string) []*CompiledRule {
+	if rs.mode == MatchMostSpecific {
+		for _, c := range rs.rules {
+			if c.matches(method, path) {
+				return c.alone
+			}
+		}
+		if rs.def != nil {
+			return rs.def.alone
+		}
+		return nil
+	}
+	return rs.AppendMatch(nil, method, path)
+}
+
+// AppendMatch appends the rules Match would return to dst.
+func (rs *Ruleset) AppendMatch(dst []*CompiledRule, method, path string) []*CompiledRule {
+	n := len(dst)
+	for _, c := range rs.rules {
+		if c.matches(method, path) {
+			dst = append(dst, c)
+			if rs.mode == MatchMostSpecific {
+				return dst
+			}
+		}
+	}
+	if len(dst) == n && rs.def != nil {
+		dst = append(dst, rs.def)
+	}
+	return dst
+}
+
+// Registry holds the ruleset in force and replaces it whole: a reload
+// publishes a new Ruleset with one atomic pointer swap, so a reader sees
+// either the old ruleset or the new one, never a mix. Reads take no lock.
+//
+// A caller that looks up several things for one request should take the
+// ruleset once with Ruleset and ask it, rather than call the Registry's
+// methods repeatedly across a possible swap.
+//
+// A Registry is safe for concurrent use.
+type Registry struct {
+	current atomic.Pointer[Ruleset]
+}
+
+// NewRegistry returns a registry holding rs; nil means an empty ruleset
+// that matches nothing.
+func NewRegistry(rs *Ruleset) *Registry {
+	g := &Registry{}
+	g.Swap(rs)
+	return g
+}
+
+// Ruleset returns the ruleset in force.
+func (g *Registry) Ruleset() *Ruleset { return g.current.Load() }
+
+// Swap puts rs in force and returns the ruleset it replaces; nil means an
+// empty ruleset. Records of rules that keep their name and algorithm carry
+// over, so a changed limit keeps callers' spent budget.
+func (g *Registry) Swap(rs *Ruleset) (old *Ruleset) {
+	if rs == nil {
+		rs = &Ruleset{mode: MatchMostSpecific}
+	}
+	return g.current.Swap(rs)
+}
+
+// Replace validates a new ruleset as NewRuleset does and puts it in force.
+// On an error the ruleset in force stays.
+func (g *Registry) Replace(rules []Rule, def *Rule, mode MatchMode) error {
+	rs, err := NewRuleset(rules, def, mode)
+	if err != nil {
+		return err
+	}
+	g.Swap(rs)
+	return nil
+}
+
+// Match is Ruleset().Match(method, path).
+func (g *Registry) Match(method, path string) []*CompiledRule {
+	return g.Ruleset().Match(method, path)
+}

@@ -1,0 +1,235 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// Errors about rules and configuration. Check them with errors.Is.
+var (
+	// ErrInvalidRule is matched by every *RuleError: a rule that could
+	// never be enforced as written.
+	ErrInvalidRule = errors.New("sluice: invalid rule")
+	// ErrInvalidConfig is matched by every *ConfigError: a configuration
+	// file that does not parse or does not validate.
+	ErrInvalidConfig = errors.New("sluice: invalid config")
+)
+
+// AnyMethod is the Rule.Method that matches every HTTP method.
+const AnyMethod = "*"
+
+// Scope says whose budget a rule counts against.
+type Scope string
+
+// The scopes a rule may have.
+const (
+	// ScopeUser counts per user id; an anonymous caller falls back to its
+	// IP address.
+	ScopeUser Scope = "user"
+	// ScopeAPIKey counts per API key; a caller without one falls back to
+	// its IP address.
+	ScopeAPIKey Scope = "api_key"
+	// ScopeIP counts per client IP address (IPv6 grouped by a prefix).
+	ScopeIP Scope = "ip"
+	// ScopeGlobal counts every caller against one shared budget.
+	ScopeGlobal Scope = "global"
+)
+
+// Scopes lists every valid Scope, in a stable order.
+var Scopes = []Scope{ScopeUser, ScopeAPIKey, ScopeIP, ScopeGlobal}
+
+// Valid reports whether s is one of Scopes.
+func (s Scope) Valid() bool {
+	switch s {
+	case ScopeUser, ScopeAPIKey, ScopeIP, ScopeGlobal:
+		return true
+	}
+	return false
+}
+
+// Rule is one configured limit: which requests it covers (Method and
+// PathPrefix), whose budget they spend (Scope) and how much there is
+// (Algorithm, Limit, Window, Burst). A Rule is a plain value; a Ruleset
+// validates and compiles it.
+//
+// Burst, as in package algo, is the capacity of a bucket algorithm
+// (token_bucket, leaky_bucket, gcra) while the rate stays Limit per Window:
+// Limit 60, Window 1m, Burst 10 reads "one a second on average, ten at once".
+// The window algorithms refuse a burst.
+type Rule struct {
+	// Name identifies the rule in errors, headers and metrics, and is the
+	// namespace of its counters: two rules never share one. Required.
+	Name string
+	// Method is the HTTP method the rule covers, exactly as sent (upper
+	// case, such as "GET"), or AnyMethod. Empty means AnyMethod.
+	Method string
+	// PathPrefix is the start of the request paths the rule covers; it must
+	// start with "/". Matching is by plain string prefix, as in the
+	// reference design: "/api/orders" also covers "/api/orders-archive".
+	PathPrefix string
+	// Scope says whose budget a request spends. Required.
+	Scope Scope
+	// Algorithm is one of algo.Names. Required.
+	Algorithm string
+	// Limit is how much may be spent per Window. Required, positive.
+	Limit int64
+	// Window is the period Limit applies to. Required, positive.
+	Window time.Duration
+	// Burst is the capacity of a bucket algorithm; zero means Limit.
+	Burst int64
+	// Cost is what one request spends; zero means 1. It may not exceed the
+	// capacity (Burst, or Limit), since such a request could never pass.
+	Cost int64
+}
+
+// RuleError reports what is wrong with one rule. It matches
+// ErrInvalidRule and unwraps to the cause (an *algo.ParamError,
+// algo.ErrUnknownAlgorithm, algo.ErrCostExceedsCapacity, …) where there is
+// one.
+type RuleError struct {
+	// Rule is the rule's name.
+	Rule string
+	// Field is the configuration name of the offending field, such as
+	// "window" or "path_prefix".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+	// Err is the underlying error, or nil.
+	Err error
+}
+
+func (e *RuleError) Error() string {
+	return fmt.Sprintf("rule %q: %s: %s", e.Rule, e.Field, e.Reason)
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *RuleError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInvalidRule.
+func (e *RuleError) Is(target error) bool { return target == ErrInvalidRule }
+
+// Validate reports the first thing wrong with r as a *RuleError naming the
+// rule and the field, or nil when a Ruleset would accept it.
+func (r Rule) Validate() error {
+	_, err := r.compile()
+	return err
+}
+
+func (r Rule) fail(field, format string, args ...any) *RuleError {
+	return &RuleError{Rule: r.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// compile validates r and builds its algorithm.
+func (r Rule) compile() (*CompiledRule, error) {
+	if r.Name == "" {
+		return nil, r.fail("name", "must not be empty")
+	}
+	if r.Method == "" {
+		r.Method = AnyMethod
+	}
+	if r.Cost == 0 {
+		r.Cost = 1
+	}
+	if r.Method != AnyMethod && !isMethod(r.Method) {
+		return nil, r.fail("method", "must be %q or an HTTP method in upper case such as GET, got %q", AnyMethod, r.Method)
+	}
+	if !strings.HasPrefix(r.PathPrefix, "/") {
+		return nil, r.fail("path_prefix", "must start with \"/\", got %q", r.PathPrefix)
+	}
+	if !r.Scope.Valid() {
+		return nil, r.fail("scope", "must be one of %v, got %q", Scopes, string(r.Scope))
+	}
+	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst})
+	if err != nil {
+		var pe *algo.ParamError
+		if errors.As(err, &pe) {
+			return nil, &RuleError{Rule: r.Name, Field: pe.Field, Reason: pe.Reason, Err: pe}
+		}
+		return nil, &RuleError{Rule: r.Name, Field: "algorithm", Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, r.Algorithm), Err: err}
+	}
+	if err := algo.CheckCost(a, r.Cost); err != nil {
+		return nil, &RuleError{Rule: r.Name, Field: "cost", Reason: strings.TrimPrefix(err.Error(), "sluice/algo: "), Err: err}
+	}
+	c := &CompiledRule{rule: r, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
+	c.alone = []*CompiledRule{c}
+	return c, nil
+}
+
+// isMethod reports whether m is an HTTP method token (RFC 9110) without
+// lower-case letters: methods are case-sensitive, and a rule for "get" would
+// never match what clients send.
+func isMethod(m string) bool {
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if c >= 'a' && c <= 'z' || !isTokenChar(c) {
+			return false
+		}
+	}
+	return m != ""
+}
+
+// isTokenChar reports whether c may appear in an HTTP token (RFC 9110 tchar).
+func isTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// CompiledRule is a validated Rule ready to decide requests: its defaults
+// filled in and its algorithm built. It is immutable and safe to share.
+type CompiledRule struct {
+	rule  Rule
+	limit engine.Limit
+	alone []*CompiledRule // a one-element slice holding this rule, so Match need not allocate
+}
+
+// Rule returns the rule as compiled, with Method and Cost defaults filled in.
+func (c *CompiledRule) Rule() Rule { return c.rule }
+
+// Name returns the rule's name.
+func (c *CompiledRule) Name() string { return c.rule.Name }
+
+// Scope returns whose budget the rule counts against.
+func (c *CompiledRule) Scope() Scope { return c.rule.Scope }
+
+// Cost returns what one request spends under the rule.
+func (c *CompiledRule) Cost() int64 { return c.rule.Cost }
+
+// Limit returns the engine limit that enforces the rule: its namespace is
+// the rule's name, its algorithm the rule's. Rules that keep their name and
+// algorithm across a reload keep their callers' spent budget; a changed
+// algorithm writes a record of another kind, so its keys start fresh.
+func (c *CompiledRule) Limit() engine.Limit { return c.limit }
+
+// Request returns the engine request that spends the rule's cost by key.
+func (c *CompiledRule) Request(key string) engine.Request {
+	return engine.Request{Limit: c.limit, Key: key, Cost: c.rule.Cost}
+}
+
+// matches reports whether the rule covers a request.
+func (c *CompiledRule) matches(method, path string) bool {
+	return (c.rule.Method == AnyMethod || c.rule.Method == method) && strings.HasPrefix(path, c.rule.PathPrefix)
+}
+
+// moreSpecific orders rules most specific first: the longer path prefix,
+// then an exact method over AnyMethod.
+func moreSpecific(a, b *CompiledRule) int {
+	if la, lb := len(a.rule.PathPrefix), len(b.rule.PathPrefix); la != lb {
+		return lb - la
+	}
+	ea, eb := a.rule.Method != AnyMethod, b.rule.Method != AnyMethod
+	switch {
+	case ea && !eb:
+		return -1
+	case eb && !ea:
+		return 1
+	}
+	return 0
+}
