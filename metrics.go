@@ -1,0 +1,387 @@
+package sluice
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-go/sluice/engine"
+)
+
+// DefaultDecisionBuckets are the upper bounds, in seconds, of the decision
+// latency histogram when MetricsOptions.Buckets is empty: 1µs to about
+// 260ms in steps of four, from an in-memory decision to a synchronous
+// commit on a slow disk.
+var DefaultDecisionBuckets = prometheus.ExponentialBuckets(1e-6, 4, 10)
+
+// MetricsOptions configure a Metrics. A nil *MetricsOptions means the
+// defaults.
+type MetricsOptions struct {
+	// Buckets are the decision latency histogram's upper bounds in
+	// seconds; empty means DefaultDecisionBuckets.
+	Buckets []float64
+}
+
+// Metrics counts what a gateway decides: per rule, the allowed and denied
+// decisions, the cost the allowed ones spent, their latency and the store
+// errors met; and the configuration reloads. Snapshot reads the counters as
+// a plain value; Collector exposes them, with the engine's own counters, to
+// Prometheus.
+//
+// The Observe methods are made for the request path: they take no lock and
+// do not allocate once a rule has been seen (each rule's counters are
+// atomics, found through a copy-on-write map read with one atomic load).
+// Call them after engine.Engine.Apply or ApplyAll has returned, never from
+// code running under an engine stripe lock; they never call back into the
+// engine, so a slow metrics consumer cannot hold up a decision.
+//
+// A rule's counters live from its first observation (or InitRuleset) until
+// the Metrics is dropped, across reloads: a counter never goes backwards.
+// Rule names come from the configuration, so their number is bounded.
+//
+// Make one with NewMetrics. All methods are safe for concurrent use, and the
+// Observe methods are no-ops on a nil *Metrics.
+type Metrics struct {
+	rules atomic.Pointer[map[string]*ruleMetrics] // read on the hot path; replaced whole under mu
+	mu    sync.Mutex                              // serialises additions to rules
+
+	latency *prometheus.HistogramVec // decision latency, by rule
+
+	storeErrOpen, storeErrClosed atomic.Uint64 // store errors of every rule, by policy
+	reloadsOK, reloadErrs        atomic.Uint64
+}
+
+// ruleMetrics are one rule's counters.
+type ruleMetrics struct {
+	name                         string
+	allowed, denied, spent       atomic.Uint64
+	storeErrOpen, storeErrClosed atomic.Uint64
+	latency                      prometheus.Observer // the rule's child of Metrics.latency
+}
+
+// NewMetrics returns an empty Metrics.
+func NewMetrics(opts *MetricsOptions) *Metrics {
+	buckets := DefaultDecisionBuckets
+	if opts != nil && len(opts.Buckets) > 0 {
+		buckets = slices.Clone(opts.Buckets)
+	}
+	m := &Metrics{
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_decision_duration_seconds",
+			Help:    "Time taken to decide a request under a rule, store included.",
+			Buckets: buckets,
+		}, []string{"rule"}),
+	}
+	m.rules.Store(&map[string]*ruleMetrics{})
+	return m
+}
+
+// rule returns the counters of the named rule, creating them on first use.
+func (m *Metrics) rule(name string) *ruleMetrics {
+	if r, ok := (*m.rules.Load())[name]; ok {
+		return r
+	}
+	return m.addRule(name)
+}
+
+// addRule is rule's slow path: it copies the map with the new rule added.
+func (m *Metrics) addRule(name string) *ruleMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.rules.Load()
+	if r, ok := old[name]; ok {
+		return r
+	}
+	name = strings.Clone(name) // keep no reference to the caller's buffer
+	r := &ruleMetrics{name: name, latency: m.latency.WithLabelValues(name)}
+	next := make(map[string]*ruleMetrics, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[name] = r
+	m.rules.Store(&next)
+	return r
+}
+
+// InitRuleset creates the counters of every rule of rs, its default
+// included, so that they are exported as zeros before the first request.
+// Call it after each reload if series for quiet rules matter; it is never
+// required.
+func (m *Metrics) InitRuleset(rs *Ruleset) {
+	if m == nil || rs == nil {
+		return
+	}
+	for _, c := range rs.rules {
+		m.rule(c.Name())
+	}
+	if rs.def != nil {
+		m.rule(rs.def.Name())
+	}
+}
+
+// ObserveDecision records one decision under the named rule: allowed or
+// denied, taking d (measured by the caller around the engine call). An
+// allowed decision is counted as spending a cost of 1, the default; use
+// ObserveDecisionCost for rules with another cost.
+//
+// It takes no lock and does not allocate once the rule has been seen. Call
+// it after the engine has returned, never under an engine stripe lock.
+func (m *Metrics) ObserveDecision(rule string, allowed bool, d time.Duration) {
+	m.ObserveDecisionCost(rule, allowed, 1, d)
+}
+
+// ObserveDecisionCost is ObserveDecision for a decision whose request cost
+// cost: an allowed decision adds cost to the rule's spent total (a denied
+// one spends nothing). A cost of zero or less adds nothing.
+func (m *Metrics) ObserveDecisionCost(rule string, allowed bool, cost int64, d time.Duration) {
+	if m == nil {
+		return
+	}
+	r := m.rule(rule)
+	if allowed {
+		r.allowed.Add(1)
+		if cost > 0 {
+			r.spent.Add(uint64(cost))
+		}
+	} else {
+		r.denied.Add(1)
+	}
+	r.latency.Observe(d.Seconds())
+}
+
+// ObserveStoreError records a store error met while deciding a request under
+// the named rule, and the policy that then applied: FailOpen (the request
+// passed) or FailClosed (it was refused). A store error is not a decision:
+// it is not counted by ObserveDecision's counters. Any other policy value is
+// counted as FailOpen, the default.
+func (m *Metrics) ObserveStoreError(rule string, policy StoreErrorPolicy) {
+	if m == nil {
+		return
+	}
+	r := m.rule(rule)
+	if policy == FailClosed {
+		r.storeErrClosed.Add(1)
+		m.storeErrClosed.Add(1)
+	} else {
+		r.storeErrOpen.Add(1)
+		m.storeErrOpen.Add(1)
+	}
+}
+
+// ObserveReload records a configuration reload: a success when err is nil,
+// a failure (the previous configuration stays in force) otherwise.
+func (m *Metrics) ObserveReload(err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.reloadErrs.Add(1)
+	} else {
+		m.reloadsOK.Add(1)
+	}
+}
+
+// Snapshot is a copy of a Metrics' counters at one moment, for programs that
+// do not use Prometheus. Each counter is read atomically, but the counters
+// are not read all at once: a decision made during Snapshot may be seen in
+// one counter and not yet in another.
+type Snapshot struct {
+	// Rules are the per-rule counters, sorted by rule name.
+	Rules []RuleSnapshot
+	// StoreErrorsOpen and StoreErrorsClosed count the store errors of
+	// every rule, by the policy that applied.
+	StoreErrorsOpen, StoreErrorsClosed uint64
+	// Reloads counts successful configuration reloads, ReloadErrors the
+	// failed ones.
+	Reloads, ReloadErrors uint64
+}
+
+// RuleSnapshot are one rule's counters.
+type RuleSnapshot struct {
+	// Name is the rule's name.
+	Name string
+	// Allowed and Denied count the rule's decisions.
+	Allowed, Denied uint64
+	// DeniedRatio is Denied / (Allowed + Denied), or 0 before the first
+	// decision.
+	DeniedRatio float64
+	// Spent is the total cost of the allowed decisions.
+	Spent uint64
+	// StoreErrorsOpen and StoreErrorsClosed count the rule's store errors,
+	// by the policy that applied.
+	StoreErrorsOpen, StoreErrorsClosed uint64
+}
+
+// StoreErrors returns the store errors of every rule, whatever the policy.
+func (s Snapshot) StoreErrors() uint64 { return s.StoreErrorsOpen + s.StoreErrorsClosed }
+
+// Rule returns the counters of the named rule, and whether it has any.
+func (s Snapshot) Rule(name string) (RuleSnapshot, bool) {
+	i, ok := slices.BinarySearchFunc(s.Rules, name, func(r RuleSnapshot, name string) int {
+		return strings.Compare(r.Name, name)
+	})
+	if !ok {
+		return RuleSnapshot{}, false
+	}
+	return s.Rules[i], true
+}
+
+// Snapshot returns a copy of the counters.
+func (m *Metrics) Snapshot() Snapshot {
+	rules := m.sortedRules()
+	s := Snapshot{
+		Rules:             make([]RuleSnapshot, 0, len(rules)),
+		StoreErrorsOpen:   m.storeErrOpen.Load(),
+		StoreErrorsClosed: m.storeErrClosed.Load(),
+		Reloads:           m.reloadsOK.Load(),
+		ReloadErrors:      m.reloadErrs.Load(),
+	}
+	for _, r := range rules {
+		rs := RuleSnapshot{
+			Name:              r.name,
+			Allowed:           r.allowed.Load(),
+			Denied:            r.denied.Load(),
+			Spent:             r.spent.Load(),
+			StoreErrorsOpen:   r.storeErrOpen.Load(),
+			StoreErrorsClosed: r.storeErrClosed.Load(),
+		}
+		if n := rs.Allowed + rs.Denied; n > 0 {
+			rs.DeniedRatio = float64(rs.Denied) / float64(n)
+		}
+		s.Rules = append(s.Rules, rs)
+	}
+	return s
+}
+
+// sortedRules returns every rule's counters, sorted by name.
+func (m *Metrics) sortedRules() []*ruleMetrics {
+	cur := *m.rules.Load()
+	rules := make([]*ruleMetrics, 0, len(cur))
+	for _, r := range cur {
+		rules = append(rules, r)
+	}
+	slices.SortFunc(rules, func(a, b *ruleMetrics) int { return strings.Compare(a.name, b.name) })
+	return rules
+}
+
+// Collector returns a Prometheus collector of m's counters and, when e is
+// not nil, of e's (read from e.Stats at each scrape; e's metrics are left
+// out when e is nil). Register it once per registry: two collectors of the
+// same Metrics would export the same series twice.
+//
+// The metrics, all prefixed sluice_:
+//
+//	decisions_total{rule,decision="allowed|denied"}  counter
+//	cost_spent_total{rule}                           counter
+//	decision_duration_seconds{rule}                  histogram
+//	store_errors_total{rule,policy="open|closed"}    counter, once the pair has been seen
+//	config_reloads_total{result="ok|error"}          counter
+//	keys                                             gauge (left out when the backend cannot count)
+//	evictions_total                                  counter
+//	flushes_total, flush_errors_total                counter
+//	flush_duration_seconds_total                     counter
+//	commits_total                                    counter
+//	dirty_records                                    gauge
+//	corrupt_records_total                            counter
+//	engine_store_errors_total                        counter
+//
+// A scrape reads atomics and calls e.Stats, which takes no stripe lock.
+func (m *Metrics) Collector(e *engine.Engine) prometheus.Collector {
+	return &collector{m: m, e: e}
+}
+
+// The descriptions of the collector's metrics, but for the latency
+// histogram, which describes itself.
+var (
+	descDecisions = prometheus.NewDesc("sluice_decisions_total",
+		"Decisions made under each rule, by outcome.", []string{"rule", "decision"}, nil)
+	descSpent = prometheus.NewDesc("sluice_cost_spent_total",
+		"Total cost spent by the requests each rule allowed.", []string{"rule"}, nil)
+	descStoreErrors = prometheus.NewDesc("sluice_store_errors_total",
+		"Store errors met while deciding under each rule, by the policy that applied (open: passed, closed: refused).",
+		[]string{"rule", "policy"}, nil)
+	descReloads = prometheus.NewDesc("sluice_config_reloads_total",
+		"Configuration reloads, by result; a failed reload keeps the previous configuration.", []string{"result"}, nil)
+	descKeys = prometheus.NewDesc("sluice_keys",
+		"Keys held in memory by the engine.", nil, nil)
+	descEvictions = prometheus.NewDesc("sluice_evictions_total",
+		"Expired keys removed from memory.", nil, nil)
+	descFlushes = prometheus.NewDesc("sluice_flushes_total",
+		"Batch writes of changed records to the durable store.", nil, nil)
+	descFlushErrors = prometheus.NewDesc("sluice_flush_errors_total",
+		"Failed batch writes to the durable store.", nil, nil)
+	descFlushTime = prometheus.NewDesc("sluice_flush_duration_seconds_total",
+		"Total time spent in batch writes to the durable store.", nil, nil)
+	descCommits = prometheus.NewDesc("sluice_commits_total",
+		"Group commits to the durable store in sync mode.", nil, nil)
+	descDirty = prometheus.NewDesc("sluice_dirty_records",
+		"Changed records awaiting a write to the durable store.", nil, nil)
+	descCorrupt = prometheus.NewDesc("sluice_corrupt_records_total",
+		"Stored records that did not decode and were treated as absent.", nil, nil)
+	descEngineStoreErrors = prometheus.NewDesc("sluice_engine_store_errors_total",
+		"Backend errors the engine returned to its callers.", nil, nil)
+)
+
+// collector is what Metrics.Collector returns.
+type collector struct {
+	m *Metrics
+	e *engine.Engine
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descReloads} {
+		ch <- d
+	}
+	c.m.latency.Describe(ch)
+	if c.e == nil {
+		return
+	}
+	for _, d := range []*prometheus.Desc{descKeys, descEvictions, descFlushes, descFlushErrors,
+		descFlushTime, descCommits, descDirty, descCorrupt, descEngineStoreErrors} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	for _, r := range c.m.sortedRules() {
+		counter(descDecisions, float64(r.allowed.Load()), r.name, "allowed")
+		counter(descDecisions, float64(r.denied.Load()), r.name, "denied")
+		counter(descSpent, float64(r.spent.Load()), r.name)
+		if n := r.storeErrOpen.Load(); n > 0 {
+			counter(descStoreErrors, float64(n), r.name, string(FailOpen))
+		}
+		if n := r.storeErrClosed.Load(); n > 0 {
+			counter(descStoreErrors, float64(n), r.name, string(FailClosed))
+		}
+	}
+	counter(descReloads, float64(c.m.reloadsOK.Load()), "ok")
+	counter(descReloads, float64(c.m.reloadErrs.Load()), "error")
+	c.m.latency.Collect(ch)
+	if c.e == nil {
+		return
+	}
+	s := c.e.Stats()
+	if s.Keys >= 0 {
+		gauge(descKeys, float64(s.Keys))
+	}
+	counter(descEvictions, float64(s.Evictions))
+	counter(descFlushes, float64(s.Flushes))
+	counter(descFlushErrors, float64(s.FlushErrors))
+	counter(descFlushTime, s.FlushTime.Seconds())
+	counter(descCommits, float64(s.Commits))
+	gauge(descDirty, float64(s.Dirty))
+	counter(descCorrupt, float64(s.CorruptRecords))
+	counter(descEngineStoreErrors, float64(s.StoreErrors))
+}

@@ -1,0 +1,347 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// TestMetricsConcurrentDecisions observes decisions from many goroutines
+// (run it under -race) and checks that no count is lost.
+func TestMetricsConcurrentDecisions(t *testing.T) {
+	m := NewMetrics(nil)
+	const goroutines, each = 16, 1000
+	rules := []string{"orders", "search", "catch-all"}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				rule := rules[(g+i)%len(rules)]
+				m.ObserveDecisionCost(rule, i%4 != 0, 2, time.Duration(i)*time.Microsecond)
+				if i%100 == 0 {
+					m.ObserveStoreError(rule, FailOpen)
+				}
+			}
+		})
+	}
+	wg.Add(1)
+	go func() { // read while writers run
+		defer wg.Done()
+		for range 50 {
+			_ = m.Snapshot()
+		}
+	}()
+	wg.Wait()
+
+	s := m.Snapshot()
+	if len(s.Rules) != len(rules) {
+		t.Fatalf("%d rules in the snapshot, want %d", len(s.Rules), len(rules))
+	}
+	var allowed, denied, spent, storeErrs uint64
+	for _, r := range s.Rules {
+		allowed += r.Allowed
+		denied += r.Denied
+		spent += r.Spent
+		storeErrs += r.StoreErrorsOpen
+	}
+	const total = goroutines * each
+	if allowed != total*3/4 || denied != total/4 {
+		t.Errorf("allowed %d denied %d, want %d and %d", allowed, denied, total*3/4, total/4)
+	}
+	if spent != 2*allowed {
+		t.Errorf("spent %d, want %d", spent, 2*allowed)
+	}
+	if storeErrs != goroutines*each/100 || s.StoreErrorsOpen != storeErrs || s.StoreErrors() != storeErrs {
+		t.Errorf("store errors: per rule %d, total open %d, total %d; want %d", storeErrs, s.StoreErrorsOpen, s.StoreErrors(), goroutines*each/100)
+	}
+	if n := testutil.CollectAndCount(m.Collector(nil), "sluice_decision_duration_seconds"); n != len(rules) {
+		t.Errorf("%d latency histograms, want %d", n, len(rules))
+	}
+}
+
+func TestMetricsSnapshot(t *testing.T) {
+	m := NewMetrics(nil)
+	if s := m.Snapshot(); len(s.Rules) != 0 || s.Reloads != 0 || s.ReloadErrors != 0 || s.StoreErrors() != 0 {
+		t.Fatalf("new Metrics: snapshot %+v, want zeros", s)
+	}
+	for range 3 {
+		m.ObserveDecision("orders", true, time.Millisecond)
+	}
+	m.ObserveDecision("orders", false, time.Millisecond)
+	m.ObserveDecisionCost("search", true, 5, time.Millisecond)
+	m.ObserveDecisionCost("search", false, 5, time.Millisecond)
+	m.ObserveStoreError("search", FailClosed)
+	m.ObserveStoreError("search", FailOpen)
+	m.ObserveStoreError("orders", FailClosed)
+	m.ObserveReload(nil)
+	m.ObserveReload(errors.New("bad rule"))
+	m.ObserveReload(nil)
+
+	s := m.Snapshot()
+	if s.Rules[0].Name != "orders" || s.Rules[1].Name != "search" {
+		t.Errorf("rules %q, %q: want sorted by name", s.Rules[0].Name, s.Rules[1].Name)
+	}
+	want := map[string]RuleSnapshot{
+		"orders": {Name: "orders", Allowed: 3, Denied: 1, DeniedRatio: 0.25, Spent: 3, StoreErrorsClosed: 1},
+		"search": {Name: "search", Allowed: 1, Denied: 1, DeniedRatio: 0.5, Spent: 5, StoreErrorsOpen: 1, StoreErrorsClosed: 1},
+	}
+	for name, w := range want {
+		got, ok := s.Rule(name)
+		if !ok || got != w {
+			t.Errorf("Rule(%q) = %+v, %v; want %+v", name, got, ok, w)
+		}
+	}
+	if _, ok := s.Rule("nope"); ok {
+		t.Error(`Rule("nope") found`)
+	}
+	if s.StoreErrorsOpen != 1 || s.StoreErrorsClosed != 2 || s.StoreErrors() != 3 {
+		t.Errorf("store errors open %d closed %d total %d, want 1, 2, 3", s.StoreErrorsOpen, s.StoreErrorsClosed, s.StoreErrors())
+	}
+	if s.Reloads != 2 || s.ReloadErrors != 1 {
+		t.Errorf("reloads %d, errors %d; want 2 and 1", s.Reloads, s.ReloadErrors)
+	}
+}
+
+func TestMetricsDeniedRatio(t *testing.T) {
+	m := NewMetrics(nil)
+	m.ObserveStoreError("quiet", FailOpen) // counters but no decision
+	for i := range 10 {
+		m.ObserveDecision("busy", i < 3, 0)
+	}
+	for range 4 {
+		m.ObserveDecision("shut", false, 0)
+	}
+	s := m.Snapshot()
+	for name, want := range map[string]float64{"quiet": 0, "busy": 0.7, "shut": 1} {
+		r, _ := s.Rule(name)
+		if math.Abs(r.DeniedRatio-want) > 1e-12 {
+			t.Errorf("%s: denied ratio %v, want %v", name, r.DeniedRatio, want)
+		}
+	}
+}
+
+func TestMetricsNilIsNoop(t *testing.T) {
+	var m *Metrics
+	m.ObserveDecision("x", true, time.Second)
+	m.ObserveDecisionCost("x", true, 3, time.Second)
+	m.ObserveStoreError("x", FailClosed)
+	m.ObserveReload(nil)
+	m.InitRuleset(nil)
+}
+
+func TestMetricsInitRuleset(t *testing.T) {
+	rs, err := NewRuleset([]Rule{
+		{Name: "orders", Method: "POST", PathPrefix: "/api/orders", Scope: ScopeUser, Algorithm: algo.FixedWindowName, Limit: 5, Window: time.Minute},
+	}, &Rule{Name: "catch-all", Scope: ScopeIP, Algorithm: algo.FixedWindowName, Limit: 100, Window: time.Minute}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(nil)
+	m.InitRuleset(rs)
+	s := m.Snapshot()
+	if len(s.Rules) != 2 || s.Rules[0].Name != "catch-all" || s.Rules[1].Name != "orders" {
+		t.Fatalf("rules after InitRuleset: %+v", s.Rules)
+	}
+	c := m.Collector(nil)
+	if got := testutil.ToFloat64(collectOne(t, c, "sluice_decisions_total", "rule=orders", "decision=denied")); got != 0 {
+		t.Errorf("orders denied = %v, want 0", got)
+	}
+}
+
+// TestMetricsCollector scrapes the collector over an engine on the memory
+// backend after a few decisions.
+func TestMetricsCollector(t *testing.T) {
+	clock := engine.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	e, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	rs, err := NewRuleset([]Rule{
+		{Name: "orders", Method: "POST", PathPrefix: "/api/orders", Scope: ScopeUser, Algorithm: algo.FixedWindowName, Limit: 2, Window: time.Minute},
+	}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := rs.Rule("orders")
+
+	m := NewMetrics(&MetricsOptions{Buckets: []float64{0.001, 0.01}})
+	for _, user := range []string{"ann", "ann", "ann", "bob", "cy"} {
+		d, err := e.Apply(orders.Limit(), user, orders.Cost())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ObserveDecisionCost(orders.Name(), d.Allowed, orders.Cost(), 5*time.Millisecond)
+	}
+	m.ObserveStoreError("orders", FailOpen)
+	m.ObserveReload(nil)
+	m.ObserveReload(fmt.Errorf("line 3: bad"))
+
+	c := m.Collector(e)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP sluice_decisions_total Decisions made under each rule, by outcome.
+# TYPE sluice_decisions_total counter
+sluice_decisions_total{decision="allowed",rule="orders"} 4
+sluice_decisions_total{decision="denied",rule="orders"} 1
+# HELP sluice_cost_spent_total Total cost spent by the requests each rule allowed.
+# TYPE sluice_cost_spent_total counter
+sluice_cost_spent_total{rule="orders"} 4
+# HELP sluice_store_errors_total Store errors met while deciding under each rule, by the policy that applied (open: passed, closed: refused).
+# TYPE sluice_store_errors_total counter
+sluice_store_errors_total{policy="open",rule="orders"} 1
+# HELP sluice_config_reloads_total Configuration reloads, by result; a failed reload keeps the previous configuration.
+# TYPE sluice_config_reloads_total counter
+sluice_config_reloads_total{result="error"} 1
+sluice_config_reloads_total{result="ok"} 1
+# HELP sluice_decision_duration_seconds Time taken to decide a request under a rule, store included.
+# TYPE sluice_decision_duration_seconds histogram
+sluice_decision_duration_seconds_bucket{rule="orders",le="0.001"} 0
+sluice_decision_duration_seconds_bucket{rule="orders",le="0.01"} 5
+sluice_decision_duration_seconds_bucket{rule="orders",le="+Inf"} 5
+sluice_decision_duration_seconds_sum{rule="orders"} 0.025
+sluice_decision_duration_seconds_count{rule="orders"} 5
+# HELP sluice_keys Keys held in memory by the engine.
+# TYPE sluice_keys gauge
+sluice_keys 3
+# HELP sluice_evictions_total Expired keys removed from memory.
+# TYPE sluice_evictions_total counter
+sluice_evictions_total 0
+# HELP sluice_corrupt_records_total Stored records that did not decode and were treated as absent.
+# TYPE sluice_corrupt_records_total counter
+sluice_corrupt_records_total 0
+`), "sluice_decisions_total", "sluice_cost_spent_total", "sluice_store_errors_total",
+		"sluice_config_reloads_total", "sluice_decision_duration_seconds", "sluice_keys",
+		"sluice_evictions_total", "sluice_corrupt_records_total"); err != nil {
+		t.Error(err)
+	}
+	if got, want := testutil.ToFloat64(collectOne(t, c, "sluice_keys")), float64(e.Len()); got != want {
+		t.Errorf("sluice_keys = %v, want engine.Len() = %v", got, want)
+	}
+	for _, name := range []string{"sluice_flushes_total", "sluice_flush_errors_total", "sluice_flush_duration_seconds_total",
+		"sluice_commits_total", "sluice_dirty_records", "sluice_engine_store_errors_total"} {
+		if n := testutil.CollectAndCount(c, name); n != 1 {
+			t.Errorf("%s: %d series, want 1", name, n)
+		}
+	}
+
+	// The collector registers cleanly (Describe and Collect agree) and
+	// passes the registry's lint.
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// TestMetricsCollectorNilEngine checks that the engine's metrics are left
+// out without an engine.
+func TestMetricsCollectorNilEngine(t *testing.T) {
+	m := NewMetrics(nil)
+	m.ObserveDecision("orders", true, time.Microsecond)
+	c := m.Collector(nil)
+	if n := testutil.CollectAndCount(c, "sluice_keys", "sluice_flushes_total", "sluice_dirty_records"); n != 0 {
+		t.Errorf("%d engine series without an engine, want 0", n)
+	}
+	// decisions (2) + cost (1) + reloads (2) + histogram (1)
+	if n := testutil.CollectAndCount(c); n != 6 {
+		t.Errorf("%d series, want 6", n)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+}
+
+func TestMetricsReloads(t *testing.T) {
+	m := NewMetrics(nil)
+	c := m.Collector(nil)
+	for range 3 {
+		m.ObserveReload(nil)
+	}
+	m.ObserveReload(errors.New("bad"))
+	if got := testutil.ToFloat64(collectOne(t, c, "sluice_config_reloads_total", "result=ok")); got != 3 {
+		t.Errorf("ok reloads = %v, want 3", got)
+	}
+	if got := testutil.ToFloat64(collectOne(t, c, "sluice_config_reloads_total", "result=error")); got != 1 {
+		t.Errorf("failed reloads = %v, want 1", got)
+	}
+	if s := m.Snapshot(); s.Reloads != 3 || s.ReloadErrors != 1 {
+		t.Errorf("snapshot reloads %d errors %d, want 3 and 1", s.Reloads, s.ReloadErrors)
+	}
+}
+
+// collectOne returns a collector of the single series of c named name whose
+// labels are labels, given as "name=value" pairs.
+func collectOne(t *testing.T, c prometheus.Collector, name string, labels ...string) prometheus.Collector {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var found []prometheus.Metric
+	for met := range ch {
+		if !strings.Contains(met.Desc().String(), `fqName: "`+name+`"`) {
+			continue
+		}
+		var pb dto.Metric
+		if err := met.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, lp := range pb.GetLabel() {
+			got = append(got, lp.GetName()+"="+lp.GetValue())
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(labels))
+		if slices.Equal(got, want) {
+			found = append(found, met)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s%q: %d series, want 1", name, labels, len(found))
+	}
+	return fixed{found[0]}
+}
+
+// fixed is a collector of one metric.
+type fixed struct{ m prometheus.Metric }
+
+func (f fixed) Describe(ch chan<- *prometheus.Desc) { ch <- f.m.Desc() }
+func (f fixed) Collect(ch chan<- prometheus.Metric) { ch <- f.m }
+
+func BenchmarkObserveDecision(b *testing.B) {
+	m := NewMetrics(nil)
+	rules := []string{"orders-write", "search", "catch-all", "reads"}
+	for _, r := range rules {
+		m.ObserveDecision(r, true, 0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			m.ObserveDecision(rules[i&3], i&7 != 0, time.Duration(i&1023)*time.Microsecond)
+			i++
+		}
+	})
+}
