@@ -1,0 +1,444 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// Config configures the middleware New returns.
+type Config struct {
+	// Engine decides and records requests. Required.
+	Engine *engine.Engine
+	// Registry holds the rules in force; it is read once per request, so a
+	// reload (Registry.Swap) takes effect from the next request on.
+	// Required.
+	Registry *sluice.Registry
+	// Identifier turns a request into the key a rule counts it under.
+	// Required.
+	Identifier *Identifier
+	// Metrics, when not nil, counts decisions and store errors.
+	Metrics *sluice.Metrics
+	// OnStoreError is what happens to a request when the store fails:
+	// sluice.FailOpen (the default when empty) lets it through,
+	// sluice.FailClosed answers 503 Service Unavailable.
+	OnStoreError sluice.StoreErrorPolicy
+	// Cost, when set, returns what a request spends under a rule; a result
+	// of zero or less means the rule's own cost. When nil every request
+	// spends its rule's Cost. A cost above the rule's capacity could never
+	// be allowed: such a request is answered 500 and logged, as a
+	// configuration error.
+	Cost func(r *http.Request, rule *sluice.CompiledRule) int64
+	// Logger receives store errors (at most one line a second), contained
+	// panics of the IdentityFunc and other internal errors; nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// wait, when set (by tests), replaces waitDelay.
+	wait func(ctx context.Context, d time.Duration) bool
+}
+
+// Header names the middleware sets, in canonical form.
+const (
+	headerLimit       = "X-Ratelimit-Limit"
+	headerRemaining   = "X-Ratelimit-Remaining"
+	headerReset       = "X-Ratelimit-Reset"
+	headerPolicy      = "Ratelimit-Policy"
+	headerRateLimit   = "Ratelimit"
+	headerRetryAfter  = "Retry-After"
+	maxStackRules     = 8
+	storeLogInterval  = int64(time.Second)
+	unavailableBody   = "rate limiter unavailable"
+	deniedBody        = "rate limit exceeded for rule "
+	internalErrorBody = "internal server error"
+)
+
+// limiter is the state behind one middleware.
+type limiter struct {
+	eng      *engine.Engine
+	reg      *sluice.Registry
+	id       *Identifier
+	metrics  *sluice.Metrics
+	policy   sluice.StoreErrorPolicy
+	cost     func(*http.Request, *sluice.CompiledRule) int64
+	log      *slog.Logger
+	wait     func(context.Context, time.Duration) bool
+	lastLog  atomic.Int64  // Unix ns of the last store error logged
+	unlogged atomic.Uint64 // store errors not logged since
+}
+
+// New returns rate-limiting middleware of the shape net/http, chi and most
+// routers take: func(http.Handler) http.Handler. It fails when a required
+// field of cfg is missing or OnStoreError is not a known policy.
+//
+// For each request it matches the rules in force (Registry.Match). A
+// request no rule covers (and no default) passes untouched, without
+// headers. Otherwise the caller's key is built for each matching rule's
+// scope with the Identifier, and the request is decided:
+//
+//   - in most_specific mode by the one matching rule (engine.Apply);
+//   - in all mode by every matching rule together (engine.ApplyAll):
+//     nothing is spent unless all allow, and the response reports the most
+//     restrictive decision: the denying rule (the one with the longest
+//     Retry-After when several deny), or else the one with the least
+//     Remaining.
+//
+// Every limited response, allowed or denied, carries X-RateLimit-Limit,
+// X-RateLimit-Remaining, X-RateLimit-Reset (seconds until the full capacity
+// is back, rounded up) and the IETF draft fields RateLimit-Policy
+// ("orders-write";q=5;w=60: the rule's limit and window in seconds) and
+// RateLimit ("orders-write";r=3;t=24: remaining, and seconds until reset).
+// A denied request is answered 429 Too Many Requests with a short body
+// naming the rule and a Retry-After in whole seconds, rounded up, at least
+// 1. An allowed leaky-bucket request waits its Delay before it reaches the
+// handler; when the request's context ends first (the client went away)
+// the handler is not called and nothing is written (the cost stays spent).
+//
+// A bad identity (ErrBadIdentity: a user id over MaxUserIDLen, a repeated
+// identity header, an IdentityFunc error matching it) is answered 400. A
+// panic in the IdentityFunc is recovered, logged and answered 500: it ends
+// that request only. Other identity and engine errors are logged and
+// answered 500.
+//
+// A store error (engine.ErrStore, or engine.ErrClosed) follows
+// OnStoreError: FailOpen passes the request to the handler, without rate
+// limit headers, logs (at most one line a second) and counts it with
+// Metrics.ObserveStoreError; FailClosed answers 503 and counts it. In all
+// mode a store error is counted once, under the most specific rule.
+//
+// Decisions are counted with Metrics.ObserveDecisionCost, with the latency
+// of the engine call. In all mode, when a rule denies, the denying rules
+// are counted denied and the others (which spent nothing) are not counted.
+func New(cfg Config) (func(http.Handler) http.Handler, error) {
+	switch {
+	case cfg.Engine == nil:
+		return nil, errors.New("httplimit: Config.Engine is required")
+	case cfg.Registry == nil:
+		return nil, errors.New("httplimit: Config.Registry is required")
+	case cfg.Identifier == nil:
+		return nil, errors.New("httplimit: Config.Identifier is required")
+	}
+	l := &limiter{
+		eng:     cfg.Engine,
+		reg:     cfg.Registry,
+		id:      cfg.Identifier,
+		metrics: cfg.Metrics,
+		policy:  cfg.OnStoreError,
+		cost:    cfg.Cost,
+		log:     cfg.Logger,
+		wait:    cfg.wait,
+	}
+	switch l.policy {
+	case "":
+		l.policy = sluice.FailOpen
+	case sluice.FailOpen, sluice.FailClosed:
+	default:
+		return nil, fmt.Errorf("httplimit: Config.OnStoreError must be %q or %q, got %q", sluice.FailOpen, sluice.FailClosed, string(l.policy))
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.wait == nil {
+		l.wait = waitDelay
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			l.serve(w, r, next)
+		})
+	}, nil
+}
+
+// waitDelay waits d, or until ctx ends; it reports whether it waited d.
+func waitDelay(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	rs := l.reg.Ruleset()
+	var stack [maxStackRules]*sluice.CompiledRule
+	var rules []*sluice.CompiledRule
+	if rs.Mode() == sluice.MatchAll {
+		rules = rs.AppendMatch(stack[:0], r.Method, r.URL.Path)
+	} else {
+		rules = rs.Match(r.Method, r.URL.Path)
+	}
+	if len(rules) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+
+	var (
+		rule  *sluice.CompiledRule
+		d     algo.Decision
+		delay time.Duration
+		err   error
+	)
+	if len(rules) == 1 {
+		rule = rules[0]
+		var key string
+		var cost int64
+		if key, cost, err = l.keyAndCost(r, rule); err != nil {
+			l.identityError(w, r, rule, err)
+			return
+		}
+		start := time.Now()
+		d, err = l.eng.Apply(rule.Limit(), key, cost)
+		elapsed := time.Since(start)
+		if err != nil {
+			l.engineError(w, r, next, rule, err)
+			return
+		}
+		l.metrics.ObserveDecisionCost(rule.Name(), d.Allowed, cost, elapsed)
+		delay = d.Delay
+	} else {
+		var ok bool
+		if rule, d, delay, ok = l.applyAll(w, r, next, rules); !ok {
+			return
+		}
+	}
+
+	l.setHeaders(w.Header(), rule, d)
+	if !d.Allowed {
+		// As http.Error would, with fewer allocations.
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, deniedBody)
+		io.WriteString(w, rule.Name())
+		io.WriteString(w, "\n")
+		return
+	}
+	if delay > 0 && !l.wait(r.Context(), delay) {
+		return // the client went away while waiting
+	}
+	next.ServeHTTP(w, r)
+}
+
+// applyAll decides a request under several rules at once (all mode). It
+// returns the rule and decision to report and the delay to wait; ok is
+// false when it has answered the request (or passed it on) itself.
+func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Handler, rules []*sluice.CompiledRule) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, ok bool) {
+	var stack [maxStackRules]engine.Request
+	reqs := stack[:0]
+	for _, c := range rules {
+		key, cost, err := l.keyAndCost(r, c)
+		if err != nil {
+			l.identityError(w, r, c, err)
+			return nil, d, 0, false
+		}
+		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
+	}
+	start := time.Now()
+	ds, all, err := l.eng.ApplyAll(reqs)
+	elapsed := time.Since(start)
+	if err != nil {
+		l.engineError(w, r, next, rules[0], err)
+		return nil, d, 0, false
+	}
+	pick := -1
+	for i, di := range ds {
+		if all {
+			l.metrics.ObserveDecisionCost(rules[i].Name(), true, reqs[i].Cost, elapsed)
+			delay = max(delay, di.Delay)
+		} else if !di.Allowed {
+			l.metrics.ObserveDecisionCost(rules[i].Name(), false, reqs[i].Cost, elapsed)
+		}
+		switch {
+		case pick < 0:
+			pick = i
+		case !all:
+			// The denying rule with the longest wait.
+			if !di.Allowed && (ds[pick].Allowed || di.RetryAfter > ds[pick].RetryAfter) {
+				pick = i
+			}
+		case di.Remaining < ds[pick].Remaining:
+			pick = i
+		}
+	}
+	d = ds[pick]
+	if !all {
+		d.Allowed = false // pick is a denying rule; be explicit all the same
+	}
+	return rules[pick], d, delay, true
+}
+
+// keyAndCost returns the caller's key under rule, and the cost of r. A
+// panic in the IdentityFunc is returned as a *panicError.
+func (l *limiter) keyAndCost(r *http.Request, rule *sluice.CompiledRule) (key string, cost int64, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			err = &panicError{value: v}
+		}
+	}()
+	key, err = l.id.Key(r, string(rule.Scope()))
+	if err != nil {
+		return "", 0, err
+	}
+	if l.cost != nil {
+		cost = l.cost(r, rule)
+	}
+	if cost <= 0 {
+		cost = rule.Cost()
+	}
+	return key, cost, nil
+}
+
+// panicError is a panic recovered from the IdentityFunc or the Cost hook.
+type panicError struct{ value any }
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// identityError answers a request whose key or cost could not be had.
+func (l *limiter) identityError(w http.ResponseWriter, r *http.Request, rule *sluice.CompiledRule, err error) {
+	if errors.Is(err, ErrBadIdentity) {
+		http.Error(w, "bad caller identity", http.StatusBadRequest)
+		return
+	}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		l.log.Error("httplimit: identity or cost function panicked; request refused",
+			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "panic", pe.value)
+	} else {
+		l.log.Error("httplimit: cannot identify the caller",
+			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	http.Error(w, internalErrorBody, http.StatusInternalServerError)
+}
+
+// engineError handles an error from the engine: a store error by the
+// policy, anything else as an internal error.
+func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.Handler, rule *sluice.CompiledRule, err error) {
+	if !errors.Is(err, engine.ErrStore) && !errors.Is(err, engine.ErrClosed) {
+		l.log.Error("httplimit: cannot decide the request",
+			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
+		http.Error(w, internalErrorBody, http.StatusInternalServerError)
+		return
+	}
+	l.metrics.ObserveStoreError(rule.Name(), l.policy)
+	l.logStoreError(rule, err)
+	if l.policy == sluice.FailClosed {
+		http.Error(w, unavailableBody, http.StatusServiceUnavailable)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// logStoreError logs a store error, at most one line a second; the line
+// says how many were not logged since the previous one.
+func (l *limiter) logStoreError(rule *sluice.CompiledRule, err error) {
+	now := time.Now().UnixNano()
+	last := l.lastLog.Load()
+	if now-last < storeLogInterval || !l.lastLog.CompareAndSwap(last, now) {
+		l.unlogged.Add(1)
+		return
+	}
+	l.log.Warn("httplimit: rate limit store error",
+		"rule", rule.Name(), "policy", string(l.policy), "err", err, "suppressed", l.unlogged.Swap(0))
+}
+
+// setHeaders sets the rate limit headers of a decision under rule, and
+// for a denial Retry-After and the headers of its plain text body.
+func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.Decision) {
+	spec := rule.Rule()
+	reset := ceilSeconds(d.Reset)
+	// One buffer, one string, five substrings: two allocations in all.
+	var buf [256]byte
+	b := buf[:0]
+	var ends [5]int
+	b = strconv.AppendInt(b, d.Limit, 10)
+	ends[0] = len(b)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[2] = len(b)
+	b = appendSFString(b, spec.Name)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, spec.Limit, 10)
+	b = append(b, ";w="...)
+	b = strconv.AppendInt(b, ceilSeconds(spec.Window), 10)
+	ends[3] = len(b)
+	b = appendSFString(b, spec.Name)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[4] = len(b)
+	s := string(b)
+	n := 5
+	if !d.Allowed {
+		n = 8
+	}
+	vals := make([]string, n)
+	start := 0
+	for i, e := range ends {
+		vals[i] = s[start:e]
+		start = e
+	}
+	if !d.Allowed {
+		retry := ceilSeconds(d.RetryAfter)
+		if retry < 1 {
+			retry = 1 // never 0: that would invite an immediate retry
+		}
+		vals[5] = strconv.FormatInt(retry, 10)
+		vals[6] = "text/plain; charset=utf-8"
+		vals[7] = "nosniff"
+		h[headerRetryAfter] = vals[5:6:6]
+		h["Content-Type"] = vals[6:7:7]
+		h["X-Content-Type-Options"] = vals[7:8:8]
+		delete(h, "Content-Length")
+	}
+	h[headerLimit] = vals[0:1:1]
+	h[headerRemaining] = vals[1:2:2]
+	h[headerReset] = vals[2:3:3]
+	h[headerPolicy] = vals[3:4:4]
+	h[headerRateLimit] = vals[4:5:5]
+}
+
+// appendSFString appends s as a structured field string (RFC 8941): in
+// double quotes, with '"' and '\' escaped. Bytes a string may not hold
+// (controls, non-ASCII) become '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
