@@ -198,9 +198,15 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			l.identityError(w, r, rule, err)
 			return
 		}
-		start := time.Now()
+		var start time.Time
+		if l.metrics != nil { // time the decision only for someone to see it
+			start = time.Now()
+		}
 		d, err = l.eng.Apply(rule.Limit(), key, cost)
-		elapsed := time.Since(start)
+		var elapsed time.Duration
+		if l.metrics != nil {
+			elapsed = time.Since(start)
+		}
 		if err != nil {
 			l.engineError(w, r, next, rule, err)
 			return
@@ -218,9 +224,7 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if !d.Allowed {
 		// As http.Error would, with fewer allocations.
 		w.WriteHeader(http.StatusTooManyRequests)
-		io.WriteString(w, deniedBody)
-		io.WriteString(w, rule.Name())
-		io.WriteString(w, "\n")
+		io.WriteString(w, deniedBody+rule.Name()+"\n")
 		return
 	}
 	if delay > 0 && !l.wait(r.Context(), delay) {
