@@ -9,6 +9,7 @@
 //
 //	demo      run the reference design's demo scenarios through the engine
 //	simulate  decide a JSON-lines trace of requests read from stdin
+//	serve     run a rate-limiting reverse proxy in front of an HTTP service
 //	inspect   list the records a Pebble or bbolt state directory holds
 //
 // Run "sluice <command> -h" for a command's flags.
@@ -66,6 +67,24 @@
 // demo, each computed by the engine with a fake clock over Pebble under
 // var/demo by default. It ends by spending a user's budget; "demo --resume",
 // a second process on the same directory, shows it still spent.
+//
+// # serve
+//
+//	sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR]
+//
+// serve is a rate-limiting reverse proxy: each request is decided under the
+// rules of the configuration file (the same YAML the sluice package reads)
+// and, when allowed, passed to the upstream URL; a denied one is answered
+// 429 with Retry-After. The store section (memory, pebble or bolt, its
+// directory, durability and flush interval) and the identity section are
+// read at start only; the rules, the default and the match mode are
+// reloaded when the file changes or on SIGHUP, and an invalid file is
+// rejected whole, the running rules staying. The admin listener, when
+// --admin is given, serves /metrics (Prometheus), /healthz ("ok") and
+// /rules (the rules in force, as JSON). SIGTERM or SIGINT stops accepting,
+// drains the requests in flight (for up to 10s), flushes and closes the
+// store and exits 0. Exit status 2 means a usage error or an invalid
+// configuration (named by file, line and field), 1 any other failure.
 //
 // # inspect
 //

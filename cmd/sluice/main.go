@@ -19,6 +19,7 @@ type command struct {
 var commands = []command{
 	{"demo", "run the reference design's demo scenarios through the engine", runDemo},
 	{"simulate", "decide a JSON-lines trace of requests read from stdin", runSimulate},
+	{"serve", "run a rate-limiting reverse proxy in front of an HTTP service", runServeCmd},
 	{"inspect", "list the records a durable store holds (stop the process using it first)", runInspect},
 }
 

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/httplimit"
+)
+
+// serveShutdownTimeout bounds how long a stopping serve waits for the
+// requests in flight to finish.
+const serveShutdownTimeout = 10 * time.Second
+
+// runServeCmd is the "serve" command: runServe until SIGTERM or SIGINT.
+func runServeCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return runServe(ctx, args, stdout, stderr, nil)
+}
+
+// lockedWriter serialises writes to w: the logger is used from many
+// goroutines and w may be a plain buffer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// runServe runs the rate-limiting reverse proxy until ctx ends, then
+// stops accepting, drains the requests in flight, closes the configuration
+// watcher and the engine (which flushes the store) and returns 0. ready,
+// if not nil, is called once both listeners are bound with their addresses
+// (admin is empty without --admin). Exit status: 2 for a usage error or an
+// invalid configuration, 1 for any other failure.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(listen, admin string)) int {
+	errw := &lockedWriter{w: stderr}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(errw)
+	configPath := fs.String("config", "", "the configuration `file` (YAML); required")
+	listen := fs.String("listen", "", "the `address` the proxy listens on, such as :8080; required")
+	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
+	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules); none when empty")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR]\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(status int, format string, a ...any) int {
+		fmt.Fprintf(errw, "sluice serve: "+format+"\n", a...)
+		return status
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail(2, "unexpected argument %q", fs.Arg(0))
+	case *configPath == "":
+		return fail(2, "--config is required")
+	case *listen == "":
+		return fail(2, "--listen is required")
+	case *upstream == "":
+		return fail(2, "--upstream is required")
+	}
+	up, err := url.Parse(*upstream)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return fail(2, "--upstream %s: want an http or https URL such as http://127.0.0.1:8081", *upstream)
+	}
+
+	cfg, err := sluice.LoadConfig(*configPath)
+	if err != nil {
+		return fail(2, "%v", err) // a *ConfigError names file:line and the field
+	}
+	rs, err := cfg.Ruleset()
+	if err != nil {
+		return fail(2, "%s: %v", *configPath, err)
+	}
+	logger := slog.New(slog.NewTextHandler(errw, nil))
+
+	// The store: read at start only.
+	bf := backendFlags{name: cfg.Store.Backend, dir: cfg.Store.Dir}
+	if cfg.Store.Backend != sluice.BackendMemory {
+		bf.durability = cfg.Store.Durability.String()
+	}
+	b, opts, err := openBackend(bf)
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return fail(2, "%s: store: %v", *configPath, err)
+		}
+		return fail(1, "opening the %s store: %v", cfg.Store.Backend, err)
+	}
+	opts.FlushInterval = cfg.Store.FlushInterval
+	opts.Logger = logger
+	eng, err := engine.New(b, &opts)
+	if err != nil {
+		b.Close()
+		return fail(1, "starting the engine: %v", err)
+	}
+	defer func() {
+		if err := eng.Close(); err != nil {
+			fmt.Fprintf(errw, "sluice serve: closing the store: %v\n", err)
+		}
+	}()
+
+	reg := sluice.NewRegistry(rs)
+	metrics := sluice.NewMetrics(nil)
+	metrics.InitRuleset(rs)
+	id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{
+		UserHeader:                    cfg.Identity.UserHeader,
+		APIKeyHeader:                  cfg.Identity.APIKeyHeader,
+		TrustedProxies:                cfg.Identity.TrustedProxies,
+		IPv6Prefix:                    cfg.Identity.IPv6Prefix,
+		HeadersFromTrustedProxiesOnly: cfg.Identity.HeadersFromTrustedProxiesOnly,
+	})
+	if err != nil {
+		return fail(2, "%s: identity: %v", *configPath, err)
+	}
+	mw, err := httplimit.New(httplimit.Config{
+		Engine:       eng,
+		Registry:     reg,
+		Identifier:   id,
+		Metrics:      metrics,
+		OnStoreError: cfg.OnStoreError,
+		Logger:       logger,
+	})
+	if err != nil {
+		return fail(2, "%s: %v", *configPath, err)
+	}
+	// The identity section is read at start, like the store: a reload
+	// changes the rules, the match mode and nothing else here.
+	w, err := sluice.Watch(*configPath, reg, sluice.WatchOptions{
+		Initial: cfg,
+		Logger:  logger,
+		Metrics: metrics,
+		SIGHUP:  true,
+	})
+	if err != nil {
+		return fail(1, "watching %s: %v", *configPath, err)
+	}
+	defer w.Close()
+
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
+	srv := &http.Server{
+		Handler:           mw(proxy),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          proxy.ErrorLog,
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fail(1, "--listen: %v", err)
+	}
+	servers := []*http.Server{srv}
+	listeners := []net.Listener{ln}
+	adminAddr := ""
+	if *admin != "" {
+		aln, err := net.Listen("tcp", *admin)
+		if err != nil {
+			ln.Close()
+			return fail(1, "--admin: %v", err)
+		}
+		adminAddr = aln.Addr().String()
+		servers = append(servers, &http.Server{
+			Handler:           adminHandler(reg, metrics, eng),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          proxy.ErrorLog,
+		})
+		listeners = append(listeners, aln)
+	}
+
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		go func() { errc <- s.Serve(listeners[i]) }()
+	}
+	logger.Info("sluice serve: listening", "listen", ln.Addr().String(), "admin", adminAddr,
+		"upstream", up.String(), "config", *configPath, "store", cfg.Store.Backend)
+	if ready != nil {
+		ready(ln.Addr().String(), adminAddr)
+	}
+
+	status := 0
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		fmt.Fprintf(errw, "sluice serve: %v\n", err)
+		status = 1
+	}
+	// Stop accepting and drain the requests in flight, on both listeners.
+	sctx, cancel := context.WithTimeout(context.Background(), serveShutdownTimeout)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil {
+			fmt.Fprintf(errw, "sluice serve: draining: %v\n", err)
+			status = 1
+		}
+	}
+	if err := w.Close(); err != nil {
+		logger.Warn("sluice serve: closing the configuration watcher", "err", err)
+	}
+	// The deferred eng.Close flushes the store; make its failure count.
+	if err := eng.Close(); err != nil {
+		fmt.Fprintf(errw, "sluice serve: closing the store: %v\n", err)
+		status = 1
+	}
+	if status == 0 {
+		logger.Info("sluice serve: stopped")
+	}
+	return status
+}
+
+// ruleJSON is one rule as /rules shows it.
+type ruleJSON struct {
+	Name       string `json:"name"`
+	Method     string `json:"method"`
+	PathPrefix string `json:"path_prefix"`
+	Scope      string `json:"scope"`
+	Algorithm  string `json:"algorithm"`
+	Limit      int64  `json:"limit"`
+	Window     string `json:"window"`
+	Burst      int64  `json:"burst"`
+	Cost       int64  `json:"cost"`
+}
+
+// rulesJSON is the body of /rules: the ruleset in force.
+type rulesJSON struct {
+	Match   string     `json:"match"`
+	Rules   []ruleJSON `json:"rules"`
+	Default *ruleJSON  `json:"default"`
+}
+
+func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
+	r := c.Rule()
+	return ruleJSON{
+		Name:       r.Name,
+		Method:     r.Method,
+		PathPrefix: r.PathPrefix,
+		Scope:      string(r.Scope),
+		Algorithm:  r.Algorithm,
+		Limit:      r.Limit,
+		Window:     r.Window.String(),
+		Burst:      r.Burst,
+		Cost:       r.Cost,
+	}
+}
+
+// adminHandler serves /metrics, /healthz and /rules.
+func adminHandler(reg *sluice.Registry, m *sluice.Metrics, eng *engine.Engine) http.Handler {
+	preg := prometheus.NewRegistry()
+	preg.MustRegister(m.Collector(eng))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("GET /rules", func(w http.ResponseWriter, _ *http.Request) {
+		rs := reg.Ruleset()
+		out := rulesJSON{Match: string(rs.Mode()), Rules: []ruleJSON{}}
+		for _, c := range rs.Rules() {
+			out.Rules = append(out.Rules, toRuleJSON(c))
+		}
+		if d := rs.Default(); d != nil {
+			dj := toRuleJSON(d)
+			out.Default = &dj
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(out)
+	})
+	return mux
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveConfig is a configuration with one token bucket rule, limit a
+// minute per user on POST /api/orders, over store (a YAML store section).
+func serveConfig(store string, limit int) string {
+	return fmt.Sprintf(`store:
+%s
+on_store_error: open
+rules:
+  - name: orders-write
+    method: POST
+    path_prefix: /api/orders
+    scope: user
+    algorithm: token_bucket
+    limit: %d
+    window: 1m
+default:
+  name: catch-all
+  scope: ip
+  algorithm: sliding_counter
+  limit: 100
+  window: 1m
+`, store, limit)
+}
+
+const memoryStore = "  backend: memory"
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// upstream starts a trivial service that answers 200 "upstream".
+func upstream(t *testing.T) *httptest.Server {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "upstream "+r.Method+" "+r.URL.Path)
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// serving is a runServe running in-process.
+type serving struct {
+	listen, admin string
+	cancel        context.CancelFunc
+	done          chan int
+	stderr        *bytes.Buffer
+}
+
+// startServe runs serve with args and waits until it listens.
+func startServe(t *testing.T, args ...string) *serving {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &serving{cancel: cancel, done: make(chan int, 1), stderr: &bytes.Buffer{}}
+	readyc := make(chan [2]string, 1)
+	go func() {
+		s.done <- runServe(ctx, args, io.Discard, s.stderr, func(l, a string) { readyc <- [2]string{l, a} })
+	}()
+	select {
+	case addrs := <-readyc:
+		s.listen, s.admin = addrs[0], addrs[1]
+	case code := <-s.done:
+		cancel()
+		t.Fatalf("serve exited with %d before it listened:\n%s", code, s.stderr)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("serve did not start listening within 10s")
+	}
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+// stop cancels serve and returns its exit status (once; later calls
+// return -1).
+func (s *serving) stop(t *testing.T) int {
+	t.Helper()
+	if s.cancel == nil {
+		return -1
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case code := <-s.done:
+		return code
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop within 15s of its context's end")
+		return -1
+	}
+}
+
+var testClient = &http.Client{Timeout: 5 * time.Second}
+
+func post(t *testing.T, url, user string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User-ID", user)
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := testClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// statuses sends n POSTs to /api/orders as user and returns the statuses.
+func statuses(t *testing.T, s *serving, user string, n int) []int {
+	t.Helper()
+	var out []int
+	for range n {
+		out = append(out, post(t, "http://"+s.listen+"/api/orders", user).StatusCode)
+	}
+	return out
+}
+
+func countStatus(codes []int, want int) int {
+	n := 0
+	for _, c := range codes {
+		if c == want {
+			n++
+		}
+	}
+	return n
+}
+
+func TestServe(t *testing.T) {
+	up := upstream(t)
+	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, cfgPath, serveConfig(memoryStore, 5))
+	s := startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--admin", "127.0.0.1:0")
+
+	// The upstream's answer comes through.
+	if code, body := get(t, "http://"+s.listen+"/hello"); code != 200 || body != "upstream GET /hello" {
+		t.Errorf("GET /hello = %d %q, want 200 from the upstream", code, body)
+	}
+
+	// Five orders allowed, two denied with Retry-After 12.
+	url := "http://" + s.listen + "/api/orders"
+	for i := 1; i <= 7; i++ {
+		resp := post(t, url, "u-1")
+		want := http.StatusOK
+		if i > 5 {
+			want = http.StatusTooManyRequests
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("POST %d: status %d, want %d", i, resp.StatusCode, want)
+		}
+		if got := resp.Header.Get("X-RateLimit-Limit"); got != "5" {
+			t.Errorf("POST %d: X-RateLimit-Limit %q, want 5", i, got)
+		}
+		if want == http.StatusTooManyRequests {
+			if ra := resp.Header.Get("Retry-After"); ra != "12" && ra != "11" {
+				t.Errorf("POST %d: Retry-After %q, want 12 (or 11)", i, ra)
+			}
+		}
+	}
+
+	// The admin endpoints.
+	admin := "http://" + s.admin
+	if code, body := get(t, admin+"/healthz"); code != 200 || body != "ok" {
+		t.Errorf("/healthz = %d %q, want 200 ok", code, body)
+	}
+	rules := readRules(t, admin)
+	if rules.Match != "most_specific" || len(rules.Rules) != 1 || rules.Default == nil {
+		t.Fatalf("/rules = %+v, want one rule and a default in most_specific mode", rules)
+	}
+	want := ruleJSON{Name: "orders-write", Method: "POST", PathPrefix: "/api/orders", Scope: "user",
+		Algorithm: "token_bucket", Limit: 5, Window: "1m0s", Burst: 0, Cost: 1}
+	if rules.Rules[0] != want {
+		t.Errorf("/rules rule = %+v, want %+v", rules.Rules[0], want)
+	}
+	if d := rules.Default; d.Name != "catch-all" || d.Scope != "ip" || d.Algorithm != "sliding_counter" || d.Limit != 100 {
+		t.Errorf("/rules default = %+v", *d)
+	}
+	code, metrics := get(t, admin+"/metrics")
+	if code != 200 || !strings.Contains(metrics, "sluice_decisions_total") {
+		t.Errorf("/metrics = %d, want 200 with sluice_decisions_total; got:\n%.2000s", code, metrics)
+	}
+	if !strings.Contains(metrics, `sluice_decisions_total{decision="denied",rule="orders-write"} 2`) {
+		t.Errorf("/metrics: want 2 denied decisions for orders-write; got:\n%.4000s", metrics)
+	}
+
+	// Raise the limit: a new user gets 10 once the reload is in force.
+	writeFile(t, cfgPath, serveConfig(memoryStore, 10))
+	deadline := time.Now().Add(5 * time.Second)
+	for readRules(t, admin).Rules[0].Limit != 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the raised limit was not in force after 5s; serve said:\n%s", s.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	codes := statuses(t, s, "u-new", 11)
+	if countStatus(codes[:10], 200) != 10 || codes[10] != 429 {
+		t.Errorf("after the reload, a new user's 11 orders = %v, want 10×200 then 429", codes)
+	}
+
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exited with %d after its context ended, want 0:\n%s", code, s.stderr)
+	}
+}
+
+func readRules(t *testing.T, admin string) rulesJSON {
+	t.Helper()
+	code, body := get(t, admin+"/rules")
+	if code != 200 {
+		t.Fatalf("/rules = %d %q", code, body)
+	}
+	var r rulesJSON
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("/rules: %v in %q", err, body)
+	}
+	return r
+}
+
+func TestServeRestartKeepsBudget(t *testing.T) {
+	up := upstream(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "sluice.yaml")
+	store := fmt.Sprintf("  backend: pebble\n  dir: %s\n  durability: interval\n  flush_interval: 20ms", filepath.Join(dir, "state"))
+	writeFile(t, cfgPath, serveConfig(store, 5))
+	args := []string{"--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL}
+
+	s := startServe(t, args...)
+	if codes := statuses(t, s, "u-2", 6); countStatus(codes[:5], 200) != 5 || codes[5] != 429 {
+		t.Fatalf("u-2's orders = %v, want 5×200 then 429", codes)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("serve exited with %d, want 0:\n%s", code, s.stderr)
+	}
+
+	s = startServe(t, args...)
+	if codes := statuses(t, s, "u-2", 1); codes[0] != 429 {
+		t.Errorf("after a restart, u-2's order = %d, want 429 (the budget stays spent)", codes[0])
+	}
+	if codes := statuses(t, s, "u-3", 1); codes[0] != 200 {
+		t.Errorf("after a restart, u-3's order = %d, want 200", codes[0])
+	}
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exited with %d, want 0:\n%s", code, s.stderr)
+	}
+}
+
+func TestServeBadConfig(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, cfgPath, strings.Replace(serveConfig(memoryStore, 5), "window: 1m\ndefault", "window: 1 minute\ndefault", 1))
+	var stderr bytes.Buffer
+	code := runServe(context.Background(), []string{"--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"},
+		io.Discard, &stderr, func(string, string) { t.Error("serve listened with an invalid configuration") })
+	if code != 2 {
+		t.Errorf("exit status %d, want 2", code)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, cfgPath+":11: rules[0].window") {
+		t.Errorf("stderr = %q, want the file, line 11 and rules[0].window", msg)
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"},
+		{"--config", "x.yaml", "--upstream", "http://127.0.0.1:1"},
+		{"--config", "x.yaml", "--listen", "127.0.0.1:0"},
+		{"--config", "x.yaml", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1"},
+	} {
+		if code := runServe(context.Background(), args, io.Discard, io.Discard, nil); code != 2 {
+			t.Errorf("serve %q: exit status %d, want 2", args, code)
+		}
+	}
+}
