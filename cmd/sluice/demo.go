@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -111,10 +112,11 @@ func demo(w *bytes.Buffer, bf backendFlags, resume bool) error {
 	}
 	defer eng.Close()
 
-	g, err := newGateway(eng, demoRules, "catch-all")
+	g, err := newGateway(eng)
 	if err != nil {
 		return err
 	}
+	defer g.Close()
 	if resume {
 		return demoResumed(w, g, clock, bf)
 	}
@@ -138,77 +140,72 @@ func demo(w *bytes.Buffer, bf backendFlags, resume bool) error {
 	return demoBeforeRestart(w, g, clock, bf)
 }
 
-// restartRequest is the order the restart sections send.
-func restartRequest(g *gateway) demoRequest {
-	rule := g.rule("orders-write")
-	return demoRequest{method: rule.method, path: rule.pathPrefix, clientIP: "203.0.113.9", userID: "u-2"}
-}
+// restartUser is the user whose order budget the restart sections spend.
+const restartUser = "u-2"
 
 // demoBeforeRestart spends a user's whole order budget just before this
 // process exits.
 func demoBeforeRestart(w io.Writer, g *gateway, clock *engine.FakeClock, bf backendFlags) error {
 	clock.Set(restartAt)
-	req := restartRequest(g)
+	rule := g.rule("orders-write")
 	fmt.Fprintf(w, "--- budgets live in %s under %s ---\n", bf.name, bf.dir)
 	allowed, denied := 0, 0
 	var last demoResponse
 	for range 7 {
-		resp, err := g.serve(req, ok)
+		resp, err := g.send(rule.Method, rule.PathPrefix, restartUser)
 		if err != nil {
 			return err
 		}
 		last = resp
-		if resp.status == 429 {
+		if resp.status == http.StatusTooManyRequests {
 			denied++
 		} else {
 			allowed++
 		}
 	}
 	fmt.Fprintf(w, "  %s %s from user %s: allowed %d, denied %d, Retry-After %s; this process now exits\n",
-		req.method, req.path, req.userID, allowed, denied, headerValue(last.headers, "Retry-After"))
+		rule.Method, rule.PathPrefix, restartUser, allowed, denied, last.header.Get("Retry-After"))
 	return nil
 }
 
 // demoResumed is the second process: the same user, a few seconds later.
 func demoResumed(w io.Writer, g *gateway, clock *engine.FakeClock, bf backendFlags) error {
 	clock.Set(restartAt.Add(restartGap))
-	req := restartRequest(g)
+	rule := g.rule("orders-write")
 	fmt.Fprintf(w, "--- a new process on the same %s directory, %v later ---\n", bf.name, restartGap)
-	resp, err := g.serve(req, ok)
+	resp, err := g.send(rule.Method, rule.PathPrefix, restartUser)
 	if err != nil {
 		return err
 	}
 	verdict := "the budget survived the restart"
-	if resp.status != 429 {
+	if resp.status != http.StatusTooManyRequests {
 		verdict = "the budget was LOST in the restart"
 	}
 	fmt.Fprintf(w, "  %s %s from user %s -> %d, Retry-After %s: %s\n",
-		req.method, req.path, req.userID, resp.status, headerValue(resp.headers, "Retry-After"), verdict)
-	if resp.status != 429 {
+		rule.Method, rule.PathPrefix, restartUser, resp.status, resp.header.Get("Retry-After"), verdict)
+	if resp.status != http.StatusTooManyRequests {
 		return errors.New("restart check failed: a restarted process handed out a fresh budget")
 	}
 	return nil
 }
 
-func ok(req demoRequest) demoResponse { return demoResponse{status: 200, body: "ok"} }
-
 // demoOrders sends a burst of order submissions from one user.
 func demoOrders(w io.Writer, g *gateway) error {
 	const n = 7
+	const user = "u-1"
 	rule := g.rule("orders-write")
-	req := demoRequest{method: rule.method, path: rule.pathPrefix, clientIP: "203.0.113.7", userID: "u-1"}
-	fmt.Fprintf(w, "--- %d %s %s from user %s, limit %d per %s ---\n", n, req.method, req.path, req.userID, rule.limit, per(rule.window))
+	fmt.Fprintf(w, "--- %d %s %s from user %s, limit %d per %s ---\n", n, rule.Method, rule.PathPrefix, user, rule.Limit, per(rule.Window))
 	var (
 		allowed, denied int
 		last, denial    demoResponse
 	)
 	for range n {
-		resp, err := g.serve(req, ok)
+		resp, err := g.send(rule.Method, rule.PathPrefix, user)
 		if err != nil {
 			return err
 		}
 		last = resp
-		if resp.status == 429 {
+		if resp.status == http.StatusTooManyRequests {
 			denied++
 			denial = resp
 		} else {
@@ -216,7 +213,7 @@ func demoOrders(w io.Writer, g *gateway) error {
 		}
 	}
 	fmt.Fprintf(w, "  allowed %d, denied %d, last body: %s\n", allowed, denied, last.body)
-	fmt.Fprintf(w, "  429 headers: %s\n", formatHeaders(denial.headers))
+	fmt.Fprintf(w, "  429 headers: %s\n", formatHeaders(denial.header, rateLimitHeaders...))
 	return nil
 }
 
@@ -224,32 +221,32 @@ func demoOrders(w io.Writer, g *gateway) error {
 // budget, for the same user.
 func demoSearch(w io.Writer, g *gateway) error {
 	rule := g.rule("search")
-	req := demoRequest{method: rule.method, path: rule.pathPrefix + "?q=sluice", clientIP: "203.0.113.7", userID: "u-1", cost: 5}
 	fmt.Fprintln(w, "--- the same user on a different route uses a different budget ---")
 	var statuses []string
 	limit := ""
 	for range 3 {
-		resp, err := g.serve(req, ok)
+		resp, err := g.send(rule.Method, rule.PathPrefix+"?q=sluice", "u-1")
 		if err != nil {
 			return err
 		}
 		statuses = append(statuses, strconv.Itoa(resp.status))
-		limit = headerValue(resp.headers, "X-RateLimit-Limit")
+		limit = resp.header.Get("X-RateLimit-Limit")
 	}
-	fmt.Fprintf(w, "  cost=%d against a limit of %s: %s, then %s\n", req.cost, limit, strings.Join(statuses[:len(statuses)-1], ", "), statuses[len(statuses)-1])
+	fmt.Fprintf(w, "  cost=%d against a limit of %s: %s, then %s\n", rule.Cost, limit, strings.Join(statuses[:len(statuses)-1], ", "), statuses[len(statuses)-1])
 	return nil
 }
 
 // demoAnonymous sends a request no rule names from a caller with no user:
-// the default rule counts it by IP.
+// the default rule counts it by IP, here the loopback address the demo's
+// client connects from.
 func demoAnonymous(w io.Writer, g *gateway) error {
-	req := demoRequest{method: "GET", path: "/health", clientIP: "198.51.100.23"}
+	const method, path = "GET", "/health"
 	fmt.Fprintln(w, "--- an anonymous request falls through to the IP rule ---")
-	resp, err := g.serve(req, ok)
+	resp, err := g.send(method, path, "")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  %s %s -> %d, %s\n", req.method, req.path, resp.status, formatHeaders(resp.headers))
+	fmt.Fprintf(w, "  %s %s -> %d, %s\n", method, path, resp.status, formatHeaders(resp.header, rateLimitHeaders...))
 	return nil
 }
 
@@ -333,7 +330,11 @@ func demoHousekeeping(w io.Writer, eng *engine.Engine, clock *engine.FakeClock, 
 		evicted += eng.Sweep(math.MaxInt)
 	}
 	fmt.Fprintf(w, "  keys held: %d, evicted after %d min idle: %d\n", held, int(idle/time.Minute), evicted)
-	fmt.Fprintf(w, "  %s\n", g.formatMetrics())
+	counters, err := g.formatMetrics()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  %s\n", counters)
 	return nil
 }
 
