@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -47,7 +48,7 @@ func NewMiddleware(name string, r Rate, next http.Handler) (http.Handler, func()
 		if limit > 1<<30 {
 			limit = 1 << 30
 		}
-		mw := httprate.Limit(int(limit), r.Window, httprate.WithKeyFuncs(httprate.KeyByIP))
+		mw := httprate.LimitBy(int(limit), r.Window, peerIP)
 		return mw(next), func() {}, nil
 	case MiddlewareGoLimiter:
 		s, err := memorystore.New(&memorystore.Config{
@@ -142,4 +143,14 @@ func (w *DiscardWriter) WriteHeader(code int) {
 func (w *DiscardWriter) Reset() {
 	w.Status = 0
 	clear(w.h)
+}
+
+// peerIP keys a request by its connection's peer address, as the other
+// middlewares here do.
+func peerIP(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr, nil
+	}
+	return host, nil
 }
