@@ -15,7 +15,12 @@
 //
 // Lock order: stripe locks are taken in ascending stripe order (ApplyAll
 // takes several); no other lock is held while taking one, and no user
-// callback, logging or metrics work runs under one.
+// callback, logging or metrics work runs under one. Over a durable backend,
+// the group commit's queue mutex is taken under a stripe lock (to enqueue a
+// write in order), never the other way round: the commit leader holds no
+// stripe lock while it writes, and takes them only after releasing the
+// queue. The tier's flush mutex is outermost: a flush takes stripe locks
+// one at a time under it.
 //
 // An Engine is safe for concurrent use. A denial is a Decision, never an
 // error; errors are the sentinel values below, wrapped with detail.

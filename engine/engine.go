@@ -302,10 +302,8 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 	wrote := spend && (next != nil || d.CorruptState)
 	switch {
 	case !wrote:
-	case e.mem != nil && next != nil && d.TTL > 0:
-		err = e.mem.PutLocked(h, k, next, now+int64(d.TTL))
 	case e.mem != nil:
-		err = e.mem.DeleteLocked(h, k)
+		err = e.writeMem(h, k, next, now, d.TTL)
 	default:
 		err = e.write(h, st.key, next, now, d.TTL)
 	}
@@ -576,17 +574,26 @@ func (e *Engine) get(h uint64, k []byte, now int64) ([]byte, error) {
 // is no next record (a corrupt one being dropped) or it is already
 // equivalent to none.
 func (e *Engine) write(h uint64, k, next []byte, now int64, ttl time.Duration) error {
+	if e.mem != nil {
+		return e.writeMem(h, k, next, now, ttl)
+	}
 	if next == nil || ttl <= 0 {
 		return e.del(h, k)
 	}
 	exp := now + int64(ttl)
-	if e.mem != nil {
-		return e.mem.PutLocked(h, k, next, exp)
-	}
 	if e.striped != nil {
 		return e.striped.PutLocked(h, k, next, exp)
 	}
 	return e.b.Put(k, next, exp)
+}
+
+// writeMem is write over the memory backend. It is called directly, with
+// no interface in sight, so that a key on the caller's stack stays there.
+func (e *Engine) writeMem(h uint64, k, next []byte, now int64, ttl time.Duration) error {
+	if next == nil || ttl <= 0 {
+		return e.mem.DeleteLocked(h, k)
+	}
+	return e.mem.PutLocked(h, k, next, now+int64(ttl))
 }
 
 func (e *Engine) del(h uint64, k []byte) error {
