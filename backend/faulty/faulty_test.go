@@ -1,0 +1,275 @@
+package faulty_test
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/backendtest"
+	"github.com/sluice-go/sluice/backend/bolt"
+	"github.com/sluice-go/sluice/backend/faulty"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/backend/pebble"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// plain is a backend with no optional interface: a map with expiry.
+type plain struct {
+	mu sync.Mutex // guards m
+	m  map[string][]byte
+}
+
+func (p *plain) Get(k []byte, now int64) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return bytes.Clone(p.m[string(k)]), nil
+}
+
+func (p *plain) Put(k, v []byte, exp int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.m[string(k)] = bytes.Clone(v)
+	return nil
+}
+
+func (p *plain) Delete(k []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, string(k))
+	return nil
+}
+
+func (p *plain) Close() error { return nil }
+
+func TestConformance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		backendtest.Run(t, func(t *testing.T) backend.Backend {
+			b, _ := faulty.Wrap(memory.New(&memory.Options{SweepInterval: -1}))
+			return b
+		})
+	})
+	t.Run("pebble", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("pebble conformance under the wrapper is slow")
+		}
+		backendtest.Run(t, func(t *testing.T) backend.Backend {
+			s, err := pebble.Open(t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := faulty.Wrap(s)
+			return b
+		})
+	})
+}
+
+// capabilities lists which optional interfaces b implements.
+func capabilities(b backend.Backend) [5]bool {
+	_, s := b.(backend.Striped)
+	_, ba := b.(backend.Batcher)
+	_, l := b.(backend.Loader)
+	_, c := b.(backend.Counter)
+	_, r := b.(backend.Ranger)
+	return [5]bool{s, ba, l, c, r}
+}
+
+func TestForwardsExactlyTheInnerInterfaces(t *testing.T) {
+	ps, err := pebble.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := bolt.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.New(nil)
+	inner := map[string]backend.Backend{"memory": mem, "pebble": ps, "bolt": bs, "plain": &plain{m: map[string][]byte{}}}
+	for name, b := range inner {
+		w, _ := faulty.Wrap(b)
+		if got, want := capabilities(w), capabilities(b); got != want {
+			t.Errorf("%s: wrapper implements [Striped Batcher Loader Counter Ranger] = %v, inner %v", name, got, want)
+		}
+		ww, _ := faulty.Wrap(w)
+		if got, want := capabilities(ww), capabilities(b); got != want {
+			t.Errorf("%s wrapped twice: %v, want %v", name, got, want)
+		}
+		if err := w.Close(); err != nil {
+			t.Errorf("%s: Close = %v", name, err)
+		}
+	}
+}
+
+func mustAdd(t *testing.T, f *faulty.Faults, r faulty.Rule) faulty.ID {
+	t.Helper()
+	id, err := f.Add(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestRuleSkipTimesMatch(t *testing.T) {
+	b, f := faulty.Wrap(&plain{m: map[string][]byte{}})
+	errA := errors.New("a")
+	mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpPut}, Skip: 1, Times: 2, Err: errA})
+	var got []bool
+	for range 5 {
+		got = append(got, b.Put([]byte("k"), []byte("v"), 0) != nil)
+	}
+	if want := []bool{false, true, true, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("Put failures %v, want %v (skip 1, fail 2)", got, want)
+	}
+	if err := b.Delete([]byte("k")); err != nil {
+		t.Fatalf("Delete faulted by a Put rule: %v", err)
+	}
+	mustAdd(t, f, faulty.Rule{Ops: faulty.Reads, Match: func(c faulty.Call) bool { return string(c.Key) == "bad" }, Err: errA})
+	if _, err := b.Get([]byte("good"), 0); err != nil {
+		t.Fatalf("Get(good) = %v", err)
+	}
+	for range 3 {
+		if _, err := b.Get([]byte("bad"), 0); !errors.Is(err, errA) {
+			t.Fatalf("Get(bad) = %v, want the rule's error (no Times: until cleared)", err)
+		}
+	}
+	if got, want := f.Calls(faulty.OpPut), 5; got != want {
+		t.Errorf("Calls(Put) = %d, want %d", got, want)
+	}
+	if got, want := f.Calls(faulty.OpGet), 4; got != want {
+		t.Errorf("Calls(Get) = %d, want %d", got, want)
+	}
+	if got, want := f.Faulted(), 5; got != want {
+		t.Errorf("Faulted = %d, want %d", got, want)
+	}
+	f.Clear()
+	if _, err := b.Get([]byte("bad"), 0); err != nil {
+		t.Fatalf("after Clear: %v", err)
+	}
+}
+
+func TestRuleByCallNumberAndRemove(t *testing.T) {
+	b, f := faulty.Wrap(&plain{m: map[string][]byte{}})
+	id := mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpDelete}, Match: func(c faulty.Call) bool { return c.N%2 == 0 }, Err: faulty.ErrInjected})
+	for n := 1; n <= 4; n++ {
+		err := b.Delete([]byte("k"))
+		if want := n%2 == 0; (err != nil) != want || (err != nil && !errors.Is(err, faulty.ErrInjected)) {
+			t.Fatalf("Delete #%d = %v, want failure %v", n, err, want)
+		}
+	}
+	f.Remove(id)
+	if err := b.Delete([]byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete([]byte("k")); err != nil {
+		t.Fatalf("after Remove, call #6: %v", err)
+	}
+}
+
+func TestCorruptDelayHold(t *testing.T) {
+	b, f := faulty.Wrap(memory.New(nil))
+	defer b.Close()
+	if err := b.Put([]byte("k"), []byte("good"), 0); err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, f, faulty.Rule{Ops: faulty.Reads, Times: 1, Corrupt: faulty.Garbage([]byte{0xff, 0})})
+	if v, err := b.Get([]byte("k"), 0); err != nil || !bytes.Equal(v, []byte{0xff, 0}) {
+		t.Fatalf("corrupted Get = %x, %v", v, err)
+	}
+	if v, _ := b.Get([]byte("k"), 0); string(v) != "good" {
+		t.Fatalf("the stored record changed: %q", v)
+	}
+
+	mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpPut}, Times: 1, Delay: 30 * time.Millisecond})
+	start := time.Now()
+	if err := b.Put([]byte("k"), []byte("slow"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("delayed Put took %v", d)
+	}
+
+	hold := make(chan struct{})
+	mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpDelete}, Times: 1, Hold: hold})
+	done := make(chan error)
+	go func() { done <- b.Delete([]byte("k")) }()
+	select {
+	case err := <-done:
+		t.Fatalf("held Delete returned %v before release", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := b.Get([]byte("k"), 0); v != nil {
+		t.Fatalf("released Delete did not delete: %q", v)
+	}
+}
+
+func TestAddRefusesBadRules(t *testing.T) {
+	_, f := faulty.Wrap(&plain{m: map[string][]byte{}})
+	for name, r := range map[string]faulty.Rule{
+		"no effect":   {Ops: []faulty.Op{faulty.OpGet}},
+		"unknown op":  {Ops: []faulty.Op{faulty.Op(200)}, Err: faulty.ErrInjected},
+		"zero op":     {Ops: []faulty.Op{0}, Err: faulty.ErrInjected},
+		"negative":    {Times: -1, Err: faulty.ErrInjected},
+		"negative sk": {Skip: -2, Err: faulty.ErrInjected},
+	} {
+		if _, err := f.Add(r); err == nil {
+			t.Errorf("%s: Add accepted %+v", name, r)
+		}
+	}
+}
+
+// TestEngineKeepsItsPath: over a wrapped store the engine takes the path it
+// takes over the bare store: the durable tier over Pebble (reads through
+// Load, writes through WriteBatch), the store's stripes over memory (reads
+// through GetLocked, never the plain Get).
+func TestEngineKeepsItsPath(t *testing.T) {
+	l := engine.Limit{Namespace: "x", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 5, Window: time.Minute})}
+
+	ps, err := pebble.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, pf := faulty.Wrap(ps)
+	e, err := engine.New(pb, &engine.Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(l, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if pf.Calls(faulty.OpLoad) != 1 || pf.Calls(faulty.OpWriteBatch) != 1 || pf.Calls(faulty.OpGet)+pf.Calls(faulty.OpPut) != 0 {
+		t.Errorf("pebble: Load %d, WriteBatch %d, Get %d, Put %d; want the durable tier's 1, 1, 0, 0",
+			pf.Calls(faulty.OpLoad), pf.Calls(faulty.OpWriteBatch), pf.Calls(faulty.OpGet), pf.Calls(faulty.OpPut))
+	}
+	if s := e.Stats(); s.Flushes != 1 {
+		t.Errorf("pebble: %d flushes, want 1", s.Flushes)
+	}
+	e.Close()
+
+	mb, mf := faulty.Wrap(memory.New(nil))
+	e, err = engine.New(mb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Apply(l, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if mf.Calls(faulty.OpGetLocked) != 1 || mf.Calls(faulty.OpPutLocked) != 1 || mf.Calls(faulty.OpGet) != 0 {
+		t.Errorf("memory: GetLocked %d, PutLocked %d, Get %d; want 1, 1, 0",
+			mf.Calls(faulty.OpGetLocked), mf.Calls(faulty.OpPutLocked), mf.Calls(faulty.OpGet))
+	}
+	if s := e.Stats(); s.Keys != 1 {
+		t.Errorf("memory: Keys = %d, want 1 (Counter forwarded)", s.Keys)
+	}
+}
