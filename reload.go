@@ -261,9 +261,8 @@ func (w *Watcher) reload(force bool, cause string) error {
 		}
 		return err
 	}
-	w.reg.Swap(rs)
-	w.opts.Metrics.ObserveReload(nil)
 	w.opts.Metrics.InitRuleset(rs)
+	w.reg.Swap(rs)
 	if cfg.Store != w.store {
 		w.log.Warn("sluice: the store section changed; it takes effect only after a restart",
 			"file", w.path, "running", fmt.Sprintf("%+v", w.store), "file_says", fmt.Sprintf("%+v", cfg.Store))
@@ -276,5 +275,8 @@ func (w *Watcher) reload(force bool, cause string) error {
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(cfg, nil)
 	}
+	// Counted last, so that a reload counted is a reload in force,
+	// including what OnReload puts in force.
+	w.opts.Metrics.ObserveReload(nil)
 	return nil
 }

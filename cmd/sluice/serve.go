@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -132,44 +133,73 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	reg := sluice.NewRegistry(rs)
 	metrics := sluice.NewMetrics(nil)
 	metrics.InitRuleset(rs)
-	id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{
-		UserHeader:                    cfg.Identity.UserHeader,
-		APIKeyHeader:                  cfg.Identity.APIKeyHeader,
-		TrustedProxies:                cfg.Identity.TrustedProxies,
-		IPv6Prefix:                    cfg.Identity.IPv6Prefix,
-		HeadersFromTrustedProxiesOnly: cfg.Identity.HeadersFromTrustedProxiesOnly,
-	})
-	if err != nil {
-		return fail(2, "%s: identity: %v", *configPath, err)
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
+	// limited builds the rate-limited proxy from a configuration's identity
+	// section and store-error policy. Both are reloadable: a reload that
+	// changes them swaps in a new handler, and requests in flight finish
+	// on the old one.
+	limited := func(cfg *sluice.Config) (http.Handler, error) {
+		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{
+			UserHeader:                    cfg.Identity.UserHeader,
+			APIKeyHeader:                  cfg.Identity.APIKeyHeader,
+			TrustedProxies:                cfg.Identity.TrustedProxies,
+			IPv6Prefix:                    cfg.Identity.IPv6Prefix,
+			HeadersFromTrustedProxiesOnly: cfg.Identity.HeadersFromTrustedProxiesOnly,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("identity: %w", err)
+		}
+		mw, err := httplimit.New(httplimit.Config{
+			Engine:       eng,
+			Registry:     reg,
+			Identifier:   id,
+			Metrics:      metrics,
+			OnStoreError: cfg.OnStoreError,
+			Logger:       logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return mw(proxy), nil
 	}
-	mw, err := httplimit.New(httplimit.Config{
-		Engine:       eng,
-		Registry:     reg,
-		Identifier:   id,
-		Metrics:      metrics,
-		OnStoreError: cfg.OnStoreError,
-		Logger:       logger,
-	})
+	h, err := limited(cfg)
 	if err != nil {
 		return fail(2, "%s: %v", *configPath, err)
 	}
-	// The identity section is read at start, like the store: a reload
-	// changes the rules, the match mode and nothing else here.
+	handler := &swapHandler{}
+	handler.h.Store(&h)
+	in := serveSettings(cfg)
+	// A reload puts the rules and the match mode in force through the
+	// registry (Watch does that); the identity section and on_store_error
+	// are put in force here. The store section is read at start only.
+	onReload := func(next *sluice.Config, err error) {
+		if err != nil || serveSettings(next) == in {
+			return
+		}
+		h, err := limited(next)
+		if err != nil {
+			logger.Error("sluice serve: reload: keeping the identity and store-error settings in force", "config", *configPath, "err", err)
+			return
+		}
+		handler.h.Store(&h)
+		in = serveSettings(next)
+		logger.Info("sluice serve: reload: identity and store-error settings in force", "config", *configPath)
+	}
 	w, err := sluice.Watch(*configPath, reg, sluice.WatchOptions{
-		Initial: cfg,
-		Logger:  logger,
-		Metrics: metrics,
-		SIGHUP:  true,
+		Initial:  cfg,
+		Logger:   logger,
+		Metrics:  metrics,
+		SIGHUP:   true,
+		OnReload: onReload,
 	})
 	if err != nil {
 		return fail(1, "watching %s: %v", *configPath, err)
 	}
 	defer w.Close()
 
-	proxy := httputil.NewSingleHostReverseProxy(up)
-	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
 	srv := &http.Server{
-		Handler:           mw(proxy),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          proxy.ErrorLog,
 	}
@@ -233,6 +263,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		logger.Info("sluice serve: stopped")
 	}
 	return status
+}
+
+// swapHandler serves with the handler in h, which a reload replaces.
+type swapHandler struct {
+	h atomic.Pointer[http.Handler]
+}
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// settings are the parts of a configuration, other than its rules, that
+// serve puts in force on a reload.
+type settings struct {
+	identity string // the identity section, printed
+	policy   sluice.StoreErrorPolicy
+}
+
+func serveSettings(c *sluice.Config) settings {
+	return settings{identity: fmt.Sprintf("%+v", c.Identity), policy: c.OnStoreError}
 }
 
 // ruleJSON is one rule as /rules shows it.
