@@ -76,10 +76,10 @@
 // rules of the configuration file (the same YAML the sluice package reads)
 // and, when allowed, passed to the upstream URL; a denied one is answered
 // 429 with Retry-After. The store section (memory, pebble or bolt, its
-// directory, durability and flush interval) and the identity section are
-// read at start only; the rules, the default and the match mode are
-// reloaded when the file changes or on SIGHUP, and an invalid file is
-// rejected whole, the running rules staying. The admin listener, when
+// directory, durability and flush interval) is read at start only; the
+// rules, the default, the match mode, the identity section and
+// on_store_error are reloaded when the file changes or on SIGHUP, and an
+// invalid file is rejected whole, the running configuration staying. The admin listener, when
 // --admin is given, serves /metrics (Prometheus), /healthz ("ok") and
 // /rules (the rules in force, as JSON). SIGTERM or SIGINT stops accepting,
 // drains the requests in flight (for up to 10s), flushes and closes the
