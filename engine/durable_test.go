@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/bolt"
+	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/backend/pebble"
 	"github.com/sluice-go/sluice/engine"
 )
@@ -143,34 +143,20 @@ func TestRestartKeepsTheBudget(t *testing.T) {
 	}
 }
 
-// flaky wraps a durable store and fails the WriteBatch calls it is told to.
-type flaky struct {
-	durableStore
-	fail atomic.Int32 // fail this many next batches
-}
-
-func (f *flaky) WriteBatch(w []backend.Write, sync bool) error {
-	if f.fail.Add(-1) >= 0 {
-		return errDisk
-	}
-	f.fail.Store(0)
-	return f.durableStore.WriteBatch(w, sync)
-}
-
 func TestFailedFlushIsRetriedAndLosesNothing(t *testing.T) {
 	for _, d := range durables {
 		t.Run(d.name, func(t *testing.T) {
 			dir := t.TempDir()
 			clock := engine.NewFakeClock(t0)
-			f := &flaky{durableStore: d.open(t, dir)}
-			e := openDurable(t, f, clock, engine.Interval)
+			b, f := faulty.Wrap(d.open(t, dir))
+			e := openDurable(t, b, clock, engine.Interval)
 			l := limit(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour}, "x")
 			for range 4 {
 				e.Apply(l, "k", 1)
 			}
-			f.fail.Store(2)
+			addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: 2, Err: faulty.ErrInjected})
 			for range 2 {
-				if err := e.Flush(); !errors.Is(err, errDisk) {
+				if err := e.Flush(); !errors.Is(err, faulty.ErrInjected) {
 					t.Fatalf("Flush with a failing disk = %v, want the disk's error", err)
 				}
 			}
@@ -195,12 +181,12 @@ func TestFailedSyncCommitIsAnErrorAndTheNextCallWorks(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			dir := t.TempDir()
 			clock := engine.NewFakeClock(t0)
-			f := &flaky{durableStore: d.open(t, dir)}
-			e := openDurable(t, f, clock, engine.Sync)
+			b, f := faulty.Wrap(d.open(t, dir))
+			e := openDurable(t, b, clock, engine.Sync)
 			l := limit(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour}, "x")
 			e.Apply(l, "k", 1)
-			f.fail.Store(1)
-			if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, errDisk) {
+			addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: 1, Err: faulty.ErrInjected})
+			if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
 				t.Fatalf("Apply with a failing commit = %v, want ErrStore wrapping the cause", err)
 			}
 			dec, err := e.Apply(l, "k", 1)

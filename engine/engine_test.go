@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -252,14 +253,14 @@ func TestCorruptRecordIsCountedAndTreatedAsFresh(t *testing.T) {
 }
 
 func TestStoreErrorIsReturnedAndTheNextCallWorks(t *testing.T) {
-	f := &failing{Backend: newMapBackend()}
-	e := newEngine(t, f, engine.NewFakeClock(t0))
+	b, f := faulty.Wrap(newMapBackend())
+	e := newEngine(t, b, engine.NewFakeClock(t0))
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Minute}, "x")
-	f.failPuts = 1
-	if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, errDisk) {
+	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpPut}, Times: 1, Err: faulty.ErrInjected})
+	if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
 		t.Fatalf("Apply with failing Put = %v, want ErrStore wrapping the cause", err)
 	}
-	f.failGets = 1
+	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpGet}, Times: 1, Err: faulty.ErrInjected})
 	if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) {
 		t.Fatalf("Apply with failing Get = %v, want ErrStore", err)
 	}

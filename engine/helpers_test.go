@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -76,42 +75,6 @@ func (b *mapBackend) Close() error {
 	defer b.mu.Unlock()
 	b.closed = true
 	return nil
-}
-
-// failing wraps a backend and fails the calls its hooks choose.
-type failing struct {
-	backend.Backend
-	mu       sync.Mutex // guards failPuts and failGets
-	failPuts int        // fail this many next Puts
-	failGets int        // fail this many next Gets
-}
-
-var errDisk = errors.New("disk on fire")
-
-func (f *failing) Get(key []byte, now int64) ([]byte, error) {
-	f.mu.Lock()
-	fail := f.failGets > 0
-	if fail {
-		f.failGets--
-	}
-	f.mu.Unlock()
-	if fail {
-		return nil, errDisk
-	}
-	return f.Backend.Get(key, now)
-}
-
-func (f *failing) Put(key, value []byte, expiresAt int64) error {
-	f.mu.Lock()
-	fail := f.failPuts > 0
-	if fail {
-		f.failPuts--
-	}
-	f.mu.Unlock()
-	if fail {
-		return errDisk
-	}
-	return f.Backend.Put(key, value, expiresAt)
 }
 
 // backends are the stores every engine test runs over.
