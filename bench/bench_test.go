@@ -118,6 +118,7 @@ type workload struct {
 	fakeClock bool            // add sluice-token_bucket-fakeclock
 	floor     bool            // add floor-stripedmap, which always allows
 	mem       *memory.Options // the memory backend's options; nil means defaults
+	single    bool            // add floor-uberratelimit: one key, allowed path only
 }
 
 // impls returns the implementations of a workload, every one limited at
@@ -140,9 +141,19 @@ func impls(w workload) []impl {
 	out = append(out,
 		impl{"xtimerate", func() (Limiter, error) { return NewXTimeRate(w.rate), nil }},
 		impl{"golimiter", func() (Limiter, error) { return NewGoLimiter(w.rate) }},
+		impl{"ulule", func() (Limiter, error) { return NewUlule(w.rate) }},
+		impl{"throttled", func() (Limiter, error) { return NewThrottled(w.rate, nil) }},
+		impl{"httprate", func() (Limiter, error) { return NewHTTPRate(w.rate, nil) }},
+		impl{"tollbooth", func() (Limiter, error) { return NewTollbooth(w.rate) }},
 	)
 	if w.floor {
 		out = append(out, impl{"floor-stripedmap", func() (Limiter, error) { return NewStripedMap(), nil }})
+	}
+	if w.single {
+		// go.uber.org/ratelimit is one unkeyed limiter that blocks
+		// instead of denying: a floor for a single limiter's allowed
+		// path, at a billion a second so that Take never sleeps.
+		out = append(out, impl{"floor-uberratelimit", func() (Limiter, error) { return NewUberRateLimit(1_000_000_000) }})
 	}
 	return out
 }
@@ -203,7 +214,7 @@ var hotKey = []string{"user-000000000000042"}
 // budget is Unlimited: a billion units refilling over ten years, so no run
 // can spend it and the key's record stays live, stepped in place.
 func BenchmarkHotKey(b *testing.B) {
-	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true}) {
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, single: true}) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, hotKey)
@@ -237,6 +248,19 @@ func BenchmarkKeys100k(b *testing.B) {
 	}
 }
 
+// BenchmarkKeys100kDenied: Keys100k with every key exhausted, every call
+// denied: a limiter under attack mostly denies.
+func BenchmarkKeys100kDenied(b *testing.B) {
+	keys := Keys(100_000)
+	for _, im := range impls(workload{rate: Exhausted, fakeClock: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, keys)
+			runKeys(b, l, keys, false)
+		})
+	}
+}
+
 // BenchmarkKeys100kRefilled is Keys100k at a billion units a second: each
 // key's bucket is full again long before its next call, so Sluice finds its
 // record expired and starts the key afresh, as it does for every request of
@@ -262,33 +286,53 @@ func BenchmarkParallel10k(b *testing.B) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, keys)
-			var goroutines, denied atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				// Offsets a prime apart, so the goroutines work on
-				// different keys and different stripes.
-				i := int(goroutines.Add(1)-1) * 2503 % len(keys)
-				n := int64(0)
-				for pb.Next() {
-					ok, err := l.Allow(keys[i])
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if !ok {
-						n++
-					}
-					if i++; i == len(keys) {
-						i = 0
-					}
-				}
-				denied.Add(n)
-			})
-			if n := denied.Load(); n > 0 {
-				b.Fatalf("%d of %d calls denied; this workload measures the allowed path", n, b.N)
-			}
+			runParallel(b, l, keys, true)
 		})
+	}
+}
+
+// BenchmarkParallel10kDenied: Parallel10k with every key exhausted, every
+// call denied.
+func BenchmarkParallel10kDenied(b *testing.B) {
+	keys := Keys(10_000)
+	for _, im := range impls(workload{rate: Exhausted, fakeClock: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, keys)
+			runParallel(b, l, keys, false)
+		})
+	}
+}
+
+// runParallel calls Allow under b.RunParallel, each goroutine walking keys
+// from its own offset, and fails unless every call answered wantAllowed.
+func runParallel(b *testing.B, l Limiter, keys []string, wantAllowed bool) {
+	b.Helper()
+	var goroutines, wrong atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// Offsets a prime apart, so the goroutines work on different keys
+		// and different stripes.
+		i := int(goroutines.Add(1)-1) * 2503 % len(keys)
+		n := int64(0)
+		for pb.Next() {
+			ok, err := l.Allow(keys[i])
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if ok != wantAllowed {
+				n++
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+		wrong.Add(n)
+	})
+	if n := wrong.Load(); n > 0 {
+		b.Fatalf("%d of %d calls answered allowed=%v; this workload measures allowed=%v", n, b.N, !wantAllowed, wantAllowed)
 	}
 }
 
