@@ -269,3 +269,46 @@ func satAdd(a, b int64) int64 {
 	}
 	return s
 }
+
+// StepInto is a.Step writing the decision to *d rather than returning it.
+// The package's own algorithms are called directly, without an interface
+// call, and write straight into *d; any other Algorithm through a.Step.
+func StepInto(a Algorithm, state []byte, now, cost int64, d *Decision) []byte {
+	switch a := a.(type) {
+	case *TokenBucket:
+		return a.StepInto(state, now, cost, d)
+	case *GCRA:
+		return a.StepInto(state, now, cost, d)
+	case *LeakyBucket:
+		return a.StepInto(state, now, cost, d)
+	case *FixedWindow:
+		return a.StepInto(state, now, cost, d)
+	case *SlidingCounter:
+		return a.StepInto(state, now, cost, d)
+	case *SlidingLog:
+		return a.StepInto(state, now, cost, d)
+	}
+	next, dd := a.Step(state, now, cost)
+	*d = dd
+	return next
+}
+
+// Capacity returns a.Params().Capacity(), reading the package's own
+// algorithms' parameters without an interface call.
+func Capacity(a Algorithm) int64 {
+	switch a := a.(type) {
+	case *TokenBucket:
+		return a.capacity
+	case *GCRA:
+		return a.capacity
+	case *LeakyBucket:
+		return a.capacity
+	case *FixedWindow:
+		return a.capacity
+	case *SlidingCounter:
+		return a.capacity
+	case *SlidingLog:
+		return a.capacity
+	}
+	return a.Params().Capacity()
+}

@@ -57,6 +57,15 @@ func (*TokenBucket) Name() string { return TokenBucketName }
 
 // Step answers one request; see Algorithm.
 func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	var d Decision
+	next := a.StepInto(state, now, cost, &d)
+	return next, d
+}
+
+// StepInto is Step writing the decision to *d (every field) rather than
+// returning it, so that a caller holding the concrete type keeps the
+// decision in its own frame instead of copying it through the stack.
+func (a *TokenBucket) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	full := a.capacity * unit
 	s, err := codec.DecodeBucket(state, codec.TagTokenBucket)
 	corrupt := err != nil && len(state) != 0
@@ -73,13 +82,14 @@ func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		// Below need the bucket is not full, so the refill since the stored
 		// record is uncapped: time it from there, exactly, rather than from
 		// the anchor, which may have dropped a fraction of a nano-token.
-		d := a.deny(s.Level/unit, a.after(stored.Updated, need-stored.Level, now), a.after(stored.Updated, full-stored.Level, now))
+		*d = a.deny(s.Level/unit, a.after(stored.Updated, need-stored.Level, now), a.after(stored.Updated, full-stored.Level, now))
 		d.CorruptState = corrupt
-		return nil, d
+		return nil
 	}
 	s.Level -= need
 	ttl := a.after(s.Updated, full-s.Level, now)
-	return codec.AppendBucket(state, codec.TagTokenBucket, s), Decision{
+	next := codec.AppendBucket(state, codec.TagTokenBucket, s)
+	*d = Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
 		Remaining:    s.Level / unit,
@@ -87,6 +97,7 @@ func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		TTL:          time.Duration(ttl),
 		CorruptState: corrupt,
 	}
+	return next
 }
 
 // LeakyBucket is a queue of depth capacity draining at limit/window. It
@@ -100,6 +111,15 @@ func (*LeakyBucket) Name() string { return LeakyBucketName }
 
 // Step answers one request; see Algorithm.
 func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	var d Decision
+	next := a.StepInto(state, now, cost, &d)
+	return next, d
+}
+
+// StepInto is Step writing the decision to *d (every field) rather than
+// returning it, so that a caller holding the concrete type keeps the
+// decision in its own frame instead of copying it through the stack.
+func (a *LeakyBucket) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	full := a.capacity * unit
 	s, err := codec.DecodeBucket(state, codec.TagLeakyBucket)
 	corrupt := err != nil && len(state) != 0
@@ -117,14 +137,15 @@ func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	// queued the drain since then is uncapped, and the anchor may have
 	// dropped a fraction of a nano-token.
 	if !a.validCost(cost) || s.Level > full-need {
-		d := a.deny((full-s.Level)/unit, a.after(stored.Updated, satAdd(need-full, stored.Level), now), a.after(stored.Updated, stored.Level, now))
+		*d = a.deny((full-s.Level)/unit, a.after(stored.Updated, satAdd(need-full, stored.Level), now), a.after(stored.Updated, stored.Level, now))
 		d.CorruptState = corrupt
-		return nil, d
+		return nil
 	}
 	delay := a.after(stored.Updated, stored.Level, now)
 	s.Level += need
 	ttl := a.after(s.Updated, s.Level, now)
-	return codec.AppendBucket(state, codec.TagLeakyBucket, s), Decision{
+	next := codec.AppendBucket(state, codec.TagLeakyBucket, s)
+	*d = Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
 		Remaining:    (full - s.Level) / unit,
@@ -133,6 +154,7 @@ func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		TTL:          time.Duration(ttl),
 		CorruptState: corrupt,
 	}
+	return next
 }
 
 // GCRA is the generic cell rate algorithm: a token bucket kept as a single
@@ -164,6 +186,15 @@ func (*GCRA) Name() string { return GCRAName }
 
 // Step answers one request; see Algorithm.
 func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	var d Decision
+	next := a.StepInto(state, now, cost, &d)
+	return next, d
+}
+
+// StepInto is Step writing the decision to *d (every field) rather than
+// returning it, so that a caller holding the concrete type keeps the
+// decision in its own frame instead of copying it through the stack.
+func (a *GCRA) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	s, err := codec.DecodeGCRA(state)
 	corrupt := err != nil && len(state) != 0
 	if err != nil {
@@ -174,12 +205,13 @@ func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	next := satAdd(tat, a.clampCost(cost)*a.interval)
 	allowAt := next - a.tau
 	if !a.validCost(cost) || now < allowAt {
-		d := a.deny(a.available(tat, now), until(allowAt, now), until(tat, now))
+		*d = a.deny(a.available(tat, now), until(allowAt, now), until(tat, now))
 		d.CorruptState = corrupt
-		return nil, d
+		return nil
 	}
 	ttl := until(next, now)
-	return codec.AppendGCRA(state, codec.GCRA{TAT: next}), Decision{
+	out := codec.AppendGCRA(state, codec.GCRA{TAT: next})
+	*d = Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
 		Remaining:    a.available(next, now),
@@ -187,6 +219,7 @@ func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		TTL:          time.Duration(ttl),
 		CorruptState: corrupt,
 	}
+	return out
 }
 
 // available returns the whole tokens a bucket with this TAT (not before now)

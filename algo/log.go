@@ -30,6 +30,15 @@ func (*SlidingLog) Name() string { return SlidingLogName }
 
 // Step answers one request; see Algorithm.
 func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	var d Decision
+	next := a.StepInto(state, now, cost, &d)
+	return next, d
+}
+
+// StepInto is Step writing the decision to *d (every field) rather than
+// returning it, so that a caller holding the concrete type keeps the
+// decision in its own frame instead of copying it through the stack.
+func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	l, err := codec.DecodeLog(state)
 	corrupt := err != nil && len(state) != 0
 	horizon := satAdd(now, -a.window) // entries at or before it have aged out
@@ -66,9 +75,9 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		if alive > 0 {
 			reset = until(satAdd(l.Newest, a.window), now)
 		}
-		d := a.deny(0, retry, reset)
+		*d = a.deny(0, retry, reset)
 		d.CorruptState = corrupt
-		return nil, d
+		return nil
 	}
 	var w codec.LogWriter
 	switch {
@@ -90,7 +99,8 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		w.Add(now)
 	}
 	ttl := until(satAdd(w.Last(), a.window), now)
-	return w.Bytes(), Decision{
+	next := w.Bytes()
+	*d = Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
 		Remaining:    a.capacity - alive - cost,
@@ -98,4 +108,5 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		TTL:          time.Duration(ttl),
 		CorruptState: corrupt,
 	}
+	return next
 }

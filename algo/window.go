@@ -17,6 +17,15 @@ func (*FixedWindow) Name() string { return FixedWindowName }
 
 // Step answers one request; see Algorithm.
 func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	var d Decision
+	next := a.StepInto(state, now, cost, &d)
+	return next, d
+}
+
+// StepInto is Step writing the decision to *d (every field) rather than
+// returning it, so that a caller holding the concrete type keeps the
+// decision in its own frame instead of copying it through the stack.
+func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	start := align(now, a.window)
 	s, err := codec.DecodeWindow(state)
 	corrupt := err != nil && len(state) != 0
@@ -28,12 +37,13 @@ func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
 	}
 	end := until(satAdd(start, a.window), now)
 	if !a.validCost(cost) || s.Count > a.capacity-cost { // not Count+cost: a stored count may be huge
-		d := a.deny(a.capacity-s.Count, end, end)
+		*d = a.deny(a.capacity-s.Count, end, end)
 		d.CorruptState = corrupt
-		return nil, d
+		return nil
 	}
 	s.Count += cost
-	return codec.AppendWindow(state, s), Decision{
+	next := codec.AppendWindow(state, s)
+	*d = Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
 		Remaining:    a.capacity - s.Count,
@@ -41,6 +51,7 @@ func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
 		TTL:          time.Duration(end),
 		CorruptState: corrupt,
 	}
+	return next
 }
 
 // SlidingCounter estimates the cost admitted in the trailing window as this
@@ -55,6 +66,15 @@ func (*SlidingCounter) Name() string { return SlidingCounterName }
 
 // Step answers one request; see Algorithm.
 func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) {
+	var d Decision
+	next := a.StepInto(state, now, cost, &d)
+	return next, d
+}
+
+// StepInto is Step writing the decision to *d (every field) rather than
+// returning it, so that a caller holding the concrete type keeps the
+// decision in its own frame instead of copying it through the stack.
+func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	w := a.window
 	start := align(now, w)
 	s, err := codec.DecodeCounter(state)
@@ -78,14 +98,15 @@ func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) 
 	usedW := mul128(uint64(s.Previous), uint64(w-elapsed)).add(mul128(uint64(s.Count), uint64(w)))
 	costW := mul128(uint64(max(cost, 0)), uint64(w))
 	if !a.validCost(cost) || capW.less(usedW.add(costW)) {
-		d := a.deny(floorRoom(capW, usedW, w), a.retryAfter(s, start, now, a.clampCost(cost)), a.reset(s, start, now))
+		*d = a.deny(floorRoom(capW, usedW, w), a.retryAfter(s, start, now, a.clampCost(cost)), a.reset(s, start, now))
 		d.CorruptState = corrupt
-		return nil, d
+		return nil
 	}
 	remaining := floorRoom(capW, usedW.add(costW), w)
 	s.Count += cost
 	reset := a.reset(s, start, now)
-	return codec.AppendCounter(state, s), Decision{
+	next := codec.AppendCounter(state, s)
+	*d = Decision{
 		Allowed:      true,
 		Limit:        a.capacity,
 		Remaining:    remaining,
@@ -93,6 +114,7 @@ func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) 
 		TTL:          time.Duration(reset),
 		CorruptState: corrupt,
 	}
+	return next
 }
 
 // retryAfter solves for when enough of the previous window will have aged

@@ -236,7 +236,7 @@ func (e *Engine) check(l Limit, cost int64) error {
 	if l.Algorithm == nil {
 		return ErrNoAlgorithm
 	}
-	if cost <= 0 || cost > l.Algorithm.Params().Capacity() {
+	if cost <= 0 || cost > algo.Capacity(l.Algorithm) {
 		return algo.CheckCost(l.Algorithm, cost)
 	}
 	if e.closed.Load() {
@@ -247,18 +247,23 @@ func (e *Engine) check(l Limit, cost int64) error {
 
 // Apply decides one request of the given cost by key under l, and spends
 // the cost if it is allowed.
-func (e *Engine) Apply(l Limit, key string, cost int64) (algo.Decision, error) {
-	return e.apply(l, key, cost, true)
+func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err error) {
+	// The decision is written in the caller's frame, not copied back
+	// through each call's results.
+	err = e.apply(l, key, cost, true, &d)
+	return d, err
 }
 
 // Peek answers what Apply would, without spending anything.
-func (e *Engine) Peek(l Limit, key string, cost int64) (algo.Decision, error) {
-	return e.apply(l, key, cost, false)
+func (e *Engine) Peek(l Limit, key string, cost int64) (d algo.Decision, err error) {
+	err = e.apply(l, key, cost, false, &d)
+	return d, err
 }
 
-func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decision, error) {
+// apply decides into *d, which is left zero when it returns an error.
+func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Decision) error {
 	if err := e.check(l, cost); err != nil {
-		return algo.Decision{}, err
+		return err
 	}
 	var buf [128]byte
 	k := AppendKey(buf[:0], l.Namespace, key)
@@ -286,7 +291,7 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 	}
 	if err != nil {
 		e.unlock(i)
-		return algo.Decision{}, e.storeError("read", err)
+		return e.storeError("read", err)
 	}
 	switch {
 	case !spend:
@@ -298,7 +303,7 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 		// the store: no allocation for a key's first request.
 		state = st.fresh[:0]
 	}
-	next, d := l.Algorithm.Step(state, now, cost)
+	next := algo.StepInto(l.Algorithm, state, now, cost, d)
 	wrote := spend && (next != nil || d.CorruptState)
 	switch {
 	case !wrote:
@@ -317,9 +322,10 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool) (algo.Decisi
 		e.noteCorrupt(l.Namespace, key)
 	}
 	if err != nil {
-		return algo.Decision{}, e.storeError("write", err)
+		*d = algo.Decision{}
+		return e.storeError("write", err)
 	}
-	return d, nil
+	return nil
 }
 
 // Request is one part of an ApplyAll call.
