@@ -81,9 +81,9 @@ func writeDurable(w io.Writer, res *Results, order []string, names map[string][]
 				case !ok:
 					fmt.Fprintf(w, " – | – | – |")
 				case !okm:
-					fmt.Fprintf(w, " %s | – | %s |", big(v), allocs(res, n, wl))
+					fmt.Fprintf(w, " %s | – | %s |", big(v), allocs(res, n, "ns/op"))
 				default:
-					fmt.Fprintf(w, " %s | %s | %s |", big(v), ratio(v, m, true), allocs(res, n, wl))
+					fmt.Fprintf(w, " %s | %s | %s |", big(v), ratio(v, m, true), allocs(res, n, "ns/op"))
 				}
 			}
 			fmt.Fprintln(w)
@@ -157,18 +157,18 @@ func writeDurable(w io.Writer, res *Results, order []string, names map[string][]
 	fmt.Fprintf(w, "The store was written once per run of the suite (*setup*) and sits in the OS page cache: this is a process restart, not a cold disk. ")
 	fmt.Fprintf(w, "*open* is the store's Open alone, part of the first decision; *close* (the final flush and the store's close) is timed apart. ")
 	fmt.Fprintf(w, "Pebble starts every iteration from a copy of the store as setup left it; bbolt's file is reused, each restart changing one record.\n\n")
-	fmt.Fprintf(w, "| store | keys on disk | first decision | spread | of which open | keys in memory after | close | B/op | allocs/op | setup |\n")
+	fmt.Fprintf(w, "| store | keys on disk | first decision | ± | of which open | keys in memory after | close | B/op | allocs/op | setup |\n")
 	fmt.Fprintf(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, n := range names["ColdStart"] {
 		_, store := split(n)
 		ns, _ := res.Median(n, "ns/op")
-		fmt.Fprintf(w, "| %s | %s | %s | ±%.0f%% | %s | %s | %s | %s | %s | %s |\n", store, coldRecords(res, store),
-			dur(ns), 100*res.spread(n, "ns/op"), durOf(res, n, "ns/open"), medInt(res, n, "keys-in-memory"), durOf(res, n, "ns/close"),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", store, coldRecords(res, store),
+			dur(ns), spreadCell(res, n, "ns/op"), durOf(res, n, "ns/open"), medInt(res, n, "keys-in-memory"), durOf(res, n, "ns/close"),
 			medInt(res, n, "B/op"), medInt(res, n, "allocs/op"), secondsOf(res, n, "s/setup"))
 	}
 
 	fmt.Fprintf(w, "\n### Medians, durable state\n\n")
-	fmt.Fprintf(w, "*spread* is the largest deviation of one run from the median.\n")
+	fmt.Fprintf(w, "*±* as above.\n")
 	for _, wl := range order {
 		if isDurable(wl) {
 			writeMedians(w, res, "####", wl, names[wl])

@@ -34,6 +34,8 @@ import (
 	"log"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -44,23 +46,48 @@ import (
 const notesMarker = "<!-- notes: everything below this line is written by hand and kept by cmd/report -->"
 
 func main() {
-	in := flag.String("in", "out/bench.txt", "raw `go test -bench` output to read")
-	durable := flag.String("durable", "out/durable.txt", "raw output of the durable-state benchmarks, read when the file exists; its benchmarks replace -in's of the same name; empty reads none")
-	out := flag.String("out", "RESULTS.md", "markdown file to write; its notes below the marker are kept")
-	flag.Parse()
 	log.SetFlags(0)
-
-	res, date, err := readFile(*in)
-	if err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// run is the command, given its arguments.
+func run(args []string) error {
+	flags := flag.NewFlagSet("report", flag.ContinueOnError)
+	in := flags.String("in", "out/bench.txt", "raw `go test -bench` output to read; several files may be given, separated by commas, a later file's benchmarks replacing an earlier one's")
+	durable := flags.String("durable", "out/durable.txt", "raw output of the durable-state benchmarks, read when the file exists; its benchmarks replace -in's of the same name; empty reads none")
+	out := flags.String("out", "RESULTS.md", "markdown file to write; its notes below the marker are kept")
+	accuracy := flags.String("accuracy", "out/accuracy.md", "markdown fragment of the accuracy tests, included verbatim when it exists")
+	load := flags.String("load", "out/load.md", "markdown fragment of the load test of `sluice serve`, included verbatim when it exists; its load line feeds the latency target")
+	plots := flags.String("plots", "plots", "directory the SVG plots are written to, linked from -out relative to its directory; empty writes none")
+	format := flags.String("format", "svg", "file format of the plots: "+strings.Join(PlotFormats, ", "))
+	command := flags.String("command", "", "the command that produced the results, shown in the report; default: the input's \"command:\" line, else `make bench`'s")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+
+	var res *Results
+	var sources []string
+	date := ""
+	for _, path := range strings.Split(*in, ",") {
+		r, d, err := readFile(path)
+		if err != nil {
+			return err
+		}
+		if res == nil {
+			res, date = r, d
+		} else {
+			res.Merge(r)
+		}
+		sources = append(sources, path)
 	}
 	if _, ok := res.Config["date"]; !ok && date != "" {
 		res.Config["date"] = date
 	}
-	sources := []string{*in}
 	if *durable != "" {
 		explicit := false
-		flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "durable" })
+		flags.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "durable" })
 		d, ddate, err := readFile(*durable)
 		switch {
 		case err == nil:
@@ -75,11 +102,33 @@ func main() {
 		case errors.Is(err, fs.ErrNotExist) && !explicit:
 			// No durable-state results: the report is bench.txt's alone.
 		default:
-			log.Fatal(err)
+			return err
 		}
 	}
 	if len(res.Order) == 0 {
-		log.Fatalf("%s: no benchmark results", strings.Join(sources, ", "))
+		return fmt.Errorf("%s: no benchmark results", strings.Join(sources, ", "))
+	}
+
+	opt := Options{Sources: sources, Command: *command, CPUModel: cpuModel(), GoVersion: goVersion()}
+	var err error
+	if opt.Accuracy, err = readFragment(*accuracy); err != nil {
+		return err
+	}
+	if opt.Load, err = readFragment(*load); err != nil {
+		return err
+	}
+	if *plots != "" {
+		rel, err := filepath.Rel(filepath.Dir(*out), *plots)
+		if err != nil {
+			rel = *plots
+		}
+		files, err := WritePlots(res, *plots, *format)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			opt.Plots = append(opt.Plots, Plot{Title: f.Title, Path: filepath.ToSlash(filepath.Join(rel, f.Path))})
+		}
 	}
 
 	notes := "## Notes\n\nNone yet.\n"
@@ -89,12 +138,90 @@ func main() {
 		}
 	}
 	var b strings.Builder
-	Write(&b, res, sources...)
+	Write(&b, res, opt)
 	b.WriteString("\n" + notesMarker + "\n")
 	b.WriteString(notes)
 	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
-		log.Fatal(err)
+		return err
 	}
+	return nil
+}
+
+// Options are what a report shows besides the results.
+type Options struct {
+	// Sources are the results files read, in order.
+	Sources []string
+	// Command is the command that produced them; empty means the results'
+	// "command:" line, else make bench's.
+	Command string
+	// CPUModel is the "model name" of this machine's /proc/cpuinfo, empty
+	// when unknown.
+	CPUModel string
+	// GoVersion is `go version` on this machine, used when the results
+	// carry no "go:" line.
+	GoVersion string
+	// Accuracy and Load are the fragments of the accuracy tests and of the
+	// load test, nil when absent.
+	Accuracy, Load *Fragment
+	// Plots are the plots written, linked from the report.
+	Plots []Plot
+}
+
+// Plot is a plot file and its title.
+type Plot struct {
+	Title string
+	// Path is relative to the report.
+	Path string
+}
+
+// Fragment is a markdown file included verbatim.
+type Fragment struct {
+	Path string
+	Text string
+}
+
+// readFragment returns the fragment at path, or nil when there is none.
+func readFragment(path string) (*Fragment, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Fragment{Path: path, Text: string(b)}, nil
+}
+
+// cpuModel returns the first "model name" of /proc/cpuinfo, or "".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	return parseCPUModel(string(b))
+}
+
+// parseCPUModel returns the first "model name" value of a /proc/cpuinfo
+// text, or "".
+func parseCPUModel(cpuinfo string) string {
+	for _, line := range strings.Split(cpuinfo, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// goVersion returns the output of `go version`, or "".
+func goVersion() string {
+	out, err := exec.Command("go", "version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // durableDateKey is the Config key main stores the durable results' date
@@ -210,25 +337,88 @@ func (r *Results) Median(name, unit string) (float64, bool) {
 	return (s[n/2-1] + s[n/2]) / 2, true
 }
 
-// spread returns the largest deviation of a run from the median, as a
-// fraction of the median.
-func (r *Results) spread(name, unit string) float64 {
+// MinCIRuns is the fewest runs giving a 95% confidence interval of the
+// median (as benchstat computes it: 1 - 2·P(Binomial(n, ½) < 1) ≥ 0.95
+// needs n ≥ 6).
+const MinCIRuns = 6
+
+// Spread returns the ±% shown beside a median: with at least MinCIRuns runs,
+// the larger half-width of the distribution-free 95% confidence interval of
+// the median (the order statistics benchstat uses), as a fraction of the
+// median, and ci true; with fewer runs, the largest deviation of one run
+// from the median, and ci false.
+func (r *Results) Spread(name, unit string) (frac float64, ci bool) {
 	med, ok := r.Median(name, unit)
 	if !ok || med == 0 {
-		return 0
+		return 0, false
 	}
-	d := 0.0
-	for _, v := range r.Runs[name][unit] {
-		d = max(d, math.Abs(v-med))
+	s := slices.Clone(r.Runs[name][unit])
+	slices.Sort(s)
+	lo, hi := s[0], s[len(s)-1]
+	if k := ciRank(len(s), 0.95); k > 0 {
+		lo, hi, ci = s[k-1], s[len(s)-k], true
 	}
-	return d / med
+	return max(med-lo, hi-med) / math.Abs(med), ci
 }
 
-// split returns a benchmark's workload and implementation:
-// "BenchmarkHotKey/golimiter" is ("HotKey", "golimiter").
+// ciRank returns the largest k ≥ 1 such that the k-th smallest and k-th
+// largest of n samples bound their median with at least the given
+// confidence, or 0 when even the extremes do not.
+func ciRank(n int, confidence float64) int {
+	best := 0
+	cdf := 0.0 // P(B ≤ k-1) for B ~ Binomial(n, ½)
+	for k := 1; 2*k <= n+1; k++ {
+		cdf += math.Exp(lchoose(n, k-1) - float64(n)*math.Ln2)
+		if 1-2*cdf < confidence {
+			break
+		}
+		best = k
+	}
+	return best
+}
+
+func lchoose(n, k int) float64 {
+	a, _ := math.Lgamma(float64(n + 1))
+	b, _ := math.Lgamma(float64(k + 1))
+	c, _ := math.Lgamma(float64(n - k + 1))
+	return a - b - c
+}
+
+// spreadCell formats Spread for a table: "±3%", or "±3%*" when the runs
+// are too few for a confidence interval.
+func spreadCell(res *Results, name, unit string) string {
+	f, ci := res.Spread(name, unit)
+	if ci {
+		return fmt.Sprintf("±%.0f%%", 100*f)
+	}
+	return fmt.Sprintf("±%.0f%%*", 100*f)
+}
+
+// split returns a benchmark's workload and implementation. The first
+// element after "Benchmark" is the workload and the second the
+// implementation; further elements name a variant of the workload:
+// "BenchmarkHotKey/golimiter" is ("HotKey", "golimiter"),
+// "BenchmarkMiddleware/httprate/denied" is ("Middleware/denied",
+// "httprate"). The durable workloads keep everything after the first
+// element as the implementation ("SyncConcurrency", "pebble/callers-8").
 func split(name string) (workload, impl string) {
-	workload, impl, _ = strings.Cut(strings.TrimPrefix(name, "Benchmark"), "/")
-	return workload, impl
+	parts := strings.Split(strings.TrimPrefix(name, "Benchmark"), "/")
+	if len(parts) == 1 {
+		return parts[0], ""
+	}
+	if len(parts) == 2 || isDurable(parts[0]) {
+		return parts[0], strings.Join(parts[1:], "/")
+	}
+	return parts[0] + "/" + strings.Join(parts[2:], "/"), parts[1]
+}
+
+// benchName is the inverse of split.
+func benchName(workload, impl string) string {
+	base, variant, ok := strings.Cut(workload, "/")
+	if !ok || isDurable(base) {
+		return "Benchmark" + workload + "/" + impl
+	}
+	return "Benchmark" + base + "/" + impl + "/" + variant
 }
 
 // workloads returns the workloads in order of appearance with their
@@ -246,130 +436,229 @@ func (r *Results) workloads() ([]string, map[string][]string) {
 	return order, names
 }
 
-// Peers are the implementations Sluice is compared with; the floor is not
-// one of them.
-var Peers = []string{"xtimerate", "golimiter"}
+// Kind is what an implementation is in a comparison.
+type Kind int
 
-// fastestPeer returns the peer with the smallest median of unit in workload.
-func (r *Results) fastestPeer(workload, unit string) (name string, v float64, ok bool) {
-	for _, p := range Peers {
-		if m, found := r.Median("Benchmark"+workload+"/"+p, unit); found && (!ok || m < v) {
-			name, v, ok = p, m, true
+// The kinds of implementation, told apart by name.
+const (
+	KindPeer   Kind = iota // another library
+	KindSluice             // "sluice" or "sluice-…"
+	KindFloor              // "floor" or "floor-…": the least a limiter could cost
+)
+
+// kindOf tells an implementation's kind from its name.
+func kindOf(impl string) Kind {
+	switch {
+	case impl == "sluice" || strings.HasPrefix(impl, "sluice-"):
+		return KindSluice
+	case impl == "floor" || strings.HasPrefix(impl, "floor-"):
+		return KindFloor
+	}
+	return KindPeer
+}
+
+func (k Kind) String() string {
+	switch k {
+	case KindSluice:
+		return "**Sluice**"
+	case KindFloor:
+		return "floor"
+	}
+	return "peer"
+}
+
+// unitOf returns the metric a workload is compared by: B/key when its
+// benchmarks report it (their timed loop is then empty), else ns/op.
+func (r *Results) unitOf(names []string) string {
+	for _, n := range names {
+		if _, ok := r.Runs[n]["B/key"]; ok {
+			return "B/key"
 		}
 	}
-	return name, v, ok
+	return "ns/op"
 }
 
-// Target is one of the goals the suite checks.
-type Target struct {
-	Goal  string // as stated
-	Bench string // benchmark measured
-	Unit  string // its metric
-	Max   float64
-	// Than, when set, replaces Max by that benchmark's median: the target
-	// is to be faster.
-	Than string
-	// ZeroAllocs also requires a median of 0 allocs/op.
-	ZeroAllocs bool
+// fastestPeer returns, among names, the peer with the smallest median of
+// unit.
+// A workload without a Sluice implementation measures a part of Sluice
+// alone (Step measures algo.Step): it has no peers.
+func (r *Results) fastestPeer(names []string, unit string) (impl string, v float64, ok bool) {
+	if !hasSluice(names) {
+		return "", 0, false
+	}
+	for _, n := range names {
+		_, im := split(n)
+		if kindOf(im) != KindPeer {
+			continue
+		}
+		if m, found := r.Median(n, unit); found && (!ok || m < v) {
+			impl, v, ok = im, m, true
+		}
+	}
+	return impl, v, ok
 }
 
-// Targets are the goals set for Sluice.
-var Targets = []Target{
-	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/token_bucket", Unit: "ns/op", Max: 25, ZeroAllocs: true},
-	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/gcra", Unit: "ns/op", Max: 25, ZeroAllocs: true},
-	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/leaky_bucket", Unit: "ns/op", Max: 25, ZeroAllocs: true},
-	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/fixed_window", Unit: "ns/op", Max: 25, ZeroAllocs: true},
-	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/sliding_counter", Unit: "ns/op", Max: 25, ZeroAllocs: true},
-	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/sliding_log", Unit: "ns/op", Max: 25, ZeroAllocs: true},
-	{Goal: "engine + memory, hot key ≤ 50 ns/op, 0 allocs", Bench: "BenchmarkHotKey/sluice-token_bucket", Unit: "ns/op", Max: 50, ZeroAllocs: true},
-	{Goal: "engine + memory, hot key ≤ 50 ns/op, 0 allocs", Bench: "BenchmarkHotKey/sluice-gcra", Unit: "ns/op", Max: 50, ZeroAllocs: true},
-	{Goal: "100k keys faster than go-limiter", Bench: "BenchmarkKeys100k/sluice-token_bucket", Unit: "ns/op", Than: "BenchmarkKeys100k/golimiter"},
-	{Goal: "100k keys faster than go-limiter", Bench: "BenchmarkKeys100k/sluice-gcra", Unit: "ns/op", Than: "BenchmarkKeys100k/golimiter"},
-	{Goal: "Parallel10k ≤ 40 ns/op", Bench: "BenchmarkParallel10k/sluice-token_bucket", Unit: "ns/op", Max: 40},
-	{Goal: "Parallel10k ≤ 40 ns/op", Bench: "BenchmarkParallel10k/sluice-gcra", Unit: "ns/op", Max: 40},
-	{Goal: "≤ 80 bytes per token-bucket key at 1M keys", Bench: "BenchmarkBytesPerKey/sluice-token_bucket", Unit: "B/key", Max: 80},
+// hasSluice says whether one of names is a Sluice implementation.
+func hasSluice(names []string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { _, im := split(n); return kindOf(im) == KindSluice })
 }
 
-// Write writes the generated part of RESULTS.md for res, read from
-// sources.
-func Write(w io.Writer, res *Results, sources ...string) {
+// floorOf returns the first floor implementation among names and its
+// median of unit.
+func (r *Results) floorOf(names []string, unit string) (impl string, v float64, ok bool) {
+	for _, n := range names {
+		if _, im := split(n); kindOf(im) == KindFloor {
+			if v, ok = r.Median(n, unit); ok {
+				return im, v, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+// Write writes the generated part of RESULTS.md for res.
+func Write(w io.Writer, res *Results, opt Options) {
 	c := res.Config
 	runs := 0
 	for _, units := range res.Runs {
-		runs = max(runs, len(units["ns/op"]))
+		for _, vs := range units {
+			runs = max(runs, len(vs))
+		}
 	}
 	order, names := res.workloads()
 	durable := slices.ContainsFunc(order, isDurable)
 	fmt.Fprintf(w, "# Benchmark results\n\n")
-	fmt.Fprintf(w, "Generated by `go run ./cmd/report` from `%s` (`make bench`, then `make bench-report`): ", strings.Join(sources, "` and `"))
+	fmt.Fprintf(w, "Generated by `go run ./cmd/report` from `%s` (`make bench`, then `make bench-report`): ", strings.Join(opt.Sources, "` and `"))
 	fmt.Fprintf(w, "up to %d runs of each benchmark, medians shown. ", runs)
+	fmt.Fprintf(w, "Medians and spreads are computed by cmd/report itself (golang.org/x/perf is not a dependency of this module): ")
+	fmt.Fprintf(w, "*±* is the half-width of the 95%% confidence interval of the median, from the order statistics as benchstat takes them, ")
+	fmt.Fprintf(w, "as a percentage of the median; where a benchmark has fewer than %d runs no such interval exists and *±…\\** is the largest deviation of one run from the median instead. ", MinCIRuns)
 	if durable {
-		fmt.Fprintf(w, "Benchmarks and workloads are described in `doc.go`, `bench_test.go` and `durable_test.go`.\n\n")
+		fmt.Fprintf(w, "Benchmarks and workloads are described in `doc.go`, `bench_test.go`, `middleware_test.go` and `durable_test.go`.\n\n")
 	} else {
-		fmt.Fprintf(w, "Benchmarks and workloads are described in `doc.go` and `bench_test.go`.\n\n")
+		fmt.Fprintf(w, "Benchmarks and workloads are described in `doc.go`, `bench_test.go` and `middleware_test.go`.\n\n")
 	}
-	fmt.Fprintf(w, "| machine | |\n| --- | --- |\n")
-	rows := [][2]string{{"date", c["date"]}}
-	if d, ok := c[durableDateKey]; ok {
-		rows = append(rows, [2]string{"date, durable state", d})
+	writeMachine(w, c, opt, runs)
+
+	fmt.Fprintf(w, "\n## Targets\n\n")
+	fmt.Fprintf(w, "Computed from the medians above; a margin is relative to the bound (\"missed by 18%%\": 18%% above it).\n\n")
+	for _, t := range PeerTargets(res, opt.Load) {
+		fmt.Fprintf(w, "- %s\n", t)
 	}
-	for _, row := range append(rows, [][2]string{
-		{"go", c["go"]},
-		{"os/arch", c["goos"] + "/" + c["goarch"]},
-		{"cpu", c["cpu"]},
-		{"cores", c["cores"]},
-		{"GOMAXPROCS", c["gomaxprocs"]},
-	}...) {
-		if row[1] == "" || row[1] == "/" {
-			row[1] = "unknown"
-		}
-		fmt.Fprintf(w, "| %s | %s |\n", row[0], row[1])
+	fmt.Fprintf(w, "\nAbsolute targets of the design:\n\n")
+	for _, t := range Targets {
+		fmt.Fprintf(w, "- %s\n", t.Check(res))
 	}
 
-	fmt.Fprintf(w, "\n## Targets\n\n| target | benchmark | measured | status |\n| --- | --- | --- | --- |\n")
-	for _, t := range Targets {
-		fmt.Fprintf(w, "| %s | %s | %s |\n", t.Goal, strings.TrimPrefix(t.Bench, "Benchmark"), t.status(res))
+	if len(opt.Plots) > 0 {
+		fmt.Fprintf(w, "\n## Plots\n\n")
+		for _, p := range opt.Plots {
+			fmt.Fprintf(w, "- [%s](%s)\n", p.Title, p.Path)
+		}
+		for _, p := range opt.Plots {
+			fmt.Fprintf(w, "\n![%s](%s)\n", p.Title, p.Path)
+		}
 	}
 
 	fmt.Fprintf(w, "\n## Sluice against the fastest peer\n\n")
-	fmt.Fprintf(w, "Each Sluice median divided by the fastest peer's (x/time/rate or go-limiter) in the same workload: below 1 Sluice is faster (smaller). ")
+	fmt.Fprintf(w, "A peer is any implementation not named `sluice…` or `floor…`. Each Sluice median divided by the fastest peer's in the same workload: below 1 Sluice is faster (smaller). ")
 	fmt.Fprintf(w, "The metric is ns/op, and B/key for BytesPerKey.\n\n")
-	fmt.Fprintf(w, "| workload | metric | fastest peer | token_bucket | ÷ peer | allocs/op | gcra | ÷ peer | allocs/op |\n")
-	fmt.Fprintf(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "| workload | metric | fastest peer | Sluice | median | ÷ peer | allocs/op |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | ---: | ---: | ---: |\n")
 	for _, wl := range order {
 		if isDurable(wl) {
 			continue
 		}
-		unit := "ns/op"
-		if wl == "BytesPerKey" {
-			unit = "B/key"
-		}
-		peer, pv, ok := res.fastestPeer(wl, unit)
+		unit := res.unitOf(names[wl])
+		peer, pv, ok := res.fastestPeer(names[wl], unit)
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %s %s |", wl, unit, peer, num(pv))
-		for _, a := range []string{"token_bucket", "gcra"} {
-			name := "Benchmark" + wl + "/sluice-" + a
-			v, ok := res.Median(name, unit)
-			if !ok {
-				fmt.Fprintf(w, " – | – | – |")
+		for _, n := range names[wl] {
+			_, impl := split(n)
+			if !slices.Contains(headline, impl) {
 				continue
 			}
-			fmt.Fprintf(w, " %s | %.2f× | %s |", num(v), v/pv, allocs(res, name, wl))
+			v, ok := res.Median(n, unit)
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s %s | %s | %s | %.2f× | %s |\n", wl, unit, peer, num(pv), impl, num(v), v/pv, allocs(res, n, unit))
 		}
-		fmt.Fprintln(w)
 	}
 
 	fmt.Fprintf(w, "\n## Medians\n\n")
-	fmt.Fprintf(w, "*spread* is the largest deviation of one run from the median; *÷ floor* divides by floor-stripedmap's median in the same workload.\n")
+	fmt.Fprintf(w, "*kind*: **Sluice** rows are this library, *floor* rows the least a limiter could cost (a striped map doing get-modify-put, or the bare handler), *peer* rows other libraries. ")
+	fmt.Fprintf(w, "*÷ fastest peer* divides by the fastest peer's median in the same workload, *÷ floor* by the floor's.\n")
 	for _, wl := range order {
 		if !isDurable(wl) {
 			writeMedians(w, res, "###", wl, names[wl])
 		}
 	}
+	if opt.Accuracy != nil {
+		fmt.Fprintf(w, "\n## Accuracy\n\nIncluded verbatim from `%s`.\n\n%s", opt.Accuracy.Path, withNewline(opt.Accuracy.Text))
+	}
+	if opt.Load != nil {
+		fmt.Fprintf(w, "\n## Load test of `sluice serve`\n\nIncluded verbatim from `%s`.\n\n%s", opt.Load.Path, withNewline(opt.Load.Text))
+	}
 	if durable {
 		writeDurable(w, res, order, names)
+	}
+	writeUnmeasurable(w)
+}
+
+// headline are the Sluice implementations the fastest-peer table shows.
+var headline = []string{"sluice", "sluice-token_bucket", "sluice-gcra"}
+
+func withNewline(s string) string {
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		return s + "\n"
+	}
+	return s
+}
+
+// DefaultCommand is make bench's command with its default COUNT and
+// BENCHTIME, shown when the results do not say how they were made.
+const DefaultCommand = "cd bench && go test -run '^$' -bench . -benchmem -count 6 -benchtime 500ms -timeout 60m ./... | tee out/bench.txt"
+
+// writeMachine writes the table of the machine and the run.
+func writeMachine(w io.Writer, c map[string]string, opt Options, runs int) {
+	fmt.Fprintf(w, "| machine and run | |\n| --- | --- |\n")
+	rows := [][2]string{{"date", c["date"]}}
+	if d, ok := c[durableDateKey]; ok {
+		rows = append(rows, [2]string{"date, durable state", d})
+	}
+	goVer := c["go"]
+	if goVer == "" && opt.GoVersion != "" {
+		goVer = opt.GoVersion + " (`go version` where the report was made)"
+	}
+	cpu := c["cpu"]
+	switch {
+	case cpu == "":
+		cpu = opt.CPUModel
+	case opt.CPUModel != "" && opt.CPUModel != cpu:
+		cpu += " (the report's machine: " + opt.CPUModel + ")"
+	}
+	command := opt.Command
+	if command == "" {
+		command = c["command"]
+	}
+	if command == "" {
+		command = DefaultCommand + " (make bench with its defaults; the results do not record their command)"
+	}
+	for _, row := range append(rows, [][2]string{
+		{"go", goVer},
+		{"os/arch", c["goos"] + "/" + c["goarch"]},
+		{"cpu", cpu},
+		{"cores", c["cores"]},
+		{"GOMAXPROCS", c["gomaxprocs"]},
+		{"command", "`" + strings.ReplaceAll(command, "|", "\\|") + "`"},
+		{"runs", strconv.Itoa(runs) + " at most per benchmark"},
+	}...) {
+		if row[1] == "" || row[1] == "/" {
+			row[1] = "unknown"
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", row[0], row[1])
 	}
 }
 
@@ -377,7 +666,7 @@ func Write(w io.Writer, res *Results, sources ...string) {
 // are names, under a heading of the given level.
 func writeMedians(w io.Writer, res *Results, heading, wl string, names []string) {
 	fmt.Fprintf(w, "\n%s %s\n\n", heading, wl)
-	var extra []string // custom metrics, in order of appearance
+	var extra []string // custom metrics
 	for _, n := range names {
 		for u := range res.Runs[n] {
 			if !slices.Contains([]string{"ns/op", "B/op", "allocs/op"}, u) && !slices.Contains(extra, u) {
@@ -386,8 +675,21 @@ func writeMedians(w io.Writer, res *Results, heading, wl string, names []string)
 		}
 	}
 	slices.Sort(extra)
-	floor, hasFloor := res.Median("Benchmark"+wl+"/floor-stripedmap", "ns/op")
-	fmt.Fprintf(w, "| impl | ns/op | spread |")
+	unit := res.unitOf(names)
+	peer, peerV, hasPeer := res.fastestPeer(names, unit)
+	_, floorV, hasFloor := res.floorOf(names, unit)
+	comparing := hasSluice(names)
+	if hasPeer {
+		fmt.Fprintf(w, "Fastest peer: %s (%s %s).\n\n", peer, num(peerV), unit)
+	}
+	fmt.Fprintf(w, "| impl |")
+	if comparing {
+		fmt.Fprintf(w, " kind |")
+	}
+	fmt.Fprintf(w, " ns/op | ± |")
+	if hasPeer {
+		fmt.Fprintf(w, " ÷ fastest peer |")
+	}
 	if hasFloor {
 		fmt.Fprintf(w, " ÷ floor |")
 	}
@@ -395,28 +697,39 @@ func writeMedians(w io.Writer, res *Results, heading, wl string, names []string)
 	for _, u := range extra {
 		fmt.Fprintf(w, " %s |", u)
 	}
-	fmt.Fprintf(w, " runs |\n|---|---:|---:|")
-	if hasFloor {
-		fmt.Fprintf(w, "---:|")
+	fmt.Fprintf(w, " runs |\n|---|")
+	if comparing {
+		fmt.Fprintf(w, "---|")
 	}
-	fmt.Fprintf(w, "---:|---:|%s---:|\n", strings.Repeat("---:|", len(extra)))
+	cols := 4 + len(extra) + 1
+	if hasPeer {
+		cols++
+	}
+	if hasFloor {
+		cols++
+	}
+	fmt.Fprintf(w, "%s\n", strings.Repeat("---:|", cols))
 	for _, n := range names {
 		_, impl := split(n)
-		ns, _ := res.Median(n, "ns/op")
-		switch {
-		case wl == "BytesPerKey": // its timed loop is empty
-			fmt.Fprintf(w, "| %s | – | – |", impl)
-			if hasFloor {
-				fmt.Fprintf(w, " – |")
-			}
-		default:
-			fmt.Fprintf(w, "| %s | %s | ±%.0f%% |", impl, num(ns), 100*res.spread(n, "ns/op"))
-			if hasFloor {
-				fmt.Fprintf(w, " %.2f× |", ns/floor)
-			}
+		fmt.Fprintf(w, "| %s |", impl)
+		if comparing {
+			fmt.Fprintf(w, " %s |", kindOf(impl))
+		}
+		if unit == "ns/op" {
+			ns, _ := res.Median(n, "ns/op")
+			fmt.Fprintf(w, " %s | %s |", num(ns), spreadCell(res, n, "ns/op"))
+		} else { // the timed loop is empty: ns/op means nothing
+			fmt.Fprintf(w, " – | – |")
+		}
+		v, _ := res.Median(n, unit)
+		if hasPeer {
+			fmt.Fprintf(w, " %.2f× |", v/peerV)
+		}
+		if hasFloor {
+			fmt.Fprintf(w, " %.2f× |", v/floorV)
 		}
 		bop, _ := res.Median(n, "B/op")
-		fmt.Fprintf(w, " %.0f | %s |", bop, allocs(res, n, wl))
+		fmt.Fprintf(w, " %.0f | %s |", bop, allocs(res, n, unit))
 		for _, u := range extra {
 			if v, ok := res.Median(n, u); ok {
 				fmt.Fprintf(w, " %s |", num(v))
@@ -428,46 +741,12 @@ func writeMedians(w io.Writer, res *Results, heading, wl string, names []string)
 	}
 }
 
-// status says whether res meets t, and by how much it misses.
-func (t Target) status(res *Results) string {
-	v, ok := res.Median(t.Bench, t.Unit)
-	if !ok {
-		return "not measured | – "
-	}
-	limit, what := t.Max, ""
-	if t.Than != "" {
-		if limit, ok = res.Median(t.Than, t.Unit); !ok {
-			return fmt.Sprintf("%s %s | %s not measured", num(v), t.Unit, t.Than)
-		}
-		what = " (" + strings.TrimPrefix(t.Than, "Benchmark") + ": " + num(limit) + ")"
-	}
-	measured := num(v) + " " + t.Unit + what
-	var misses []string
-	met := v <= t.Max
-	if t.Than != "" {
-		met = v < limit
-	}
-	if !met {
-		misses = append(misses, fmt.Sprintf("by %s %s (+%.0f%%)", num(v-limit), t.Unit, 100*(v-limit)/limit))
-	}
-	if t.ZeroAllocs {
-		a, _ := res.Median(t.Bench, "allocs/op")
-		measured += fmt.Sprintf(", %.0f allocs/op", a)
-		if a != 0 {
-			misses = append(misses, fmt.Sprintf("%.0f allocs/op", a))
-		}
-	}
-	if len(misses) == 0 {
-		return measured + " | **met**"
-	}
-	return measured + " | **missed** " + strings.Join(misses, ", ")
-}
-
-// allocs formats a benchmark's median allocs/op; BytesPerKey's timed loop
-// is empty, so its allocs mean nothing.
-func allocs(res *Results, name, workload string) string {
+// allocs formats a benchmark's median allocs/op; when a workload is
+// compared by another metric than ns/op its timed loop is empty, so its
+// allocs mean nothing.
+func allocs(res *Results, name, unit string) string {
 	a, ok := res.Median(name, "allocs/op")
-	if !ok || workload == "BytesPerKey" {
+	if !ok || unit != "ns/op" {
 		return "–"
 	}
 	return strconv.FormatFloat(a, 'f', 0, 64)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -56,14 +59,23 @@ func TestWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	Write(&b, res, "out/bench.txt")
+	Write(&b, res, Options{Sources: []string{"out/bench.txt"}, CPUModel: "AMD EPYC 7B13 64-Core Processor"})
 	out := b.String()
 	for _, want := range []string{
-		"| cpu | AMD EPYC |",
-		"| HotKey/sluice-token_bucket | 45.0 ns/op, 0 allocs/op | **met** |",
-		"| BytesPerKey/sluice-token_bucket | 80.9 B/key | **missed** by 0.88 B/key (+1%) |",
-		"| HotKey | ns/op | golimiter 85.0 | 45.0 | 0.53× | 0 |",
-		"| sluice-token_bucket-fakeclock | 30.0 | ±0% | 8 | 1 | 1 |",
+		"| cpu | AMD EPYC (the report's machine: AMD EPYC 7B13 64-Core Processor) |",
+		"| go | go1.26.8 |",
+		"| command | `" + strings.ReplaceAll(DefaultCommand, "|", "\\|") + " (make bench with its defaults; the results do not record their command)` |",
+		"- **hit** — engine + memory, hot key ≤ 50 ns/op, 0 allocs (HotKey/sluice-token_bucket): 45.0 ns/op, 0 allocs/op — hit by 10%",
+		"- **missed** — ≤ 80 bytes per token-bucket key at 1M keys (BytesPerKey/sluice-token_bucket): 80.9 B/key — missed by 1.1%",
+		"- **hit** — HotKey, sluice-token_bucket: fewer ns/op than every peer, 0 allocs/op: 45.0 ns/op, 0 allocs/op; fastest peer golimiter 85.0 ns/op — hit by 47%",
+		"- **not measured in this run** — Keys100k, sluice-gcra: fewer ns/op than every peer, 0 allocs/op",
+		"- **not measured in this run** — `sluice serve` adds under 15% to p50 latency",
+		"| HotKey | ns/op | golimiter 85.0 | sluice-token_bucket | 45.0 | 0.53× | 0 |",
+		"| sluice-token_bucket | **Sluice** | 45.0 | ±33%* | 0.53× | 0 | 0 | 3 |",
+		"| golimiter | peer | 85.0 | ±6%* | 1.00× | 0 | 0 | 2 |",
+		"| sluice-token_bucket-fakeclock | **Sluice** | 30.0 | ±0%* | 0.35× | 8 | 1 | 1 |",
+		"- `github.com/mennanov/limiters`: refused by the Go module proxy",
+		"- `github.com/clipperhouse/rate`: refused by the Go module proxy",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -101,7 +113,7 @@ func TestDurable(t *testing.T) {
 		t.Errorf("after Merge, HotKey/golimiter = %v, want the merged file's 60", got)
 	}
 	var b strings.Builder
-	Write(&b, res, "out/bench.txt", "out/durable.txt")
+	Write(&b, res, Options{Sources: []string{"out/bench.txt", "out/durable.txt"}})
 	out := b.String()
 	for _, want := range []string{
 		"from `out/bench.txt` and `out/durable.txt`",
@@ -113,7 +125,7 @@ func TestDurable(t *testing.T) {
 		"| HotKey | pebble-sync | 150,000 | 1,500× | 4 |",
 		"| pebble | 7,000 | – | 200,000 | 28.6× | 31.0 | 140 µs |",
 		"| pebble | 10,000 | 43 | 1 | 400 | 29 | 1000 | 0.10× | 2.50× |",
-		"| pebble | 1,000,000 | 2.50 ms | ±0% | 2.40 ms | 1 | 1.30 ms | 1,200,000 | 4,800 | 0.35 s |",
+		"| pebble | 1,000,000 | 2.50 ms | ±0%* | 2.40 ms | 1 | 1.30 ms | 1,200,000 | 4,800 | 0.35 s |",
 		"#### ColdStart",
 	} {
 		if !strings.Contains(out, want) {
@@ -126,5 +138,286 @@ func TestDurable(t *testing.T) {
 	}
 	if !strings.Contains(durable, "#### DurableHotKey") {
 		t.Errorf("durable section lacks its medians:\n%s", durable)
+	}
+}
+
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{{1, 0}, {5, 0}, {6, 1}, {7, 1}, {9, 2}, {10, 2}, {20, 6}} {
+		if got := ciRank(tc.n, 0.95); got != tc.want {
+			t.Errorf("ciRank(%d, 0.95) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+	res := &Results{Runs: map[string]map[string][]float64{
+		// Six runs: the interval is the extremes, 90 and 120 around 100.
+		"BenchmarkA/x": {"ns/op": {120, 100, 100, 90, 100, 100}},
+		// Ten runs: the 2nd smallest and 2nd largest, 95 and 108.
+		"BenchmarkB/x": {"ns/op": {50, 95, 100, 100, 100, 100, 100, 100, 108, 300}},
+		// Three runs: no interval, the largest deviation.
+		"BenchmarkC/x": {"ns/op": {100, 130, 95}},
+	}}
+	for _, tc := range []struct {
+		name   string
+		want   float64
+		wantCI bool
+	}{
+		{"BenchmarkA/x", 0.20, true},
+		{"BenchmarkB/x", 0.08, true},
+		{"BenchmarkC/x", 0.30, false},
+	} {
+		got, ci := res.Spread(tc.name, "ns/op")
+		if math.Abs(got-tc.want) > 1e-9 || ci != tc.wantCI {
+			t.Errorf("Spread(%s) = %v, %v; want %v, %v", tc.name, got, ci, tc.want, tc.wantCI)
+		}
+	}
+	if got := spreadCell(res, "BenchmarkC/x", "ns/op"); got != "±30%*" {
+		t.Errorf("spreadCell with 3 runs = %q, want ±30%%*", got)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct{ name, wl, impl string }{
+		{"BenchmarkHotKey/golimiter", "HotKey", "golimiter"},
+		{"BenchmarkKeys100kDenied/ulule", "Keys100kDenied", "ulule"},
+		{"BenchmarkMiddleware/httprate/denied", "Middleware/denied", "httprate"},
+		{"BenchmarkSyncConcurrency/pebble/callers-8", "SyncConcurrency", "pebble/callers-8"},
+		{"BenchmarkRawStore/bolt-nosync", "RawStore", "bolt-nosync"},
+	} {
+		wl, impl := split(tc.name)
+		if wl != tc.wl || impl != tc.impl {
+			t.Errorf("split(%s) = %q, %q; want %q, %q", tc.name, wl, impl, tc.wl, tc.impl)
+		}
+		if back := benchName(wl, impl); back != tc.name {
+			t.Errorf("benchName(%q, %q) = %s, want %s", wl, impl, back, tc.name)
+		}
+	}
+	for impl, want := range map[string]Kind{"sluice": KindSluice, "sluice-gcra": KindSluice, "floor": KindFloor, "floor-stripedmap": KindFloor, "tollbooth": KindPeer, "sluicey": KindPeer} {
+		if got := kindOf(impl); got != want {
+			t.Errorf("kindOf(%s) = %v, want %v", impl, got, want)
+		}
+	}
+}
+
+// peerSample has peers the report knows nothing about (ulule, throttled),
+// a denied-path workload and the middleware.
+const peerSample = `cpu: AMD EPYC
+BenchmarkHotKey/sluice-token_bucket-2 	1000	 118.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkHotKey/sluice-gcra-2 	1000	 80.0 ns/op	 16 B/op	 1 allocs/op
+BenchmarkHotKey/ulule-2 	1000	 100.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkHotKey/throttled-2 	1000	 140.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkHotKey/floor-stripedmap-2 	1000	 20.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkKeys100kDenied/sluice-token_bucket-2 	1000	 90.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkKeys100kDenied/throttled-2 	1000	 100.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkBytesPerKey/sluice-token_bucket-2 	1	 0.30 ns/op	 60.0 B/key	 0 B/op	 0 allocs/op
+BenchmarkBytesPerKey/sluice-gcra-2 	1	 0.30 ns/op	 50.0 B/key	 0 B/op	 0 allocs/op
+BenchmarkBytesPerKey/ulule-2 	1	 0.30 ns/op	 110.0 B/key	 0 B/op	 0 allocs/op
+BenchmarkBytesPerKey/floor-stripedmap-2 	1	 0.30 ns/op	 10.0 B/key	 0 B/op	 0 allocs/op
+BenchmarkMiddleware/floor/allowed-2 	1000	 10.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkMiddleware/sluice/allowed-2 	1000	 210.0 ns/op	 100 B/op	 3 allocs/op
+BenchmarkMiddleware/httprate/allowed-2 	1000	 410.0 ns/op	 100 B/op	 3 allocs/op
+BenchmarkMiddleware/golimiter/allowed-2 	1000	 260.0 ns/op	 100 B/op	 3 allocs/op
+BenchmarkMiddleware/tollbooth/allowed-2 	1000	 110.0 ns/op	 100 B/op	 3 allocs/op
+BenchmarkMiddleware/floor/denied-2 	1000	 10.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkMiddleware/sluice/denied-2 	1000	 310.0 ns/op	 100 B/op	 3 allocs/op
+BenchmarkMiddleware/httprate/denied-2 	1000	 410.0 ns/op	 100 B/op	 3 allocs/op
+`
+
+func targetLines(t *testing.T, input string, load *Fragment) map[string]string {
+	t.Helper()
+	res, err := Parse(strings.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]string{}
+	for _, l := range PeerTargets(res, load) {
+		lines[l.Goal] = l.String()
+	}
+	return lines
+}
+
+func TestPeerTargets(t *testing.T) {
+	lines := targetLines(t, peerSample, nil)
+	for goal, want := range map[string]string{
+		// 118 against ulule's 100: the margin is relative to the peer.
+		"HotKey, sluice-token_bucket: fewer ns/op than every peer, 0 allocs/op": "**missed** — HotKey, sluice-token_bucket: fewer ns/op than every peer, 0 allocs/op: 118 ns/op, 0 allocs/op; fastest peer ulule 100 ns/op — missed by 18%",
+		// Faster, but allocating: missed all the same.
+		"HotKey, sluice-gcra: fewer ns/op than every peer, 0 allocs/op":                 "**missed** — HotKey, sluice-gcra: fewer ns/op than every peer, 0 allocs/op: 80.0 ns/op, 1 allocs/op; fastest peer ulule 100 ns/op — missed by 1 allocs/op (0 required; time hit by 20%)",
+		"Keys100kDenied, sluice-token_bucket: fewer ns/op than every peer, 0 allocs/op": "**hit** — Keys100kDenied, sluice-token_bucket: fewer ns/op than every peer, 0 allocs/op: 90.0 ns/op, 0 allocs/op; fastest peer throttled 100 ns/op — hit by 10%",
+		"Parallel10k, sluice-gcra: fewer ns/op than every peer, 0 allocs/op":            "**not measured in this run** — Parallel10k, sluice-gcra: fewer ns/op than every peer, 0 allocs/op",
+		// Half of ulule's 110 is 55 (the floor's 10 does not count).
+		"BytesPerKey, sluice-token_bucket: at most 0.5× the best peer's bytes per key at 1M keys": "**missed** — BytesPerKey, sluice-token_bucket: at most 0.5× the best peer's bytes per key at 1M keys: 60.0 B/key = 0.55× ulule's 110 — missed by 9.1%",
+		"BytesPerKey, sluice-gcra: at most 0.5× the best peer's bytes per key at 1M keys":         "**hit** — BytesPerKey, sluice-gcra: at most 0.5× the best peer's bytes per key at 1M keys: 50.0 B/key = 0.45× ulule's 110 — hit by 9.1%",
+		// Overheads 200 against 250 and 400; tollbooth is not in the target.
+		"Middleware, allowed: Sluice's overhead over the bare handler lower than httprate's and golimiter's": "**hit** — Middleware, allowed: Sluice's overhead over the bare handler lower than httprate's and golimiter's: Sluice adds 200 ns/op to the handler's 10.0; httprate 400, golimiter 250 — hit by 20% (against golimiter)",
+		"Middleware, denied: Sluice's overhead over the bare handler lower than httprate's and golimiter's":  "**not measured in this run** — Middleware, denied: Sluice's overhead over the bare handler lower than httprate's and golimiter's (golimiter not measured)",
+		"`sluice serve` adds under 15% to p50 latency":                                                       "**not measured in this run** — `sluice serve` adds under 15% to p50 latency",
+	} {
+		if got := lines[goal]; got != want {
+			t.Errorf("target %q:\n got %s\nwant %s", goal, got, want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("all lines: %q", lines)
+	}
+}
+
+// TestStepHasNoPeers checks that a workload measuring a part of Sluice
+// alone (no sluice-named implementation) does not treat its rows as peers.
+func TestStepHasNoPeers(t *testing.T) {
+	res, err := Parse(strings.NewReader("BenchmarkStep/token_bucket-2 	1000	 18.0 ns/op	 0 B/op	 0 allocs/op\nBenchmarkStep/gcra-2 	1000	 15.0 ns/op	 0 B/op	 0 allocs/op\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	Write(&b, res, Options{Sources: []string{"x"}})
+	out := b.String()
+	if strings.Contains(out, "fastest peer") && strings.Contains(out, "| Step |") || strings.Contains(out, "| peer |") {
+		t.Errorf("Step rows treated as peers:\n%s", out)
+	}
+	if !strings.Contains(out, "| token_bucket | 18.0 | ±0%* | 0 | 0 | 1 |") {
+		t.Errorf("Step table missing or malformed:\n%s", out)
+	}
+}
+
+func TestLoadLine(t *testing.T) {
+	goal := "`sluice serve` adds under 15% to p50 latency"
+	for _, tc := range []struct{ text, want string }{
+		{"# Load\n\n<!-- load: p50_direct_us=400 p50_proxy_us=440 p99_direct_us=900 -->\n| table |\n",
+			"**hit** — " + goal + ": p50 400 µs direct, 440 µs through the proxy: adds 10.0% — hit by 5.0 percentage points"},
+		{"<!--load: p50_proxy_us=532 p50_direct_us=400-->",
+			"**missed** — " + goal + ": p50 400 µs direct, 532 µs through the proxy: adds 33.0% — missed by 18.0 percentage points"},
+		{"# Load\n\nno line here\n",
+			"**not measured in this run** — " + goal + " (out/load.md has no `<!-- load: p50_direct_us=… p50_proxy_us=… -->` line)"},
+		{"<!-- load: p50_direct_us=400 -->",
+			"**not measured in this run** — " + goal + " (out/load.md: load line: no p50_proxy_us)"},
+		{"<!-- load: p50_direct_us=fast p50_proxy_us=3 -->",
+			"**not measured in this run** — " + goal + " (out/load.md: load line: p50_direct_us=\"fast\" is not a number)"},
+		{"<!-- load: p50_direct_us=0 p50_proxy_us=3 -->",
+			"**not measured in this run** — " + goal + " (out/load.md: load line: p50_direct_us=0, want a positive number of microseconds)"},
+	} {
+		lines := targetLines(t, peerSample, &Fragment{Path: "out/load.md", Text: tc.text})
+		if got := lines[goal]; got != tc.want {
+			t.Errorf("load fragment %q:\n got %s\nwant %s", tc.text, got, tc.want)
+		}
+	}
+}
+
+func TestParseCPUModel(t *testing.T) {
+	info := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13 64-Core Processor\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n"
+	if got, want := parseCPUModel(info), "AMD EPYC 7B13 64-Core Processor"; got != want {
+		t.Errorf("parseCPUModel = %q, want %q", got, want)
+	}
+	if got := parseCPUModel("processor\t: 0\n"); got != "" {
+		t.Errorf("parseCPUModel without a model = %q, want empty", got)
+	}
+}
+
+func TestParseBadNumber(t *testing.T) {
+	_, err := Parse(strings.NewReader("BenchmarkX/y-2 	1000	 abc ns/op\n"))
+	if err == nil || !strings.Contains(err.Error(), `line 1: "abc" is not a number`) {
+		t.Errorf("Parse of a bad value: err = %v, want a line-numbered error", err)
+	}
+}
+
+// TestRun runs the command on files in a directory: the fragments are
+// included verbatim, the plots written as SVG and linked relative to the
+// report, the notes below the marker kept, and a second run gives the
+// same report.
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	in := write("out/bench.txt", sample+durableSample)
+	mw := write("out/middleware.txt", peerSample)
+	accuracy := "## Accuracy of the algorithms\n\n| algorithm | error |\n| --- | --- |\n| gcra | 0.1% |\n"
+	acc := write("out/accuracy.md", accuracy)
+	load := "| path | p50 |\n| --- | --- |\n<!-- load: p50_direct_us=100 p50_proxy_us=112.5 -->\n"
+	ld := write("out/load.md", load)
+	notes := "## Notes\n\nWritten by hand: keep me.\n"
+	out := write("RESULTS.md", "# old\n\n"+notesMarker+"\n"+notes)
+	args := []string{"-in", in + "," + mw, "-durable", "", "-accuracy", acc, "-load", ld,
+		"-plots", filepath.Join(dir, "plots"), "-out", out, "-command", "go test -bench . ./... > out/bench.txt"}
+	if err := run(args); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(got)
+	for _, want := range []string{
+		"\n" + accuracy,
+		"\n" + load,
+		"| command | `go test -bench . ./... > out/bench.txt` |",
+		"- **hit** — `sluice serve` adds under 15% to p50 latency: p50 100 µs direct, 112 µs through the proxy: adds 12.5% — hit by 2.5 percentage points",
+		"(plots/ns-per-op.svg)",
+		"(plots/bytes-per-key.svg)",
+		"(plots/durable-throughput.svg)",
+		"\n" + notesMarker + "\n" + notes,
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "# old") {
+		t.Errorf("the generated part was not replaced:\n%s", report)
+	}
+	for _, f := range []string{"ns-per-op.svg", "bytes-per-key.svg", "durable-throughput.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, "plots", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := string(b)
+		if !strings.Contains(svg, "<svg") || !strings.Contains(svg, "</svg>") {
+			t.Errorf("%s is not an SVG document", f)
+		}
+	}
+	// The middleware peers and the workloads appear as bar labels.
+	b, _ := os.ReadFile(filepath.Join(dir, "plots", "ns-per-op.svg"))
+	for _, label := range []string{"HotKey", "Middleware/allowed", "tollbooth", "ulule", "ns/op"} {
+		if !strings.Contains(string(b), label) {
+			t.Errorf("ns-per-op.svg lacks %q", label)
+		}
+	}
+	if err := run(args); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := os.ReadFile(out)
+	if string(again) != report {
+		t.Errorf("a second run changed the report")
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.txt")
+	good := filepath.Join(dir, "good.txt")
+	bad := filepath.Join(dir, "bad.txt")
+	for path, text := range map[string]string{empty: "PASS\n", good: sample, bad: "BenchmarkX/y-2 	1000	 abc ns/op\n"} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-in", filepath.Join(dir, "missing.txt"), "-out", filepath.Join(dir, "R.md")}, "missing.txt"},
+		{[]string{"-in", empty, "-durable", "", "-out", filepath.Join(dir, "R.md")}, "no benchmark results"},
+		{[]string{"-in", good, "-durable", "", "-format", "gif", "-plots", filepath.Join(dir, "plots"), "-out", filepath.Join(dir, "R.md")}, `plot format "gif"`},
+		{[]string{"-in", bad, "-durable", "", "-out", filepath.Join(dir, "R.md")}, `bad.txt: line 1: "abc" is not a number`},
+	} {
+		err := run(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error mentioning %q", tc.args, err, tc.want)
+		}
 	}
 }

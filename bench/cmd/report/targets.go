@@ -1,0 +1,335 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Status is the outcome of a target.
+type Status int
+
+// The outcomes of a target.
+const (
+	NotMeasured Status = iota // the data it needs is not in this run
+	Hit
+	Missed
+)
+
+// Line is one target's outcome as the report prints it.
+type Line struct {
+	Status Status
+	// Goal states the target.
+	Goal string
+	// Measured gives the figures compared.
+	Measured string
+	// Margin is how far past (Hit) or short of (Missed) the bound the
+	// measure is, "by 18%"; for NotMeasured, why.
+	Margin string
+}
+
+// String formats l as a list item's text, such as
+// "**missed** — HotKey, token_bucket below every peer: 88.4 ns/op against golimiter's 69.4 — missed by 27%".
+func (l Line) String() string {
+	switch l.Status {
+	case Hit:
+		return fmt.Sprintf("**hit** — %s: %s — hit %s", l.Goal, l.Measured, l.Margin)
+	case Missed:
+		return fmt.Sprintf("**missed** — %s: %s — missed %s", l.Goal, l.Measured, l.Margin)
+	}
+	if l.Margin == "" {
+		return fmt.Sprintf("**not measured in this run** — %s", l.Goal)
+	}
+	return fmt.Sprintf("**not measured in this run** — %s (%s)", l.Goal, l.Margin)
+}
+
+// pct formats a relative margin: "by 18%", or with one decimal under 10%.
+func pct(f float64) string {
+	f = math.Abs(100 * f)
+	if f < 10 {
+		return fmt.Sprintf("by %.1f%%", f)
+	}
+	return fmt.Sprintf("by %.0f%%", f)
+}
+
+// below compares a measure v that must stay strictly under bound:
+// the margin is relative to the bound.
+func below(v, bound float64) (Status, string) {
+	if bound <= 0 {
+		if v < bound {
+			return Hit, fmt.Sprintf("by %s", num(bound-v))
+		}
+		return Missed, fmt.Sprintf("by %s", num(v-bound))
+	}
+	if v < bound {
+		return Hit, pct((bound - v) / bound)
+	}
+	return Missed, pct((v - bound) / bound)
+}
+
+// allocMiss is the outcome of a target requiring 0 allocs/op that
+// allocates a: missed by a allocs/op, with the time's outcome beside.
+func allocMiss(a float64, timeStatus Status, timeMargin string) (Status, string) {
+	word := "hit"
+	if timeStatus == Missed {
+		word = "missed"
+	}
+	return Missed, fmt.Sprintf("by %s allocs/op (0 required; time %s %s)", trim(a), word, timeMargin)
+}
+
+// PeerWorkloads are the workloads in which Sluice's memory token bucket
+// and GCRA must be faster than every peer, with no allocation.
+var PeerWorkloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied"}
+
+// PeerAlgorithms are the Sluice implementations those targets are about.
+var PeerAlgorithms = []string{"token_bucket", "gcra"}
+
+// MaxBytesPerKeyRatio bounds Sluice's B/key at 1M keys over the best
+// peer's.
+const MaxBytesPerKeyRatio = 0.5
+
+// MiddlewarePeers are the middlewares whose overhead Sluice's must be
+// under.
+var MiddlewarePeers = []string{"httprate", "golimiter"}
+
+// MaxServeOverhead bounds what `sluice serve` adds to the p50 latency of a
+// direct request, as a fraction.
+const MaxServeOverhead = 0.15
+
+// PeerTargets checks the targets set against the peers, in report order:
+// speed and allocations per workload and algorithm, bytes per key,
+// middleware overhead, and the latency `sluice serve` adds (from load, nil
+// when the load test did not run).
+func PeerTargets(res *Results, load *Fragment) []Line {
+	_, names := res.workloads()
+	var out []Line
+	for _, wl := range PeerWorkloads {
+		for _, a := range PeerAlgorithms {
+			out = append(out, fasterThanPeers(res, names[wl], wl, a))
+		}
+	}
+	for _, a := range PeerAlgorithms {
+		out = append(out, bytesPerKey(res, names["BytesPerKey"], a))
+	}
+	for _, path := range []string{"allowed", "denied"} {
+		out = append(out, middlewareOverhead(res, path))
+	}
+	return append(out, serveOverhead(load))
+}
+
+func fasterThanPeers(res *Results, names []string, wl, algo string) Line {
+	l := Line{Goal: fmt.Sprintf("%s, sluice-%s: fewer ns/op than every peer, 0 allocs/op", wl, algo)}
+	n := benchName(wl, "sluice-"+algo)
+	v, ok := res.Median(n, "ns/op")
+	if !ok {
+		return l
+	}
+	peer, pv, ok := res.fastestPeer(names, "ns/op")
+	if !ok {
+		l.Margin = "no peer measured"
+		return l
+	}
+	a, _ := res.Median(n, "allocs/op")
+	l.Measured = fmt.Sprintf("%s ns/op, %s allocs/op; fastest peer %s %s ns/op", num(v), trim(a), peer, num(pv))
+	l.Status, l.Margin = below(v, pv)
+	if a != 0 {
+		l.Status, l.Margin = allocMiss(a, l.Status, l.Margin)
+	}
+	return l
+}
+
+func bytesPerKey(res *Results, names []string, algo string) Line {
+	l := Line{Goal: fmt.Sprintf("BytesPerKey, sluice-%s: at most %s× the best peer's bytes per key at 1M keys", algo, trim(MaxBytesPerKeyRatio))}
+	v, ok := res.Median(benchName("BytesPerKey", "sluice-"+algo), "B/key")
+	if !ok {
+		return l
+	}
+	peer, pv, ok := res.fastestPeer(names, "B/key")
+	if !ok {
+		l.Margin = "no peer measured"
+		return l
+	}
+	bound := MaxBytesPerKeyRatio * pv
+	l.Measured = fmt.Sprintf("%s B/key = %.2f× %s's %s", num(v), v/pv, peer, num(pv))
+	if v <= bound {
+		l.Status, l.Margin = Hit, pct((bound-v)/bound)
+		if v == bound {
+			l.Margin = "exactly"
+		}
+	} else {
+		l.Status, l.Margin = Missed, pct((v-bound)/bound)
+	}
+	return l
+}
+
+func middlewareOverhead(res *Results, path string) Line {
+	wl := "Middleware/" + path
+	l := Line{Goal: fmt.Sprintf("Middleware, %s: Sluice's overhead over the bare handler lower than %s's", path, strings.Join(MiddlewarePeers, "'s and "))}
+	floor, ok := res.Median(benchName(wl, "floor"), "ns/op")
+	if !ok {
+		return l
+	}
+	overhead := func(impl string) (float64, bool) {
+		v, ok := res.Median(benchName(wl, impl), "ns/op")
+		return v - floor, ok
+	}
+	s, ok := overhead("sluice")
+	if !ok {
+		return l
+	}
+	best, bestV := "", 0.0
+	var parts []string
+	for _, p := range MiddlewarePeers {
+		v, ok := overhead(p)
+		if !ok {
+			l.Margin = p + " not measured"
+			return l
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", p, num(v)))
+		if best == "" || v < bestV {
+			best, bestV = p, v
+		}
+	}
+	l.Measured = fmt.Sprintf("Sluice adds %s ns/op to the handler's %s; %s", num(s), num(floor), strings.Join(parts, ", "))
+	l.Status, l.Margin = below(s, bestV)
+	l.Margin += " (against " + best + ")"
+	return l
+}
+
+// LoadLine is the machine-readable line a load-test fragment carries: an
+// HTML comment, on a line of its own, holding space-separated key=value
+// pairs, values in microseconds:
+//
+//	<!-- load: p50_direct_us=412.5 p50_proxy_us=455.0 -->
+//
+// p50_direct_us is the median latency of requests sent straight to the
+// upstream, p50_proxy_us through `sluice serve` in front of it, at the
+// same load. Other keys are allowed and ignored.
+type LoadLine struct {
+	P50DirectUS, P50ProxyUS float64
+}
+
+var loadComment = regexp.MustCompile(`<!--\s*load:(.*?)-->`)
+
+// ParseLoadLine finds the load line in a fragment. found is false when
+// there is none; err says what is wrong with one that is malformed.
+func ParseLoadLine(text string) (l LoadLine, found bool, err error) {
+	m := loadComment.FindStringSubmatch(text)
+	if m == nil {
+		return l, false, nil
+	}
+	vals := map[string]float64{}
+	for _, f := range strings.Fields(m[1]) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return l, true, fmt.Errorf("load line: %q is not key=value", f)
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return l, true, fmt.Errorf("load line: %s=%q is not a number", k, v)
+		}
+		vals[k] = x
+	}
+	for _, k := range []string{"p50_direct_us", "p50_proxy_us"} {
+		if x, ok := vals[k]; !ok {
+			return l, true, fmt.Errorf("load line: no %s", k)
+		} else if x <= 0 {
+			return l, true, fmt.Errorf("load line: %s=%v, want a positive number of microseconds", k, x)
+		}
+	}
+	return LoadLine{P50DirectUS: vals["p50_direct_us"], P50ProxyUS: vals["p50_proxy_us"]}, true, nil
+}
+
+func serveOverhead(load *Fragment) Line {
+	l := Line{Goal: fmt.Sprintf("`sluice serve` adds under %.0f%% to p50 latency", 100*MaxServeOverhead)}
+	if load == nil {
+		return l
+	}
+	ll, found, err := ParseLoadLine(load.Text)
+	switch {
+	case err != nil:
+		l.Margin = load.Path + ": " + err.Error()
+		return l
+	case !found:
+		l.Margin = load.Path + " has no `<!-- load: p50_direct_us=… p50_proxy_us=… -->` line"
+		return l
+	}
+	added := ll.P50ProxyUS/ll.P50DirectUS - 1
+	l.Measured = fmt.Sprintf("p50 %s µs direct, %s µs through the proxy: adds %.1f%%", num(ll.P50DirectUS), num(ll.P50ProxyUS), 100*added)
+	points := math.Abs(100 * (added - MaxServeOverhead))
+	if added < MaxServeOverhead {
+		l.Status = Hit
+	} else {
+		l.Status = Missed
+	}
+	l.Margin = fmt.Sprintf("by %.1f percentage points", points)
+	return l
+}
+
+// Target is an absolute goal of the design.
+type Target struct {
+	Goal  string // as stated
+	Bench string // benchmark measured
+	Unit  string // its metric
+	Max   float64
+	// ZeroAllocs also requires a median of 0 allocs/op.
+	ZeroAllocs bool
+}
+
+// Targets are the absolute goals set for Sluice.
+var Targets = []Target{
+	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/token_bucket", Unit: "ns/op", Max: 25, ZeroAllocs: true},
+	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/gcra", Unit: "ns/op", Max: 25, ZeroAllocs: true},
+	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/leaky_bucket", Unit: "ns/op", Max: 25, ZeroAllocs: true},
+	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/fixed_window", Unit: "ns/op", Max: 25, ZeroAllocs: true},
+	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/sliding_counter", Unit: "ns/op", Max: 25, ZeroAllocs: true},
+	{Goal: "algo.Step ≤ 25 ns/op, 0 allocs", Bench: "BenchmarkStep/sliding_log", Unit: "ns/op", Max: 25, ZeroAllocs: true},
+	{Goal: "engine + memory, hot key ≤ 50 ns/op, 0 allocs", Bench: "BenchmarkHotKey/sluice-token_bucket", Unit: "ns/op", Max: 50, ZeroAllocs: true},
+	{Goal: "engine + memory, hot key ≤ 50 ns/op, 0 allocs", Bench: "BenchmarkHotKey/sluice-gcra", Unit: "ns/op", Max: 50, ZeroAllocs: true},
+	{Goal: "Parallel10k ≤ 40 ns/op", Bench: "BenchmarkParallel10k/sluice-token_bucket", Unit: "ns/op", Max: 40},
+	{Goal: "Parallel10k ≤ 40 ns/op", Bench: "BenchmarkParallel10k/sluice-gcra", Unit: "ns/op", Max: 40},
+	{Goal: "≤ 80 bytes per token-bucket key at 1M keys", Bench: "BenchmarkBytesPerKey/sluice-token_bucket", Unit: "B/key", Max: 80},
+}
+
+// Check says whether res meets t, and by how much.
+func (t Target) Check(res *Results) Line {
+	l := Line{Goal: t.Goal + " (" + strings.TrimPrefix(t.Bench, "Benchmark") + ")"}
+	v, ok := res.Median(t.Bench, t.Unit)
+	if !ok {
+		return l
+	}
+	l.Measured = num(v) + " " + t.Unit
+	if v <= t.Max {
+		l.Status, l.Margin = Hit, pct((t.Max-v)/t.Max)
+		if v == t.Max {
+			l.Margin = "exactly"
+		}
+	} else {
+		l.Status, l.Margin = Missed, pct((v-t.Max)/t.Max)
+	}
+	if t.ZeroAllocs {
+		a, _ := res.Median(t.Bench, "allocs/op")
+		l.Measured += fmt.Sprintf(", %s allocs/op", trim(a))
+		if a != 0 {
+			l.Status, l.Margin = allocMiss(a, l.Status, l.Margin)
+		}
+	}
+	return l
+}
+
+// Unmeasurable are the peers this suite cannot build, with the reason.
+var Unmeasurable = [][2]string{
+	{"github.com/mennanov/limiters", "refused by the Go module proxy this machine reaches, so it cannot be added to go.mod"},
+	{"github.com/clipperhouse/rate", "refused by the Go module proxy this machine reaches, so it cannot be added to go.mod"},
+}
+
+// writeUnmeasurable writes the "Not measurable here" section.
+func writeUnmeasurable(w io.Writer) {
+	fmt.Fprintf(w, "\n## Not measurable here\n\n")
+	for _, u := range Unmeasurable {
+		fmt.Fprintf(w, "- `%s`: %s.\n", u[0], u[1])
+	}
+}
