@@ -1,0 +1,52 @@
+package serveproc
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestParseStatus(t *testing.T) {
+	t.Parallel()
+	status := "Name:\tsluice\nVmPeak:\t  900000 kB\nVmHWM:\t   81234 kB\nVmRSS:\t   70000 kB\nThreads:\t9\n"
+	m, err := ParseStatus(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RSS != 70000*1024 || m.HWM != 81234*1024 {
+		t.Errorf("ParseStatus = %+v, want RSS 70000 KiB and HWM 81234 KiB", m)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t12 MB\nVmHWM:\t1 kB\n", "VmRSS:\tx kB\nVmHWM:\t1 kB\n"} {
+		if _, err := ParseStatus(bad); err == nil {
+			t.Errorf("ParseStatus(%q) accepted", bad)
+		}
+	}
+}
+
+func TestReadMemorySelf(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc")
+	}
+	m, err := ReadMemory(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RSS <= 0 || m.HWM < m.RSS {
+		t.Errorf("ReadMemory(self) = %+v, want 0 < RSS <= HWM", m)
+	}
+}
+
+func TestModuleRoot(t *testing.T) {
+	t.Parallel()
+	root, err := ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "sluice", "serve.go")); err != nil {
+		t.Errorf("ModuleRoot = %s, which holds no cmd/sluice/serve.go", root)
+	}
+	if _, err := ModuleRoot(t.TempDir()); err == nil {
+		t.Error("ModuleRoot of a temporary directory found a module")
+	}
+}
