@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/go-chi/httprate"
 	"go.uber.org/ratelimit"
 )
 
@@ -78,5 +81,32 @@ func TestUberRateLimitLimits(t *testing.T) {
 	}
 	if _, err := NewUberRateLimit(0); err == nil {
 		t.Error("NewUberRateLimit(0) returned no error")
+	}
+}
+
+// TestHTTPRateMatchesMiddleware checks that the HTTPRate adapter decides
+// as httprate's own RateLimiter.OnLimit does, request by request, over
+// three keys at three a minute.
+func TestHTTPRateMatchesMiddleware(t *testing.T) {
+	h, err := NewHTTPRate(Rate{Limit: 3, Window: time.Minute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := httprate.NewRateLimiter(3, time.Minute)
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	for i, key := range []string{"a", "a", "b", "a", "a", "c", "b", "a", "b", "b", "c"} {
+		got, err := h.Allow(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := !rl.OnLimit(httptest.NewRecorder(), req, key)
+		if got != want {
+			t.Errorf("request %d for %q: adapter allowed %v, httprate %v", i, key, got, want)
+		}
+	}
+	for _, r := range []Rate{{Limit: 0, Window: time.Second}, {Limit: 1, Window: 0}, {Limit: 1 << 40, Window: time.Second}} {
+		if _, err := NewHTTPRate(r, nil); err == nil {
+			t.Errorf("NewHTTPRate(%+v) returned no error", r)
+		}
 	}
 }

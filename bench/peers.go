@@ -102,7 +102,9 @@ func (t *Throttled) Close() {}
 // is denied if the estimate plus one exceeds the limit, otherwise counted.
 // As in httprate, one mutex per limiter covers the read and the increment.
 // Only the response headers OnLimit writes are left out; the middleware
-// benchmarks measure those.
+// benchmarks measure those. The counter keeps a 64-bit hash of each key
+// (xxh3), never the key itself, so its bytes per key do not include the
+// key, and two keys whose hashes collide share a count.
 type HTTPRate struct {
 	mu      sync.Mutex // serialises the estimate and the increment, as RateLimiter.mu does
 	counter httprate.LimitCounter
