@@ -1,6 +1,9 @@
-// Package bench compares Sluice with the rate limiters Go users reach for
-// first, golang.org/x/time/rate and github.com/sethvargo/go-limiter, under
-// the same workloads. It is its own module so that the peers never enter the
+// Package bench compares Sluice with the rate limiters Go users reach for,
+// under the same workloads in the same run: golang.org/x/time/rate,
+// github.com/sethvargo/go-limiter, github.com/ulule/limiter/v3,
+// github.com/throttled/throttled/v2, github.com/go-chi/httprate,
+// github.com/didip/tollbooth/v7 and, as an unkeyed floor,
+// go.uber.org/ratelimit. It is its own module so that the peers never enter the
 // main module's requirements.
 //
 // Every benchmark is named Benchmark<Workload>/<impl> so that benchstat
@@ -14,7 +17,10 @@
 //   - Keys100kRefilled: the same keys at a rate at which every bucket has
 //     refilled before its key comes round again: the path most requests of
 //     a real API take, where the stored record has expired.
-//   - Parallel10k: b.RunParallel over 10,000 keys, every call allowed.
+//   - Keys100kDenied: the same keys, every one exhausted: every call denied,
+//     the path of a limiter under attack.
+//   - Parallel10k, Parallel10kDenied: b.RunParallel over 10,000 keys, every
+//     call allowed (respectively denied).
 //   - BytesPerKey: heap retained per key after 1,000,000 distinct keys,
 //     reported as the B/key metric; its ns/op means nothing.
 //
@@ -23,8 +29,18 @@
 // as users run it, and sluice-token_bucket-fakeclock with a clock that never
 // moves, to show the clock's share), x/time/rate as users deploy it per key
 // (xtimerate: a sync.Map of *rate.Limiter), go-limiter's memorystore
-// (golimiter), and a floor that does the least any keyed limiter must: a
-// get-modify-put of 16 bytes in a striped map (floor-stripedmap).
+// (golimiter), ulule/limiter's memory store (ulule), throttled's GCRA over
+// its memstore (throttled), httprate's local counter deciding as its
+// middleware does (httprate), tollbooth's LimitByKeys (tollbooth), and two
+// floors: a get-modify-put of 16 bytes in a striped map (floor-stripedmap),
+// the least any keyed limiter must do, and go.uber.org/ratelimit's single
+// unkeyed limiter on HotKey only (floor-uberratelimit: it never denies, it
+// sleeps in Take, so it runs at a rate at which it never sleeps).
+//
+// Accuracy is measured apart from speed: cmd/accuracy replays one bursty
+// trace, with a burst on each side of a window boundary, through every
+// algorithm of every library and writes out/accuracy.md (allowed against
+// the ideal, and the most admitted in any window).
 //
 // The durable-state workloads (durable_test.go) run the same engine over
 // Pebble and bbolt through its in-memory tier, each store in a real
