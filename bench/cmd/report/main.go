@@ -269,8 +269,9 @@ type Results struct {
 	// and gomaxprocs lines the suite prints), first value kept. main adds
 	// the date the results file was written unless it has a date line.
 	Config map[string]string
-	// Order lists benchmark names, without the -GOMAXPROCS suffix, in the
-	// order they first appear.
+	// Order lists benchmark names, without the -GOMAXPROCS suffix (the
+	// "gomaxprocs:" line's value when one came before, else any trailing
+	// -number), in the order they first appear.
 	Order []string
 	// Runs maps a name to its values per unit ("ns/op", "B/key", ...), one
 	// value per run.
@@ -303,7 +304,13 @@ func Parse(r io.Reader) (*Results, error) {
 		if _, err := strconv.ParseInt(fields[1], 10, 64); err != nil {
 			continue // a benchmark's own log line
 		}
-		name := procs.ReplaceAllString(fields[0], "")
+		name := fields[0]
+		switch p := res.Config["gomaxprocs"]; {
+		case p == "":
+			name = procs.ReplaceAllString(name, "")
+		case p != "1": // go test adds no suffix at GOMAXPROCS 1
+			name = strings.TrimSuffix(name, "-"+p)
+		}
 		units := res.Runs[name]
 		if units == nil {
 			units = map[string][]float64{}
@@ -589,7 +596,7 @@ func Write(w io.Writer, res *Results, opt Options) {
 
 	fmt.Fprintf(w, "\n## Medians\n\n")
 	fmt.Fprintf(w, "*kind*: **Sluice** rows are this library, *floor* rows the least a limiter could cost (a striped map doing get-modify-put, or the bare handler), *peer* rows other libraries. ")
-	fmt.Fprintf(w, "*÷ fastest peer* divides by the fastest peer's median in the same workload, *÷ floor* by the floor's.\n")
+	fmt.Fprintf(w, "*÷ fastest peer* divides by the fastest peer's median in the same workload, *÷ floor* by the (first) floor's, and *− floor* subtracts it: a middleware's overhead over the bare handler.\n")
 	for _, wl := range order {
 		if !isDurable(wl) {
 			writeMedians(w, res, "###", wl, names[wl])
@@ -693,6 +700,10 @@ func writeMedians(w io.Writer, res *Results, heading, wl string, names []string)
 	if hasFloor {
 		fmt.Fprintf(w, " ÷ floor |")
 	}
+	overhead := hasFloor && unit == "ns/op"
+	if overhead {
+		fmt.Fprintf(w, " − floor, ns |")
+	}
 	fmt.Fprintf(w, " B/op | allocs/op |")
 	for _, u := range extra {
 		fmt.Fprintf(w, " %s |", u)
@@ -706,6 +717,9 @@ func writeMedians(w io.Writer, res *Results, heading, wl string, names []string)
 		cols++
 	}
 	if hasFloor {
+		cols++
+	}
+	if overhead {
 		cols++
 	}
 	fmt.Fprintf(w, "%s\n", strings.Repeat("---:|", cols))
@@ -727,6 +741,9 @@ func writeMedians(w io.Writer, res *Results, heading, wl string, names []string)
 		}
 		if hasFloor {
 			fmt.Fprintf(w, " %.2f× |", v/floorV)
+		}
+		if overhead {
+			fmt.Fprintf(w, " %s |", num(v-floorV))
 		}
 		bop, _ := res.Median(n, "B/op")
 		fmt.Fprintf(w, " %.0f | %s |", bop, allocs(res, n, unit))

@@ -311,6 +311,25 @@ func TestParseCPUModel(t *testing.T) {
 	}
 }
 
+// TestParseProcs checks that only the GOMAXPROCS suffix is cut when the
+// output says what GOMAXPROCS was: at 1, go test adds none, and a name
+// ending in a number keeps it.
+func TestParseProcs(t *testing.T) {
+	for _, tc := range []struct{ input, want string }{
+		{"gomaxprocs: 1\nBenchmarkSyncConcurrency/pebble/callers-8 	10	 5.0 ns/op\n", "BenchmarkSyncConcurrency/pebble/callers-8"},
+		{"gomaxprocs: 4\nBenchmarkSyncConcurrency/pebble/callers-8-4 	10	 5.0 ns/op\n", "BenchmarkSyncConcurrency/pebble/callers-8"},
+		{"BenchmarkSyncConcurrency/pebble/callers-8-4 	10	 5.0 ns/op\n", "BenchmarkSyncConcurrency/pebble/callers-8"},
+	} {
+		res, err := Parse(strings.NewReader(tc.input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(res.Order, ","); got != tc.want {
+			t.Errorf("Parse(%q).Order = %s, want %s", tc.input, got, tc.want)
+		}
+	}
+}
+
 func TestParseBadNumber(t *testing.T) {
 	_, err := Parse(strings.NewReader("BenchmarkX/y-2 	1000	 abc ns/op\n"))
 	if err == nil || !strings.Contains(err.Error(), `line 1: "abc" is not a number`) {
@@ -358,6 +377,7 @@ func TestRun(t *testing.T) {
 		"\n" + load,
 		"| command | `go test -bench . ./... > out/bench.txt` |",
 		"- **hit** — `sluice serve` adds under 15% to p50 latency: p50 100 µs direct, 112 µs through the proxy: adds 12.5% — hit by 2.5 percentage points",
+		"| sluice | **Sluice** | 210 | ±0%* | 1.91× | 21.00× | 200 | 100 | 3 | 1 |",
 		"(plots/ns-per-op.svg)",
 		"(plots/bytes-per-key.svg)",
 		"(plots/durable-throughput.svg)",

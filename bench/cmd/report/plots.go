@@ -176,7 +176,10 @@ var palette = []color.Color{
 	color.RGBA{0x75, 0x70, 0xb3, 0xff}, color.RGBA{0xb2, 0x22, 0x22, 0xff}, color.RGBA{0x2f, 0x4f, 0x4f, 0xff},
 }
 
-var floorGrey = color.RGBA{0x99, 0x99, 0x99, 0xff}
+// floorGreys colour the floors, which are no library.
+var floorGreys = []color.Color{
+	color.RGBA{0x99, 0x99, 0x99, 0xff}, color.RGBA{0x55, 0x55, 0x55, 0xff}, color.RGBA{0xc8, 0xc8, 0xc8, 0xff},
+}
 
 // seriesOrder sorts implementation names: Sluice first, then peers, then
 // the floor, each in order of appearance.
@@ -195,10 +198,11 @@ func seriesOrder(impls []string) []string {
 // colorsFor assigns a colour to each series.
 func colorsFor(series []string) map[string]color.Color {
 	m := map[string]color.Color{}
-	i := 0
+	i, f := 0, 0
 	for _, s := range series {
 		if kindOf(s) == KindFloor {
-			m[s] = floorGrey
+			m[s] = floorGreys[f%len(floorGreys)]
+			f++
 			continue
 		}
 		m[s] = palette[i%len(palette)]
