@@ -602,12 +602,8 @@ func Write(w io.Writer, res *Results, opt Options) {
 			writeMedians(w, res, "###", wl, names[wl])
 		}
 	}
-	if opt.Accuracy != nil {
-		fmt.Fprintf(w, "\n## Accuracy\n\nIncluded verbatim from `%s`.\n\n%s", opt.Accuracy.Path, withNewline(opt.Accuracy.Text))
-	}
-	if opt.Load != nil {
-		fmt.Fprintf(w, "\n## Load test of `sluice serve`\n\nIncluded verbatim from `%s`.\n\n%s", opt.Load.Path, withNewline(opt.Load.Text))
-	}
+	writeFragment(w, "Accuracy", opt.Accuracy)
+	writeFragment(w, "Load test of `sluice serve`", opt.Load)
 	if durable {
 		writeDurable(w, res, order, names)
 	}
@@ -616,6 +612,20 @@ func Write(w io.Writer, res *Results, opt Options) {
 
 // headline are the Sluice implementations the fastest-peer table shows.
 var headline = []string{"sluice", "sluice-token_bucket", "sluice-gcra"}
+
+// writeFragment includes f verbatim as a section: under its own heading
+// when it starts with one, else under title.
+func writeFragment(w io.Writer, title string, f *Fragment) {
+	if f == nil {
+		return
+	}
+	text := withNewline(f.Text)
+	if strings.HasPrefix(text, "#") {
+		fmt.Fprintf(w, "\n<!-- included verbatim from %s -->\n%s", f.Path, text)
+		return
+	}
+	fmt.Fprintf(w, "\n## %s\n\nIncluded verbatim from `%s`.\n\n%s", title, f.Path, text)
+}
 
 func withNewline(s string) string {
 	if s != "" && !strings.HasSuffix(s, "\n") {

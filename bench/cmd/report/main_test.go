@@ -283,6 +283,11 @@ func TestLoadLine(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"# Load\n\n<!-- load: p50_direct_us=400 p50_proxy_us=440 p99_direct_us=900 -->\n| table |\n",
 			"**hit** — " + goal + ": p50 400 µs direct, 440 µs through the proxy: adds 10.0% — hit by 5.0 percentage points"},
+		// The line cmd/loadtest writes.
+		{"## Gateway under load\n\n<!-- load: p50_direct_us=200.0 p50_proxy_us=226.0 p99_direct_us=400.0 p99_proxy_us=900.0 rps_direct=4.0 rps_proxy=4.0 limited_ok=true -->\n",
+			"**hit** — " + goal + ": p50 200 µs direct, 226 µs through the proxy: adds 13.0% — hit by 2.0 percentage points"},
+		{"<!-- load: p50_direct_us=200 p50_proxy_us=240 stray -->",
+			"**not measured in this run** — " + goal + " (out/load.md: load line: \"stray\" is not key=value)"},
 		{"<!--load: p50_proxy_us=532 p50_direct_us=400-->",
 			"**missed** — " + goal + ": p50 400 µs direct, 532 µs through the proxy: adds 33.0% — missed by 18.0 percentage points"},
 		{"# Load\n\nno line here\n",
@@ -373,8 +378,8 @@ func TestRun(t *testing.T) {
 	}
 	report := string(got)
 	for _, want := range []string{
-		"\n" + accuracy,
-		"\n" + load,
+		"\n<!-- included verbatim from " + acc + " -->\n" + accuracy,
+		"\n## Load test of `sluice serve`\n\nIncluded verbatim from `" + ld + "`.\n\n" + load,
 		"| command | `go test -bench . ./... > out/bench.txt` |",
 		"- **hit** — `sluice serve` adds under 15% to p50 latency: p50 100 µs direct, 112 µs through the proxy: adds 12.5% — hit by 2.5 percentage points",
 		"| sluice | **Sluice** | 210 | ±0%* | 1.91× | 21.00× | 200 | 100 | 3 | 1 |",

@@ -207,7 +207,8 @@ func middlewareOverhead(res *Results, path string) Line {
 //
 // p50_direct_us is the median latency of requests sent straight to the
 // upstream, p50_proxy_us through `sluice serve` in front of it, at the
-// same load. Other keys are allowed and ignored.
+// same load. Other keys (p99_direct_us, rps_proxy, limited_ok=true, …)
+// are allowed, whatever their values, and ignored.
 type LoadLine struct {
 	P50DirectUS, P50ProxyUS float64
 }
@@ -221,26 +222,30 @@ func ParseLoadLine(text string) (l LoadLine, found bool, err error) {
 	if m == nil {
 		return l, false, nil
 	}
-	vals := map[string]float64{}
+	raw := map[string]string{}
 	for _, f := range strings.Fields(m[1]) {
 		k, v, ok := strings.Cut(f, "=")
-		if !ok {
+		if !ok || k == "" {
 			return l, true, fmt.Errorf("load line: %q is not key=value", f)
+		}
+		raw[k] = v
+	}
+	var vals [2]float64
+	for i, k := range []string{"p50_direct_us", "p50_proxy_us"} {
+		v, ok := raw[k]
+		if !ok {
+			return l, true, fmt.Errorf("load line: no %s", k)
 		}
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
 			return l, true, fmt.Errorf("load line: %s=%q is not a number", k, v)
 		}
-		vals[k] = x
-	}
-	for _, k := range []string{"p50_direct_us", "p50_proxy_us"} {
-		if x, ok := vals[k]; !ok {
-			return l, true, fmt.Errorf("load line: no %s", k)
-		} else if x <= 0 {
+		if x <= 0 {
 			return l, true, fmt.Errorf("load line: %s=%v, want a positive number of microseconds", k, x)
 		}
+		vals[i] = x
 	}
-	return LoadLine{P50DirectUS: vals["p50_direct_us"], P50ProxyUS: vals["p50_proxy_us"]}, true, nil
+	return LoadLine{P50DirectUS: vals[0], P50ProxyUS: vals[1]}, true, nil
 }
 
 func serveOverhead(load *Fragment) Line {
