@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 )
@@ -535,49 +536,23 @@ func TestLeakyBucketClientGoneOverHTTP(t *testing.T) {
 	}
 }
 
-// failingBackend is a map backend whose Put fails while fail is set.
-type failingBackend struct {
-	mu   sync.Mutex
-	m    map[string][]byte
-	fail atomic.Bool
-}
-
 var errDiskOnFire = errors.New("disk on fire")
 
-func (b *failingBackend) Get(key []byte, now int64) ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	v, ok := b.m[string(key)]
-	if !ok {
-		return nil, nil
+// failingMemory is a memory store whose writes fail with errDiskOnFire until
+// the returned Faults are cleared.
+func failingMemory(t *testing.T) (engineBackend, *faulty.Faults) {
+	t.Helper()
+	b, f := faulty.Wrap(memory.New(nil))
+	if _, err := f.Add(faulty.Rule{Ops: faulty.Writes, Err: errDiskOnFire}); err != nil {
+		t.Fatal(err)
 	}
-	return append([]byte(nil), v...), nil
+	return b, f
 }
-
-func (b *failingBackend) Put(key, value []byte, expiresAt int64) error {
-	if b.fail.Load() {
-		return errDiskOnFire
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.m[string(key)] = append([]byte(nil), value...)
-	return nil
-}
-
-func (b *failingBackend) Delete(key []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.m, string(key))
-	return nil
-}
-
-func (b *failingBackend) Close() error { return nil }
 
 func TestStoreErrorPolicy(t *testing.T) {
 	for _, policy := range []sluice.StoreErrorPolicy{sluice.FailOpen, sluice.FailClosed} {
 		t.Run(string(policy), func(t *testing.T) {
-			fb := &failingBackend{m: map[string][]byte{}}
-			fb.fail.Store(true)
+			fb, faults := failingMemory(t)
 			f := newFixture(t, []sluice.Rule{ordersRule}, fixtureOpts{
 				backend: func() (engineBackend, error) { return fb, nil },
 				config:  func(c *Config) { c.OnStoreError = policy },
@@ -619,7 +594,7 @@ func TestStoreErrorPolicy(t *testing.T) {
 				t.Errorf("log lacks the cause:\n%s", f.logs.String())
 			}
 			// The store heals: limiting resumes.
-			fb.fail.Store(false)
+			faults.Clear()
 			resp := doHTTP(t, srv, "POST", "/api/orders", "X-User-ID", "frank")
 			readBody(t, resp)
 			if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "4" {
@@ -643,8 +618,7 @@ func TestClosedEngine(t *testing.T) {
 }
 
 func TestAllModeStoreError(t *testing.T) {
-	fb := &failingBackend{m: map[string][]byte{}}
-	fb.fail.Store(true)
+	fb, _ := failingMemory(t)
 	api := sluice.Rule{Name: "api", PathPrefix: "/api", Scope: sluice.ScopeUser, Algorithm: "token_bucket", Limit: 2, Window: time.Minute}
 	f := newFixture(t, []sluice.Rule{api, ordersRule}, fixtureOpts{
 		mode:    sluice.MatchAll,
