@@ -127,7 +127,7 @@ func run(args []string) error {
 			return err
 		}
 		for _, f := range files {
-			opt.Plots = append(opt.Plots, Plot{Title: f.Title, Path: filepath.ToSlash(filepath.Join(rel, f.Path))})
+			opt.Plots = append(opt.Plots, Plot{Title: f.Title, Caption: f.Caption, Path: filepath.ToSlash(filepath.Join(rel, f.Path))})
 		}
 	}
 
@@ -169,7 +169,8 @@ type Options struct {
 
 // Plot is a plot file and its title.
 type Plot struct {
-	Title string
+	Title   string
+	Caption string
 	// Path is relative to the report.
 	Path string
 }
@@ -564,6 +565,9 @@ func Write(w io.Writer, res *Results, opt Options) {
 		}
 		for _, p := range opt.Plots {
 			fmt.Fprintf(w, "\n![%s](%s)\n", p.Title, p.Path)
+			if p.Caption != "" {
+				fmt.Fprintf(w, "\n%s\n", p.Caption)
+			}
 		}
 	}
 

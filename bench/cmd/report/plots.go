@@ -19,6 +19,8 @@ import (
 // PlotFile is a plot WritePlots wrote.
 type PlotFile struct {
 	Title string
+	// Caption says what the plot shows and leaves out.
+	Caption string
 	// Path is relative to the plots directory.
 	Path string
 }
@@ -39,7 +41,7 @@ func WritePlots(res *Results, dir, format string) ([]PlotFile, error) {
 		return nil, err
 	}
 	var out []PlotFile
-	for _, mk := range []func(*Results) (*plot.Plot, string, vg.Length, vg.Length, bool){nsPlot, throughputPlot, bytesPlot} {
+	for i, mk := range []func(*Results) (*plot.Plot, string, vg.Length, vg.Length, bool){nsPlot, throughputPlot, bytesPlot} {
 		p, file, wd, ht, ok := mk(res)
 		file = strings.TrimSuffix(file, ".svg") + "." + format
 		path := filepath.Join(dir, file)
@@ -52,9 +54,20 @@ func WritePlots(res *Results, dir, format string) ([]PlotFile, error) {
 		if err := p.Save(wd, ht, path); err != nil {
 			return nil, fmt.Errorf("plot %s: %w", path, err)
 		}
-		out = append(out, PlotFile{Title: p.Title.Text, Path: file})
+		out = append(out, PlotFile{Title: p.Title.Text, Caption: captions[i], Path: file})
 	}
 	return out, nil
+}
+
+// captions describe the plots WritePlots makes, in its order.
+var captions = []string{
+	"Median ns/op of every workload that has a peer, on a log scale when the values span more than a factor of 20. " +
+		"Sluice appears as its memory token bucket and GCRA (and as `sluice` in the middleware workloads); its other algorithms are in the tables. " +
+		"Grey bars are floors, not libraries.",
+	"Decisions per second against the number of concurrent callers, both axes on a log scale. " +
+		"Lines: Sync mode per store (SyncConcurrency: every decision fsynced, callers sharing commits). " +
+		"Points: Interval mode per store and the memory engine (DurableParallel, token bucket), which run GOMAXPROCS goroutines, so they sit at that one concurrency; their rate is 10⁹ ÷ ns/op.",
+	"Heap bytes per key with 1,000,000 keys live (BytesPerKey), on a linear scale unless the values span more than a factor of 20. The grey bar is the floor, a striped map of 16-byte values.",
 }
 
 // bar is one horizontal bar.
