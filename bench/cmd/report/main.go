@@ -465,6 +465,7 @@ func kindOf(impl string) Kind {
 	return KindPeer
 }
 
+// String labels a kind in a table: **Sluice**, floor or peer.
 func (k Kind) String() string {
 	switch k {
 	case KindSluice:
