@@ -14,7 +14,7 @@
 // Usage:
 //
 //	go run ./internal/cmd/soak [-duration 2m] [-dir DIR] [-sluice PATH]
-//	    [-rate 400] [-workers 8] [-reload-every 3s] [-max-rss 256]
+//	    [-rate 400] [-workers 8] [-reload-every 3s] [-max-rss 128]
 //
 // It prints a summary and exits 0, or names each failed check and exits 1
 // (2 for a usage error).
@@ -74,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rate, "rate", 400, "the most requests per second to send, over all workers")
 	fs.IntVar(&o.workers, "workers", 8, "how many requests are in flight at most")
 	fs.DurationVar(&o.reloadEvery, "reload-every", 3*time.Second, "the time between two configuration changes (rewrite or SIGHUP)")
-	fs.Int64Var(&o.maxRSSMiB, "max-rss", 256, "the resident memory, in `MiB`, the serve process must stay under")
+	fs.Int64Var(&o.maxRSSMiB, "max-rss", 128, "the resident memory, in `MiB`, the serve process must stay under")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
