@@ -261,8 +261,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		wg.Go(func() {
 			var pace *time.Timer
 			if cfg.Pace > 0 {
-				pace = time.NewTimer(0)
-				<-pace.C
+				pace = time.NewTimer(time.Hour)
+				pace.Stop()
 				defer pace.Stop()
 			}
 			for {

@@ -479,7 +479,7 @@ func soak(ctx context.Context, o *options, stdout io.Writer) ([]string, error) {
 	// Bounds, per caller and rule.
 	elapsed := res.Elapsed
 	for _, c := range cs {
-		got := int64(res.ByCaller[c.label].ByStatus[http.StatusOK])
+		got := int64(allowedOf(res, c.label))
 		if bound := maxAllowed(rules[c.rule], elapsed); got > bound {
 			fail("caller %s: %d requests allowed in %v, over the bound %d", c.label, got, elapsed.Round(time.Millisecond), bound)
 		}
@@ -553,7 +553,7 @@ func soak(ctx context.Context, o *options, stdout io.Writer) ([]string, error) {
 			fail("store: %d corrupt records after the restart", corrupt)
 		}
 		for _, c := range cs {
-			if res.ByCaller[c.label].ByStatus[http.StatusOK] > 0 && !records[c.rule+"\x00"+c.key] {
+			if allowedOf(res, c.label) > 0 && !records[c.rule+"\x00"+c.key] {
 				fail("store: no record of %s (key %s) after SIGTERM, though it was allowed requests", c.label, c.key)
 			}
 		}
@@ -577,7 +577,7 @@ func soak(ctx context.Context, o *options, stdout io.Writer) ([]string, error) {
 		var most int
 		for _, c := range cs {
 			if c.rule == name {
-				most = max(most, res.ByCaller[c.label].ByStatus[http.StatusOK])
+				most = max(most, allowedOf(res, c.label))
 			}
 		}
 		fmt.Fprintf(stdout, "soak: rule %-12s most 200s for one caller %d, bound %d\n", name, most, maxAllowed(rules[name], elapsed))
@@ -588,6 +588,14 @@ func soak(ctx context.Context, o *options, stdout io.Writer) ([]string, error) {
 		mib(mem.maxRSS), mem.samples, mib(final.HWM), o.maxRSSMiB)
 	fmt.Fprintf(stdout, "soak: SIGTERM exit %d; store reopened with %d records, %d corrupt\n", code, len(records), corrupt)
 	return failures, nil
+}
+
+// allowedOf returns how many 200s the named caller got.
+func allowedOf(res *loadgen.Result, label string) int {
+	if cs := res.ByCaller[label]; cs != nil {
+		return cs.ByStatus[http.StatusOK]
+	}
+	return 0
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

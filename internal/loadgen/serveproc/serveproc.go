@@ -4,8 +4,8 @@
 // samples its memory from /proc, and stops it with SIGTERM, reporting the
 // exit status.
 //
-// A Process is used from one goroutine, but for RSS, which may be called
-// from another while the process runs.
+// A Process's methods may be called from several goroutines (the soak
+// signals it from one and samples its memory from another).
 package serveproc
 
 import (
