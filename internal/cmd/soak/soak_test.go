@@ -144,7 +144,7 @@ func TestSoakShort(t *testing.T) {
 
 	dir := filepath.Join(tmp, "state")
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"-duration", "4s", "-reload-every", "400ms", "-sluice", bin, "-dir", dir}, &stdout, &stderr)
+	code := run(context.Background(), []string{"-duration", "5s", "-reload-every", "1s", "-sluice", bin, "-dir", dir}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("soak: status %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
 	}
