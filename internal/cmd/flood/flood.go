@@ -11,7 +11,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -120,6 +119,13 @@ type point struct {
 	sent int64
 	live int
 }
+
+// The live-key trace is read every tracePeriod; a reading later than
+// tracePeriod + stallSlop counts the excess as a stall of the process.
+const (
+	tracePeriod = 10 * time.Millisecond
+	stallSlop   = 40 * time.Millisecond
+)
 
 // victimLimit is a long-window rule whose budget the victim spends before
 // the flood: the flood must not hand it back.
@@ -243,7 +249,7 @@ func run(cfg config) (*result, error) {
 	samplerDone := make(chan struct{})
 	go func() {
 		defer close(samplerDone)
-		fast := time.NewTicker(10 * time.Millisecond)
+		fast := time.NewTicker(tracePeriod)
 		defer fast.Stop()
 		slow := time.NewTicker(cfg.sample)
 		defer slow.Stop()
@@ -531,30 +537,43 @@ func (c *config) open() (eng *engine.Engine, store backend.Backend, cleanup func
 
 // bounds are the limits a flood must stay within.
 type bounds struct {
-	live   int           // at the moment live keys came closest to (or went furthest past) their bound, by ratio
-	liveAt time.Duration // that moment
-	peak   int           // live keys then
-	window time.Duration // TTL + 2 × sweep period
-	rss    int64
-	disk   int64
+	live    int           // at the moment live keys came closest to (or went furthest past) their bound, by ratio
+	liveAt  time.Duration // that moment
+	peak    int           // live keys then
+	window  time.Duration // TTL + 2 × sweep period
+	stalled time.Duration // time the process did not run within the window at liveAt
+	rss     int64
+	disk    int64
 }
 
 // bounds derives the limits from what the flood measured:
 //
-//	live(t) ≤ (keys sent in (t − TTL − 2 × sweep period, t]) × slack + liveGrace   (≤ MaxKeys when set)
+//	live(t) ≤ (keys sent in (t − TTL − 2 × sweep period − stalls, t]) × slack + liveGrace   (≤ MaxKeys when set)
 //	RSS     ≤ RSS before the flood + fixed + peak live × rssPerKey
 //	disk    ≤ disk before the flood + diskFixed
 //	          + rate × (TTL + flush interval + 2 × Pebble sweep period) × diskPerKey × slack
 //
 // The live-key bound is the arrival rate × TTL measured over the window
 // itself, at every 10ms reading, so a flood whose rate varies is held to
-// what arrived recently rather than to its average.
+// what arrived recently rather than to its average. stalls is the time
+// within the window in which the process did not run at all (on a shared
+// machine it can be seconds): neither did its sweeper.
 func (r *result) bounds() bounds {
 	b := bounds{window: r.maxTTL + 2*r.sweepLag, live: liveGrace}
 	worst := math.Inf(-1)
 	for i, p := range r.trace {
-		// The first reading taken before the window opened.
-		j := sort.Search(i, func(j int) bool { return r.trace[j].at > p.at-b.window })
+		// Walk back to the first reading taken before the window opened.
+		// Time in which the process did not run at all (a reading more
+		// than stallSlop late) is time the sweeper could not run either:
+		// it stretches the window.
+		j, stalled := i, time.Duration(0)
+		for ; j > 0; j-- {
+			gap := r.trace[j].at - r.trace[j-1].at
+			stalled += max(0, gap-tracePeriod-stallSlop)
+			if p.at-r.trace[j-1].at > b.window+stalled {
+				break
+			}
+		}
 		var before int64
 		if j > 0 {
 			before = r.trace[j-1].sent
@@ -568,7 +587,7 @@ func (r *result) bounds() bounds {
 		}
 		if ratio := float64(p.live) / float64(bound); ratio > worst {
 			worst = ratio
-			b.live, b.liveAt, b.peak = bound, p.at, p.live
+			b.live, b.liveAt, b.peak, b.stalled = bound, p.at, p.live, stalled
 		}
 	}
 	fixed := int64(rssFixedMemory)
@@ -597,8 +616,8 @@ func (r *result) check() []string {
 		failf("fresh keys denied: %d first requests of new keys were denied (a key collided or a budget leaked between keys)", r.denied)
 	}
 	if b.peak > b.live {
-		msg := fmt.Sprintf("live keys: %d at %v > bound %d = keys sent in the last %v (TTL %v + 2 × sweep %v) × %.2g + %d",
-			b.peak, b.liveAt.Round(time.Millisecond), b.live, b.window, r.maxTTL, r.sweepLag, r.cfg.slack, liveGrace)
+		msg := fmt.Sprintf("live keys: %d at %v > bound %d = keys sent in the last %v (TTL %v + 2 × sweep %v + stalls %v) × %.2g + %d",
+			b.peak, b.liveAt.Round(time.Millisecond), b.live, b.window+b.stalled, r.maxTTL, r.sweepLag, b.stalled, r.cfg.slack, liveGrace)
 		if r.cfg.maxKeys > 0 {
 			msg += fmt.Sprintf(" (MaxKeys %d)", r.cfg.maxKeys)
 		}
@@ -637,6 +656,16 @@ func (r *result) check() []string {
 		}
 	}
 	return fails
+}
+
+// longestStall returns the longest time the live-key trace went unread
+// beyond its period: the longest the process did not run.
+func (r *result) longestStall() time.Duration {
+	var worst time.Duration
+	for i := 1; i < len(r.trace); i++ {
+		worst = max(worst, r.trace[i].at-r.trace[i-1].at-tracePeriod)
+	}
+	return worst
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
