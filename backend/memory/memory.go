@@ -235,7 +235,8 @@ func (s *Store) GetLocked(hash uint64, key []byte, now int64) ([]byte, error) {
 }
 
 // PutLocked is Put for a caller holding the lock of shard
-// hash&(Stripes()-1). value may alias the slice GetLocked returned for key.
+// hash&(Stripes()-1). value may alias the slice GetLocked returned for key
+// (for key only: a value aliasing another key's record is not allowed).
 // Overwriting a record with one of the same length, or any length that fits
 // the space reserved for it without leaving most of it idle, rewrites it in
 // place without allocating.
@@ -331,7 +332,7 @@ func (s *Store) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 		off, val, vlen, vcap uint32
 		ok                   bool
 	)
-	if sh.isHot(fp, key) {
+	if sh.isHotWrite(fp, key, value) {
 		// Written back right after GetLocked: no probe.
 		slot, off, val, vlen, vcap, ok = sh.hotSlot, sh.hotOff, sh.hotVal, sh.hotVlen, sh.hotVcap, true
 	} else {

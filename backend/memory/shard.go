@@ -37,18 +37,12 @@ const (
 // Deletion shifts later slots of the probe run backwards (no tombstones),
 // so a lookup's cost depends only on the live keys.
 type shard struct {
-	// The fields a lookup reads come first, so that they share the
-	// mutex's cache line.
-	mu     sync.Mutex // guards every field below but seed
-	slots  []uint64   // the index; nil when count is zero
-	arena  []byte     // the entries; nil when count is zero
-	seed   uint32     // mixes fp into a home slot; fixed for the store's life
-	closed bool       // set by Close; every method then returns ErrClosed
+	// The fields are grouped by cache line, by how often a decision writes
+	// them: when two cores take turns at a shard, only a line written
+	// since the other last read it has to move between them.
 
-	count  int   // live slots (keys held, expired or not)
-	dead   int   // bytes of arena held by replaced or deleted entries
-	cursor int   // next slot the sweeper examines
-	now    int64 // latest now passed to a read; used to reclaim when full
+	// Written by every call: the lock and the memo of the hot entry.
+	mu sync.Mutex // guards every field below but seed
 
 	// The engine reads a record with GetLocked and writes it back with
 	// PutLocked at once, and a hot key comes back again and again.
@@ -65,8 +59,23 @@ type shard struct {
 	hotVcap uint32 // its value reserve
 	hotFP   uint32 // its fingerprint
 	hotKlen uint32 // its key length
+	_       [8]byte
 
-	_ [48]byte // pads the shard to 192 bytes: no two shards share a cache line
+	// Read by every call, written only when the index or arena is
+	// reallocated.
+	slots  []uint64 // the index; nil when count is zero
+	arena  []byte   // the entries; nil when count is zero
+	seed   uint32   // mixes fp into a home slot; fixed for the store's life
+	closed bool     // set by Close; every method then returns ErrClosed
+	_      [8]byte
+
+	// Written when keys come and go.
+	count  int   // live slots (keys held, expired or not)
+	dead   int   // bytes of arena held by replaced or deleted entries
+	cursor int   // next slot the sweeper examines
+	now    int64 // latest now passed to a read; used to reclaim when full
+
+	_ [32]byte // pads the shard to 192 bytes: no two shards share a cache line
 }
 
 // isHot reports whether key is the entry the last GetLocked found and
@@ -74,6 +83,20 @@ type shard struct {
 func (sh *shard) isHot(fp uint32, key []byte) bool {
 	return sh.hotGen == sh.gen && sh.hotFP == fp && int(sh.hotKlen) == len(key) &&
 		string(sh.arena[sh.hotVal-sh.hotKlen:sh.hotVal]) == string(key)
+}
+
+// isHotWrite is isHot for PutLocked writing value under key. A value that
+// aliases the hot entry's own value bytes was read from that entry by
+// GetLocked for key (the caller's contract), so the key's bytes need not be
+// compared again; its fingerprint and length still are.
+func (sh *shard) isHotWrite(fp uint32, key, value []byte) bool {
+	if sh.hotGen != sh.gen || sh.hotFP != fp || int(sh.hotKlen) != len(key) {
+		return false
+	}
+	if len(value) > 0 && int(sh.hotVal) < len(sh.arena) && &value[0] == &sh.arena[sh.hotVal] {
+		return true
+	}
+	return string(sh.arena[sh.hotVal-sh.hotKlen:sh.hotVal]) == string(key)
 }
 
 // entry layout: [expiresAt int64 LE][uvarint klen][uvarint vcap]

@@ -253,4 +253,20 @@ func TestShardSize(t *testing.T) {
 	if size := unsafe.Sizeof(shard{}); size%64 != 0 {
 		t.Errorf("sizeof(shard) = %d, want a multiple of 64 so shards do not share cache lines", size)
 	}
+	// Each group of fields stays on its own cache line (see shard).
+	var sh shard
+	lines := []struct {
+		name       string
+		first, end uintptr
+		line       uintptr
+	}{
+		{"lock and memo", unsafe.Offsetof(sh.mu), unsafe.Offsetof(sh.hotKlen) + 4, 0},
+		{"index and arena", unsafe.Offsetof(sh.slots), unsafe.Offsetof(sh.closed) + 1, 1},
+		{"counts", unsafe.Offsetof(sh.count), unsafe.Offsetof(sh.now) + 8, 2},
+	}
+	for _, l := range lines {
+		if l.first/64 != l.line || (l.end-1)/64 != l.line {
+			t.Errorf("%s at bytes [%d, %d), want all in cache line %d", l.name, l.first, l.end, l.line)
+		}
+	}
 }
