@@ -228,8 +228,18 @@ func newRate(p Params) rate {
 // Params returns the parameters the algorithm was built with.
 func (r *rate) Params() Params { return r.params }
 
-func (r *rate) deny(remaining, retry, reset int64) Decision {
-	return Decision{Limit: r.capacity, Remaining: max(0, remaining), RetryAfter: time.Duration(max(1, retry)), Reset: time.Duration(max(0, reset))}
+// denyInto writes a denying decision to *d, field by field: a Decision
+// built whole and then copied is stored and read back at once, which the
+// processor cannot forward from its store buffer.
+func (r *rate) denyInto(d *Decision, corrupt bool, remaining, retry, reset int64) {
+	d.Allowed = false
+	d.Limit = r.capacity
+	d.Remaining = max(0, remaining)
+	d.RetryAfter = time.Duration(max(1, retry))
+	d.Reset = time.Duration(max(0, reset))
+	d.Delay = 0
+	d.TTL = 0
+	d.CorruptState = corrupt
 }
 
 func (r *rate) validCost(cost int64) bool { return cost > 0 && cost <= r.capacity }

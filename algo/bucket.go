@@ -29,7 +29,13 @@ func (r *rate) accrue(from, now, room int64) (units, anchor int64) {
 	if q >= uint64(room) {
 		return room, now
 	}
-	return int64(q), from + int64(elapsed-rem/ls)
+	// rem < window, so rem/ls is zero (and its division skipped) unless
+	// the rate is under one token a second.
+	back := uint64(0)
+	if rem >= ls {
+		back = rem / ls
+	}
+	return int64(q), from + int64(elapsed-back)
 }
 
 // timeFor returns the nanoseconds units take to accrue at the rule's rate,
@@ -82,21 +88,20 @@ func (a *TokenBucket) StepInto(state []byte, now, cost int64, d *Decision) []byt
 		// Below need the bucket is not full, so the refill since the stored
 		// record is uncapped: time it from there, exactly, rather than from
 		// the anchor, which may have dropped a fraction of a nano-token.
-		*d = a.deny(s.Level/unit, a.after(stored.Updated, need-stored.Level, now), a.after(stored.Updated, full-stored.Level, now))
-		d.CorruptState = corrupt
+		a.denyInto(d, corrupt, s.Level/unit, a.after(stored.Updated, need-stored.Level, now), a.after(stored.Updated, full-stored.Level, now))
 		return nil
 	}
 	s.Level -= need
 	ttl := a.after(s.Updated, full-s.Level, now)
 	next := codec.AppendBucket(state, codec.TagTokenBucket, s)
-	*d = Decision{
-		Allowed:      true,
-		Limit:        a.capacity,
-		Remaining:    s.Level / unit,
-		Reset:        time.Duration(ttl),
-		TTL:          time.Duration(ttl),
-		CorruptState: corrupt,
-	}
+	d.Allowed = true
+	d.Limit = a.capacity
+	d.Remaining = s.Level / unit
+	d.RetryAfter = 0
+	d.Reset = time.Duration(ttl)
+	d.Delay = 0
+	d.TTL = time.Duration(ttl)
+	d.CorruptState = corrupt
 	return next
 }
 
@@ -137,23 +142,21 @@ func (a *LeakyBucket) StepInto(state []byte, now, cost int64, d *Decision) []byt
 	// queued the drain since then is uncapped, and the anchor may have
 	// dropped a fraction of a nano-token.
 	if !a.validCost(cost) || s.Level > full-need {
-		*d = a.deny((full-s.Level)/unit, a.after(stored.Updated, satAdd(need-full, stored.Level), now), a.after(stored.Updated, stored.Level, now))
-		d.CorruptState = corrupt
+		a.denyInto(d, corrupt, (full-s.Level)/unit, a.after(stored.Updated, satAdd(need-full, stored.Level), now), a.after(stored.Updated, stored.Level, now))
 		return nil
 	}
 	delay := a.after(stored.Updated, stored.Level, now)
 	s.Level += need
 	ttl := a.after(s.Updated, s.Level, now)
 	next := codec.AppendBucket(state, codec.TagLeakyBucket, s)
-	*d = Decision{
-		Allowed:      true,
-		Limit:        a.capacity,
-		Remaining:    (full - s.Level) / unit,
-		Reset:        time.Duration(ttl),
-		Delay:        time.Duration(delay),
-		TTL:          time.Duration(ttl),
-		CorruptState: corrupt,
-	}
+	d.Allowed = true
+	d.Limit = a.capacity
+	d.Remaining = (full - s.Level) / unit
+	d.RetryAfter = 0
+	d.Reset = time.Duration(ttl)
+	d.Delay = time.Duration(delay)
+	d.TTL = time.Duration(ttl)
+	d.CorruptState = corrupt
 	return next
 }
 
@@ -205,20 +208,19 @@ func (a *GCRA) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	next := satAdd(tat, a.clampCost(cost)*a.interval)
 	allowAt := next - a.tau
 	if !a.validCost(cost) || now < allowAt {
-		*d = a.deny(a.available(tat, now), until(allowAt, now), until(tat, now))
-		d.CorruptState = corrupt
+		a.denyInto(d, corrupt, a.available(tat, now), until(allowAt, now), until(tat, now))
 		return nil
 	}
 	ttl := until(next, now)
 	out := codec.AppendGCRA(state, codec.GCRA{TAT: next})
-	*d = Decision{
-		Allowed:      true,
-		Limit:        a.capacity,
-		Remaining:    a.available(next, now),
-		Reset:        time.Duration(ttl),
-		TTL:          time.Duration(ttl),
-		CorruptState: corrupt,
-	}
+	d.Allowed = true
+	d.Limit = a.capacity
+	d.Remaining = a.available(next, now)
+	d.RetryAfter = 0
+	d.Reset = time.Duration(ttl)
+	d.Delay = 0
+	d.TTL = time.Duration(ttl)
+	d.CorruptState = corrupt
 	return out
 }
 

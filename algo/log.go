@@ -75,8 +75,7 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 		if alive > 0 {
 			reset = until(satAdd(l.Newest, a.window), now)
 		}
-		*d = a.deny(0, retry, reset)
-		d.CorruptState = corrupt
+		a.denyInto(d, corrupt, 0, retry, reset)
 		return nil
 	}
 	var w codec.LogWriter
@@ -100,13 +99,13 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 	}
 	ttl := until(satAdd(w.Last(), a.window), now)
 	next := w.Bytes()
-	*d = Decision{
-		Allowed:      true,
-		Limit:        a.capacity,
-		Remaining:    a.capacity - alive - cost,
-		Reset:        time.Duration(ttl),
-		TTL:          time.Duration(ttl),
-		CorruptState: corrupt,
-	}
+	d.Allowed = true
+	d.Limit = a.capacity
+	d.Remaining = a.capacity - alive - cost
+	d.RetryAfter = 0
+	d.Reset = time.Duration(ttl)
+	d.Delay = 0
+	d.TTL = time.Duration(ttl)
+	d.CorruptState = corrupt
 	return next
 }

@@ -37,20 +37,19 @@ func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byt
 	}
 	end := until(satAdd(start, a.window), now)
 	if !a.validCost(cost) || s.Count > a.capacity-cost { // not Count+cost: a stored count may be huge
-		*d = a.deny(a.capacity-s.Count, end, end)
-		d.CorruptState = corrupt
+		a.denyInto(d, corrupt, a.capacity-s.Count, end, end)
 		return nil
 	}
 	s.Count += cost
 	next := codec.AppendWindow(state, s)
-	*d = Decision{
-		Allowed:      true,
-		Limit:        a.capacity,
-		Remaining:    a.capacity - s.Count,
-		Reset:        time.Duration(end),
-		TTL:          time.Duration(end),
-		CorruptState: corrupt,
-	}
+	d.Allowed = true
+	d.Limit = a.capacity
+	d.Remaining = a.capacity - s.Count
+	d.RetryAfter = 0
+	d.Reset = time.Duration(end)
+	d.Delay = 0
+	d.TTL = time.Duration(end)
+	d.CorruptState = corrupt
 	return next
 }
 
@@ -98,22 +97,21 @@ func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []
 	usedW := mul128(uint64(s.Previous), uint64(w-elapsed)).add(mul128(uint64(s.Count), uint64(w)))
 	costW := mul128(uint64(max(cost, 0)), uint64(w))
 	if !a.validCost(cost) || capW.less(usedW.add(costW)) {
-		*d = a.deny(floorRoom(capW, usedW, w), a.retryAfter(s, start, now, a.clampCost(cost)), a.reset(s, start, now))
-		d.CorruptState = corrupt
+		a.denyInto(d, corrupt, floorRoom(capW, usedW, w), a.retryAfter(s, start, now, a.clampCost(cost)), a.reset(s, start, now))
 		return nil
 	}
 	remaining := floorRoom(capW, usedW.add(costW), w)
 	s.Count += cost
 	reset := a.reset(s, start, now)
 	next := codec.AppendCounter(state, s)
-	*d = Decision{
-		Allowed:      true,
-		Limit:        a.capacity,
-		Remaining:    remaining,
-		Reset:        time.Duration(reset),
-		TTL:          time.Duration(reset),
-		CorruptState: corrupt,
-	}
+	d.Allowed = true
+	d.Limit = a.capacity
+	d.Remaining = remaining
+	d.RetryAfter = 0
+	d.Reset = time.Duration(reset)
+	d.Delay = 0
+	d.TTL = time.Duration(reset)
+	d.CorruptState = corrupt
 	return next
 }
 
