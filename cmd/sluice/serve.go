@@ -135,6 +135,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	metrics.InitRuleset(rs)
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
+	proxy.Transport = upstreamTransport()
 	// limited builds the rate-limited proxy from a configuration's identity
 	// section and store-error policy. Both are reloadable: a reload that
 	// changes them swaps in a new handler, and requests in flight finish
@@ -263,6 +264,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		logger.Info("sluice serve: stopped")
 	}
 	return status
+}
+
+// upstreamTransport is the proxy's transport to the upstream: the default
+// transport's dialer, proxy and timeouts, but keeping as many idle
+// connections to the one upstream as requests in flight have needed. The
+// default keeps two per host, so under concurrency every request past the
+// second would dial a new connection and leave it in TIME_WAIT.
+func upstreamTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no limit across hosts; there is one host
+	t.MaxIdleConnsPerHost = 1024
+	return t
 }
 
 // swapHandler serves with the handler in h, which a reload replaces.

@@ -60,11 +60,13 @@ type options struct {
 	serialRequests int
 }
 
-// pair is the allowed traffic measured at one concurrency, both sides.
+// pair is the allowed traffic measured at one concurrency, on each side:
+// the upstream direct, through `sluice serve` with no rule (the proxy hop
+// alone) and through `sluice serve` deciding every request.
 type pair struct {
 	concurrency, requests int
-	direct, proxy         loadgen.Result
-	roundP50              [][2]time.Duration // per round: direct, proxied
+	direct, bare, proxy   loadgen.Result
+	roundP50              [][3]time.Duration // per round: direct, bare, proxied
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -224,6 +226,22 @@ func measure(ctx context.Context, o *options, logw io.Writer) (*measurement, err
 		}
 	}()
 	proxyURL := "http://" + p.Listen
+	// The same binary with no rule: every request passes the middleware
+	// untouched, so this side is the reverse proxy's hop alone.
+	bareCfg := filepath.Join(tmp, "bare.yaml")
+	if err := os.WriteFile(bareCfg, []byte("store:\n  backend: memory\nrules: []\n"), 0o644); err != nil {
+		return nil, err
+	}
+	bp, err := serveproc.Start(bin, bareCfg, upURL, filepath.Join(tmp, "bare.log"), 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !bp.Exited() {
+			bp.Stop(10 * time.Second)
+		}
+	}()
+	bareURL := "http://" + bp.Listen
 
 	headers := make([]http.Header, o.callers)
 	for i := range headers {
@@ -236,6 +254,7 @@ func measure(ctx context.Context, o *options, logw io.Writer) (*measurement, err
 	// connections alike.
 	clients := map[string]*http.Client{
 		upURL:    loadgen.NewClient(o.concurrency, 10*time.Second),
+		bareURL:  loadgen.NewClient(o.concurrency, 10*time.Second),
 		proxyURL: loadgen.NewClient(o.concurrency, 10*time.Second),
 	}
 	drive := func(base string, workers, n int) (*loadgen.Result, error) {
@@ -243,39 +262,33 @@ func measure(ctx context.Context, o *options, logw io.Writer) (*measurement, err
 			Factory: allowed, Client: clients[base]})
 	}
 	// Warm up both sides: connections, the proxy's pools, the engine's keys.
-	for _, base := range []string{upURL, proxyURL} {
+	for _, base := range []string{upURL, bareURL, proxyURL} {
 		if _, err := drive(base, o.concurrency, max(1000, 4*o.concurrency)); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	// measurePair drives n requests per side at the given concurrency, in
-	// o.rounds rounds whose first side alternates.
+	// o.rounds rounds whose first side rotates.
 	measurePair := func(workers, n int) (*pair, error) {
 		pr := &pair{concurrency: workers, requests: n}
 		per := n / o.rounds
+		sides := []string{upURL, bareURL, proxyURL}
+		results := []*loadgen.Result{&pr.direct, &pr.bare, &pr.proxy}
 		for r := range o.rounds {
-			order := []string{upURL, proxyURL}
-			if r%2 == 1 {
-				order = []string{proxyURL, upURL}
-			}
-			var p50 [2]time.Duration
-			for _, base := range order {
-				res, err := drive(base, workers, per)
+			var p50 [3]time.Duration
+			for j := range sides {
+				i := (r + j) % len(sides)
+				res, err := drive(sides[i], workers, per)
 				if err != nil {
 					return nil, fmt.Errorf("round %d: %w", r+1, err)
 				}
-				if base == upURL {
-					pr.direct.Merge(res)
-					p50[0] = res.Percentile(50)
-				} else {
-					pr.proxy.Merge(res)
-					p50[1] = res.Percentile(50)
-				}
+				results[i].Merge(res)
+				p50[i] = res.Percentile(50)
 			}
 			pr.roundP50 = append(pr.roundP50, p50)
-			fmt.Fprintf(logw, "loadtest: concurrency %d, round %d/%d: p50 direct %v, proxied %v\n", workers, r+1, o.rounds, p50[0], p50[1])
+			fmt.Fprintf(logw, "loadtest: concurrency %d, round %d/%d: p50 direct %v, bare proxy %v, sluice %v\n", workers, r+1, o.rounds, p50[0], p50[1], p50[2])
 		}
-		for side, res := range map[string]*loadgen.Result{"direct": &pr.direct, "proxied": &pr.proxy} {
+		for side, res := range map[string]*loadgen.Result{"direct": &pr.direct, "bare proxy": &pr.bare, "proxied": &pr.proxy} {
 			if res.Errors > 0 || res.Status(http.StatusOK) != res.Requests {
 				m.failures = append(m.failures, fmt.Sprintf("allowed traffic at concurrency %d, %s: %d of %d answered 200 (%v), %d transport errors %q",
 					workers, side, res.Status(http.StatusOK), res.Requests, res.ByStatus, res.Errors, res.ErrorSample))
@@ -315,6 +328,9 @@ func measure(ctx context.Context, o *options, logw io.Writer) (*measurement, err
 		m.failures = append(m.failures, "limited traffic: "+m.limitedDetail)
 	}
 
+	if _, err := bp.Stop(20 * time.Second); err != nil {
+		m.failures = append(m.failures, "the bare proxy: "+err.Error())
+	}
 	code, err := p.Stop(20 * time.Second)
 	m.exitCode = code
 	if err != nil {
@@ -365,9 +381,9 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // line is the machine-readable summary.
 func (m *measurement) line() string {
 	l := &m.loaded
-	return fmt.Sprintf("<!-- load: p50_direct_us=%.1f p50_proxy_us=%.1f p99_direct_us=%.1f p99_proxy_us=%.1f rps_direct=%.1f rps_proxy=%.1f limited_ok=%t -->",
+	return fmt.Sprintf("<!-- load: p50_direct_us=%.1f p50_proxy_us=%.1f p99_direct_us=%.1f p99_proxy_us=%.1f rps_direct=%.1f rps_proxy=%.1f p50_bare_us=%.1f p99_bare_us=%.1f rps_bare=%.1f limited_ok=%t -->",
 		us(l.direct.Percentile(50)), us(l.proxy.Percentile(50)), us(l.direct.Percentile(99)), us(l.proxy.Percentile(99)),
-		l.direct.RPS(), l.proxy.RPS(), m.limitedOK)
+		l.direct.RPS(), l.proxy.RPS(), us(l.bare.Percentile(50)), us(l.bare.Percentile(99)), l.bare.RPS(), m.limitedOK)
 }
 
 func added(direct, proxy time.Duration) string {
@@ -418,18 +434,24 @@ func (p *pair) table(b *strings.Builder) {
 			us(r.Percentile(50)), us(r.Percentile(90)), us(r.Percentile(99)), us(r.Max()), r.RPS())
 	}
 	row("direct", &p.direct)
-	row("through sluice", &p.proxy)
-	ratio := 0.0
-	if p.direct.RPS() > 0 {
-		ratio = p.proxy.RPS() / p.direct.RPS()
+	row("through `sluice serve`, no rule (the proxy hop)", &p.bare)
+	row("through `sluice serve`, deciding every request", &p.proxy)
+	addedRow := func(name string, from, to *loadgen.Result) {
+		ratio := 0.0
+		if from.RPS() > 0 {
+			ratio = to.RPS() / from.RPS()
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | | ×%.2f |\n", name,
+			added(from.Percentile(50), to.Percentile(50)),
+			added(from.Percentile(90), to.Percentile(90)),
+			added(from.Percentile(99), to.Percentile(99)), ratio)
 	}
-	fmt.Fprintf(b, "| added | %s | %s | %s | | ×%.2f |\n\n",
-		added(p.direct.Percentile(50), p.proxy.Percentile(50)),
-		added(p.direct.Percentile(90), p.proxy.Percentile(90)),
-		added(p.direct.Percentile(99), p.proxy.Percentile(99)), ratio)
+	addedRow("added by `sluice serve` (vs direct)", &p.direct, &p.proxy)
+	addedRow("added by the limiter (vs no rule)", &p.bare, &p.proxy)
+	b.WriteString("\n")
 	var rounds []string
 	for _, r := range p.roundP50 {
-		rounds = append(rounds, fmt.Sprintf("%.0f/%.0f", us(r[0]), us(r[1])))
+		rounds = append(rounds, fmt.Sprintf("%.0f/%.0f/%.0f", us(r[0]), us(r[1]), us(r[2])))
 	}
-	fmt.Fprintf(b, "p50 per round, direct/proxied, µs: %s.\n\n", strings.Join(rounds, ", "))
+	fmt.Fprintf(b, "p50 per round, direct/no rule/deciding, µs: %s.\n\n", strings.Join(rounds, ", "))
 }

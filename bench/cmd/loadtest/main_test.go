@@ -13,7 +13,7 @@ import (
 )
 
 // The summary line is the one the report generator parses.
-var loadLine = regexp.MustCompile(`^<!-- load: p50_direct_us=[0-9.]+ p50_proxy_us=[0-9.]+ p99_direct_us=[0-9.]+ p99_proxy_us=[0-9.]+ rps_direct=[0-9.]+ rps_proxy=[0-9.]+ limited_ok=(true|false) -->$`)
+var loadLine = regexp.MustCompile(`^<!-- load: p50_direct_us=[0-9.]+ p50_proxy_us=[0-9.]+ p99_direct_us=[0-9.]+ p99_proxy_us=[0-9.]+ rps_direct=[0-9.]+ rps_proxy=[0-9.]+ p50_bare_us=[0-9.]+ p99_bare_us=[0-9.]+ rps_bare=[0-9.]+ limited_ok=(true|false) -->$`)
 
 func result(lat ...time.Duration) loadgen.Result {
 	return loadgen.Result{Requests: len(lat), ByStatus: map[int]int{200: len(lat)}, Latencies: lat, Elapsed: time.Second}
@@ -25,10 +25,12 @@ func TestMarkdown(t *testing.T) {
 		o: &options{requests: 4, concurrency: 2, rounds: 2, callers: 3, limitedCallers: 2, limit: 5},
 		loaded: pair{concurrency: 2, requests: 4,
 			direct:   result(100*time.Microsecond, 200*time.Microsecond, 300*time.Microsecond, 400*time.Microsecond),
+			bare:     result(200*time.Microsecond, 300*time.Microsecond, 400*time.Microsecond, 500*time.Microsecond),
 			proxy:    result(300*time.Microsecond, 400*time.Microsecond, 600*time.Microsecond, 900*time.Microsecond),
-			roundP50: [][2]time.Duration{{100 * time.Microsecond, 300 * time.Microsecond}}},
+			roundP50: [][3]time.Duration{{100 * time.Microsecond, 200 * time.Microsecond, 300 * time.Microsecond}}},
 		serial: &pair{concurrency: 1, requests: 2,
 			direct: result(20*time.Microsecond, 30*time.Microsecond),
+			bare:   result(100*time.Microsecond, 110*time.Microsecond),
 			proxy:  result(120*time.Microsecond, 130*time.Microsecond)},
 		limited:   &loadgen.Result{ByStatus: map[int]int{200: 10, 429: 20}},
 		limitedOK: true, limitedDetail: "fine", goVersion: "go1.x", when: "now",
@@ -38,12 +40,13 @@ func TestMarkdown(t *testing.T) {
 	if !loadLine.MatchString(last) {
 		t.Fatalf("last line %q does not match the load line format", last)
 	}
-	want := "<!-- load: p50_direct_us=200.0 p50_proxy_us=400.0 p99_direct_us=400.0 p99_proxy_us=900.0 rps_direct=4.0 rps_proxy=4.0 limited_ok=true -->"
+	want := "<!-- load: p50_direct_us=200.0 p50_proxy_us=400.0 p99_direct_us=400.0 p99_proxy_us=900.0 rps_direct=4.0 rps_proxy=4.0 p50_bare_us=300.0 p99_bare_us=500.0 rps_bare=4.0 limited_ok=true -->"
 	if last != want {
 		t.Errorf("load line\n got %s\nwant %s", last, want)
 	}
-	for _, s := range []string{"| direct | 200 µs | 400 µs | 400 µs | 400 µs | 4 |", "| added | +200 µs (+100%)", "**ok**", "100/300",
-		"Concurrency 1, 2 requests per side", "| added | +100 µs (+500%)"} {
+	for _, s := range []string{"| direct | 200 µs | 400 µs | 400 µs | 400 µs | 4 |", "| added by `sluice serve` (vs direct) | +200 µs (+100%)",
+		"| added by the limiter (vs no rule) | +100 µs (+33%)", "**ok**", "100/200/300",
+		"Concurrency 1, 2 requests per side", "| added by `sluice serve` (vs direct) | +100 µs (+500%)"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}

@@ -286,6 +286,9 @@ func TestLoadLine(t *testing.T) {
 		// The line cmd/loadtest writes.
 		{"## Gateway under load\n\n<!-- load: p50_direct_us=200.0 p50_proxy_us=226.0 p99_direct_us=400.0 p99_proxy_us=900.0 rps_direct=4.0 rps_proxy=4.0 limited_ok=true -->\n",
 			"**hit** — " + goal + ": p50 200 µs direct, 226 µs through the proxy: adds 13.0% — hit by 2.0 percentage points"},
+		// With the bare proxy's figure, the limiter's own share.
+		{"<!-- load: p50_direct_us=100 p50_proxy_us=250 p50_bare_us=200 limited_ok=true -->",
+			"**missed** — " + goal + ": p50 100 µs direct, 250 µs through the proxy: adds 150.0%; the same proxy with no rule 200 µs, so the limiter's own share is +25.0% — missed by 135.0 percentage points"},
 		{"<!-- load: p50_direct_us=200 p50_proxy_us=240 stray -->",
 			"**not measured in this run** — " + goal + " (out/load.md: load line: \"stray\" is not key=value)"},
 		{"<!--load: p50_proxy_us=532 p50_direct_us=400-->",

@@ -207,10 +207,14 @@ func middlewareOverhead(res *Results, path string) Line {
 //
 // p50_direct_us is the median latency of requests sent straight to the
 // upstream, p50_proxy_us through `sluice serve` in front of it, at the
-// same load. Other keys (p99_direct_us, rps_proxy, limited_ok=true, …)
-// are allowed, whatever their values, and ignored.
+// same load. An optional p50_bare_us is the same proxy with no rule, the
+// hop alone, so the limiter's own share can be told from the proxy's.
+// Other keys (p99_direct_us, rps_proxy, limited_ok=true, …) are allowed,
+// whatever their values, and ignored.
 type LoadLine struct {
 	P50DirectUS, P50ProxyUS float64
+	// P50BareUS is 0 when the line has no valid p50_bare_us.
+	P50BareUS float64
 }
 
 var loadComment = regexp.MustCompile(`<!--\s*load:(.*?)-->`)
@@ -245,7 +249,11 @@ func ParseLoadLine(text string) (l LoadLine, found bool, err error) {
 		}
 		vals[i] = x
 	}
-	return LoadLine{P50DirectUS: vals[0], P50ProxyUS: vals[1]}, true, nil
+	l = LoadLine{P50DirectUS: vals[0], P50ProxyUS: vals[1]}
+	if x, err := strconv.ParseFloat(raw["p50_bare_us"], 64); err == nil && x > 0 && !math.IsInf(x, 0) {
+		l.P50BareUS = x
+	}
+	return l, true, nil
 }
 
 func serveOverhead(load *Fragment) Line {
@@ -264,6 +272,10 @@ func serveOverhead(load *Fragment) Line {
 	}
 	added := ll.P50ProxyUS/ll.P50DirectUS - 1
 	l.Measured = fmt.Sprintf("p50 %s µs direct, %s µs through the proxy: adds %.1f%%", num(ll.P50DirectUS), num(ll.P50ProxyUS), 100*added)
+	if ll.P50BareUS > 0 {
+		l.Measured += fmt.Sprintf("; the same proxy with no rule %s µs, so the limiter's own share is %+.1f%%",
+			num(ll.P50BareUS), 100*(ll.P50ProxyUS/ll.P50BareUS-1))
+	}
 	points := math.Abs(100 * (added - MaxServeOverhead))
 	if added < MaxServeOverhead {
 		l.Status = Hit
