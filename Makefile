@@ -5,8 +5,9 @@ BIN       := bin/sluice
 FUZZTIME  ?= 30s
 BENCHTIME ?= 500ms
 COUNT     ?= 6
+SOAKTIME  ?= 2m
 
-.PHONY: all build test vet race demo bench bench-report bench-compile fuzz clean
+.PHONY: all build test vet race demo bench bench-report bench-compile fuzz soak load accuracy clean
 
 all: build
 
@@ -35,14 +36,33 @@ demo: build
 	./$(BIN) demo --backend pebble --dir var/demo --resume
 
 ## bench: the benchmark suite in bench/ (its own module), COUNT runs each,
-## written to bench/out/ for benchstat.
+## written to bench/out/bench.txt for the report, then the accuracy table
+## and the load test of `sluice serve` (bench/out/accuracy.md, load.md).
+BENCHCMD = go test -run '^$$' -bench . -benchmem -count $(COUNT) -benchtime $(BENCHTIME) -timeout 90m ./...
 bench:
 	mkdir -p bench/out
-	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) -benchtime $(BENCHTIME) -timeout 60m ./... | tee out/bench.txt
+	cd bench && { echo "command: $(BENCHCMD)"; echo "date: $$(date -u '+%F %H:%M UTC')"; $(BENCHCMD); } | tee out/bench.txt
+	$(MAKE) accuracy load
 
-## bench-report: regenerate bench/RESULTS.md from bench/out/bench.txt.
+## accuracy: every algorithm of every library on one bursty trace.
+accuracy:
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/accuracy -out out/accuracy.md
+
+## load: `sluice serve` under load on loopback against its upstream direct.
+load:
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/loadtest -out out/load.md
+
+## bench-report: regenerate bench/RESULTS.md and bench/plots/ from bench/out/.
 bench-report:
 	cd bench && $(GO) run ./cmd/report -in out/bench.txt -out RESULTS.md
+
+## soak: `sluice serve` on Pebble under load with hot reloads for SOAKTIME,
+## then checks: no 5xx, no caller over its limits, bounded RSS, reload
+## counters, a clean SIGTERM and a store that reopens.
+soak:
+	$(GO) run ./internal/cmd/soak -duration $(SOAKTIME)
 
 ## fuzz: every fuzz target for FUZZTIME each.
 fuzz:
