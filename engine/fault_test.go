@@ -89,48 +89,53 @@ func TestFailedWriteOfANewKey(t *testing.T) {
 }
 
 // TestFailedFlushesAreRetriedInTheBackground: with the flusher on a short
-// tick and the disk refusing the first batches, every admitted request's
-// spending is on disk after the disk recovers and the engine closes.
+// tick and the disk (Pebble, bbolt) refusing the first batches, every
+// admitted request's spending is on disk after the disk recovers and the
+// engine closes and is opened again.
 func TestFailedFlushesAreRetriedInTheBackground(t *testing.T) {
-	dir := t.TempDir()
-	b, f := faulty.Wrap(openPebble(t, dir))
-	clock := engine.NewFakeClock(t0)
-	e, err := engine.New(b, &engine.Options{Clock: clock, FlushInterval: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const failures = 5
-	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: failures, Err: faulty.ErrInjected})
-	l := limit(algo.FixedWindowName, algo.Params{Limit: 50, Window: time.Hour}, "x")
-	admitted := map[string]int64{}
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; e.Stats().Flushes <= failures; i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("no successful flush in 5s: %+v", e.Stats())
-		}
-		key := fmt.Sprintf("k%d", i%7)
-		d, err := e.Apply(l, key, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Allowed {
-			admitted[key]++
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	if s := e.Stats(); s.FlushErrors != failures {
-		t.Fatalf("FlushErrors = %d, want %d", s.FlushErrors, failures)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	e = openDurable(t, openPebble(t, dir), clock, engine.Interval)
-	defer e.Close()
-	for key, n := range admitted {
-		// Peek answers as if this request were spent too.
-		if d, err := e.Peek(l, key, 1); err != nil || d.Remaining != 50-n-1 {
-			t.Errorf("%s after restart: remaining %d, %v; want %d (%d admitted, then the peek)", key, d.Remaining, err, 50-n-1, n)
-		}
+	for _, d := range durables {
+		t.Run(d.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b, f := faulty.Wrap(d.open(t, dir))
+			clock := engine.NewFakeClock(t0)
+			e, err := engine.New(b, &engine.Options{Clock: clock, FlushInterval: 2 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const failures = 5
+			addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: failures, Err: faulty.ErrInjected})
+			l := limit(algo.FixedWindowName, algo.Params{Limit: 50, Window: time.Hour}, "x")
+			admitted := map[string]int64{}
+			deadline := time.Now().Add(5 * time.Second)
+			for i := 0; e.Stats().Flushes <= failures; i++ {
+				if time.Now().After(deadline) {
+					t.Fatalf("no successful flush in 5s: %+v", e.Stats())
+				}
+				key := fmt.Sprintf("k%d", i%7)
+				d, err := e.Apply(l, key, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					admitted[key]++
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			if s := e.Stats(); s.FlushErrors != failures {
+				t.Fatalf("FlushErrors = %d, want %d", s.FlushErrors, failures)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			e = openDurable(t, d.open(t, dir), clock, engine.Interval)
+			defer e.Close()
+			for key, n := range admitted {
+				// Peek answers as if this request were spent too.
+				if d, err := e.Peek(l, key, 1); err != nil || d.Remaining != 50-n-1 {
+					t.Errorf("%s after restart: remaining %d, %v; want %d (%d admitted, then the peek)", key, d.Remaining, err, 50-n-1, n)
+				}
+			}
+		})
 	}
 }
 

@@ -273,3 +273,45 @@ func TestEngineKeepsItsPath(t *testing.T) {
 		t.Errorf("memory: Keys = %d, want 1 (Counter forwarded)", s.Keys)
 	}
 }
+
+// TestDurableOps: the operations only a durable store has are faulted like
+// the others, and a failed Close leaves the store open for a retry.
+func TestDurableOps(t *testing.T) {
+	s, err := pebble.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, f := faulty.Wrap(s)
+	batch, load, ranger := b.(backend.Batcher), b.(backend.Loader), b.(backend.Ranger)
+	mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch, faulty.OpRange, faulty.OpClose}, Times: 3, Err: faulty.ErrInjected})
+	writes := []backend.Write{{Key: []byte("a"), Value: []byte("1")}}
+	if err := batch.WriteBatch(writes, true); !errors.Is(err, faulty.ErrInjected) {
+		t.Fatalf("WriteBatch = %v", err)
+	}
+	if v, _, _ := load.Load([]byte("a"), 0); v != nil {
+		t.Fatalf("a failed WriteBatch wrote %q", v)
+	}
+	if err := ranger.Range(nil, func(backend.Record) bool { return true }); !errors.Is(err, faulty.ErrInjected) {
+		t.Fatalf("Range = %v", err)
+	}
+	if err := b.Close(); !errors.Is(err, faulty.ErrInjected) {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := batch.WriteBatch(writes, true); err != nil {
+		t.Fatalf("WriteBatch after the rule ran out: %v", err)
+	}
+	mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpLoad}, Times: 1, Corrupt: func(r []byte) []byte { return append(bytes.Clone(r), '!') }})
+	if v, exp, err := load.Load([]byte("a"), 0); err != nil || string(v) != "1!" || exp != 0 {
+		t.Fatalf("corrupted Load = %q, %d, %v", v, exp, err)
+	}
+	var keys []string
+	if err := ranger.Range(nil, func(r backend.Record) bool { keys = append(keys, string(r.Key)); return true }); err != nil || len(keys) != 1 {
+		t.Fatalf("Range = %v, keys %q", err, keys)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Calls(faulty.OpClose); got != 2 {
+		t.Fatalf("Calls(Close) = %d, want 2", got)
+	}
+}
