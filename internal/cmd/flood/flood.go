@@ -540,7 +540,8 @@ type bounds struct {
 	live    int           // at the moment live keys came closest to (or went furthest past) their bound, by ratio
 	liveAt  time.Duration // that moment
 	peak    int           // live keys then
-	window  time.Duration // TTL + 2 × sweep period
+	window  time.Duration // (TTL + 2 × sweep period) / (1 − load)
+	load    float64       // the flood's rate over the sweeper's capacity
 	stalled time.Duration // time the process did not run within the window at liveAt
 	rss     int64
 	disk    int64
@@ -548,18 +549,27 @@ type bounds struct {
 
 // bounds derives the limits from what the flood measured:
 //
-//	live(t) ≤ (keys sent in (t − TTL − 2 × sweep period − stalls, t]) × slack + liveGrace   (≤ MaxKeys when set)
+//	load    = rate / sweeper capacity (keys examined per second), below 1 unless MaxKeys caps the store
+//	live(t) ≤ (keys sent in (t − W − stalls, t]) × slack + liveGrace   (≤ MaxKeys when set)
+//	W       = (TTL + 2 × sweep period) / (1 − load)
 //	RSS     ≤ RSS before the flood + fixed + peak live × rssPerKey
 //	disk    ≤ disk before the flood + diskFixed
 //	          + rate × (TTL + flush interval + 2 × Pebble sweep period) × diskPerKey × slack
 //
-// The live-key bound is the arrival rate × TTL measured over the window
-// itself, at every 10ms reading, so a flood whose rate varies is held to
-// what arrived recently rather than to its average. stalls is the time
+// A key expires TTL after it arrives and is swept when the sweeper's cursor
+// next reaches it: within a sweep period once the sweeper walks all the
+// keys it holds in one tick, but a sweeper that examines capacity keys a
+// second walks L live keys in L / capacity seconds. With keys arriving at
+// rate, L = rate × (TTL + period + L / capacity) settles at
+// rate × (TTL + period) / (1 − load): the window W. At a load of 1 or more
+// there is no bound (check reports it). The bound is measured over the
+// window itself at every 10ms reading, so a flood whose rate varies is held
+// to what arrived recently rather than to its average. stalls is the time
 // within the window in which the process did not run at all (on a shared
 // machine it can be seconds): neither did its sweeper.
 func (r *result) bounds() bounds {
-	b := bounds{window: r.maxTTL + 2*r.sweepLag, live: liveGrace}
+	b := bounds{live: liveGrace, load: r.rate / r.sweepCapacity}
+	b.window = time.Duration(float64(r.maxTTL+2*r.sweepLag) / max(1-b.load, 1e-3))
 	worst := math.Inf(-1)
 	for i, p := range r.trace {
 		// Walk back to the first reading taken before the window opened.
@@ -615,14 +625,14 @@ func (r *result) check() []string {
 	if r.denied > 0 {
 		failf("fresh keys denied: %d first requests of new keys were denied (a key collided or a budget leaked between keys)", r.denied)
 	}
-	if b.peak > b.live {
-		msg := fmt.Sprintf("live keys: %d at %v > bound %d = keys sent in the last %v (TTL %v + 2 × sweep %v + stalls %v) × %.2g + %d",
-			b.peak, b.liveAt.Round(time.Millisecond), b.live, b.window+b.stalled, r.maxTTL, r.sweepLag, b.stalled, r.cfg.slack, liveGrace)
+	if b.load >= 1 && r.cfg.maxKeys == 0 {
+		failf("no live-key bound: keys arrived at %.0f/s, at least as fast as the memory sweeper examines them (%.0f/s = SweepBatch × shards / SweepInterval), so expired keys pile up for as long as the flood lasts (peak %d live keys)",
+			r.rate, r.sweepCapacity, r.peakLive)
+	} else if b.peak > b.live {
+		msg := fmt.Sprintf("live keys: %d at %v > bound %d = keys sent in the last %v ((TTL %v + 2 × sweep %v) / (1 − load %.2f) + stalls %v) × %.2g + %d",
+			b.peak, b.liveAt.Round(time.Millisecond), b.live, (b.window + b.stalled).Round(time.Millisecond), r.maxTTL, r.sweepLag, b.load, b.stalled.Round(time.Millisecond), r.cfg.slack, liveGrace)
 		if r.cfg.maxKeys > 0 {
 			msg += fmt.Sprintf(" (MaxKeys %d)", r.cfg.maxKeys)
-		}
-		if r.rate > r.sweepCapacity {
-			msg += fmt.Sprintf("; keys arrived at %.0f/s, faster than the memory sweeper examines them (%.0f/s = SweepBatch × shards / SweepInterval), so expired keys pile up", r.rate, r.sweepCapacity)
 		}
 		failf("%s", msg)
 	}

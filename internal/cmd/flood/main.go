@@ -20,17 +20,22 @@
 // and been swept, from memory and from disk. It then checks, and exits 1
 // naming each bound broken:
 //
-//	live(t) ≤ keys sent in (t − TTL − 2 × sweep period − stalls, t] × slack + 64   (≤ MaxKeys)
+//	load = rate / memory sweeper capacity < 1    (unless capped by -maxkeys)
+//	live(t) ≤ keys sent in (t − W − stalls, t] × slack + 64   (≤ MaxKeys)
+//	W = (TTL + 2 × sweep period) / (1 − load)
 //	peak RSS (VmHWM) ≤ RSS before + 64 MiB (256 MiB over Pebble) + peak live × 400 B
 //	peak disk ≤ disk before + 128 MiB + rate × (TTL + 50ms + 2 × Pebble sweep) × 400 B × slack
 //	after the flood: only the victim left in memory, no flood record on disk,
 //	every flood key evicted by sweeping, disk no larger than its peak
 //
-// checked every 10ms, where stalls is the time within the window in which
+// checked every 10ms, where W is the time a key can stay before the sweeper
+// reaches it (a sweeper examining capacity keys a second walks L live keys
+// in L / capacity seconds), stalls is the time within the window in which
 // the process did not run at all (its 10ms reading came over 40ms late;
 // neither did the sweeper), rate is the keys sent per second over the whole
 // flood and TTL the largest TTL a flood decision carried. The constants
 // were measured on 10,000,000-key floods.
+//
 // Before the flood a victim spends its whole budget under a one-hour rule;
 // it must stay denied throughout. With -maxkeys the memory store is capped:
 // new keys beyond it must be refused with backend.ErrFull (some must be),
@@ -138,8 +143,8 @@ func (r *result) summary(w io.Writer) {
 		name, r.sent, r.elapsed.Seconds(), r.rate, r.peakLive, mib(r.peakRSS), mib(r.peakDisk), r.finalLive, mib(r.finalDisk))
 	fmt.Fprintf(w, "TTL %v; memory sweeper every %v, at most %.0f keys/s examined; swept clean %v after the flood; longest stall of the process %v\n",
 		r.maxTTL, r.sweepLag, r.sweepCapacity, r.settled.Round(time.Millisecond), r.longestStall().Round(time.Millisecond))
-	fmt.Fprintf(w, "bounds: live keys %d at %v against %d (closest approach); RSS %.1f MiB (base %.1f MiB, %.0f B per peak live key above base)",
-		b.peak, b.liveAt.Round(time.Millisecond), b.live, mib(b.rss), mib(r.baseRSS), perKey(r.peakRSS-r.baseRSS, r.peakLive))
+	fmt.Fprintf(w, "bounds: load %.2f, window %v; live keys %d at %v against %d (closest approach); RSS %.1f MiB (base %.1f MiB, %.0f B per peak live key above base)",
+		b.load, b.window.Round(time.Millisecond), b.peak, b.liveAt.Round(time.Millisecond), b.live, mib(b.rss), mib(r.baseRSS), perKey(r.peakRSS-r.baseRSS, r.peakLive))
 	if r.cfg.backend == "pebble" {
 		fmt.Fprintf(w, "; disk %.1f MiB (base %.1f MiB); flood records left on disk %d", mib(b.disk), mib(r.baseDisk), r.diskRecords)
 	}
