@@ -3,6 +3,7 @@ package engine_test
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend/memory"
@@ -25,8 +26,15 @@ func benchEngine(b testing.TB, clock engine.Clock) *engine.Engine {
 // in use.
 var unlimited = algo.Params{Limit: 1_000_000_000, Window: algo.MaxWindow}
 
+// BenchmarkApplyHotKey is the allowed path of a key in use, for every
+// algorithm but the sliding log, whose record under a real clock grows with
+// the requests in its window (see TestApplyDoesNotAllocate for its steady
+// path).
 func BenchmarkApplyHotKey(b *testing.B) {
-	for _, name := range []string{algo.TokenBucketName, algo.GCRAName} {
+	for _, name := range algo.Names {
+		if name == algo.SlidingLogName {
+			continue
+		}
 		b.Run(name, func(b *testing.B) {
 			e := benchEngine(b, engine.SystemClock{})
 			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, unlimited)}
@@ -53,4 +61,62 @@ func BenchmarkApplyParallel10k(b *testing.B) {
 			i += 7
 		}
 	})
+}
+
+// exhausted allows one request an hour: after the first, every request is
+// denied.
+var exhausted = algo.Params{Limit: 1, Window: time.Hour}
+
+func BenchmarkApplyHotKeyDenied(b *testing.B) {
+	for _, name := range algo.Names {
+		b.Run(name, func(b *testing.B) {
+			e := benchEngine(b, engine.SystemClock{})
+			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, exhausted)}
+			e.Apply(l, "user-0000000000000001", 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				e.Apply(l, "user-0000000000000001", 1)
+			}
+		})
+	}
+}
+
+// TestApplyDoesNotAllocate checks that a decision over the memory backend
+// allocates nothing, for every algorithm, on the allowed path of a key in
+// use and on the denied path. (A key's first request may allocate: its
+// record is added to the store.) The clock moves 125µs a request, so that
+// at 16 a millisecond every request is allowed and a sliding log holds a
+// steady 8 entries.
+func TestApplyDoesNotAllocate(t *testing.T) {
+	for _, name := range algo.Names {
+		for _, c := range []struct {
+			what    string
+			p       algo.Params
+			allowed bool
+		}{{"allowed", algo.Params{Limit: 16, Window: time.Millisecond}, true}, {"denied", exhausted, false}} {
+			clock := engine.NewFakeClock(time.Unix(1_700_000_000, 0))
+			e := benchEngine(t, clock)
+			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, c.p)}
+			for range 32 { // past the first request, and a log at its steady size
+				clock.Advance(125 * time.Microsecond)
+				e.Apply(l, "user-0000000000000001", 1)
+			}
+			var d algo.Decision
+			var err error
+			wrong := 0
+			allocs := testing.AllocsPerRun(200, func() {
+				clock.Advance(125 * time.Microsecond)
+				d, err = e.Apply(l, "user-0000000000000001", 1)
+				if err != nil || d.Allowed != c.allowed {
+					wrong++
+				}
+			})
+			if wrong > 0 {
+				t.Fatalf("%s %s: %d requests answered %+v, %v; want allowed %v", name, c.what, wrong, d, err, c.allowed)
+			}
+			if allocs != 0 {
+				t.Errorf("%s %s: %.1f allocations per Apply, want 0", name, c.what, allocs)
+			}
+		}
+	}
 }
