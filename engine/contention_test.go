@@ -34,7 +34,8 @@ func admissionBound(name string, p algo.Params, elapsed time.Duration) int64 {
 }
 
 // TestContentionWithARealClock: 64 goroutines hammer one key, or four, for a
-// short run with the system clock, over the memory store and over the
+// short run (100ms, longer until every key has had a few times its capacity
+// in calls) with the system clock, over the memory store and over the
 // durable tier on Pebble flushing every few milliseconds. Per key, the
 // admissions never exceed what the algorithm allows for the time the run
 // took (timestamps taken before the first call and after the last): a lost
@@ -65,6 +66,7 @@ func TestContentionWithARealClock(t *testing.T) {
 				for _, name := range algo.Names {
 					l := limit(name, p, name)
 					admitted := make([]atomic.Int64, keys)
+					perKey := make([]atomic.Int64, keys)
 					var calls atomic.Int64
 					var stop atomic.Bool
 					var wg sync.WaitGroup
@@ -82,13 +84,33 @@ func TestContentionWithARealClock(t *testing.T) {
 									return
 								}
 								calls.Add(1)
+								perKey[k].Add(1)
 								if d.Allowed {
 									admitted[k].Add(1)
 								}
 							}
 						}()
 					}
-					time.Sleep(run)
+					// Run for at least run, and until every key has had a
+					// fair share of calls: with 64 goroutines on a few
+					// cores some may not be scheduled at all for a while.
+					for began := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+						if time.Since(began) > 10*time.Second {
+							stop.Store(true)
+							wg.Wait()
+							t.Fatalf("%s: a key had fewer than %d calls in 10s", name, 4*p.Capacity())
+						}
+						if time.Since(began) < run {
+							continue
+						}
+						fair := true
+						for k := range perKey {
+							fair = fair && perKey[k].Load() >= 4*p.Capacity()
+						}
+						if fair {
+							break
+						}
+					}
 					stop.Store(true)
 					wg.Wait()
 					elapsed := time.Duration(engine.SystemClock{}.Now() - start)
