@@ -95,6 +95,7 @@ type Rule struct {
 	// Ops are the operations the rule applies to; empty means all.
 	Ops []Op
 	// Match, when set, must return true for the rule to apply to a call.
+	// It is called with the Faults locked, so it must not call them.
 	Match func(Call) bool
 	// Skip is the number of matching calls let through before the first
 	// fault.
