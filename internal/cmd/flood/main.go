@@ -23,8 +23,8 @@
 //	load = rate / memory sweeper capacity < 1    (unless capped by -maxkeys)
 //	live(t) ≤ keys sent in (t − W − stalls, t] × slack + 64   (≤ MaxKeys)
 //	W = (TTL + 2 × sweep period) / (1 − load)
-//	peak RSS (VmHWM) ≤ RSS before + 64 MiB (256 MiB over Pebble) + peak live × 400 B
-//	peak disk ≤ disk before + 128 MiB + rate × (TTL + 50ms + 2 × Pebble sweep) × 400 B × slack
+//	peak RSS (VmHWM) ≤ RSS before + 64 MiB (128 MiB over Pebble) + peak live × 400 B
+//	peak disk ≤ disk before + 64 MiB + rate × (TTL + 50ms + 2 × Pebble sweep) × 200 B × slack
 //	after the flood: only the victim left in memory, no flood record on disk,
 //	every flood key evicted by sweeping, disk no larger than its peak
 //
@@ -143,8 +143,12 @@ func (r *result) summary(w io.Writer) {
 		name, r.sent, r.elapsed.Seconds(), r.rate, r.peakLive, mib(r.peakRSS), mib(r.peakDisk), r.finalLive, mib(r.finalDisk))
 	fmt.Fprintf(w, "TTL %v; memory sweeper every %v, at most %.0f keys/s examined; swept clean %v after the flood; longest stall of the process %v\n",
 		r.maxTTL, r.sweepLag, r.sweepCapacity, r.settled.Round(time.Millisecond), r.longestStall().Round(time.Millisecond))
-	fmt.Fprintf(w, "bounds: load %.2f, window %v; live keys %d at %v against %d (closest approach); RSS %.1f MiB (base %.1f MiB, %.0f B per peak live key above base)",
-		b.load, b.window.Round(time.Millisecond), b.peak, b.liveAt.Round(time.Millisecond), b.live, mib(b.rss), mib(r.baseRSS), perKey(r.peakRSS-r.baseRSS, r.peakLive))
+	window := b.window.Round(time.Millisecond).String()
+	if b.load >= 1 {
+		window = "none (load ≥ 1)"
+	}
+	fmt.Fprintf(w, "bounds: load %.2f, window %s; live keys %d at %v against %d (closest approach); RSS %.1f MiB (base %.1f MiB, %.0f B per peak live key above base)",
+		b.load, window, b.peak, b.liveAt.Round(time.Millisecond), b.live, mib(b.rss), mib(r.baseRSS), perKey(r.peakRSS-r.baseRSS, r.peakLive))
 	if r.cfg.backend == "pebble" {
 		fmt.Fprintf(w, "; disk %.1f MiB (base %.1f MiB); flood records left on disk %d", mib(b.disk), mib(r.baseDisk), r.diskRecords)
 	}
