@@ -20,9 +20,10 @@
 // and been swept, from memory and from disk. It then checks, and exits 1
 // naming each bound broken:
 //
-//	load = rate / memory sweeper capacity < 1    (unless capped by -maxkeys)
+//	load = rate / memory sweeper capacity (keys it examines per second)
 //	live(t) ≤ keys sent in (t − W − stalls, t] × slack + 64   (≤ MaxKeys)
 //	W = (TTL + 2 × sweep period) / (1 − load)
+//	live(t) ≤ capacity × (TTL + 2 × sweep period) × slack + 64 instead when load ≥ 1
 //	peak RSS (VmHWM) ≤ RSS before + 64 MiB (128 MiB over Pebble) + peak live × 400 B
 //	peak disk ≤ disk before + 64 MiB + rate × (TTL + 50ms + 2 × Pebble sweep) × 200 B × slack
 //	after the flood: only the victim left in memory, no flood record on disk,
@@ -145,7 +146,7 @@ func (r *result) summary(w io.Writer) {
 		r.maxTTL, r.sweepLag, r.sweepCapacity, r.settled.Round(time.Millisecond), r.longestStall().Round(time.Millisecond))
 	window := b.window.Round(time.Millisecond).String()
 	if b.load >= 1 {
-		window = "none (load ≥ 1)"
+		window = "none (load ≥ 1: the sweeper is outrun)"
 	}
 	fmt.Fprintf(w, "bounds: load %.2f, window %s; live keys %d at %v against %d (closest approach); RSS %.1f MiB (base %.1f MiB, %.0f B per peak live key above base)",
 		b.load, window, b.peak, b.liveAt.Round(time.Millisecond), b.live, mib(b.rss), mib(r.baseRSS), perKey(r.peakRSS-r.baseRSS, r.peakLive))
