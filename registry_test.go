@@ -215,8 +215,11 @@ func TestReloadKeepsOrResetsTheBudget(t *testing.T) {
 	if err := reg.Replace([]sluice.Rule{orders}, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	if d := spend("after changing the algorithm"); !d.Allowed || d.Remaining != 9 {
-		t.Errorf("after changing the algorithm: allowed %v remaining %d, want true 9 (fresh)", d.Allowed, d.Remaining)
+	if d := spend("after changing the algorithm"); !d.Allowed || d.Remaining != 9 || d.CorruptState {
+		t.Errorf("after changing the algorithm: allowed %v remaining %d corrupt %v, want true 9 false (fresh, not corrupt)", d.Allowed, d.Remaining, d.CorruptState)
+	}
+	if n := e.Stats().CorruptRecords; n != 0 {
+		t.Errorf("after changing the algorithm: %d corrupt records counted, want 0 (the old record is another algorithm's, not corrupt)", n)
 	}
 	// An invalid reload is refused and the rules in force stay.
 	bad := orders

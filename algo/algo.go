@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/codec"
 )
 
 // The configuration names of the algorithms.
@@ -107,7 +109,9 @@ type Decision struct {
 	// decision. Zero means it is equivalent already.
 	TTL time.Duration
 	// CorruptState reports that the stored record did not decode and was
-	// treated as absent.
+	// treated as absent. Another algorithm's valid record (left by a rule
+	// whose algorithm changed) is treated as absent too, but is not
+	// corrupt.
 	CorruptState bool
 }
 
@@ -321,4 +325,13 @@ func Capacity(a Algorithm) int64 {
 		return a.capacity
 	}
 	return a.Params().Capacity()
+}
+
+// isCorrupt reports whether state, which did not decode as this
+// algorithm's record, is corrupt: present and not another algorithm's
+// valid record. A rule whose algorithm changed finds the old algorithm's
+// records under its keys; those start fresh like absent ones, and are not
+// counted as corrupt.
+func isCorrupt(state []byte) bool {
+	return len(state) != 0 && !codec.Valid(state)
 }

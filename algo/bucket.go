@@ -74,7 +74,7 @@ func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 func (a *TokenBucket) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	full := a.capacity * unit
 	s, err := codec.DecodeBucket(state, codec.TagTokenBucket)
-	corrupt := err != nil && len(state) != 0
+	corrupt := err != nil && isCorrupt(state)
 	if err != nil {
 		s = codec.Bucket{Updated: now, Level: full}
 	}
@@ -127,7 +127,7 @@ func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 func (a *LeakyBucket) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	full := a.capacity * unit
 	s, err := codec.DecodeBucket(state, codec.TagLeakyBucket)
-	corrupt := err != nil && len(state) != 0
+	corrupt := err != nil && isCorrupt(state)
 	if err != nil {
 		s = codec.Bucket{Updated: now}
 	}
@@ -199,7 +199,7 @@ func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // decision in its own frame instead of copying it through the stack.
 func (a *GCRA) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	s, err := codec.DecodeGCRA(state)
-	corrupt := err != nil && len(state) != 0
+	corrupt := err != nil && isCorrupt(state)
 	if err != nil {
 		s.TAT = now
 	}

@@ -40,7 +40,7 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // decision in its own frame instead of copying it through the stack.
 func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	l, err := codec.DecodeLog(state)
-	corrupt := err != nil && len(state) != 0
+	corrupt := err != nil && isCorrupt(state)
 	horizon := satAdd(now, -a.window) // entries at or before it have aged out
 	var (
 		alive int64

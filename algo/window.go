@@ -28,7 +28,7 @@ func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
 func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	start := align(now, a.window)
 	s, err := codec.DecodeWindow(state)
-	corrupt := err != nil && len(state) != 0
+	corrupt := err != nil && isCorrupt(state)
 	switch {
 	case err != nil || s.Start < start:
 		s = codec.Window{Start: start}
@@ -77,7 +77,7 @@ func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []
 	w := a.window
 	start := align(now, w)
 	s, err := codec.DecodeCounter(state)
-	corrupt := err != nil && len(state) != 0
+	corrupt := err != nil && isCorrupt(state)
 	switch {
 	case err != nil:
 		s = codec.Counter{Start: start}

@@ -76,6 +76,32 @@ func Header(record []byte) (version int, tag Tag, err error) {
 	return int(record[0] >> 4), Tag(record[0] & 0x0f), nil
 }
 
+// Valid reports whether record is a whole, valid record of any algorithm,
+// read by the decoder its own header names. A step that finds another
+// algorithm's valid record under its key (a rule whose algorithm changed)
+// starts fresh without calling it corrupt.
+func Valid(record []byte) bool {
+	_, t, err := Header(record)
+	if err != nil {
+		return false
+	}
+	switch t {
+	case TagTokenBucket, TagLeakyBucket:
+		_, err = DecodeBucket(record, t)
+	case TagFixedWindow:
+		_, err = DecodeWindow(record)
+	case TagSlidingLog:
+		_, err = DecodeLog(record)
+	case TagSlidingCounter:
+		_, err = DecodeCounter(record)
+	case TagGCRA:
+		_, err = DecodeGCRA(record)
+	default:
+		return false
+	}
+	return err == nil
+}
+
 func check(src []byte, t Tag, size int) error {
 	if len(src) == 0 {
 		return ErrTruncated // no record: the common case, so no formatting

@@ -568,3 +568,29 @@ func FuzzDecode(f *testing.F) {
 		checkDecodeAll(t, b)
 	})
 }
+
+func TestValid(t *testing.T) {
+	good := map[string][]byte{
+		"token bucket": codec.AppendBucket(nil, codec.TagTokenBucket, codec.Bucket{Updated: 5, Level: 7}),
+		"leaky bucket": codec.AppendBucket(nil, codec.TagLeakyBucket, codec.Bucket{Updated: 5, Level: 7}),
+		"fixed window": codec.AppendWindow(nil, codec.Window{Start: 5, Count: 2}),
+		"counter":      codec.AppendCounter(nil, codec.Counter{Start: 5, Count: 1, Previous: 2}),
+		"gcra":         codec.AppendGCRA(nil, codec.GCRA{TAT: 9}),
+	}
+	w := codec.NewLogWriter(nil, 100, codec.LogShift(int64(time.Second)))
+	w.Add(100)
+	good["log"] = w.Bytes()
+	for name, rec := range good {
+		if !codec.Valid(rec) {
+			t.Errorf("codec.Valid(%s %x) = false", name, rec)
+		}
+		if len(rec) > 1 && name != "log" && codec.Valid(rec[:len(rec)-1]) {
+			t.Errorf("codec.Valid(%s cut short %x) = true", name, rec[:len(rec)-1])
+		}
+	}
+	for _, rec := range [][]byte{nil, {}, {0x1f}, {0x21, 0, 0, 0, 0, 0, 0, 0, 0}, []byte("token_bucket")} {
+		if codec.Valid(rec) {
+			t.Errorf("codec.Valid(%x) = true", rec)
+		}
+	}
+}
