@@ -32,7 +32,12 @@ var (
 	// ErrNoAlgorithm is returned for a Limit without an algorithm.
 	ErrNoAlgorithm = errors.New("sluice/engine: limit has no algorithm")
 	// ErrStore wraps an error from the backend: the decision could not be
-	// made or recorded. Nothing was spent.
+	// made or recorded, and the caller has no decision (the middleware
+	// applies its open or closed policy). A failed read spends nothing. A
+	// failed write may still leave the spending recorded: in Sync mode it
+	// stays in the engine's memory and goes out with the next commit, and
+	// a Striped backend may have changed the record in place. An error
+	// never refunds; a retry after one may be charged twice.
 	ErrStore = errors.New("sluice/engine: store")
 )
 
