@@ -51,9 +51,13 @@
 //
 // A record whose expiry has passed reads as absent at once. A background
 // sweeper frees expired records incrementally: every Options.SweepInterval it
-// visits each shard once and examines at most Options.SweepBatch keys there,
-// walking the index from a per-shard cursor, so no lock is held for a scan of
-// the whole store. Store.Sweep runs the same bounded step on demand.
+// examines every key held, in steps that visit each shard once and examine
+// at most Options.SweepBatch keys there, walking the index from a per-shard
+// cursor, so no lock is held for a scan of the whole store and decisions
+// interleave with the sweep. Because a run covers every key, however many
+// arrived since the last, an expired key is freed within about two
+// intervals: memory is bounded by the keys live within their TTL even under
+// a flood of new keys. Store.Sweep runs one bounded step on demand.
 //
 // # Capacity
 //

@@ -55,16 +55,18 @@ type Options struct {
 	// unknown key by policy (fail open or closed) instead.
 	MaxKeys int
 
-	// SweepInterval is how often the background sweeper runs one bounded
-	// step (see Store.Sweep). Zero means one second; a negative value
-	// disables the sweeper, and expired keys are then removed only by
-	// explicit calls to Sweep (they read as absent regardless).
+	// SweepInterval is how often the background sweeper runs. Each run
+	// examines every key held (at least SweepBatch per shard), in bounded
+	// steps (see Store.Sweep), so an expired key is freed within about two
+	// intervals however fast new keys arrive. Zero means one second; a
+	// negative value disables the sweeper, and expired keys are then
+	// removed only by explicit calls to Sweep (they read as absent
+	// regardless).
 	SweepInterval time.Duration
 
 	// SweepBatch is the largest number of keys examined per shard visit,
-	// that is the most work done under one shard lock by a sweep. Each
-	// background tick visits every shard once, so it examines at most
-	// SweepBatch*Shards keys. Zero or less means 1024.
+	// that is the most work done under one shard lock by a sweep. Zero or
+	// less means 1024.
 	SweepBatch int
 
 	// Now is the sweeper's clock, in Unix nanoseconds. It is never called

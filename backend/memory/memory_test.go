@@ -435,3 +435,28 @@ func BenchmarkParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestSweeperIsNotOutrun: a background sweep examines every key held, not a
+// fixed batch, so keys arriving faster than SweepBatch*Shards per interval
+// are still freed within a couple of intervals of expiring. (With a fixed
+// batch of 16 keys per 10 ms, 10,000 expired keys would take over 6 s.)
+func TestSweeperIsNotOutrun(t *testing.T) {
+	var now atomic.Int64
+	s := open(t, &memory.Options{Shards: 1, SweepBatch: 16, SweepInterval: 10 * time.Millisecond, Now: now.Load})
+	for i := range 10_000 {
+		if err := s.Put(fmt.Appendf(nil, "k%d", i), []byte("v"), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now.Store(200) // every key expired
+	deadline := time.Now().Add(time.Second)
+	for s.Len() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 10,000 expired keys still held 100 sweep intervals after they expired", s.Len())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := s.Stats(); st.Evicted != 10_000 {
+		t.Errorf("Stats().Evicted = %d, want 10,000", st.Evicted)
+	}
+}
