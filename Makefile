@@ -6,8 +6,9 @@ FUZZTIME  ?= 30s
 BENCHTIME ?= 500ms
 COUNT     ?= 6
 SOAKTIME  ?= 2m
+FLOODKEYS ?= 10000000
 
-.PHONY: all build test vet race demo bench bench-report bench-compile fuzz soak load accuracy clean
+.PHONY: all build test vet race demo bench bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -63,6 +64,13 @@ bench-report:
 ## counters, a clean SIGTERM and a store that reopens.
 soak:
 	$(GO) run ./internal/cmd/soak -duration $(SOAKTIME)
+
+## flood: FLOODKEYS distinct keys through memory (as serve runs it, then
+## capped by MaxKeys) and through Pebble; exits 1 naming a broken bound.
+flood:
+	$(GO) run ./internal/cmd/flood -keys $(FLOODKEYS) -backend memory
+	$(GO) run ./internal/cmd/flood -keys $(FLOODKEYS) -backend memory -maxkeys 100000
+	$(GO) run ./internal/cmd/flood -keys $(FLOODKEYS) -backend pebble
 
 ## fuzz: every fuzz target for FUZZTIME each.
 fuzz:
