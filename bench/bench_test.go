@@ -158,9 +158,12 @@ func impls(w workload) []impl {
 	return out
 }
 
-// open builds im for one run and closes it when the run ends.
+// open builds im for one run and closes it when the run ends. It first
+// collects the garbage earlier runs left (peers without a Close leave whole
+// key maps behind), so that no run pays for another's collection.
 func open(b *testing.B, im impl) Limiter {
 	b.Helper()
+	runtime.GC()
 	l, err := im.new()
 	if err != nil {
 		b.Fatal(err)
@@ -182,6 +185,7 @@ func warm(b *testing.B, l Limiter, keys []string) {
 			b.Fatalf("warming %q: allowed %v, error %v", k, ok, err)
 		}
 	}
+	runtime.GC() // the copies, and whatever the warming left, before the timer starts
 }
 
 // runKeys calls Allow for keys in turn, starting over at the end, and fails

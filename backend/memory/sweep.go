@@ -64,7 +64,8 @@ func (s *Store) sweeper(interval time.Duration) {
 }
 
 // tick is one background sweep: Sweep steps until it has examined as many
-// keys as the store held when it began, and at least SweepBatch per shard.
+// keys as the store held when it began (one step when it held fewer than a
+// step examines).
 // Each step holds one shard lock at a time, for at most SweepBatch keys, so
 // decisions interleave with it; and since a tick examines every key held,
 // a key is freed within about two intervals of its expiry however fast new
@@ -73,7 +74,7 @@ func (s *Store) sweeper(interval time.Duration) {
 func (s *Store) tick() {
 	now := s.now()
 	step := s.batch * len(s.shards)
-	target := max(step, int(s.keys.Load()))
+	target := max(1, int(s.keys.Load()))
 	for done := 0; done < target; {
 		examined, _ := s.sweep(now, step)
 		if examined == 0 {

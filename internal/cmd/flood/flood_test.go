@@ -91,19 +91,20 @@ func TestFloodStaysBounded(t *testing.T) {
 // A memory sweeper too slow for the flood (one shard, one key per 50ms)
 // lets expired keys pile up: the command must say so and exit 1, naming the
 // live-key bound, the sweeper's capacity and the keys left unswept.
-func TestFloodReportsSweeperOutrun(t *testing.T) {
+func TestFloodReportsAnUnsweptStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command")
 	}
 	bin := buildFlood(t)
+	// The memory store's sweeper turned off, the bounds still those of one
+	// running every 50ms: keys pile up, and the checks must say so.
 	code, stdout, stderr := runFlood(t, bin, "-keys", "20000", "-backend", "memory", "-ttl", "50ms",
-		"-stripes", "1", "-sweep-batch", "1", "-sweep-interval", "50ms", "-settle", "500ms", "-sample", "100ms")
+		"-no-sweeper", "-sweep-interval", "50ms", "-settle", "500ms", "-sample", "100ms")
 	if code != 1 {
 		t.Fatalf("exit status %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, w := range []string{
 		"flood: FAIL: live keys:",
-		"at least as fast as it examines them (20/s",
 		"flood: FAIL: expired keys not swept from memory",
 	} {
 		if !strings.Contains(stderr, w) {
