@@ -56,9 +56,9 @@ type Options struct {
 	MaxKeys int
 
 	// SweepInterval is how often the background sweeper runs. Each run
-	// examines every key held (at least SweepBatch per shard), in bounded
-	// steps (see Store.Sweep), so an expired key is freed within about two
-	// intervals however fast new keys arrive. Zero means one second; a
+	// examines every key held, shard by shard, in steps that hold a shard's
+	// lock for at most SweepBatch keys, so an expired key is freed within
+	// about two intervals however fast new keys arrive. Zero means one second; a
 	// negative value disables the sweeper, and expired keys are then
 	// removed only by explicit calls to Sweep (they read as absent
 	// regardless).

@@ -270,3 +270,22 @@ func TestShardSize(t *testing.T) {
 		}
 	}
 }
+
+// TestTickCoversEveryShard: one background sweep frees every expired key
+// of every shard, however unevenly the keys fall across the shards and
+// however small SweepBatch is.
+func TestTickCoversEveryShard(t *testing.T) {
+	for _, shards := range []int{1, 2, 8} {
+		s := New(&Options{Shards: shards, SweepBatch: 1, SweepInterval: -1, Now: func() int64 { return 200 }})
+		for i := range 10_001 {
+			if err := s.Put(fmt.Appendf(nil, "key-%d", i), []byte("v"), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.tick()
+		if n := s.Len(); n != 0 {
+			t.Errorf("%d shards: %d of 10,001 expired keys left after one tick", shards, n)
+		}
+		s.Close()
+	}
+}

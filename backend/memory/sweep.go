@@ -8,9 +8,10 @@ import "time"
 // the shard's lock, removing those expired at now. It stops once it has
 // examined budget keys in all. It returns the number of keys removed.
 //
-// The background sweeper calls it every SweepInterval, as many times as it
-// takes to examine every key held (see Options.SweepInterval); tests call
-// it directly with their own clock. Expired keys
+// The background sweeper does not call it: each SweepInterval it walks
+// every key of every shard in steps of the same size (see
+// Options.SweepInterval). Tests and programs with their own clock call
+// Sweep directly. Expired keys
 // read as absent whether or not they have been swept; sweeping only frees
 // their memory. Sweep takes shard locks itself, so it must not be called
 // while holding one. After Close, Sweep returns 0.
@@ -63,28 +64,49 @@ func (s *Store) sweeper(interval time.Duration) {
 	}
 }
 
-// tick is one background sweep: Sweep steps until it has examined as many
-// keys as the store held when it began (one step when it held fewer than a
-// step examines).
-// Each step holds one shard lock at a time, for at most SweepBatch keys, so
-// decisions interleave with it; and since a tick examines every key held,
-// a key is freed within about two intervals of its expiry however fast new
-// keys arrive. A tick with a fixed budget could be outrun by a flood of new
-// keys, and memory would then grow past what the TTL bounds.
+// tick is one background sweep: it examines every key of every shard, one
+// shard at a time, in steps that hold the shard's lock for at most
+// SweepBatch keys, so decisions interleave with it. Since a tick covers
+// every key held, however many arrived since the last, an expired key is
+// freed within about two intervals: a sweep with a fixed budget per tick
+// could be outrun by a flood of new keys, and memory would then grow past
+// what the TTL bounds.
 func (s *Store) tick() {
 	now := s.now()
-	step := s.batch * len(s.shards)
-	target := max(1, int(s.keys.Load()))
-	for done := 0; done < target; {
-		examined, _ := s.sweep(now, step)
-		if examined == 0 {
-			return // nothing left to examine
-		}
-		done += examined
-		select {
-		case <-s.stop:
-			return
-		default:
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		// Cover the keys the shard held when its visit began. A step
+		// advances the cursor over at most 8 slots per key allowed, so a
+		// pass over a sparse index may take steps that examine nothing;
+		// calls bounds them by a full pass's worth.
+		target, calls := -1, 0
+		for done := 0; target < 0 || (done < target && calls > 0); calls-- {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			sh.mu.Lock()
+			if sh.closed {
+				sh.mu.Unlock()
+				return
+			}
+			if target < 0 {
+				target = sh.count
+				calls = len(sh.slots)/(8*s.batch) + target/s.batch + 2
+			}
+			examined, removed := sh.sweep(now, s.batch)
+			if removed > 0 {
+				s.tidy(sh)
+			}
+			sh.mu.Unlock()
+			done += examined
+			if removed > 0 {
+				s.keys.Add(-int64(removed))
+				s.evicted.Add(uint64(removed))
+			}
 		}
 	}
 }
