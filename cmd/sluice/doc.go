@@ -79,9 +79,9 @@
 // directory, durability and flush interval) is read at start only; the
 // rules, the default, the match mode, the identity section and
 // on_store_error are reloaded when the file changes or on SIGHUP, and an
-// invalid file is rejected whole, the running configuration staying. The admin listener, when
-// --admin is given, serves /metrics (Prometheus), /healthz ("ok") and
-// /rules (the rules in force, as JSON). SIGTERM or SIGINT stops accepting,
+// invalid file is rejected whole, the running configuration staying. The
+// admin listener, when --admin is given, serves /metrics (Prometheus),
+// /healthz ("ok") and /rules (the rules in force, as JSON). SIGTERM or SIGINT stops accepting,
 // drains the requests in flight (for up to 10s), flushes and closes the
 // store and exits 0. Exit status 2 means a usage error or an invalid
 // configuration (named by file, line and field), 1 any other failure.

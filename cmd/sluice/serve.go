@@ -31,6 +31,9 @@ import (
 // requests in flight to finish.
 const serveShutdownTimeout = 10 * time.Second
 
+// maxIdleUpstreamConns bounds the idle connections kept to the upstream.
+const maxIdleUpstreamConns = 1024
+
 // runServeCmd is the "serve" command: runServe until SIGTERM or SIGINT.
 func runServeCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -170,12 +173,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	}
 	handler := &swapHandler{}
 	handler.h.Store(&h)
-	in := serveSettings(cfg)
 	// A reload puts the rules and the match mode in force through the
 	// registry (Watch does that); the identity section and on_store_error
-	// are put in force here. The store section is read at start only.
+	// are put in force here, by a new handler. The store section is read at
+	// start only. The file was parsed and validated before OnReload is
+	// called, so building the handler fails only if the parser and
+	// httplimit disagree; then the previous identity and policy stay.
 	onReload := func(next *sluice.Config, err error) {
-		if err != nil || serveSettings(next) == in {
+		if err != nil {
 			return
 		}
 		h, err := limited(next)
@@ -184,8 +189,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			return
 		}
 		handler.h.Store(&h)
-		in = serveSettings(next)
-		logger.Info("sluice serve: reload: identity and store-error settings in force", "config", *configPath)
 	}
 	w, err := sluice.Watch(*configPath, reg, sluice.WatchOptions{
 		Initial:  cfg,
@@ -267,14 +270,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 }
 
 // upstreamTransport is the proxy's transport to the upstream: the default
-// transport's dialer, proxy and timeouts, but keeping as many idle
-// connections to the one upstream as requests in flight have needed. The
-// default keeps two per host, so under concurrency every request past the
-// second would dial a new connection and leave it in TIME_WAIT.
+// transport's dialer, proxy and timeouts, but keeping up to
+// maxIdleUpstreamConns idle connections to the one upstream, as many as
+// requests in flight have needed. The default keeps two per host, so under
+// concurrency every request past the second would dial a new connection
+// and leave it in TIME_WAIT.
 func upstreamTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 0 // no limit across hosts; there is one host
-	t.MaxIdleConnsPerHost = 1024
+	t.MaxIdleConnsPerHost = maxIdleUpstreamConns
 	return t
 }
 
@@ -285,17 +289,6 @@ type swapHandler struct {
 
 func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*s.h.Load()).ServeHTTP(w, r)
-}
-
-// settings are the parts of a configuration, other than its rules, that
-// serve puts in force on a reload.
-type settings struct {
-	identity string // the identity section, printed
-	policy   sluice.StoreErrorPolicy
-}
-
-func serveSettings(c *sluice.Config) settings {
-	return settings{identity: fmt.Sprintf("%+v", c.Identity), policy: c.OnStoreError}
 }
 
 // ruleJSON is one rule as /rules shows it.
