@@ -18,7 +18,7 @@ import (
 // backend.Ranger exactly when inner does. Closing the wrapper closes inner
 // (unless a rule fails the Close).
 func Wrap(inner backend.Backend) (backend.Backend, *Faults) {
-	f := &Faults{inner: inner}
+	f := &Faults{}
 	return wrap(f, inner), f
 }
 
@@ -75,8 +75,8 @@ type Call struct {
 	// N is the call's number among calls of Op through this wrapper,
 	// counting from 1 and including calls a rule failed.
 	N int
-	// Key is the key of a single-key operation; nil for WriteBatch, Range
-	// and Close. It is valid only during Match.
+	// Key is the key of a single-key operation, and Range's start key; nil
+	// for WriteBatch and Close. It is valid only during Match.
 	Key []byte
 	// Batch is WriteBatch's writes; valid only during Match.
 	Batch []backend.Write
@@ -137,8 +137,6 @@ type armed struct {
 
 // Faults controls one wrapper: the rules in force and the calls seen.
 type Faults struct {
-	inner backend.Backend
-
 	mu     sync.Mutex // guards rules and next
 	rules  []*armed
 	next   ID
@@ -205,9 +203,6 @@ func (f *Faults) Calls(op Op) int {
 
 // Faulted returns how many calls a rule has faulted.
 func (f *Faults) Faulted() int { return int(f.faults.Load()) }
-
-// Inner returns the wrapped backend.
-func (f *Faults) Inner() backend.Backend { return f.inner }
 
 // effect is what the rules in force do to one call.
 type effect struct {

@@ -241,6 +241,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	client := cfg.Client
 	if client == nil {
 		client = NewClient(cfg.Workers, 10*time.Second)
+		defer client.CloseIdleConnections() // its connections end with the run
 	}
 	workers := cfg.Workers
 	if cfg.Requests > 0 && cfg.Requests < workers {

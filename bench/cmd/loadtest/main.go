@@ -270,8 +270,8 @@ func measure(ctx context.Context, o *options, logw io.Writer) (*measurement, err
 	// measurePair drives n requests per side at the given concurrency, in
 	// o.rounds rounds whose first side rotates.
 	measurePair := func(workers, n int) (*pair, error) {
-		pr := &pair{concurrency: workers, requests: n}
 		per := n / o.rounds
+		pr := &pair{concurrency: workers, requests: per * o.rounds}
 		sides := []string{upURL, bareURL, proxyURL}
 		results := []*loadgen.Result{&pr.direct, &pr.bare, &pr.proxy}
 		for r := range o.rounds {
@@ -328,8 +328,10 @@ func measure(ctx context.Context, o *options, logw io.Writer) (*measurement, err
 		m.failures = append(m.failures, "limited traffic: "+m.limitedDetail)
 	}
 
-	if _, err := bp.Stop(20 * time.Second); err != nil {
+	if code, err := bp.Stop(20 * time.Second); err != nil {
 		m.failures = append(m.failures, "the bare proxy: "+err.Error())
+	} else if code != 0 {
+		m.failures = append(m.failures, fmt.Sprintf("the bare proxy exited with %d after SIGTERM, want 0; its log:\n%s", code, bp.Log()))
 	}
 	code, err := p.Stop(20 * time.Second)
 	m.exitCode = code

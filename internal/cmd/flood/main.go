@@ -25,7 +25,7 @@
 //	peak RSS (VmHWM) ≤ RSS before + 64 MiB (128 MiB over Pebble) + peak live × 400 B
 //	peak disk ≤ disk before + 64 MiB + rate × (TTL + 50ms + 2 × Pebble sweep) × 200 B × slack
 //	after the flood: only the victim left in memory, no flood record on disk,
-//	every flood key evicted by sweeping, disk no larger than its peak
+//	every flood key evicted by sweeping
 //
 // checked every 10ms, where W is the time a key can stay before the sweeper
 // reaches it (each run examines every key held), stalls is the time within

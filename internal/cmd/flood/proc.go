@@ -1,49 +1,19 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
+
+	"github.com/sluice-go/sluice/internal/loadgen/serveproc"
 )
 
-// procStatus reads VmRSS and VmHWM (the peak resident set) of this process
-// from /proc/self/status, in bytes.
+// procStatus reads VmRSS and VmHWM (the peak resident set) of this process,
+// in bytes.
 func procStatus() (rss, hwm int64, err error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case bytes.HasPrefix(line, []byte("VmRSS:")):
-			rss, err = kiB(line[len("VmRSS:"):])
-		case bytes.HasPrefix(line, []byte("VmHWM:")):
-			hwm, err = kiB(line[len("VmHWM:"):])
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-	}
-	if rss == 0 || hwm == 0 {
-		return 0, 0, errors.New("/proc/self/status: no VmRSS or VmHWM line")
-	}
-	return rss, hwm, nil
-}
-
-// kiB parses "   1234 kB" into bytes.
-func kiB(field []byte) (int64, error) {
-	f := bytes.Fields(field)
-	if len(f) != 2 || string(f[1]) != "kB" {
-		return 0, errors.New("/proc/self/status: unexpected field " + strconv.Quote(string(field)))
-	}
-	n, err := strconv.ParseInt(string(f[0]), 10, 64)
-	return n << 10, err
+	m, err := serveproc.ReadMemory(os.Getpid())
+	return m.RSS, m.HWM, err
 }
 
 // resetPeakRSS makes VmHWM start again from the current resident set
