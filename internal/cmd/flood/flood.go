@@ -77,6 +77,7 @@ type config struct {
 	// checks fail when keys are not swept.
 	noSweeper   bool
 	pebbleSweep time.Duration // Pebble's sweeper period; 0: the default (10s)
+	pebbleCache int64         // Pebble's block cache in bytes; 0: the store's default
 	maxKeys     int           // memory store MaxKeys; 0: unlimited
 	slack       float64       // multiplies the live-key and disk bounds
 	settle      time.Duration // how long to wait for the keys to expire and be swept; 0: derived
@@ -517,7 +518,7 @@ func (c *config) open() (eng *engine.Engine, store backend.Backend, cleanup func
 			c.dir = tmp
 			cleanup = func() { os.RemoveAll(tmp) }
 		}
-		store, err = pebble.Open(c.dir, &pebble.Options{SweepInterval: c.pebbleSweep})
+		store, err = pebble.Open(c.dir, &pebble.Options{SweepInterval: c.pebbleSweep, CacheSize: c.pebbleCache})
 		if err != nil {
 			cleanup()
 			return nil, nil, nil, err

@@ -83,6 +83,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.sweepBatch, "sweep-batch", 0, "memory backend SweepBatch, keys per shard per sweep (default 1024)")
 	fs.BoolVar(&cfg.noSweeper, "no-sweeper", false, "turn the memory backend's sweeper off, keeping the bounds of one (the checks must then fail)")
 	fs.DurationVar(&cfg.pebbleSweep, "pebble-sweep", 0, "Pebble SweepInterval (default 10s)")
+	fs.Int64Var(&cfg.pebbleCache, "pebble-cache", 0, "Pebble's block cache in `bytes` (default: the store's)")
 	fs.IntVar(&cfg.maxKeys, "maxkeys", 0, "memory backend MaxKeys (default unlimited)")
 	fs.Float64Var(&cfg.slack, "slack", 1.5, "multiplies the live-key and disk bounds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the flood and its settling to `file`")
