@@ -39,10 +39,10 @@ const (
 	// rssFixedMemory and rssFixedPebble are the resident bytes a flood may
 	// add beyond its keys: the workers' and sampler's garbage, and over
 	// Pebble its memtables (4 MiB each, several queued while they flush),
-	// block cache (8 MiB), the tier's dirty set between two flushes and a
-	// flush batch in flight.
+	// the tier's dirty set between two flushes and a flush batch in
+	// flight. Pebble's block cache is added to rssFixedPebble as sized.
 	rssFixedMemory = 64 << 20
-	rssFixedPebble = 128 << 20
+	rssFixedPebble = 120 << 20
 	// diskPerKey bounds the bytes on disk one record written within the
 	// disk window costs: its key and value in the write-ahead log and in a
 	// table, its tombstone once swept, and the space not yet reclaimed by
@@ -484,6 +484,14 @@ func (c *config) sweeper() time.Duration {
 	return c.sweepInterval
 }
 
+// pebbleCacheSize is the block cache the Pebble store runs with.
+func (c *config) pebbleCacheSize() int64 {
+	if c.pebbleCache > 0 {
+		return c.pebbleCache
+	}
+	return pebble.DefaultCacheSize
+}
+
 func (c *config) pebbleSweepInterval() time.Duration {
 	if c.pebbleSweep == 0 {
 		return pebble.DefaultSweepInterval
@@ -595,7 +603,7 @@ func (r *result) bounds() bounds {
 	}
 	fixed := int64(rssFixedMemory)
 	if r.cfg.backend == "pebble" {
-		fixed = rssFixedPebble
+		fixed = rssFixedPebble + r.cfg.pebbleCacheSize()
 		diskWindow := r.maxTTL + engine.DefaultFlushInterval + 2*r.cfg.pebbleSweepInterval()
 		b.disk = r.baseDisk + diskFixed + int64(r.rate*diskWindow.Seconds()*diskPerKey*r.cfg.slack)
 	}

@@ -22,7 +22,7 @@
 //
 //	live(t) ≤ keys sent in (t − W − stalls, t] × slack + 64   (≤ MaxKeys)
 //	W = TTL + 2 × sweep period
-//	peak RSS (VmHWM) ≤ RSS before + 64 MiB (128 MiB over Pebble) + peak live × 400 B
+//	peak RSS (VmHWM) ≤ RSS before + 64 MiB (over Pebble 120 MiB + its block cache, 64 MiB by default) + peak live × 400 B
 //	peak disk ≤ disk before + 64 MiB + rate × (TTL + 50ms + 2 × Pebble sweep) × 200 B × slack
 //	after the flood: only the victim left in memory, no flood record on disk,
 //	every flood key evicted by sweeping
