@@ -56,13 +56,7 @@ func FuzzGateway(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer eng.Close()
-		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{
-			UserHeader:                    cfg.Identity.UserHeader,
-			APIKeyHeader:                  cfg.Identity.APIKeyHeader,
-			TrustedProxies:                cfg.Identity.TrustedProxies,
-			IPv6Prefix:                    cfg.Identity.IPv6Prefix,
-			HeadersFromTrustedProxiesOnly: cfg.Identity.HeadersFromTrustedProxiesOnly,
-		})
+		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfigFrom(cfg.Identity))
 		if err != nil {
 			t.Fatalf("a parsed identity section is refused: %v", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/sluice-go/sluice"
 )
 
 // Defaults an IdentifierConfig falls back to for the fields it leaves zero.
@@ -100,6 +102,19 @@ type IdentifierConfig struct {
 	HeadersFromTrustedProxiesOnly bool
 	// Func, when set, supplies the identity instead of the headers.
 	Func IdentityFunc
+}
+
+// IdentifierConfigFrom returns the IdentifierConfig that the "identity"
+// section of a configuration file (sluice.IdentityConfig) describes. Func,
+// which no file can set, is left nil.
+func IdentifierConfigFrom(c sluice.IdentityConfig) IdentifierConfig {
+	return IdentifierConfig{
+		UserHeader:                    c.UserHeader,
+		APIKeyHeader:                  c.APIKeyHeader,
+		TrustedProxies:                c.TrustedProxies,
+		IPv6Prefix:                    c.IPv6Prefix,
+		HeadersFromTrustedProxiesOnly: c.HeadersFromTrustedProxiesOnly,
+	}
 }
 
 // Identifier turns a request into the key a rule's budget is counted

@@ -144,13 +144,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	// changes them swaps in a new handler, and requests in flight finish
 	// on the old one.
 	limited := func(cfg *sluice.Config) (http.Handler, error) {
-		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{
-			UserHeader:                    cfg.Identity.UserHeader,
-			APIKeyHeader:                  cfg.Identity.APIKeyHeader,
-			TrustedProxies:                cfg.Identity.TrustedProxies,
-			IPv6Prefix:                    cfg.Identity.IPv6Prefix,
-			HeadersFromTrustedProxiesOnly: cfg.Identity.HeadersFromTrustedProxiesOnly,
-		})
+		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfigFrom(cfg.Identity))
 		if err != nil {
 			return nil, fmt.Errorf("identity: %w", err)
 		}
