@@ -27,7 +27,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -186,31 +185,23 @@ func measure(ctx context.Context, o *options, logw io.Writer) (*measurement, err
 	}
 	defer os.RemoveAll(tmp)
 
-	bin := o.sluice
-	if bin == "" {
-		root, err := serveproc.ModuleRoot("..")
-		if err != nil {
-			return nil, err
-		}
-		bin = filepath.Join(tmp, "sluice")
-		fmt.Fprintf(logw, "loadtest: building %s/cmd/sluice\n", root)
-		if err := serveproc.Build(ctx, root, bin); err != nil {
-			return nil, err
-		}
+	if o.sluice == "" {
+		fmt.Fprintf(logw, "loadtest: building cmd/sluice\n")
 	}
-
-	body := []byte("ok\n")
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.Write(body)
-	}), ReadHeaderTimeout: 5 * time.Second}
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	bin, err := serveproc.Binary(ctx, o.sluice, "..", tmp)
 	if err != nil {
 		return nil, err
 	}
-	go up.Serve(uln)
-	defer up.Close()
-	upURL := "http://" + uln.Addr().String()
+
+	body := []byte("ok\n")
+	upURL, closeUp, err := serveproc.Upstream(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(body)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	defer closeUp()
 
 	cfg := filepath.Join(tmp, "sluice.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, filepath.Join(tmp, "state"), o.limit), 0o644); err != nil {

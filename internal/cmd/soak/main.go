@@ -30,7 +30,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -369,28 +368,18 @@ func soak(ctx context.Context, o *options, stdout io.Writer) ([]string, error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
-	bin := o.sluice
-	if bin == "" {
-		root, err := serveproc.ModuleRoot(".")
-		if err != nil {
-			return nil, err
-		}
-		bin = filepath.Join(tmp, "sluice")
-		if err := serveproc.Build(ctx, root, bin); err != nil {
-			return nil, err
-		}
-	}
-
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		io.WriteString(w, "upstream ok\n")
-	}), ReadHeaderTimeout: 5 * time.Second}
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	bin, err := serveproc.Binary(ctx, o.sluice, ".", tmp)
 	if err != nil {
 		return nil, err
 	}
-	go up.Serve(uln)
-	defer up.Close()
+	upURL, closeUp, err := serveproc.Upstream(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "upstream ok\n")
+	}))
+	if err != nil {
+		return nil, err
+	}
+	defer closeUp()
 
 	cfgDir := filepath.Join(tmp, "config")
 	if err := os.Mkdir(cfgDir, 0o755); err != nil {
@@ -400,7 +389,7 @@ func soak(ctx context.Context, o *options, stdout io.Writer) ([]string, error) {
 	if err := writeConfig(cfgPath, configText(variants[0], dir)); err != nil {
 		return nil, err
 	}
-	p, err := serveproc.Start(bin, cfgPath, "http://"+uln.Addr().String(), filepath.Join(tmp, "serve.log"), 30*time.Second)
+	p, err := serveproc.Start(bin, cfgPath, upURL, filepath.Join(tmp, "serve.log"), 30*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -70,6 +71,37 @@ func Build(ctx context.Context, root, out string) error {
 		return fmt.Errorf("serveproc: go build ./cmd/sluice in %s: %w\n%s", root, err, b)
 	}
 	return nil
+}
+
+// Binary returns bin when it is set; otherwise it builds cmd/sluice of the
+// main module found from dir (see ModuleRoot) into tmp and returns the
+// path of the result.
+func Binary(ctx context.Context, bin, dir, tmp string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	root, err := ModuleRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(tmp, "sluice")
+	if err := Build(ctx, root, out); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// Upstream serves h on 127.0.0.1 at a port the system picks, for a serve
+// process to proxy to. It returns the server's URL and a function that
+// closes it.
+func Upstream(h http.Handler) (url string, closeFn func() error, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), srv.Close, nil
 }
 
 // Process is a running `sluice serve`.

@@ -1,6 +1,9 @@
 package serveproc
 
 import (
+	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,5 +51,41 @@ func TestModuleRoot(t *testing.T) {
 	}
 	if _, err := ModuleRoot(t.TempDir()); err == nil {
 		t.Error("ModuleRoot of a temporary directory found a module")
+	}
+}
+
+func TestUpstream(t *testing.T) {
+	t.Parallel()
+	url, closeUp, err := Upstream(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "up "+r.URL.Path)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(url + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "up /x" {
+		t.Errorf("GET %s/x = %q, want %q", url, body, "up /x")
+	}
+	if err := closeUp(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(url + "/x"); err == nil {
+		t.Error("the upstream still answers after its close")
+	}
+}
+
+func TestBinaryGiven(t *testing.T) {
+	t.Parallel()
+	// A given binary is used as it is: nothing is built.
+	if got, err := Binary(context.Background(), "/opt/sluice", "/nonexistent", t.TempDir()); err != nil || got != "/opt/sluice" {
+		t.Errorf("Binary(given) = %q, %v; want /opt/sluice, nil", got, err)
+	}
+	if _, err := Binary(context.Background(), "", t.TempDir(), t.TempDir()); err == nil {
+		t.Error("Binary from a directory outside the module: nil error, want one")
 	}
 }
