@@ -327,6 +327,12 @@ func deleteRecord(b *pebbledb.Batch, key []byte) {
 // the background syncer makes it durable within Options.SyncInterval (see
 // the package documentation for what a crash loses).
 func (s *Store) Put(key, value []byte, expiresAt int64) error {
+	return s.writeOne("put", key, func(b *pebbledb.Batch) { setRecord(b, key, value, expiresAt) })
+}
+
+// writeOne applies the one-key batch fill builds, unsynced, and marks the
+// store dirty for the syncer; op names the operation in errors.
+func (s *Store) writeOne(op string, key []byte, fill func(*pebbledb.Batch)) error {
 	if len(key) == 0 {
 		return backend.ErrEmptyKey
 	}
@@ -337,11 +343,11 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	setRecord(b, key, value, expiresAt)
+	fill(b)
 	s.writeMu.RLock()
 	defer s.writeMu.RUnlock()
 	if err := s.db.Apply(b, pebbledb.NoSync); err != nil {
-		return fmt.Errorf("sluice/backend/pebble: put: %w", err)
+		return fmt.Errorf("sluice/backend/pebble: %s: %w", op, err)
 	}
 	s.dirty.Store(true)
 	return nil
@@ -350,24 +356,7 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 // Delete removes the record under key; a missing key is not an error. It
 // does not sync, like Put.
 func (s *Store) Delete(key []byte) error {
-	if len(key) == 0 {
-		return backend.ErrEmptyKey
-	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	deleteRecord(b, key)
-	s.writeMu.RLock()
-	defer s.writeMu.RUnlock()
-	if err := s.db.Apply(b, pebbledb.NoSync); err != nil {
-		return fmt.Errorf("sluice/backend/pebble: delete: %w", err)
-	}
-	s.dirty.Store(true)
-	return nil
+	return s.writeOne("delete", key, func(b *pebbledb.Batch) { deleteRecord(b, key) })
 }
 
 // WriteBatch applies writes atomically and in order (a later write to a key
