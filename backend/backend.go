@@ -131,3 +131,59 @@ type Loader interface {
 	// never). A missing or expired record is nil, 0, nil.
 	Load(key []byte, now int64) (value []byte, expiresAt int64, err error)
 }
+
+// Sweeper is implemented by a backend that removes expired records on
+// request as well as in the background. Every store that sweeps offers this
+// one signature, so the engine sweeps whatever store it runs on.
+type Sweeper interface {
+	// Sweep examines at most budget records (the store's own batch size
+	// when budget is zero or less), removes those expired at now and
+	// returns how many it removed. Sweeping is invisible to readers:
+	// expired records read as absent whether or not they have been swept.
+	// Sweep takes whatever locks it needs itself: a caller must not hold a
+	// stripe lock.
+	Sweep(now int64, budget int) (removed int, err error)
+}
+
+// Swap is one key's part of a CompareAndSwap.
+type Swap struct {
+	// Key is the record's key.
+	Key []byte
+	// Expected is the record the caller last saw under Key; nil means the
+	// caller expects no record (absent or expired).
+	Expected []byte
+	// Value is the record to store when every key still holds what its
+	// Swap expects; nil deletes the record.
+	Value []byte
+	// TTL is how long the store keeps Value, counted from the commit on the
+	// store's own clock. Zero or less with a Value deletes the record: it
+	// is already equivalent to none.
+	TTL int64
+}
+
+// Swapper is implemented by a store that cannot lend the engine a lock,
+// because it lives across a network (Redis): instead it offers an atomic
+// compare-and-swap over several keys. The engine then keeps the last record
+// it saw per key, steps it locally, and commits with CompareAndSwap; on a
+// mismatch it steps again on the records the store returned.
+//
+// A Swapper must not also be a Striped or a Batcher backend: the engine
+// takes the first capability it finds in the order Swapper, Batcher,
+// Striped.
+type Swapper interface {
+	Backend
+
+	// CompareAndSwap writes every swap's Value (or deletes it) if, and only
+	// if, every key still holds its Expected record, as one atomic step.
+	//
+	// When it writes, ok is true and current is nil. When any key differs,
+	// it writes nothing, ok is false, and current holds each key's record
+	// as it is now (nil for an absent or expired one), in the order of
+	// swaps. now is the store's own time of the step in Unix nanoseconds,
+	// or zero when the store has no clock of its own. An error means the
+	// outcome is unknown: the swap may or may not have been written.
+	//
+	// The store does not keep the slices of swaps after it returns, and
+	// the slices of current belong to the caller.
+	CompareAndSwap(swaps []Swap) (ok bool, current [][]byte, now int64, err error)
+}
