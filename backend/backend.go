@@ -1,6 +1,9 @@
 package backend
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Errors returned by backends. Check them with errors.Is; a backend may wrap
 // them with detail such as the directory or key involved.
@@ -158,7 +161,7 @@ type Swap struct {
 	// TTL is how long the store keeps Value, counted from the commit on the
 	// store's own clock. Zero or less with a Value deletes the record: it
 	// is already equivalent to none.
-	TTL int64
+	TTL time.Duration
 }
 
 // Swapper is implemented by a store that cannot lend the engine a lock,
