@@ -15,8 +15,8 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/internal/dirlock"
-	"github.com/sluice-go/sluice/internal/walk"
+	"github.com/sluice-go/sluice/backend/internal/dirlock"
+	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
 // FormatVersion is the on-disk format version this release writes and reads.

@@ -8,7 +8,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/internal/walk"
+	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
 // errNothingSwept rolls back a sweep transaction that found nothing left to

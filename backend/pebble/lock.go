@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sluice-go/sluice/internal/dirlock"
+	"github.com/sluice-go/sluice/backend/internal/dirlock"
 )
 
 // Pebble locks a directory with an fcntl lock on its LOCK file. Such locks

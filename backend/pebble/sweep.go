@@ -8,7 +8,7 @@ import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/internal/walk"
+	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
 // Sweep runs one bounded chunk of expiry sweeping at now: it examines at
