@@ -1,10 +1,8 @@
 package pebble
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/internal/dirlock"
+	"github.com/sluice-go/sluice/backend/internal/frame"
 	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
@@ -24,8 +23,8 @@ const FormatVersion = 1
 
 // Defaults used for the zero value of each Options field.
 const (
-	DefaultSweepInterval = 10 * time.Second
-	DefaultSweepBatch    = 1000
+	DefaultSweepInterval = walk.DefaultInterval // 10 s
+	DefaultSweepBatch    = walk.DefaultBatch    // 1000
 	DefaultSyncInterval  = 100 * time.Millisecond
 	// DefaultCacheSize is 64 MiB, eight times Pebble's own default. A
 	// flood of new callers is a stream of lookups of keys that are not
@@ -46,7 +45,6 @@ var ErrFormat = errors.New("sluice/backend/pebble: unsupported store format")
 const (
 	recordPrefix = 0x01 // first byte of every record key
 	recordEnd    = 0x02 // exclusive upper bound of record keys
-	headerLen    = 8    // expiresAt, int64 big-endian
 	rangeChunk   = 256  // records Range copies out per iterator
 )
 
@@ -99,15 +97,12 @@ type Options struct {
 // arguments. Durability is described in the package documentation: Put and
 // Delete are not synced, WriteBatch always is.
 //
-// Lock order: sweepMu, then closeMu, then writeMu.
+// Lock order: the sweeper's, then closeMu, then writeMu.
 type Store struct {
 	db   *pebbledb.DB
 	lock *pebbledb.Lock
 	dir  string        // as given to Open, for messages
 	hold *dirlock.Held // this process's claim on dir
-
-	now   func() int64
-	batch int
 
 	closeMu sync.RWMutex // guards closed; shared by every call using db, exclusive in Close
 	closed  bool
@@ -119,12 +114,7 @@ type Store struct {
 
 	dirty atomic.Bool // set by unsynced writes, cleared by the syncer
 
-	sweepMu sync.Mutex // serialises sweeps; guards cursor
-	cursor  []byte     // record key (unprefixed) the next sweep chunk starts at; nil = first
-
-	// beforeDelete, when set (by tests), runs after a sweep chunk has
-	// chosen its candidates and before it takes writeMu.
-	beforeDelete func()
+	sweeper *walk.Sweeper // its cursor is a prefixed record key
 
 	stop chan struct{}  // closed by Close to stop the sweeper and the syncer
 	bg   sync.WaitGroup // the sweeper and the syncer
@@ -135,6 +125,7 @@ var (
 	_ backend.Batcher = (*Store)(nil)
 	_ backend.Ranger  = (*Store)(nil)
 	_ backend.Loader  = (*Store)(nil)
+	_ backend.Sweeper = (*Store)(nil)
 )
 
 // Open opens the store in dir, creating dir and an empty store (format
@@ -150,25 +141,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.SweepInterval == 0 {
-		o.SweepInterval = DefaultSweepInterval
-	}
 	if o.SyncInterval == 0 {
 		o.SyncInterval = DefaultSyncInterval
 	}
-	if o.SweepBatch <= 0 {
-		o.SweepBatch = DefaultSweepBatch
-	}
-	if o.Now == nil {
-		o.Now = func() int64 { return time.Now().UnixNano() }
-	}
-	if dir == "" {
-		return nil, errors.New("sluice/backend/pebble: open: empty directory name")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("sluice/backend/pebble: open %q: cannot create the directory: %w", dir, err)
-	}
-	h, err := opened.Claim(dir)
+	h, err := opened.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -203,17 +179,14 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		db:    db,
-		lock:  lock,
-		dir:   dir,
-		hold:  h,
-		now:   o.Now,
-		batch: o.SweepBatch,
-		stop:  make(chan struct{}),
+		db:   db,
+		lock: lock,
+		dir:  dir,
+		hold: h,
+		stop: make(chan struct{}),
 	}
-	if o.SweepInterval > 0 {
-		s.bg.Go(func() { s.sweeper(o.SweepInterval) })
-	}
+	s.sweeper = walk.NewSweeper(o.SweepBatch, o.Now, s.sweepRead, s.sweepDelete)
+	s.sweeper.Start(s.stop, &s.bg, o.SweepInterval)
 	if o.SyncInterval > 0 {
 		s.bg.Go(func() { s.syncer(o.SyncInterval) })
 	}
@@ -256,18 +229,6 @@ func checkFormat(db *pebbledb.DB, dir string) error {
 // keyBufs recycles the buffers Get builds prefixed keys in.
 var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64); return &b }}
 
-// expired reports whether a record expiring at expiresAt is expired at now.
-func expired(expiresAt, now int64) bool { return expiresAt > 0 && expiresAt <= now }
-
-// decode splits a stored value into its expiry and record; ok is false for a
-// corrupt value.
-func decode(v []byte) (expiresAt int64, rec []byte, ok bool) {
-	if len(v) < headerLen {
-		return 0, nil, false
-	}
-	return int64(binary.BigEndian.Uint64(v)), v[headerLen:], true
-}
-
 // Get returns a copy of the record under key, or nil and no error when there
 // is none, it has expired at now, or its stored value is corrupt.
 func (s *Store) Get(key []byte, now int64) ([]byte, error) {
@@ -296,21 +257,17 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("sluice/backend/pebble: get: %w", err)
 	}
-	defer c.Close()
-	exp, rec, ok := decode(v)
-	if !ok || expired(exp, now) {
-		return nil, 0, nil
-	}
-	return append(make([]byte, 0, len(rec)), rec...), exp, nil
+	rec, exp := frame.Live(v, now)
+	c.Close()
+	return rec, exp, nil
 }
 
 // setRecord adds the record to b.
 func setRecord(b *pebbledb.Batch, key, value []byte, expiresAt int64) {
-	op := b.SetDeferred(1+len(key), headerLen+len(value))
+	op := b.SetDeferred(1+len(key), frame.HeaderLen+len(value))
 	op.Key[0] = recordPrefix
 	copy(op.Key[1:], key)
-	binary.BigEndian.PutUint64(op.Value, uint64(expiresAt))
-	copy(op.Value[headerLen:], value)
+	frame.Put(op.Value, value, expiresAt)
 	op.Finish()
 }
 
@@ -440,13 +397,7 @@ func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, er
 		if verr != nil {
 			break // the iterator keeps the error for Close
 		}
-		exp, rec, ok := decode(v)
-		if !ok {
-			exp, rec = 0, v
-		}
-		k := it.Key()[1:]
-		kv := append(append(make([]byte, 0, len(k)+len(rec)), k...), rec...)
-		recs = append(recs, backend.Record{Key: kv[:len(k):len(k)], Value: kv[len(k):], ExpiresAt: exp})
+		recs = append(recs, frame.Record(it.Key()[1:], v))
 	}
 	if valid && len(recs) == rangeChunk {
 		next = append([]byte(nil), it.Key()...)
