@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -15,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/internal/dirlock"
 	"github.com/sluice-go/sluice/backend/internal/frame"
+	"github.com/sluice-go/sluice/backend/internal/gate"
 	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
@@ -88,20 +88,16 @@ type Options struct {
 // arguments. Durability is described in the package documentation: by
 // default every write is synced.
 //
-// Lock order: the sweeper's, then closeMu.
+// Lock order: the sweeper's, then the gate.
 type Store struct {
 	db     *bbolt.DB
 	dir    string        // as given to Open, for messages
 	hold   *dirlock.Held // this process's claim on dir
 	noSync bool
 
-	closeMu sync.RWMutex // guards closed; shared by every call using db, exclusive in Close
-	closed  bool
+	gate *gate.Gate // admits every call using db; Close shuts it
 
 	sweeper *walk.Sweeper
-
-	stop chan struct{}  // closed by Close to stop the sweeper
-	bg   sync.WaitGroup // the sweeper
 }
 
 var (
@@ -160,10 +156,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 		dir:    dir,
 		hold:   h,
 		noSync: o.NoSync,
-		stop:   make(chan struct{}),
+		gate:   gate.New(),
 	}
 	s.sweeper = walk.NewSweeper(o.SweepBatch, o.Now, s.sweepRead, s.sweepDelete)
-	s.sweeper.Start(s.stop, &s.bg, o.SweepInterval)
+	s.sweeper.Start(s.gate, o.SweepInterval)
 	return s, nil
 }
 
@@ -229,11 +225,10 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	if len(key) == 0 {
 		return nil, 0, backend.ErrEmptyKey
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, 0, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, 0, err
 	}
+	defer s.gate.Leave()
 	var out []byte
 	var exp int64
 	err := s.db.View(func(tx *bbolt.Tx) error {
@@ -248,11 +243,10 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 
 // update runs fn on the records bucket in one read-write transaction.
 func (s *Store) update(fn func(b *bbolt.Bucket) error) error {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	return s.db.Update(func(tx *bbolt.Tx) error { return fn(tx.Bucket(recordsBucket)) })
 }
 
@@ -312,11 +306,10 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 		if sync && s.noSync {
 			return s.syncFile()
 		}
-		s.closeMu.RLock()
-		defer s.closeMu.RUnlock()
-		if s.closed {
-			return backend.ErrClosed
+		if err := s.gate.Enter(); err != nil {
+			return err
 		}
+		s.gate.Leave()
 		return nil
 	}
 	// bbolt keeps the values it is given until the commit: encode them all
@@ -353,11 +346,10 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 
 // syncFile calls fdatasync on the file.
 func (s *Store) syncFile() error {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	if err := s.db.Sync(); err != nil {
 		return fmt.Errorf("sluice/backend/bolt: sync: %w", err)
 	}
@@ -380,11 +372,10 @@ func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
 // rangeChunk copies out up to rangeChunk records from key from on. next is
 // the key to continue from, nil at the end.
 func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, nil, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
+	defer s.gate.Leave()
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(recordsBucket).Cursor()
 		k, v := c.Seek(from)
@@ -409,15 +400,9 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 // file, releasing its lock. Later calls return backend.ErrClosed; a second
 // Close returns nil.
 func (s *Store) Close() error {
-	s.closeMu.Lock()
-	if s.closed {
-		s.closeMu.Unlock()
+	if !s.gate.Close() {
 		return nil
 	}
-	s.closed = true
-	s.closeMu.Unlock()
-	close(s.stop)
-	s.bg.Wait()
 	err := s.db.Close()
 	s.hold.Release()
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/internal/frame"
 )
 
@@ -32,11 +31,10 @@ func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
 // which blocks no one: at most budget records from key from on (nil: the
 // first).
 func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]byte, next []byte, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, nil, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
+	defer s.gate.Leave()
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(recordsBucket).Cursor()
 		k, v := c.First()
@@ -68,11 +66,10 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 // the check and the delete). A transaction that finds nothing to delete is
 // rolled back, and costs no commit.
 func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return 0, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return 0, err
 	}
+	defer s.gate.Leave()
 	err = s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(recordsBucket)
 		for _, k := range candidates {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/internal/dirlock"
 	"github.com/sluice-go/sluice/backend/internal/frame"
+	"github.com/sluice-go/sluice/backend/internal/gate"
 	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
@@ -97,15 +98,14 @@ type Options struct {
 // arguments. Durability is described in the package documentation: Put and
 // Delete are not synced, WriteBatch always is.
 //
-// Lock order: the sweeper's, then closeMu, then writeMu.
+// Lock order: the sweeper's, then the gate, then writeMu.
 type Store struct {
 	db   *pebbledb.DB
 	lock *pebbledb.Lock
 	dir  string        // as given to Open, for messages
 	hold *dirlock.Held // this process's claim on dir
 
-	closeMu sync.RWMutex // guards closed; shared by every call using db, exclusive in Close
-	closed  bool
+	gate *gate.Gate // admits every call using db; Close shuts it
 
 	// writeMu is shared by every write and taken exclusively by a sweep
 	// while it re-checks and deletes expired records, so that no write
@@ -116,8 +116,6 @@ type Store struct {
 
 	sweeper *walk.Sweeper // its cursor is a prefixed record key
 
-	stop chan struct{}  // closed by Close to stop the sweeper and the syncer
-	bg   sync.WaitGroup // the sweeper and the syncer
 }
 
 var (
@@ -183,12 +181,12 @@ func Open(dir string, opts *Options) (*Store, error) {
 		lock: lock,
 		dir:  dir,
 		hold: h,
-		stop: make(chan struct{}),
+		gate: gate.New(),
 	}
 	s.sweeper = walk.NewSweeper(o.SweepBatch, o.Now, s.sweepRead, s.sweepDelete)
-	s.sweeper.Start(s.stop, &s.bg, o.SweepInterval)
+	s.sweeper.Start(s.gate, o.SweepInterval)
 	if o.SyncInterval > 0 {
-		s.bg.Go(func() { s.syncer(o.SyncInterval) })
+		s.gate.Go(func() { s.syncer(o.SyncInterval) })
 	}
 	return s, nil
 }
@@ -245,11 +243,10 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	k := append(append((*kb)[:0], recordPrefix), key...)
 	defer func() { *kb = k; keyBufs.Put(kb) }()
 
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, 0, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, 0, err
 	}
+	defer s.gate.Leave()
 	v, c, err := s.db.Get(k)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return nil, 0, nil
@@ -293,11 +290,10 @@ func (s *Store) writeOne(op string, key []byte, fill func(*pebbledb.Batch)) erro
 	if len(key) == 0 {
 		return backend.ErrEmptyKey
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	b := s.db.NewBatch()
 	defer b.Close()
 	fill(b)
@@ -328,11 +324,10 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 			return fmt.Errorf("sluice/backend/pebble: write batch: write %d: %w", i, backend.ErrEmptyKey)
 		}
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	if len(writes) == 0 {
 		if !sync {
 			return nil
@@ -382,11 +377,10 @@ func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
 // rangeChunk copies out up to rangeChunk records from lower on. next is the
 // prefixed key to continue from, nil at the end.
 func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, nil, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
+	defer s.gate.Leave()
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: lower, UpperBound: []byte{recordEnd}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("sluice/backend/pebble: range: %w", err)
@@ -412,15 +406,9 @@ func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, er
 // database, releasing the directory's lock. Later calls return
 // backend.ErrClosed; a second Close returns nil.
 func (s *Store) Close() error {
-	s.closeMu.Lock()
-	if s.closed {
-		s.closeMu.Unlock()
+	if !s.gate.Close() {
 		return nil
 	}
-	s.closed = true
-	s.closeMu.Unlock()
-	close(s.stop)
-	s.bg.Wait()
 	err := s.db.Close()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
@@ -435,17 +423,17 @@ func (s *Store) Close() error {
 // syncer syncs the write-ahead log every interval when unsynced writes are
 // pending, until Close. A failed sync is retried on the next tick.
 func (s *Store) syncer(interval time.Duration) {
-	walk.Every(s.stop, interval, func() {
+	walk.Every(s.gate.Stop(), interval, func() {
 		if !s.dirty.Swap(false) {
 			return
 		}
-		s.closeMu.RLock()
-		if !s.closed {
-			if err := s.db.LogData(nil, pebbledb.Sync); err != nil {
-				s.dirty.Store(true)
-			}
+		if s.gate.Enter() != nil {
+			return
 		}
-		s.closeMu.RUnlock()
+		defer s.gate.Leave()
+		if err := s.db.LogData(nil, pebbledb.Sync); err != nil {
+			s.dirty.Store(true)
+		}
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
-	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/internal/frame"
 )
 
@@ -27,11 +26,10 @@ func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
 // blocking anyone: at most budget records from the prefixed key from on
 // (nil: the first).
 func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]byte, next []byte, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, nil, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
+	defer s.gate.Leave()
 	lower := from
 	if lower == nil {
 		lower = []byte{recordPrefix}
@@ -65,11 +63,10 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 // expired at now, in one unsynced batch. The candidates are in key order, so
 // one iterator seeks through them.
 func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return 0, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return 0, err
 	}
+	defer s.gate.Leave()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	last := candidates[len(candidates)-1]

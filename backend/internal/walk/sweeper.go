@@ -3,6 +3,8 @@ package walk
 import (
 	"sync"
 	"time"
+
+	"github.com/sluice-go/sluice/backend/internal/gate"
 )
 
 // Defaults of a Sweeper, and of the stores' options that configure one.
@@ -90,18 +92,19 @@ func (s *Sweeper) chunk(now int64, budget int) (removed int, wrapped bool, err e
 	return removed, next == nil, nil
 }
 
-// Start runs the background sweeper in a goroutine of bg until stop is
-// closed: every interval (DefaultInterval when zero; never when negative)
-// it walks the whole store, a chunk at a time. A chunk that fails ends that
-// walk; the next tick tries again.
-func (s *Sweeper) Start(stop <-chan struct{}, bg *sync.WaitGroup, interval time.Duration) {
+// Start runs the background sweeper in a goroutine of g until g closes:
+// every interval (DefaultInterval when zero; never when negative) it walks
+// the whole store, a chunk at a time. A chunk that fails ends that walk;
+// the next tick tries again.
+func (s *Sweeper) Start(g *gate.Gate, interval time.Duration) {
 	if interval == 0 {
 		interval = DefaultInterval
 	}
 	if interval < 0 {
 		return
 	}
-	bg.Go(func() {
+	stop := g.Stop()
+	g.Go(func() {
 		Every(stop, interval, func() {
 			Sweep(stop, func() (bool, error) {
 				_, wrapped, err := s.chunk(s.now(), s.batch)

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
+
+	"github.com/sluice-go/sluice/backend/internal/gate"
 )
 
 // fakeStore is a sorted key space whose records are dead from their expiry
@@ -125,9 +126,9 @@ func TestSweeperReadError(t *testing.T) {
 func TestSweeperStartDisabled(t *testing.T) {
 	f := newFake(2)
 	s := NewSweeper(0, func() int64 { t.Error("a disabled sweeper read the clock"); return 0 }, f.read, f.delete)
-	var bg sync.WaitGroup
-	s.Start(make(chan struct{}), &bg, -1)
-	bg.Wait() // returns at once: nothing was started
+	g := gate.New()
+	s.Start(g, -1)
+	g.Close() // returns at once: nothing was started
 	if len(f.reads) != 0 {
 		t.Errorf("a disabled sweeper read %d chunks", len(f.reads))
 	}
