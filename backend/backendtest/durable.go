@@ -21,12 +21,11 @@ import (
 
 // Durable describes a store on disk to RunDurable and DurableChild.
 //
-// The backends it opens must implement backend.Batcher, backend.Loader and
-// backend.Ranger, and a method Sweep(now int64, budget int) (removed int,
-// err error) that examines at most budget records (a default number when
-// budget is zero or less) from the key where the previous call stopped,
-// deletes those expired at now, and after the last record starts over from
-// the first.
+// The backends it opens must implement backend.Batcher, backend.Loader,
+// backend.Ranger and backend.Sweeper, whose Sweep examines at most budget
+// records (a default number when budget is zero or less) from the key where
+// the previous call stopped, deletes those expired at now or corrupt, and
+// after the last record starts over from the first.
 type Durable struct {
 	// Open opens the store in dir in the named configuration and returns
 	// the error of the store's own Open unchanged. It must accept "": the
@@ -46,6 +45,15 @@ type Durable struct {
 
 	// Crash lists the runs of the SIGKILL test; see CrashCase.
 	Crash []CrashCase
+
+	// PutRaw stores the bytes stored under key in the store b, bypassing
+	// the expiry framing: the store's test files reach its database to
+	// plant corrupt values.
+	PutRaw func(b backend.Backend, key, stored []byte) error
+
+	// BeforeDelete makes b's sweep chunks call hook after they have chosen
+	// their candidates and before they delete them.
+	BeforeDelete func(b backend.Backend, hook func())
 }
 
 // CrashCase is one run of the SIGKILL test: a child process opens the store
@@ -70,15 +78,16 @@ type durable interface {
 	backend.Batcher
 	backend.Loader
 	backend.Ranger
-	Sweep(now int64, budget int) (removed int, err error)
+	backend.Sweeper
 }
 
 // RunDurable runs the tests every durable store must pass, beyond Run's:
 // persistence across Close and Open, WriteBatch (ordered, all or nothing,
 // not keeping its arguments), the extra methods after Close, refusing a
 // directory another Store or another process holds, refusing an
-// unwritable directory, Range in chunks, Sweep in chunks, the background
-// sweeper, and records surviving a SIGKILL of the writing process.
+// unwritable directory, Range in chunks, corrupt stored values, Sweep in
+// chunks and around a concurrent rewrite, the background sweeper, and
+// records surviving a SIGKILL of the writing process.
 //
 // The SIGKILL and other-process tests re-execute the test binary as a child
 // process running only the test TestHelperProcess, which the store's
@@ -100,7 +109,9 @@ func RunDurable(t *testing.T, d Durable) {
 		{"SecondOpenLocked", testSecondOpenLocked},
 		{"UnwritableDir", testUnwritableDir},
 		{"Range", testRange},
+		{"CorruptValues", testCorruptValues},
 		{"SweepChunks", testSweepChunks},
+		{"SweepKeepsRewrittenRecord", testSweepKeepsRewrittenRecord},
 		{"BackgroundSweeper", testBackgroundSweeper},
 		{"WriteBatchSurvivesKill", testWriteBatchSurvivesKill},
 		{"OpenLockedByOtherProcess", testOpenLockedByOtherProcess},
@@ -115,7 +126,7 @@ func capable(t testing.TB, b backend.Backend) durable {
 	t.Helper()
 	s, ok := b.(durable)
 	if !ok {
-		t.Fatalf("%T does not implement backend.Batcher, backend.Loader, backend.Ranger and Sweep", b)
+		t.Fatalf("%T does not implement backend.Batcher, backend.Loader, backend.Ranger and backend.Sweeper", b)
 	}
 	return s
 }
@@ -378,6 +389,59 @@ func testRange(t *testing.T, d Durable) {
 	}
 }
 
+// testCorruptValues plants stored values too short to hold an expiry: they
+// read as absent, Range lists them with their raw bytes at ExpiresAt 0, and
+// a sweep removes them.
+func testCorruptValues(t *testing.T, d Durable) {
+	if d.PutRaw == nil {
+		t.Fatal("Durable.PutRaw is not set")
+	}
+	s := openDir(t, d, t.TempDir())
+	raw := map[string][]byte{"short": []byte("1234567"), "empty": {}, "one": {0xff}}
+	for k, v := range raw {
+		if err := d.PutRaw(s, []byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put([]byte("good"), []byte("g"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for k := range raw {
+		MustGet(t, s, k, t0, "", false)
+		if v, exp, err := s.Load([]byte(k), t0); v != nil || exp != 0 || err != nil {
+			t.Errorf("Load(%q) = %q, %d, %v, want nothing", k, v, exp, err)
+		}
+	}
+	var got []string
+	err := s.Range(nil, func(r backend.Record) bool {
+		got = append(got, fmt.Sprintf("%s=%q@%d", r.Key, r.Value, r.ExpiresAt))
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`empty=""@0`, `good="g"@0`, `one="\xff"@0`, `short="1234567"@0`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Range = %v, want %v", got, want)
+	}
+	if n, err := s.Sweep(t0, 100); err != nil || n != len(raw) {
+		t.Errorf("Sweep = %d, %v, want %d corrupt records removed", n, err, len(raw))
+	}
+	got = got[:0]
+	s.Range(nil, func(r backend.Record) bool { got = append(got, string(r.Key)); return true })
+	if fmt.Sprint(got) != "[good]" {
+		t.Errorf("Range after Sweep = %v, want [good]", got)
+	}
+	// A corrupt value is overwritten like any other.
+	if err := d.PutRaw(s, []byte("short"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put([]byte("short"), []byte("s"), 0); err != nil {
+		t.Fatal(err)
+	}
+	MustGet(t, s, "short", t0, "s", true)
+}
+
 func testSweepChunks(t *testing.T, d Durable) {
 	s := openDir(t, d, t.TempDir())
 	// k00 … k19: even keys expire at t0, odd keys at t0+1000.
@@ -412,6 +476,46 @@ func testSweepChunks(t *testing.T, d Durable) {
 	if n, err := s.Sweep(t0+1000, 0); err != nil || n != 10 {
 		t.Fatalf("Sweep(t0+1000, default) = %d, %v, want 10", n, err)
 	}
+}
+
+// testSweepKeepsRewrittenRecord changes records between a sweep chunk's
+// read and its delete: a record rewritten there is kept.
+func testSweepKeepsRewrittenRecord(t *testing.T, d Durable) {
+	if d.BeforeDelete == nil {
+		t.Fatal("Durable.BeforeDelete is not set")
+	}
+	s := openDir(t, d, t.TempDir())
+	for _, k := range []string{"a", "b", "c"} {
+		if err := s.Put([]byte(k), []byte("old"), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Between the sweep's read and its delete, "b" gets a fresh record,
+	// as the engine would write one after reading "b" as absent, and "c"
+	// is deleted.
+	d.BeforeDelete(s, func() {
+		if err := s.Put([]byte("b"), []byte("new"), t0+100); err != nil {
+			t.Error(err)
+		}
+		if err := s.Delete([]byte("c")); err != nil {
+			t.Error(err)
+		}
+	})
+	if n, err := s.Sweep(t0, 10); err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v, want 1 (a)", n, err)
+	}
+	MustGet(t, s, "b", t0+1, "new", true)
+	MustGet(t, s, "c", t0-1, "", false)
+	// A chunk whose candidates all changed removes nothing.
+	d.BeforeDelete(s, func() {
+		if err := s.Put([]byte("b"), []byte("newer"), 0); err != nil {
+			t.Error(err)
+		}
+	})
+	if n, err := s.Sweep(t0+100, 10); err != nil || n != 0 {
+		t.Fatalf("Sweep = %d, %v, want 0", n, err)
+	}
+	MustGet(t, s, "b", t0+1000, "newer", true)
 }
 
 func testBackgroundSweeper(t *testing.T, d Durable) {
@@ -522,7 +626,7 @@ func DurableChild(t *testing.T, d Durable) {
 	}
 	s, ok := b.(durable)
 	if !ok {
-		fail(fmt.Errorf("%T does not implement backend.Batcher, backend.Loader, backend.Ranger and Sweep", b))
+		fail(fmt.Errorf("%T does not implement backend.Batcher, backend.Loader, backend.Ranger and backend.Sweeper", b))
 	}
 	n, _ := strconv.Atoi(os.Getenv("SLUICE_N"))
 	wait, err := time.ParseDuration(os.Getenv("SLUICE_WAIT"))

@@ -1,22 +1,21 @@
 package bolt
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/internal/dirlock"
-	"github.com/sluice-go/sluice/internal/walk"
+	"github.com/sluice-go/sluice/backend/internal/dirlock"
+	"github.com/sluice-go/sluice/backend/internal/frame"
+	"github.com/sluice-go/sluice/backend/internal/gate"
+	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
 // FormatVersion is the on-disk format version this release writes and reads.
@@ -27,8 +26,8 @@ const FileName = "sluice.db"
 
 // Defaults used for the zero value of each Options field.
 const (
-	DefaultSweepInterval = 10 * time.Second
-	DefaultSweepBatch    = 1000
+	DefaultSweepInterval = walk.DefaultInterval // 10 s
+	DefaultSweepBatch    = walk.DefaultBatch    // 1000
 	DefaultTimeout       = 100 * time.Millisecond
 )
 
@@ -44,10 +43,9 @@ var (
 	recordsBucket = []byte("records")
 )
 
-const (
-	headerLen  = 8   // expiresAt, int64 big-endian
-	rangeChunk = 256 // records Range copies out per read transaction
-)
+// rangeChunk is the number of records Range copies out per read
+// transaction.
+const rangeChunk = 256
 
 // Options configures a Store. A nil *Options, and the zero value of each
 // field, mean the documented default.
@@ -90,28 +88,16 @@ type Options struct {
 // arguments. Durability is described in the package documentation: by
 // default every write is synced.
 //
-// Lock order: sweepMu, then closeMu.
+// Lock order: the sweeper's, then the gate.
 type Store struct {
 	db     *bbolt.DB
 	dir    string        // as given to Open, for messages
 	hold   *dirlock.Held // this process's claim on dir
 	noSync bool
 
-	now   func() int64
-	batch int
+	gate *gate.Gate // admits every call using db; Close shuts it
 
-	closeMu sync.RWMutex // guards closed; shared by every call using db, exclusive in Close
-	closed  bool
-
-	sweepMu sync.Mutex // serialises sweeps; guards cursor
-	cursor  []byte     // key the next sweep chunk starts at; nil = first
-
-	// beforeDelete, when set (by tests), runs after a sweep chunk has
-	// chosen its candidates and before its write transaction.
-	beforeDelete func()
-
-	stop chan struct{}  // closed by Close to stop the sweeper
-	bg   sync.WaitGroup // the sweeper
+	sweeper *walk.Sweeper
 }
 
 var (
@@ -119,6 +105,7 @@ var (
 	_ backend.Batcher = (*Store)(nil)
 	_ backend.Ranger  = (*Store)(nil)
 	_ backend.Loader  = (*Store)(nil)
+	_ backend.Sweeper = (*Store)(nil)
 )
 
 // Open opens the store in dir (the file dir/sluice.db), creating dir and an
@@ -134,28 +121,13 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.SweepInterval == 0 {
-		o.SweepInterval = DefaultSweepInterval
-	}
-	if o.SweepBatch <= 0 {
-		o.SweepBatch = DefaultSweepBatch
-	}
-	if o.Now == nil {
-		o.Now = func() int64 { return time.Now().UnixNano() }
-	}
 	switch {
 	case o.Timeout == 0:
 		o.Timeout = DefaultTimeout
 	case o.Timeout < 0:
 		o.Timeout = time.Nanosecond // bbolt: one attempt; zero would wait forever
 	}
-	if dir == "" {
-		return nil, errors.New("sluice/backend/bolt: open: empty directory name")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("sluice/backend/bolt: open %q: cannot create the directory: %w", dir, err)
-	}
-	h, err := opened.Claim(dir)
+	h, err := opened.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -184,13 +156,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 		dir:    dir,
 		hold:   h,
 		noSync: o.NoSync,
-		now:    o.Now,
-		batch:  o.SweepBatch,
-		stop:   make(chan struct{}),
+		gate:   gate.New(),
 	}
-	if o.SweepInterval > 0 {
-		s.bg.Go(func() { s.sweeper(o.SweepInterval) })
-	}
+	s.sweeper = walk.NewSweeper(o.SweepBatch, o.Now, s.sweepRead, s.sweepDelete)
+	s.sweeper.Start(s.gate, o.SweepInterval)
 	return s, nil
 }
 
@@ -244,24 +213,6 @@ func checkFormat(db *bbolt.DB, dir string) error {
 	return nil
 }
 
-// expired reports whether a record expiring at expiresAt is expired at now.
-func expired(expiresAt, now int64) bool { return expiresAt > 0 && expiresAt <= now }
-
-// decode splits a stored value into its expiry and record; ok is false for a
-// corrupt value.
-func decode(v []byte) (expiresAt int64, rec []byte, ok bool) {
-	if len(v) < headerLen {
-		return 0, nil, false
-	}
-	return int64(binary.BigEndian.Uint64(v)), v[headerLen:], true
-}
-
-// appendValue appends the stored form of a record to dst.
-func appendValue(dst, rec []byte, expiresAt int64) []byte {
-	dst = binary.BigEndian.AppendUint64(dst, uint64(expiresAt))
-	return append(dst, rec...)
-}
-
 // Get returns a copy of the record under key, or nil and no error when there
 // is none, it has expired at now, or its stored value is corrupt.
 func (s *Store) Get(key []byte, now int64) ([]byte, error) {
@@ -274,18 +225,14 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	if len(key) == 0 {
 		return nil, 0, backend.ErrEmptyKey
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, 0, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, 0, err
 	}
+	defer s.gate.Leave()
 	var out []byte
 	var exp int64
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		e, rec, ok := decode(tx.Bucket(recordsBucket).Get(key))
-		if ok && !expired(e, now) {
-			out, exp = append(make([]byte, 0, len(rec)), rec...), e
-		}
+		out, exp = frame.Live(tx.Bucket(recordsBucket).Get(key), now)
 		return nil
 	})
 	if err != nil {
@@ -296,11 +243,10 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 
 // update runs fn on the records bucket in one read-write transaction.
 func (s *Store) update(fn func(b *bbolt.Bucket) error) error {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	return s.db.Update(func(tx *bbolt.Tx) error { return fn(tx.Bucket(recordsBucket)) })
 }
 
@@ -311,7 +257,7 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 	if len(key) == 0 {
 		return backend.ErrEmptyKey
 	}
-	v := appendValue(make([]byte, 0, headerLen+len(value)), value, expiresAt)
+	v := frame.Append(make([]byte, 0, frame.HeaderLen+len(value)), value, expiresAt)
 	if err := s.update(func(b *bbolt.Bucket) error { return b.Put(key, v) }); err != nil {
 		if errors.Is(err, backend.ErrClosed) {
 			return err
@@ -350,7 +296,7 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 			return fmt.Errorf("sluice/backend/bolt: write batch: write %d: %w", i, backend.ErrEmptyKey)
 		}
 		if !writes[i].Delete {
-			size += headerLen + len(writes[i].Value)
+			size += frame.HeaderLen + len(writes[i].Value)
 		}
 	}
 	if len(writes) == 0 {
@@ -360,11 +306,10 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 		if sync && s.noSync {
 			return s.syncFile()
 		}
-		s.closeMu.RLock()
-		defer s.closeMu.RUnlock()
-		if s.closed {
-			return backend.ErrClosed
+		if err := s.gate.Enter(); err != nil {
+			return err
 		}
+		s.gate.Leave()
 		return nil
 	}
 	// bbolt keeps the values it is given until the commit: encode them all
@@ -380,7 +325,7 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 				continue
 			}
 			off := len(buf)
-			buf = appendValue(buf, w.Value, w.ExpiresAt)
+			buf = frame.Append(buf, w.Value, w.ExpiresAt)
 			if err := b.Put(w.Key, buf[off:len(buf):len(buf)]); err != nil {
 				return fmt.Errorf("write %d: %w", i, err)
 			}
@@ -401,11 +346,10 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 
 // syncFile calls fdatasync on the file.
 func (s *Store) syncFile() error {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	if err := s.db.Sync(); err != nil {
 		return fmt.Errorf("sluice/backend/bolt: sync: %w", err)
 	}
@@ -428,11 +372,10 @@ func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
 // rangeChunk copies out up to rangeChunk records from key from on. next is
 // the key to continue from, nil at the end.
 func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, nil, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
+	defer s.gate.Leave()
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(recordsBucket).Cursor()
 		k, v := c.Seek(from)
@@ -440,12 +383,7 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 			if v == nil {
 				continue // a nested bucket: not a record
 			}
-			exp, rec, ok := decode(v)
-			if !ok {
-				exp, rec = 0, v
-			}
-			kv := append(append(make([]byte, 0, len(k)+len(rec)), k...), rec...)
-			recs = append(recs, backend.Record{Key: kv[:len(k):len(k)], Value: kv[len(k):], ExpiresAt: exp})
+			recs = append(recs, frame.Record(k, v))
 		}
 		if k != nil {
 			next = append([]byte(nil), k...)
@@ -462,15 +400,9 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 // file, releasing its lock. Later calls return backend.ErrClosed; a second
 // Close returns nil.
 func (s *Store) Close() error {
-	s.closeMu.Lock()
-	if s.closed {
-		s.closeMu.Unlock()
+	if !s.gate.Close() {
 		return nil
 	}
-	s.closed = true
-	s.closeMu.Unlock()
-	close(s.stop)
-	s.bg.Wait()
 	err := s.db.Close()
 	s.hold.Release()
 	if err != nil {

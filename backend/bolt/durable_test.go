@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/backendtest"
 )
@@ -48,6 +50,10 @@ var durable = backendtest.Durable{
 		{Name: "batch-nosync/NoSync=true", Config: "nosync", Writes: "batch-nosync"},
 		{Name: "put/NoSync=true", Config: "nosync", Writes: "put"},
 	},
+	PutRaw: func(b backend.Backend, key, stored []byte) error {
+		return b.(*Store).db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(recordsBucket).Put(key, stored) })
+	},
+	BeforeDelete: func(b backend.Backend, hook func()) { b.(*Store).sweeper.BeforeDelete = hook },
 }
 
 // TestDurable runs the tests shared with the other durable stores.
@@ -56,3 +62,7 @@ func TestDurable(t *testing.T) { backendtest.RunDurable(t, durable) }
 // TestHelperProcess is not a test: it is the child process of TestDurable's
 // crash and lock tests.
 func TestHelperProcess(t *testing.T) { backendtest.DurableChild(t, durable) }
+
+// BenchmarkDurable runs the benchmarks shared with the other durable stores:
+// GetPut and GetPutParallel also with Options.NoSync ("nosync").
+func BenchmarkDurable(b *testing.B) { backendtest.BenchDurable(b, durable) }

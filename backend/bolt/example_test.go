@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"github.com/sluice-go/sluice/backend/bolt"
 )
 
+// One directory holds one Store at a time; expired records read as absent
+// at once, and a sweep removes them from the file.
 func ExampleOpen() {
 	dir, err := os.MkdirTemp("", "sluice-example")
 	if err != nil {
@@ -22,8 +25,11 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer s.Close()
+	_, err = bolt.Open(filepath.Join(dir, "state"), nil)
+	fmt.Println("second Open locked:", errors.Is(err, backend.ErrLocked))
+
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	// Flush two records in one synced batch, as the engine does.
 	err = s.WriteBatch([]backend.Write{
 		{Key: []byte("api:alice"), Value: []byte{1}, ExpiresAt: now + int64(time.Minute)},
 		{Key: []byte("api:bob"), Value: []byte{2}, ExpiresAt: now + int64(time.Second)},
@@ -31,17 +37,18 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	s.Close()
-
-	// The records survive a restart, and expire on time.
-	s, err = bolt.Open(filepath.Join(dir, "state"), nil)
+	later := now + int64(2*time.Second)
+	removed, err := s.Sweep(later, 0)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close()
-	later := now + int64(2*time.Second)
-	alice, _ := s.Get([]byte("api:alice"), later)
-	bob, _ := s.Get([]byte("api:bob"), later)
-	fmt.Println(alice, bob == nil)
-	// Output: [1] true
+	fmt.Println("swept:", removed)
+	s.Range(nil, func(r backend.Record) bool {
+		fmt.Printf("%s = %v\n", r.Key, r.Value)
+		return true
+	})
+	// Output:
+	// second Open locked: true
+	// swept: 1
+	// api:alice = [1]
 }

@@ -1,6 +1,6 @@
 package bolt
 
-import "github.com/sluice-go/sluice/internal/dirlock"
+import "github.com/sluice-go/sluice/backend/internal/dirlock"
 
 // bbolt locks its file with flock, which keeps out other processes and also
 // other descriptors in this process, but only after Options.Timeout and with

@@ -3,12 +3,10 @@ package bolt
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"go.etcd.io/bbolt"
 
-	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/internal/walk"
+	"github.com/sluice-go/sluice/backend/internal/frame"
 )
 
 // errNothingSwept rolls back a sweep transaction that found nothing left to
@@ -26,39 +24,29 @@ var errNothingSwept = errors.New("nothing swept")
 // or not they have been swept. A record rewritten between the chunk's read
 // and its delete is kept. After Close, Sweep returns backend.ErrClosed.
 func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
-	removed, _, err = s.sweep(now, budget)
-	return removed, err
+	return s.sweeper.Sweep(now, budget)
 }
 
-// sweep is Sweep; wrapped reports that the chunk reached the last record.
-func (s *Store) sweep(now int64, budget int) (removed int, wrapped bool, err error) {
-	if budget <= 0 {
-		budget = s.batch
+// sweepRead chooses a sweep chunk's candidates in a read-only transaction,
+// which blocks no one: at most budget records from key from on (nil: the
+// first).
+func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]byte, next []byte, err error) {
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
-	s.sweepMu.Lock()
-	defer s.sweepMu.Unlock()
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return 0, false, backend.ErrClosed
-	}
-
-	// Read: choose the candidates in a read-only transaction, which
-	// blocks no one.
-	var candidates [][]byte
-	var next []byte
+	defer s.gate.Leave()
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(recordsBucket).Cursor()
 		k, v := c.First()
-		if s.cursor != nil {
-			k, v = c.Seek(s.cursor)
+		if from != nil {
+			k, v = c.Seek(from)
 		}
 		for examined := 0; k != nil && examined < budget; k, v = c.Next() {
 			examined++
 			if v == nil {
 				continue // a nested bucket: not a record
 			}
-			if exp, _, ok := decode(v); !ok || expired(exp, now) {
+			if frame.Dead(v, now) {
 				candidates = append(candidates, append([]byte(nil), k...))
 			}
 		}
@@ -68,27 +56,26 @@ func (s *Store) sweep(now int64, budget int) (removed int, wrapped bool, err err
 		return nil
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("sluice/backend/bolt: sweep: %w", err)
+		return nil, nil, fmt.Errorf("sluice/backend/bolt: sweep: %w", err)
 	}
-	s.cursor = next
-	if len(candidates) == 0 {
-		return 0, next == nil, nil
-	}
-	if s.beforeDelete != nil {
-		s.beforeDelete()
-	}
+	return candidates, next, nil
+}
 
-	// Delete: in one write transaction, keep only the candidates still
-	// expired (bbolt's single writer means nothing changes meanwhile).
+// sweepDelete deletes the candidates still corrupt or expired at now in one
+// write transaction (bbolt's single writer means nothing changes between
+// the check and the delete). A transaction that finds nothing to delete is
+// rolled back, and costs no commit.
+func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err error) {
+	if err := s.gate.Enter(); err != nil {
+		return 0, err
+	}
+	defer s.gate.Leave()
 	err = s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(recordsBucket)
 		for _, k := range candidates {
 			v := b.Get(k)
-			if v == nil {
-				continue // deleted since
-			}
-			if exp, _, ok := decode(v); ok && !expired(exp, now) {
-				continue // rewritten since
+			if v == nil || !frame.Dead(v, now) {
+				continue // deleted or rewritten since
 			}
 			if err := b.Delete(k); err != nil {
 				return err
@@ -104,18 +91,7 @@ func (s *Store) sweep(now int64, budget int) (removed int, wrapped bool, err err
 		err = nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("sluice/backend/bolt: sweep: %w", err)
+		return 0, fmt.Errorf("sluice/backend/bolt: sweep: %w", err)
 	}
-	return removed, next == nil, nil
-}
-
-// sweeper walks the store once every interval, a chunk at a time, until
-// Close. A chunk that fails ends the walk; the next tick tries again.
-func (s *Store) sweeper(interval time.Duration) {
-	walk.Every(s.stop, interval, func() {
-		walk.Sweep(s.stop, func() (bool, error) {
-			_, wrapped, err := s.sweep(s.now(), s.batch)
-			return wrapped, err
-		})
-	})
+	return removed, nil
 }

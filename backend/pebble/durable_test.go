@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/backendtest"
 )
@@ -46,6 +48,10 @@ var durable = backendtest.Durable{
 		{Name: "batch-nosync", Config: "syncer", Writes: "batch-nosync"},
 		{Name: "put-wait", Config: "syncer", Writes: "put", Wait: 10 * syncerInterval},
 	},
+	PutRaw: func(b backend.Backend, key, stored []byte) error {
+		return b.(*Store).db.Set(append([]byte{recordPrefix}, key...), stored, pebbledb.Sync)
+	},
+	BeforeDelete: func(b backend.Backend, hook func()) { b.(*Store).sweeper.BeforeDelete = hook },
 }
 
 // TestDurable runs the tests shared with the other durable stores.
@@ -54,3 +60,6 @@ func TestDurable(t *testing.T) { backendtest.RunDurable(t, durable) }
 // TestHelperProcess is not a test: it is the child process of TestDurable's
 // crash and lock tests.
 func TestHelperProcess(t *testing.T) { backendtest.DurableChild(t, durable) }
+
+// BenchmarkDurable runs the benchmarks shared with the other durable stores.
+func BenchmarkDurable(b *testing.B) { backendtest.BenchDurable(b, durable) }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sluice-go/sluice/internal/dirlock"
+	"github.com/sluice-go/sluice/backend/internal/dirlock"
 )
 
 // Pebble locks a directory with an fcntl lock on its LOCK file. Such locks
@@ -16,6 +16,14 @@ import (
 // silently drop the first one's lock). The open directories of this process
 // are therefore also kept here, by resolved path.
 var opened = dirlock.New("sluice/backend/pebble")
+
+// heldInProcess is the text of the error Pebble's vfs.Default.Lock returns
+// when this process already holds the lock file under the same name (as
+// another program's pebble.Open of the directory in this process does).
+// Pebble exports no error value or type for it, so lockError matches the
+// text; TestLockHeldText pins it, so that an upgrade that changes it fails
+// loudly.
+const heldInProcess = "lock held by current process"
 
 // lockError explains why pebble.LockDirectory(dir) failed.
 func lockError(dir string, err error) error {
@@ -26,7 +34,7 @@ func lockError(dir string, err error) error {
 		return fmt.Errorf("sluice/backend/pebble: open %q: cannot create its lock file (is the directory writable?): %w", dir, err)
 	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EACCES):
 		return opened.Locked(dir, "another process", err)
-	case strings.Contains(err.Error(), "held by current process"):
+	case strings.Contains(err.Error(), heldInProcess):
 		return opened.Locked(dir, "another Store in this process", err)
 	}
 	return fmt.Errorf("sluice/backend/pebble: open %q: locking the directory: %w", dir, err)

@@ -1,10 +1,8 @@
 package pebble
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,8 +13,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/internal/dirlock"
-	"github.com/sluice-go/sluice/internal/walk"
+	"github.com/sluice-go/sluice/backend/internal/dirlock"
+	"github.com/sluice-go/sluice/backend/internal/frame"
+	"github.com/sluice-go/sluice/backend/internal/gate"
+	"github.com/sluice-go/sluice/backend/internal/walk"
 )
 
 // FormatVersion is the on-disk format version this release writes and reads.
@@ -24,8 +24,8 @@ const FormatVersion = 1
 
 // Defaults used for the zero value of each Options field.
 const (
-	DefaultSweepInterval = 10 * time.Second
-	DefaultSweepBatch    = 1000
+	DefaultSweepInterval = walk.DefaultInterval // 10 s
+	DefaultSweepBatch    = walk.DefaultBatch    // 1000
 	DefaultSyncInterval  = 100 * time.Millisecond
 	// DefaultCacheSize is 64 MiB, eight times Pebble's own default. A
 	// flood of new callers is a stream of lookups of keys that are not
@@ -46,7 +46,6 @@ var ErrFormat = errors.New("sluice/backend/pebble: unsupported store format")
 const (
 	recordPrefix = 0x01 // first byte of every record key
 	recordEnd    = 0x02 // exclusive upper bound of record keys
-	headerLen    = 8    // expiresAt, int64 big-endian
 	rangeChunk   = 256  // records Range copies out per iterator
 )
 
@@ -99,18 +98,14 @@ type Options struct {
 // arguments. Durability is described in the package documentation: Put and
 // Delete are not synced, WriteBatch always is.
 //
-// Lock order: sweepMu, then closeMu, then writeMu.
+// Lock order: the sweeper's, then the gate, then writeMu.
 type Store struct {
 	db   *pebbledb.DB
 	lock *pebbledb.Lock
 	dir  string        // as given to Open, for messages
 	hold *dirlock.Held // this process's claim on dir
 
-	now   func() int64
-	batch int
-
-	closeMu sync.RWMutex // guards closed; shared by every call using db, exclusive in Close
-	closed  bool
+	gate *gate.Gate // admits every call using db; Close shuts it
 
 	// writeMu is shared by every write and taken exclusively by a sweep
 	// while it re-checks and deletes expired records, so that no write
@@ -119,15 +114,8 @@ type Store struct {
 
 	dirty atomic.Bool // set by unsynced writes, cleared by the syncer
 
-	sweepMu sync.Mutex // serialises sweeps; guards cursor
-	cursor  []byte     // record key (unprefixed) the next sweep chunk starts at; nil = first
+	sweeper *walk.Sweeper // its cursor is a prefixed record key
 
-	// beforeDelete, when set (by tests), runs after a sweep chunk has
-	// chosen its candidates and before it takes writeMu.
-	beforeDelete func()
-
-	stop chan struct{}  // closed by Close to stop the sweeper and the syncer
-	bg   sync.WaitGroup // the sweeper and the syncer
 }
 
 var (
@@ -135,6 +123,7 @@ var (
 	_ backend.Batcher = (*Store)(nil)
 	_ backend.Ranger  = (*Store)(nil)
 	_ backend.Loader  = (*Store)(nil)
+	_ backend.Sweeper = (*Store)(nil)
 )
 
 // Open opens the store in dir, creating dir and an empty store (format
@@ -150,25 +139,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.SweepInterval == 0 {
-		o.SweepInterval = DefaultSweepInterval
-	}
 	if o.SyncInterval == 0 {
 		o.SyncInterval = DefaultSyncInterval
 	}
-	if o.SweepBatch <= 0 {
-		o.SweepBatch = DefaultSweepBatch
-	}
-	if o.Now == nil {
-		o.Now = func() int64 { return time.Now().UnixNano() }
-	}
-	if dir == "" {
-		return nil, errors.New("sluice/backend/pebble: open: empty directory name")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("sluice/backend/pebble: open %q: cannot create the directory: %w", dir, err)
-	}
-	h, err := opened.Claim(dir)
+	h, err := opened.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -203,19 +177,16 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		db:    db,
-		lock:  lock,
-		dir:   dir,
-		hold:  h,
-		now:   o.Now,
-		batch: o.SweepBatch,
-		stop:  make(chan struct{}),
+		db:   db,
+		lock: lock,
+		dir:  dir,
+		hold: h,
+		gate: gate.New(),
 	}
-	if o.SweepInterval > 0 {
-		s.bg.Go(func() { s.sweeper(o.SweepInterval) })
-	}
+	s.sweeper = walk.NewSweeper(o.SweepBatch, o.Now, s.sweepRead, s.sweepDelete)
+	s.sweeper.Start(s.gate, o.SweepInterval)
 	if o.SyncInterval > 0 {
-		s.bg.Go(func() { s.syncer(o.SyncInterval) })
+		s.gate.Go(func() { s.syncer(o.SyncInterval) })
 	}
 	return s, nil
 }
@@ -256,18 +227,6 @@ func checkFormat(db *pebbledb.DB, dir string) error {
 // keyBufs recycles the buffers Get builds prefixed keys in.
 var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64); return &b }}
 
-// expired reports whether a record expiring at expiresAt is expired at now.
-func expired(expiresAt, now int64) bool { return expiresAt > 0 && expiresAt <= now }
-
-// decode splits a stored value into its expiry and record; ok is false for a
-// corrupt value.
-func decode(v []byte) (expiresAt int64, rec []byte, ok bool) {
-	if len(v) < headerLen {
-		return 0, nil, false
-	}
-	return int64(binary.BigEndian.Uint64(v)), v[headerLen:], true
-}
-
 // Get returns a copy of the record under key, or nil and no error when there
 // is none, it has expired at now, or its stored value is corrupt.
 func (s *Store) Get(key []byte, now int64) ([]byte, error) {
@@ -284,11 +243,10 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	k := append(append((*kb)[:0], recordPrefix), key...)
 	defer func() { *kb = k; keyBufs.Put(kb) }()
 
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, 0, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, 0, err
 	}
+	defer s.gate.Leave()
 	v, c, err := s.db.Get(k)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return nil, 0, nil
@@ -296,21 +254,17 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("sluice/backend/pebble: get: %w", err)
 	}
-	defer c.Close()
-	exp, rec, ok := decode(v)
-	if !ok || expired(exp, now) {
-		return nil, 0, nil
-	}
-	return append(make([]byte, 0, len(rec)), rec...), exp, nil
+	rec, exp := frame.Live(v, now)
+	c.Close()
+	return rec, exp, nil
 }
 
 // setRecord adds the record to b.
 func setRecord(b *pebbledb.Batch, key, value []byte, expiresAt int64) {
-	op := b.SetDeferred(1+len(key), headerLen+len(value))
+	op := b.SetDeferred(1+len(key), frame.HeaderLen+len(value))
 	op.Key[0] = recordPrefix
 	copy(op.Key[1:], key)
-	binary.BigEndian.PutUint64(op.Value, uint64(expiresAt))
-	copy(op.Value[headerLen:], value)
+	frame.Put(op.Value, value, expiresAt)
 	op.Finish()
 }
 
@@ -336,11 +290,10 @@ func (s *Store) writeOne(op string, key []byte, fill func(*pebbledb.Batch)) erro
 	if len(key) == 0 {
 		return backend.ErrEmptyKey
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	b := s.db.NewBatch()
 	defer b.Close()
 	fill(b)
@@ -371,11 +324,10 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 			return fmt.Errorf("sluice/backend/pebble: write batch: write %d: %w", i, backend.ErrEmptyKey)
 		}
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return err
 	}
+	defer s.gate.Leave()
 	if len(writes) == 0 {
 		if !sync {
 			return nil
@@ -425,11 +377,10 @@ func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
 // rangeChunk copies out up to rangeChunk records from lower on. next is the
 // prefixed key to continue from, nil at the end.
 func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, err error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return nil, nil, backend.ErrClosed
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
+	defer s.gate.Leave()
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: lower, UpperBound: []byte{recordEnd}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("sluice/backend/pebble: range: %w", err)
@@ -440,13 +391,7 @@ func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, er
 		if verr != nil {
 			break // the iterator keeps the error for Close
 		}
-		exp, rec, ok := decode(v)
-		if !ok {
-			exp, rec = 0, v
-		}
-		k := it.Key()[1:]
-		kv := append(append(make([]byte, 0, len(k)+len(rec)), k...), rec...)
-		recs = append(recs, backend.Record{Key: kv[:len(k):len(k)], Value: kv[len(k):], ExpiresAt: exp})
+		recs = append(recs, frame.Record(it.Key()[1:], v))
 	}
 	if valid && len(recs) == rangeChunk {
 		next = append([]byte(nil), it.Key()...)
@@ -461,15 +406,9 @@ func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, er
 // database, releasing the directory's lock. Later calls return
 // backend.ErrClosed; a second Close returns nil.
 func (s *Store) Close() error {
-	s.closeMu.Lock()
-	if s.closed {
-		s.closeMu.Unlock()
+	if !s.gate.Close() {
 		return nil
 	}
-	s.closed = true
-	s.closeMu.Unlock()
-	close(s.stop)
-	s.bg.Wait()
 	err := s.db.Close()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
@@ -484,17 +423,17 @@ func (s *Store) Close() error {
 // syncer syncs the write-ahead log every interval when unsynced writes are
 // pending, until Close. A failed sync is retried on the next tick.
 func (s *Store) syncer(interval time.Duration) {
-	walk.Every(s.stop, interval, func() {
+	walk.Every(s.gate.Stop(), interval, func() {
 		if !s.dirty.Swap(false) {
 			return
 		}
-		s.closeMu.RLock()
-		if !s.closed {
-			if err := s.db.LogData(nil, pebbledb.Sync); err != nil {
-				s.dirty.Store(true)
-			}
+		if s.gate.Enter() != nil {
+			return
 		}
-		s.closeMu.RUnlock()
+		defer s.gate.Leave()
+		if err := s.db.LogData(nil, pebbledb.Sync); err != nil {
+			s.dirty.Store(true)
+		}
 	})
 }
 

@@ -113,67 +113,6 @@ func TestNewStoreFormat(t *testing.T) {
 	c.Close()
 }
 
-func TestCorruptValues(t *testing.T) {
-	s := open(t, t.TempDir())
-	raw := map[string][]byte{"short": []byte("1234567"), "empty": {}}
-	for k, v := range raw {
-		if err := s.db.Set(append([]byte{recordPrefix}, k...), v, pebbledb.Sync); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Put([]byte("good"), []byte("g"), 0); err != nil {
-		t.Fatal(err)
-	}
-	for k := range raw {
-		mustGet(t, s, k, t0, "", false)
-	}
-	var got []string
-	err := s.Range(nil, func(r backend.Record) bool {
-		got = append(got, fmt.Sprintf("%s=%q@%d", r.Key, r.Value, r.ExpiresAt))
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{`empty=""@0`, `good="g"@0`, `short="1234567"@0`}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("Range = %v, want %v", got, want)
-	}
-	if n, err := s.Sweep(t0, 100); err != nil || n != 2 {
-		t.Errorf("Sweep = %d, %v, want 2 corrupt records removed", n, err)
-	}
-	got = got[:0]
-	s.Range(nil, func(r backend.Record) bool { got = append(got, string(r.Key)); return true })
-	if fmt.Sprint(got) != "[good]" {
-		t.Errorf("Range after Sweep = %v, want [good]", got)
-	}
-}
-
-func TestSweepKeepsRewrittenRecord(t *testing.T) {
-	s := open(t, t.TempDir())
-	for _, k := range []string{"a", "b", "c"} {
-		if err := s.Put([]byte(k), []byte("old"), t0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Between the sweep's read and its delete, "b" gets a fresh record,
-	// as the engine would write one after reading "b" as absent, and "c"
-	// is deleted.
-	s.beforeDelete = func() {
-		if err := s.Put([]byte("b"), []byte("new"), t0+100); err != nil {
-			t.Error(err)
-		}
-		if err := s.Delete([]byte("c")); err != nil {
-			t.Error(err)
-		}
-	}
-	if n, err := s.Sweep(t0, 10); err != nil || n != 1 {
-		t.Fatalf("Sweep = %d, %v, want 1 (a)", n, err)
-	}
-	mustGet(t, s, "b", t0+1, "new", true)
-	mustGet(t, s, "c", t0-1, "", false)
-}
-
 // dirSize returns the total size of the files in dir, and the part of it
 // that is not write-ahead log.
 func dirSize(t *testing.T, dir string) (total, nonWAL int64) {

@@ -3,12 +3,10 @@ package pebble
 import (
 	"bytes"
 	"fmt"
-	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
-	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/internal/walk"
+	"github.com/sluice-go/sluice/backend/internal/frame"
 )
 
 // Sweep runs one bounded chunk of expiry sweeping at now: it examines at
@@ -21,30 +19,25 @@ import (
 // or not they have been swept. A record rewritten between the chunk's read
 // and its delete is kept. After Close, Sweep returns backend.ErrClosed.
 func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
-	removed, _, err = s.sweep(now, budget)
-	return removed, err
+	return s.sweeper.Sweep(now, budget)
 }
 
-// sweep is Sweep; wrapped reports that the chunk reached the last record.
-func (s *Store) sweep(now int64, budget int) (removed int, wrapped bool, err error) {
-	if budget <= 0 {
-		budget = s.batch
+// sweepRead chooses a sweep chunk's candidates (prefixed keys) without
+// blocking anyone: at most budget records from the prefixed key from on
+// (nil: the first).
+func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]byte, next []byte, err error) {
+	if err := s.gate.Enter(); err != nil {
+		return nil, nil, err
 	}
-	s.sweepMu.Lock()
-	defer s.sweepMu.Unlock()
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return 0, false, backend.ErrClosed
+	defer s.gate.Leave()
+	lower := from
+	if lower == nil {
+		lower = []byte{recordPrefix}
 	}
-
-	// Read: choose the candidates without blocking anyone.
-	lower := append([]byte{recordPrefix}, s.cursor...)
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: lower, UpperBound: []byte{recordEnd}})
 	if err != nil {
-		return 0, false, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
+		return nil, nil, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
 	}
-	var candidates [][]byte
 	examined := 0
 	valid := it.First()
 	for ; valid && examined < budget; valid = it.Next() {
@@ -53,33 +46,33 @@ func (s *Store) sweep(now int64, budget int) (removed int, wrapped bool, err err
 		if verr != nil {
 			break // the iterator keeps the error for Close
 		}
-		if exp, _, ok := decode(v); !ok || expired(exp, now) {
+		if frame.Dead(v, now) {
 			candidates = append(candidates, append([]byte(nil), it.Key()...))
 		}
 	}
-	var next []byte
 	if valid {
-		next = append([]byte(nil), it.Key()[1:]...)
+		next = append([]byte(nil), it.Key()...)
 	}
 	if err := it.Close(); err != nil {
-		return 0, false, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
+		return nil, nil, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
 	}
-	s.cursor = next
-	if len(candidates) == 0 {
-		return 0, next == nil, nil
-	}
-	if s.beforeDelete != nil {
-		s.beforeDelete()
-	}
+	return candidates, next, nil
+}
 
-	// Delete: with writes held off, keep only the candidates still expired.
-	// The candidates are in key order, so one iterator seeks through them.
+// sweepDelete deletes, with writes held off, the candidates still corrupt or
+// expired at now, in one unsynced batch. The candidates are in key order, so
+// one iterator seeks through them.
+func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err error) {
+	if err := s.gate.Enter(); err != nil {
+		return 0, err
+	}
+	defer s.gate.Leave()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	last := candidates[len(candidates)-1]
-	it, err = s.db.NewIter(&pebbledb.IterOptions{LowerBound: candidates[0], UpperBound: append(last[:len(last):len(last)], 0)})
+	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: candidates[0], UpperBound: append(last[:len(last):len(last)], 0)})
 	if err != nil {
-		return 0, false, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
+		return 0, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -91,29 +84,18 @@ func (s *Store) sweep(now int64, budget int) (removed int, wrapped bool, err err
 		if verr != nil {
 			break // the iterator keeps the error for Close
 		}
-		if exp, _, ok := decode(v); !ok || expired(exp, now) {
+		if frame.Dead(v, now) {
 			deleteRecord(b, k[1:])
 			removed++
 		}
 	}
 	if err := it.Close(); err != nil {
-		return 0, false, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
+		return 0, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
 	}
 	if removed > 0 {
 		if err := s.db.Apply(b, pebbledb.NoSync); err != nil {
-			return 0, false, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
+			return 0, fmt.Errorf("sluice/backend/pebble: sweep: %w", err)
 		}
 	}
-	return removed, next == nil, nil
-}
-
-// sweeper walks the store once every interval, a chunk at a time, until
-// Close. A chunk that fails ends the walk; the next tick tries again.
-func (s *Store) sweeper(interval time.Duration) {
-	walk.Every(s.stop, interval, func() {
-		walk.Sweep(s.stop, func() (bool, error) {
-			_, wrapped, err := s.sweep(s.now(), s.batch)
-			return wrapped, err
-		})
-	})
+	return removed, nil
 }

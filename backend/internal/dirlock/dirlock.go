@@ -13,7 +13,9 @@
 package dirlock
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -60,6 +62,20 @@ func (r *Registry) Claim(dir string) (*Held, error) {
 	}
 	r.dirs[path] = struct{}{}
 	return &Held{r: r, path: path}, nil
+}
+
+// Open is the first step of a store's Open: it refuses an empty name,
+// creates dir and its parents if needed, and claims dir (see Claim). Every
+// error names dir; one for a directory that cannot be created wraps the
+// file system's error (fs.ErrPermission, …).
+func (r *Registry) Open(dir string) (*Held, error) {
+	if dir == "" {
+		return nil, errors.New(r.name + ": open: empty directory name")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: open %q: cannot create the directory: %w", r.name, dir, err)
+	}
+	return r.Claim(dir)
 }
 
 // Release gives up the claim. It must be called once.

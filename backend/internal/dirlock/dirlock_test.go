@@ -95,3 +95,32 @@ func TestConcurrentClaims(t *testing.T) {
 		t.Errorf("%d of 16 concurrent Claims succeeded, want 1", wins)
 	}
 }
+
+func TestOpen(t *testing.T) {
+	r := New("sluice/test")
+	if _, err := r.Open(""); err == nil || err.Error() != "sluice/test: open: empty directory name" {
+		t.Errorf(`Open("") = %v, want the empty name refused`, err)
+	}
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	h, err := r.Open(dir)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("Open(%q) did not create it: %v", dir, err)
+	}
+	if _, err := r.Open(dir); !errors.Is(err, backend.ErrLocked) {
+		t.Errorf("second Open(%q) = %v, want ErrLocked", dir, err)
+	}
+	h.Release()
+	// A path under a regular file cannot be created.
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	under := filepath.Join(f, "sub")
+	_, err = r.Open(under)
+	if err == nil || errors.Is(err, backend.ErrLocked) || !strings.Contains(err.Error(), under) || !strings.Contains(err.Error(), "cannot create the directory") {
+		t.Fatalf("Open(%q) = %v, want an error naming it", under, err)
+	}
+}

@@ -1,6 +1,7 @@
 // Package walk holds the loops the durable stores (backend/bolt and
-// backend/pebble) share: listing records a chunk at a time, and running a
-// background task on a ticker until the store closes.
+// backend/pebble) share: listing records a chunk at a time, sweeping
+// expired records a chunk at a time (Sweeper), and running a background
+// task on a ticker until the store closes.
 package walk
 
 import (
