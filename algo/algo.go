@@ -336,16 +336,17 @@ func StepInto(a Algorithm, state []byte, now, cost int64, d *Decision) []byte {
 	case *SlidingLog:
 		return a.StepInto(state, now, cost, d)
 	}
-	return stepOther(a, state, now, cost, d)
+	next, dd := stepOther(a, state, now, cost)
+	*d = dd
+	return next
 }
 
 // stepOther is StepInto for an Algorithm of another package's making. It is
 // a variable so that TestFastPath can see that none of the package's own
-// algorithms ever gets here.
-var stepOther = func(a Algorithm, state []byte, now, cost int64, d *Decision) []byte {
-	next, dd := a.Step(state, now, cost)
-	*d = dd
-	return next
+// algorithms ever gets here. It returns the decision rather than taking d,
+// which would then escape to the heap on every path.
+var stepOther = func(a Algorithm, state []byte, now, cost int64) ([]byte, Decision) {
+	return a.Step(state, now, cost)
 }
 
 // Capacity returns a.Params().Capacity(), reading the package's own

@@ -20,9 +20,9 @@ func TestFastPath(t *testing.T) {
 	step, capacity := stepOther, capacityOther
 	t.Cleanup(func() { stepOther, capacityOther = step, capacity })
 	var slow []string
-	stepOther = func(a Algorithm, state []byte, now, cost int64, d *Decision) []byte {
+	stepOther = func(a Algorithm, state []byte, now, cost int64) ([]byte, Decision) {
 		slow = append(slow, "StepInto "+a.Name())
-		return step(a, state, now, cost, d)
+		return step(a, state, now, cost)
 	}
 	capacityOther = func(a Algorithm) int64 {
 		slow = append(slow, "Capacity "+a.Name())
