@@ -177,6 +177,13 @@ func (a *LeakyBucket) StepInto(state []byte, now, cost int64, d *Decision) []byt
 // window/limit that is not a whole number of nanoseconds is a little below
 // limit/window (by under one part in the interval's length in ns). New
 // refuses parameters whose interval would be under one nanosecond.
+//
+// The record holds the TAT and the interval it was counted in (10 to 18
+// bytes, 13 at ten tokens a second: still the smallest record), so that a
+// rule whose rate changed keeps what each caller spent: (TAT-now)/interval
+// tokens, carried into the new interval rounded against the caller. Until
+// an admission rewrites it in the new interval, the record goes on refilling
+// at the rate it was spent at, and a denial's RetryAfter counts with that.
 type GCRA struct {
 	rate
 	interval int64 // window/limit rounded up: the nanoseconds one token is worth

@@ -21,9 +21,11 @@ const (
 
 // A version 2 delta is one of nine lengths, told by its first byte; the
 // payload that follows is big-endian. The five-byte length takes half the
-// first byte's values so that it holds 39 bits (over nine minutes): however
-// the entries of a log no older than an hour are spread, it then costs at
-// most 9 + 5·entries + 6 bytes (see DESIGN.md and TestLogBudget).
+// first byte's values so that it holds 39 bits (over nine minutes): only a
+// gap of 2^39 ns or more takes 6 bytes (7 from 2^40), an hour holds at most
+// three such gaps' worth of excess, and the entries of a log no older than
+// an hour, however spread, cost at most 10 bytes plus 5 per entry (see
+// TestLogBudget).
 //
 //	10xxxxxx                       1 byte   d < 2^6
 //	110xxxxx +1                    2 bytes  d < 2^13
