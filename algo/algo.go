@@ -19,8 +19,46 @@ const (
 	GCRAName           = "gcra"
 )
 
+// kind is one row of the table of algorithms: everything the package, and
+// the codec, must know about an algorithm besides its step.
+type kind struct {
+	name   string
+	tag    codec.Tag
+	bucket bool // takes a burst: the bucket algorithms, not the window ones
+	build  func(rate) Algorithm
+}
+
+// kinds is the one table of algorithms, in the order Names lists them.
+// Adding an algorithm is a row here, its type with a StepInto method, and a
+// case in StepInto and Capacity (which TestFastPath checks are there), plus
+// its record's tag in package codec.
+var kinds = [...]kind{
+	{TokenBucketName, codec.TagTokenBucket, true, func(r rate) Algorithm { return &TokenBucket{rate: r} }},
+	{LeakyBucketName, codec.TagLeakyBucket, true, func(r rate) Algorithm { return &LeakyBucket{rate: r} }},
+	{FixedWindowName, codec.TagFixedWindow, false, func(r rate) Algorithm { return &FixedWindow{rate: r} }},
+	{SlidingLogName, codec.TagSlidingLog, false, func(r rate) Algorithm { return &SlidingLog{rate: r} }},
+	{SlidingCounterName, codec.TagSlidingCounter, false, func(r rate) Algorithm { return &SlidingCounter{rate: r} }},
+	{GCRAName, codec.TagGCRA, true, func(r rate) Algorithm { return newGCRA(r) }},
+}
+
 // Names lists every algorithm name New accepts, in a stable order.
-var Names = []string{TokenBucketName, LeakyBucketName, FixedWindowName, SlidingLogName, SlidingCounterName, GCRAName}
+var Names = func() []string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.name
+	}
+	return names
+}()
+
+// kindOf returns the table row of the named algorithm.
+func kindOf(name string) (kind, bool) {
+	for _, k := range kinds {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return kind{}, false
+}
 
 // Limits on parameters, chosen so that every intermediate value of the exact
 // arithmetic fits in 128 bits and every duration in an int64.
@@ -139,32 +177,14 @@ type Algorithm interface {
 // New builds the algorithm with the given configuration name from p,
 // validating the parameters. Errors name the field: see ParamError.
 func New(name string, p Params) (Algorithm, error) {
-	bucket := false
-	switch name {
-	case TokenBucketName, LeakyBucketName, GCRAName:
-		bucket = true
-	case FixedWindowName, SlidingLogName, SlidingCounterName:
-	default:
+	k, ok := kindOf(name)
+	if !ok {
 		return nil, fmt.Errorf("%w: %q (want one of %v)", ErrUnknownAlgorithm, name, Names)
 	}
-	if err := validate(name, p, bucket); err != nil {
+	if err := validate(name, p, k.bucket); err != nil {
 		return nil, err
 	}
-	r := newRate(p)
-	switch name {
-	case TokenBucketName:
-		return &TokenBucket{rate: r}, nil
-	case LeakyBucketName:
-		return &LeakyBucket{rate: r}, nil
-	case GCRAName:
-		return newGCRA(r), nil
-	case FixedWindowName:
-		return &FixedWindow{rate: r}, nil
-	case SlidingLogName:
-		return newSlidingLog(r), nil
-	default:
-		return &SlidingCounter{rate: r}, nil
-	}
+	return k.build(newRate(p)), nil
 }
 
 // MustNew is New for parameters known to be valid; it panics on an error.
@@ -246,6 +266,20 @@ func (r *rate) denyInto(d *Decision, corrupt bool, remaining, retry, reset int64
 	d.CorruptState = corrupt
 }
 
+// allowInto writes an admitting decision to *d, field by field, as
+// denyInto does. reset is also the record's TTL: every algorithm's record is
+// equivalent to none once the full capacity is back.
+func (r *rate) allowInto(d *Decision, corrupt bool, remaining, reset, delay int64) {
+	d.Allowed = true
+	d.Limit = r.capacity
+	d.Remaining = remaining
+	d.RetryAfter = 0
+	d.Reset = time.Duration(reset)
+	d.Delay = time.Duration(delay)
+	d.TTL = time.Duration(reset)
+	d.CorruptState = corrupt
+}
+
 func (r *rate) validCost(cost int64) bool { return cost > 0 && cost <= r.capacity }
 
 // clampCost returns cost forced into 1..capacity. A cost outside that range
@@ -302,9 +336,17 @@ func StepInto(a Algorithm, state []byte, now, cost int64, d *Decision) []byte {
 	case *SlidingLog:
 		return a.StepInto(state, now, cost, d)
 	}
-	next, dd := a.Step(state, now, cost)
+	next, dd := stepOther(a, state, now, cost)
 	*d = dd
 	return next
+}
+
+// stepOther is StepInto for an Algorithm of another package's making. It is
+// a variable so that TestFastPath can see that none of the package's own
+// algorithms ever gets here. It returns the decision rather than taking d,
+// which would then escape to the heap on every path.
+var stepOther = func(a Algorithm, state []byte, now, cost int64) ([]byte, Decision) {
+	return a.Step(state, now, cost)
 }
 
 // Capacity returns a.Params().Capacity(), reading the package's own
@@ -324,8 +366,12 @@ func Capacity(a Algorithm) int64 {
 	case *SlidingLog:
 		return a.capacity
 	}
-	return a.Params().Capacity()
+	return capacityOther(a)
 }
+
+// capacityOther is Capacity for an Algorithm of another package's making; a
+// variable for the same reason as stepOther.
+var capacityOther = func(a Algorithm) int64 { return a.Params().Capacity() }
 
 // isCorrupt reports whether state, which did not decode as this
 // algorithm's record, is corrupt: present and not another algorithm's

@@ -330,8 +330,6 @@ func TestFixedWindow(t *testing.T) {
 // TestSlidingLog: RetryAfter points at the moment the oldest entry that must
 // go has aged out.
 func TestSlidingLog(t *testing.T) {
-	// A 1 s window keeps entry times at 512 ns resolution; every time below
-	// is a multiple of 200 ms = 390,625·512 ns, so nothing is rounded.
 	a := algo.MustNew(algo.SlidingLogName, algo.Params{Limit: 3, Window: time.Second})
 	run(t, a, nil, []step{
 		{at: 0, cost: 1, allowed: true, remaining: 2, ttl: time.Second},
@@ -348,17 +346,21 @@ func TestSlidingLog(t *testing.T) {
 		{at: ms(1400), cost: 2, allowed: true, remaining: 0, ttl: time.Second},
 		{at: ms(1400), cost: 1, retry: ms(600), reset: time.Second},
 	})
-	t.Run("resolution", func(t *testing.T) {
-		// An entry 1 ns after the first is stored 512 ns after it: rounded
-		// up, so it ages out 511 ns late, never early.
-		a := algo.MustNew(algo.SlidingLogName, algo.Params{Limit: 2, Window: time.Second})
-		run(t, a, nil, []step{
-			{at: 0, cost: 1, allowed: true, remaining: 1, ttl: time.Second},
-			{at: 1, cost: 1, allowed: true, remaining: 0, ttl: time.Second + 511},
-			{at: time.Second, cost: 2, retry: 512, reset: 512},
-			{at: time.Second + 511, cost: 2, retry: 1},
-			{at: time.Second + 512, cost: 2, allowed: true, remaining: 0, ttl: time.Second},
-		})
+	t.Run("nanoseconds", func(t *testing.T) {
+		// Entries a nanosecond apart age out a nanosecond apart, exactly a
+		// window after each, however long the window.
+		for _, w := range []time.Duration{time.Millisecond, time.Second, time.Hour, 24 * time.Hour} {
+			a := algo.MustNew(algo.SlidingLogName, algo.Params{Limit: 2, Window: w})
+			run(t, a, nil, []step{
+				{at: 0, cost: 1, allowed: true, remaining: 1, ttl: w},
+				{at: 1, cost: 1, allowed: true, remaining: 0, ttl: w},
+				{at: w - 1, cost: 1, retry: 1, reset: 2},
+				{at: w, cost: 2, retry: 1, reset: 1},
+				{at: w, cost: 1, allowed: true, remaining: 0, ttl: w},
+				{at: w, cost: 1, retry: 1, reset: w},
+				{at: w + 1, cost: 1, allowed: true, remaining: 0, ttl: w},
+			})
+		}
 	})
 }
 
@@ -616,15 +618,21 @@ func TestCapacityLowered(t *testing.T) {
 	}{
 		// A full bucket of 10 holds 4 under the new capacity.
 		{algo.TokenBucketName, 0, 0, 1, true, 0, 3, true},
-		// 8 spent: 2 left, under the new capacity of 4 too.
-		{algo.TokenBucketName, 8, 0, 3, false, ms(250), 2, false},
+		// 8 spent: more than the new capacity, so nothing is left until
+		// 5 have refilled at 4/s (for a cost of 1), or 7 (a cost of 3).
+		{algo.TokenBucketName, 8, 0, 3, false, ms(1750), 0, false},
+		{algo.TokenBucketName, 8, ms(1250), 1, true, 0, 0, true},
 		// 10 queued over a capacity of 4: drains at 4/s; a cost of 1 fits
 		// once 7 have drained.
 		{algo.LeakyBucketName, 10, 0, 1, false, ms(1750), 0, false},
 		{algo.LeakyBucketName, 10, ms(1750), 1, true, 0, 0, true},
-		// GCRA: the TAT is 10 intervals of 100 ms ahead; under 4/s the
-		// tolerance is 4 intervals of 250 ms.
-		{algo.GCRAName, 10, 0, 1, false, ms(250), 0, false},
+		// GCRA: the TAT is 10 intervals of 100 ms ahead: 10 tokens spent,
+		// 2.5 s at 4/s, over a tolerance of 4 intervals of 250 ms. The
+		// record keeps refilling at the rate it was spent at (10/s) until
+		// an admission writes it anew: room for 1 once 7 of the 10 are
+		// back, 700 ms later.
+		{algo.GCRAName, 10, 0, 1, false, ms(700), 0, false},
+		{algo.GCRAName, 10, ms(700), 1, true, 0, 0, true},
 		{algo.FixedWindowName, 10, ms(500), 1, false, ms(500), 0, false},
 		{algo.FixedWindowName, 10, ms(1000), 4, true, 0, 0, true},
 		{algo.SlidingCounterName, 6, ms(500), 1, false, ms(500), 0, false},
@@ -671,7 +679,7 @@ func TestForeignRecord(t *testing.T) {
 	}
 	bad := map[string][]byte{
 		"one byte":   {0x11},
-		"version 2":  {0x21, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"version 3":  {0x31, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 		"version 0":  {0x06, 0, 0, 0, 0, 0, 0, 0, 0},
 		"unknown":    {0x1f, 0, 0, 0, 0, 0, 0, 0, 0},
 		"all ones":   {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
@@ -722,7 +730,7 @@ func TestForeignRecord(t *testing.T) {
 		}
 	}
 	// The headers above are what the codec says they are.
-	if v, tag, _ := codec.Header(records[algo.GCRAName]); v != codec.Version || tag != codec.TagGCRA {
+	if v, tag, _ := codec.Header(records[algo.GCRAName]); v != codec.Latest(codec.TagGCRA) || tag != codec.TagGCRA {
 		t.Errorf("gcra record header = version %d tag %v", v, tag)
 	}
 }

@@ -57,3 +57,31 @@ func BenchmarkStepDenied(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepLimit10 compares the sliding log with the token bucket at a
+// limit of 10 per second, a request every 100 ms and a nanosecond: the log
+// holds ten live entries, drops one and adds one at every step.
+func BenchmarkStepLimit10(b *testing.B) {
+	for _, name := range []string{TokenBucketName, SlidingLogName} {
+		b.Run(name, func(b *testing.B) {
+			a := MustNew(name, Params{Limit: 10, Window: time.Second})
+			dt := int64(100*time.Millisecond) + 1
+			now := int64(benchStart)
+			state := make([]byte, 0, 128)
+			for range 20 {
+				now += dt
+				next, _ := a.Step(state, now, 1)
+				state = next
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				now += dt
+				next, d := a.Step(state, now, 1)
+				if !d.Allowed {
+					b.Fatalf("denied at %d: %+v", now, d)
+				}
+				state = next
+			}
+		})
+	}
+}

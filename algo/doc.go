@@ -43,8 +43,17 @@
 // alone is over the limit). What exactness costs is rounding, always against
 // the caller: a bucket's level is whole nano-tokens as of a whole nanosecond,
 // so a refill forgoes under a nanosecond's worth at each admitted request;
-// GCRA counts a whole number of nanoseconds per token; a sliding log keeps
-// entry times rounded up to window/2^21.
+// GCRA counts a whole number of nanoseconds per token. A sliding log keeps
+// entry times to the nanosecond, so its answers equal the reference design's
+// at every window boundary.
+//
+// A rule whose limit, window or burst changes keeps what each caller spent,
+// for every algorithm: the records hold what was spent (or queued, or
+// counted) rather than what is left. Raising the capacity gives a throttled
+// caller the difference at once; lowering it never leaves anyone above the
+// new capacity, and a caller who spent more waits for the excess to refill.
+// GCRA's record names the interval its TAT was counted in, and keeps
+// refilling at that rate until an admission rewrites it in the new one.
 //
 // A clock that steps backwards is treated as not having moved: nothing is
 // refunded. The record only knows the times of admitted requests (a denial

@@ -1,8 +1,6 @@
 package algo
 
 import (
-	"time"
-
 	"github.com/sluice-go/sluice/codec"
 )
 
@@ -12,18 +10,12 @@ import (
 // limits on expensive actions (logins, password resets) and wrong for a
 // public API at thousands of requests per key.
 //
-// Entry times are stored at a resolution of window/2^21 or finer, rounded
-// up, so that each entry costs at most three bytes; an entry therefore ages
-// out at most that much later than it would at nanosecond resolution, never
-// earlier.
-type SlidingLog struct {
-	rate
-	shift uint8 // codec.LogShift(window)
-}
-
-func newSlidingLog(r rate) *SlidingLog {
-	return &SlidingLog{rate: r, shift: codec.LogShift(r.window)}
-}
+// Entry times are kept to the nanosecond, so an entry ages out exactly one
+// window after it was made, as in the reference design: a request arriving
+// exactly then finds its room. A record of the first layout, whose entries
+// were rounded up to window/2^21, is carried over at the times it stored,
+// which are never earlier than the real ones.
+type SlidingLog struct{ rate }
 
 // Name returns "sliding_log".
 func (*SlidingLog) Name() string { return SlidingLogName }
@@ -38,35 +30,37 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // StepInto is Step writing the decision to *d (every field) rather than
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
+//
+// It walks the record once: codec.SplitLog validates it, counts the live
+// entries and finds the oldest of them in the same pass. Only a denial
+// walks the live entries again, as far as the one whose ageing out makes
+// room.
 func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	l, err := codec.DecodeLog(state)
-	corrupt := err != nil && isCorrupt(state)
 	horizon := satAdd(now, -a.window) // entries at or before it have aged out
-	var (
-		alive int64
-		first int64 // oldest live entry
-		it    codec.LogIter
-	)
-	if err == nil {
-		it = l.Iter()
-		for i := int64(0); ; i++ {
-			t, ok := it.Next()
-			if !ok {
-				break
-			}
-			if t > horizon {
-				first, alive = t, int64(l.Len)-i
-				break
-			}
+	l, err := codec.SplitLog(state, horizon)
+	corrupt := false
+	if err != nil && len(state) != 0 {
+		// A record of the first layout is rewritten once, in a new array;
+		// anything else that does not split is absent.
+		if migrated, merr := codec.MigrateLog(state); merr == nil {
+			state = migrated
+			l, err = codec.SplitLog(state, horizon)
+		} else {
+			corrupt = isCorrupt(state)
 		}
 	}
+	if err != nil {
+		l = codec.LogSplit{}
+	}
+	alive := int64(l.Live)
 	if !a.validCost(cost) || alive+cost > a.capacity {
 		retry := a.window
 		if a.validCost(cost) {
-			// The request fits once the entry at this index has aged out.
-			index := alive + cost - a.capacity - 1
-			t := first
-			for j := int64(0); j < index; j++ {
+			// The request fits once the entry at this index (among the
+			// live ones) has aged out.
+			it := l.Iter()
+			t, _ := it.Next()
+			for range alive + cost - a.capacity - 1 {
 				t, _ = it.Next()
 			}
 			retry = until(satAdd(t, a.window), now)
@@ -79,33 +73,19 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 		return nil
 	}
 	var w codec.LogWriter
-	switch {
-	case alive == 0:
-		w = codec.NewLogWriter(state, now, a.shift)
-	case l.Shift == a.shift:
-		rest := it.Rest()
-		w = codec.NewLogWriter(state, first, a.shift)
-		w.AddRaw(rest, l.Newest)
-		w.Add(now)
-	default: // the window changed: store the live entries at the new resolution
-		w = codec.NewLogWriter(nil, first, a.shift)
-		for t, ok := it.Next(); ok; t, ok = it.Next() {
-			w.Add(t)
-		}
+	if alive == 0 {
+		w = codec.NewLogWriter(state, now)
+	} else {
+		// The live entries keep their encoding; they move to follow the
+		// new header in the same array (a forward copy: Rest lies after it).
+		w = codec.NewLogWriter(state, l.First)
+		w.AddRaw(l.Rest, l.Newest)
 		w.Add(now)
 	}
-	for i := int64(1); i < cost; i++ {
+	for range cost - 1 {
 		w.Add(now)
 	}
 	ttl := until(satAdd(w.Last(), a.window), now)
-	next := w.Bytes()
-	d.Allowed = true
-	d.Limit = a.capacity
-	d.Remaining = a.capacity - alive - cost
-	d.RetryAfter = 0
-	d.Reset = time.Duration(ttl)
-	d.Delay = 0
-	d.TTL = time.Duration(ttl)
-	d.CorruptState = corrupt
-	return next
+	a.allowInto(d, corrupt, a.capacity-alive-cost, ttl, 0)
+	return w.Bytes()
 }

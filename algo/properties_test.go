@@ -465,3 +465,106 @@ func TestClockStepsBackPastDenial(t *testing.T) {
 		}
 	}
 }
+
+// spentOf returns what a bucket algorithm's record says is spent and not yet
+// refilled (or drained), as the fraction num/den of tokens, and the moment
+// it says it of: a token bucket's and a leaky bucket's record are about the
+// time they were updated; GCRA's, about any time (at), as its debt.
+func spentOf(t *rapid.T, a Algorithm, state []byte, at int64) (num, den, when int64) {
+	switch a.Name() {
+	case TokenBucketName:
+		s, err := codec.DecodeTokenBucket(state)
+		if err != nil {
+			t.Fatalf("token bucket record %x: %v", state, err)
+		}
+		return s.Spent, unit, s.Updated
+	case LeakyBucketName:
+		s, err := codec.DecodeBucket(state, codec.TagLeakyBucket)
+		if err != nil {
+			t.Fatalf("leaky bucket record %x: %v", state, err)
+		}
+		return s.Level, unit, s.Updated
+	case GCRAName:
+		s, err := codec.DecodeGCRA(state)
+		if err != nil || s.Interval == 0 {
+			t.Fatalf("gcra record %x: %+v, %v", state, s, err)
+		}
+		return until(s.TAT, at), s.Interval, at
+	}
+	t.Fatalf("%s is not a bucket algorithm", a.Name())
+	return 0, 0, 0
+}
+
+// floorDiv is floor(a/b) for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// TestLimitChangeKeepsSpent: after any trace under one set of parameters,
+// the first request under another (a reload that changed the limit, the
+// window or the burst) sees what the old record says is spent and not yet
+// refilled: with spent s and the new capacity c, it is admitted exactly
+// when s + cost <= c, and Remaining is max(0, floor(c - s)) before the
+// request, less its cost when admitted. Raising the capacity gives a
+// throttled caller the difference at once; lowering it never leaves anyone
+// above the new capacity. A denial's RetryAfter stays truthful.
+func TestLimitChangeKeepsSpent(t *testing.T) {
+	for _, name := range []string{TokenBucketName, LeakyBucketName, GCRAName} {
+		t.Run(name, func(tt *testing.T) {
+			rapid.Check(tt, func(t *rapid.T) {
+				tr := drawPropTrace(t, name)
+				a1 := MustNew(name, tr.p)
+				var (
+					state []byte
+					now   = tr.base
+					last  Decision
+				)
+				for i, cost := range tr.costs {
+					now = tr.step(i, now, last)
+					next, d := a1.Step(state, now, cost)
+					if next != nil {
+						state = next
+					}
+					last = d
+				}
+				if state == nil {
+					return // nothing admitted, nothing spent
+				}
+				p2 := drawParams(t, name)
+				if rapid.Bool().Draw(t, "same window") {
+					p2.Window = tr.p.Window
+				}
+				a2 := MustNew(name, p2)
+				num, den, at := spentOf(t, a1, state, now+rapid.Int64Range(0, int64(tr.p.Window)).Draw(t, "pause"))
+				c2 := p2.Capacity()
+				cost := drawCost(t, c2)
+				_, d := a2.Step(clone(state), at, cost)
+
+				// room = c2 - num/den, as a fraction over den.
+				room := c2*den - num
+				fits := room >= cost*den
+				want := max(0, floorDiv(room, den))
+				if fits {
+					want = floorDiv(room-cost*den, den)
+				}
+				call := fmt.Sprintf("%+v to %+v, spent %d/%d at %d: Step(cost %d)", tr.p, p2, num, den, at, cost)
+				if d.Allowed != fits || d.Remaining != want || d.Limit != c2 {
+					t.Fatalf("%s = %+v; want allowed %v, remaining %d", call, d, fits, want)
+				}
+				if !d.Allowed {
+					retry := at + int64(d.RetryAfter)
+					if _, again := a2.Step(clone(state), retry, cost); !again.Allowed {
+						t.Fatalf("%s denied with RetryAfter %v, and denied again then: %+v", call, d.RetryAfter, again)
+					}
+					if _, early := a2.Step(clone(state), retry-1, cost); early.Allowed {
+						t.Fatalf("%s denied with RetryAfter %v, but allowed 1 ns earlier", call, d.RetryAfter)
+					}
+				}
+			})
+		})
+	}
+}

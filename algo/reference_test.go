@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
-
-	"github.com/sluice-go/sluice/codec"
 )
 
 // This file holds a float64 reference model that mirrors the article's
@@ -24,10 +22,9 @@ import (
 //   - capacity = burst or limit, and the refill or drain rate is
 //     limit/window (the article's factory passes the capacity and derives
 //     the rate from it);
-//   - the sliding log stores each entry rounded up to the record's
-//     resolution (codec.LogShift: window/2^21 or finer), relative to the
-//     entry before it, as codec.LogWriter does. The rounding is computed on
-//     the integer nanoseconds, the comparisons on the float seconds.
+//   - the sliding log keeps each entry's integer nanoseconds beside its
+//     float seconds, so that a property can aim requests exactly at an
+//     entry's ageing out; the comparisons are on the float seconds.
 //
 // Where float seconds and exact nanoseconds can disagree, and how the
 // property stays robust:
@@ -79,7 +76,8 @@ type refDecision struct {
 	remaining  float64
 	retryAfter float64
 	delay      float64
-	tie        bool // the verdict came from a comparison within the band
+	tie        bool  // the verdict came from a comparison within the band
+	retryNs    int64 // the sliding log's retry_after in exact nanoseconds
 }
 
 // refLimiter is one of the article's StorageBackedLimiter subclasses over a
@@ -89,7 +87,6 @@ type refLimiter struct {
 	capacity int64
 	window   float64 // seconds
 	rate     float64 // limit/window per second (DESIGN.md, not capacity/window)
-	shift    uint8   // sliding log resolution
 	state    *refState
 
 	band  float64 // tokens within which a comparison is a tie
@@ -104,7 +101,6 @@ func newRef(kind string, p Params) *refLimiter {
 		capacity: p.Capacity(),
 		window:   float64(p.Window) / 1e9,
 		rate:     float64(p.Limit) / (float64(p.Window) / 1e9),
-		shift:    codec.LogShift(int64(p.Window)),
 	}
 }
 
@@ -175,12 +171,14 @@ func (r *refLimiter) decide(st *refState, now float64, nowNs, cost int64) refDec
 		}
 		if int64(len(st.log))+cost <= r.capacity {
 			for range cost {
-				st.appendLog(nowNs, r.shift)
+				st.appendLog(nowNs)
 			}
 			return r.verdict(true, float64(r.capacity-int64(len(st.log))), 0, 0)
 		}
 		index := int64(len(st.log)) + cost - r.capacity - 1
-		return r.verdict(false, 0, st.log[index]+r.window-now, 0)
+		d := r.verdict(false, 0, st.log[index]+r.window-now, 0)
+		d.retryNs = st.logNs[index] + int64(math.Round(r.window*1e9)) - nowNs
+		return d
 
 	case SlidingCounterName:
 		start := r.align(now)
@@ -216,21 +214,14 @@ func (r *refLimiter) align(now float64) float64 {
 	return tieFloor(now/r.window) * r.window
 }
 
-// appendLog adds one entry at nowNs the way codec.LogWriter stores it: the
-// first entry exactly, each later one rounded up to the resolution step
-// after the entry before it, and never before it.
-func (st *refState) appendLog(nowNs int64, shift uint8) {
-	t := nowNs
+// appendLog adds one entry at nowNs. Entries never go backwards: a clock
+// that stepped back logs at the newest entry's time, as Step does.
+func (st *refState) appendLog(nowNs int64) {
 	if n := len(st.logNs); n > 0 {
-		last := st.logNs[n-1]
-		t = last
-		if nowNs > last {
-			unit := int64(1) << shift
-			t = last + (nowNs-last+unit-1)/unit*unit
-		}
+		nowNs = max(nowNs, st.logNs[n-1])
 	}
-	st.logNs = append(st.logNs, t)
-	st.log = append(st.log, float64(t)/1e9)
+	st.logNs = append(st.logNs, nowNs)
+	st.log = append(st.log, float64(nowNs)/1e9)
 }
 
 // leq reports a <= b, treating values within the band as a tie resolved by
@@ -358,6 +349,53 @@ func TestReferenceEquivalence(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSlidingLogBoundaries: requests aimed exactly at the moment a logged
+// entry ages out (its time plus the window), or a nanosecond either side,
+// get the reference's answer, with its retry_after to the nanosecond.
+func TestSlidingLogBoundaries(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := drawParams(t, SlidingLogName)
+		w := int64(p.Window)
+		a := MustNew(SlidingLogName, p)
+		ref := newRef(SlidingLogName, p)
+		now := rapid.Int64Range(0, 3*w).Draw(t, "base")
+		var state []byte
+		for i := range rapid.IntRange(1, 60).Draw(t, "steps") {
+			dt := drawDt(t, w)
+			if ref.state != nil && rapid.IntRange(0, 2).Draw(t, "aim?") > 0 {
+				// The entries whose boundary, give or take 1 ns, is not
+				// behind the clock.
+				var ahead []int64
+				for _, e := range ref.state.logNs {
+					if e+w+1 >= now {
+						ahead = append(ahead, e)
+					}
+				}
+				if len(ahead) > 0 {
+					e := rapid.SampledFrom(ahead).Draw(t, "entry")
+					dt = max(0, e+w+rapid.Int64Range(-1, 1).Draw(t, "offset")-now)
+				}
+			}
+			now += dt
+			cost := drawCost(t, p.Capacity())
+			next, d := a.Step(state, now, cost)
+			if next != nil {
+				state = next
+			}
+			rd := ref.allow(float64(now)/1e9, now, cost)
+			call := fmt.Sprintf("step %d: Step(%d ns, cost %d) with %+v", i, now, cost, p)
+			switch {
+			case d.Allowed != rd.allowed:
+				t.Fatalf("%s = allowed %v, reference %v\nStep %+v\nreference log %v", call, d.Allowed, rd.allowed, d, ref.state.logNs)
+			case d.Remaining != int64(rd.remaining):
+				t.Fatalf("%s: Remaining = %d, reference %v", call, d.Remaining, rd.remaining)
+			case !d.Allowed && int64(d.RetryAfter) != rd.retryNs:
+				t.Fatalf("%s: RetryAfter = %d ns, reference %d ns", call, d.RetryAfter, rd.retryNs)
+			}
+		}
+	})
 }
 
 func checkReference(t *rapid.T, name string, tr refTrace) {

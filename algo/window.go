@@ -1,10 +1,6 @@
 package algo
 
-import (
-	"time"
-
-	"github.com/sluice-go/sluice/codec"
-)
+import "github.com/sluice-go/sluice/codec"
 
 // FixedWindow counts the cost admitted in each window, windows aligned to
 // whole multiples of the window length from the Unix epoch. It is the
@@ -42,14 +38,7 @@ func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byt
 	}
 	s.Count += cost
 	next := codec.AppendWindow(state, s)
-	d.Allowed = true
-	d.Limit = a.capacity
-	d.Remaining = a.capacity - s.Count
-	d.RetryAfter = 0
-	d.Reset = time.Duration(end)
-	d.Delay = 0
-	d.TTL = time.Duration(end)
-	d.CorruptState = corrupt
+	a.allowInto(d, corrupt, a.capacity-s.Count, end, 0)
 	return next
 }
 
@@ -104,14 +93,7 @@ func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []
 	s.Count += cost
 	reset := a.reset(s, start, now)
 	next := codec.AppendCounter(state, s)
-	d.Allowed = true
-	d.Limit = a.capacity
-	d.Remaining = remaining
-	d.RetryAfter = 0
-	d.Reset = time.Duration(reset)
-	d.Delay = 0
-	d.TTL = time.Duration(reset)
-	d.CorruptState = corrupt
+	a.allowInto(d, corrupt, remaining, reset, 0)
 	return next
 }
 

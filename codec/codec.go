@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 )
 
-// Version is the layout version written into every record's header byte.
+// Version is the first layout version, which every tag has. A tag whose
+// layout or meaning changed since is written at a later version (see
+// Latest), and its earlier versions are still read.
 const Version = 1
 
 // Tag identifies the algorithm a record belongs to.
@@ -23,33 +24,56 @@ const (
 	TagGCRA           Tag = 6
 )
 
+// layout is what the codec knows about one tag: its name, the version this
+// release writes, and a check that a record of the tag, of any version this
+// release reads, is whole and valid.
+type layout struct {
+	name   string
+	latest int
+	valid  func([]byte) error
+}
+
+// layouts is the one table of tags. Adding an algorithm adds a row here
+// (and its layout below); adding a version bumps latest and teaches valid
+// the new layout.
+var layouts = [16]layout{
+	TagTokenBucket:    {"token_bucket", 2, validTokenBucket},
+	TagLeakyBucket:    {"leaky_bucket", 1, func(b []byte) error { _, err := DecodeBucket(b, TagLeakyBucket); return err }},
+	TagFixedWindow:    {"fixed_window", 1, func(b []byte) error { _, err := DecodeWindow(b); return err }},
+	TagSlidingLog:     {"sliding_log", 2, func(b []byte) error { _, err := DecodeLog(b); return err }},
+	TagSlidingCounter: {"sliding_counter", 1, func(b []byte) error { _, err := DecodeCounter(b); return err }},
+	TagGCRA:           {"gcra", 2, func(b []byte) error { _, err := DecodeGCRA(b); return err }},
+}
+
 // String returns the algorithm name the tag stands for.
 func (t Tag) String() string {
-	switch t {
-	case TagTokenBucket:
-		return "token_bucket"
-	case TagLeakyBucket:
-		return "leaky_bucket"
-	case TagFixedWindow:
-		return "fixed_window"
-	case TagSlidingLog:
-		return "sliding_log"
-	case TagSlidingCounter:
-		return "sliding_counter"
-	case TagGCRA:
-		return "gcra"
+	if int(t) < len(layouts) && layouts[t].name != "" {
+		return layouts[t].name
 	}
 	return fmt.Sprintf("tag(%d)", uint8(t))
 }
 
+// Latest returns the layout version this release writes for records of tag
+// t, and 0 for a tag it does not know. Every version from Version to Latest
+// is read.
+func Latest(t Tag) int {
+	if int(t) < len(layouts) {
+		return layouts[t].latest
+	}
+	return 0
+}
+
 // Record sizes of the fixed-size layouts.
 const (
+	// GCRASize is the size of a GCRA record of version 1; one of version 2
+	// is 10 to 18 bytes (see AppendGCRA).
 	GCRASize    = 9
 	BucketSize  = 17
 	WindowSize  = 17
 	CounterSize = 25
-	// LogHeaderSize is the size of a sliding log holding one entry.
-	LogHeaderSize = 10
+	// LogHeaderSize is the size of a sliding log holding one entry, as
+	// this release writes it (version 2).
+	LogHeaderSize = 9
 )
 
 // Errors returned by the decoders, wrapped with detail.
@@ -66,7 +90,7 @@ var (
 	ErrInvalid = errors.New("sluice/codec: invalid field")
 )
 
-func header(t Tag) byte { return Version<<4 | byte(t) }
+func header(v int, t Tag) byte { return byte(v)<<4 | byte(t) }
 
 // Header splits a record's first byte into version and tag.
 func Header(record []byte) (version int, tag Tag, err error) {
@@ -77,43 +101,30 @@ func Header(record []byte) (version int, tag Tag, err error) {
 }
 
 // Valid reports whether record is a whole, valid record of any algorithm,
-// read by the decoder its own header names. A step that finds another
-// algorithm's valid record under its key (a rule whose algorithm changed)
-// starts fresh without calling it corrupt.
+// of any version this release reads, checked by the decoder its own header
+// names. A step that finds another algorithm's valid record under its key
+// (a rule whose algorithm changed) starts fresh without calling it corrupt.
 func Valid(record []byte) bool {
 	_, t, err := Header(record)
-	if err != nil {
+	if err != nil || layouts[t].valid == nil {
 		return false
 	}
-	switch t {
-	case TagTokenBucket, TagLeakyBucket:
-		_, err = DecodeBucket(record, t)
-	case TagFixedWindow:
-		_, err = DecodeWindow(record)
-	case TagSlidingLog:
-		_, err = DecodeLog(record)
-	case TagSlidingCounter:
-		_, err = DecodeCounter(record)
-	case TagGCRA:
-		_, err = DecodeGCRA(record)
-	default:
-		return false
-	}
-	return err == nil
+	return layouts[t].valid(record) == nil
 }
 
-func check(src []byte, t Tag, size int) error {
+// check verifies a fixed-size record's header and length.
+func check(src []byte, v int, t Tag, size int) error {
 	if len(src) == 0 {
 		return ErrTruncated // no record: the common case, so no formatting
 	}
-	if len(src) < size {
-		return fmt.Errorf("%w: %s needs %d bytes, have %d", ErrTruncated, t, size, len(src))
-	}
-	if v := src[0] >> 4; v != Version {
-		return fmt.Errorf("%w: %d", ErrVersion, v)
-	}
 	if got := Tag(src[0] & 0x0f); got != t {
 		return fmt.Errorf("%w: %s record read as %s", ErrTag, got, t)
+	}
+	if got := int(src[0] >> 4); got != v {
+		return fmt.Errorf("%w: %d (%s version %d read)", ErrVersion, got, t, v)
+	}
+	if len(src) < size {
+		return fmt.Errorf("%w: %s needs %d bytes, have %d", ErrTruncated, t, size, len(src))
 	}
 	if len(src) > size {
 		return fmt.Errorf("%w: %s is %d bytes, have %d", ErrTrailing, t, size, len(src))
@@ -134,49 +145,156 @@ func i64(b []byte) int64      { return int64(binary.BigEndian.Uint64(b)) }
 func put64(b []byte, v int64) { binary.BigEndian.PutUint64(b, uint64(v)) }
 
 // GCRA is the state of the generic cell rate algorithm: the theoretical
-// arrival time of the next request.
+// arrival time of the next request, and the emission interval (nanoseconds
+// per token) the TAT was counted in, so that a rule whose rate changed can
+// carry the tokens spent over into its own interval. Interval is zero for a
+// version 1 record, which does not say.
 type GCRA struct {
-	TAT int64
+	TAT      int64
+	Interval int64
 }
 
+const (
+	gcraV1 = 0x16 // header(1, TagGCRA)
+	gcraV2 = 0x26 // header(2, TagGCRA)
+)
+
 // AppendGCRA encodes s into dst's backing array when it is large enough, or
-// a new one, and returns the record.
+// a new one, and returns the record: version 2 (9 bytes and the interval as
+// a uvarint, 10 to 18 bytes) when s.Interval is positive, version 1 (9
+// bytes, no interval) when it is zero.
 func AppendGCRA(dst []byte, s GCRA) []byte {
-	b := grow(dst, GCRASize)
-	b[0] = header(TagGCRA)
+	if s.Interval <= 0 {
+		b := grow(dst, GCRASize)
+		b[0] = gcraV1
+		put64(b[1:], s.TAT)
+		return b
+	}
+	n := GCRASize + uvarintLen(uint64(s.Interval))
+	b := grow(dst, n)
+	b[0] = gcraV2
 	put64(b[1:], s.TAT)
+	putUvarint(b[GCRASize:], uint64(s.Interval))
 	return b
 }
 
-// DecodeGCRA decodes a GCRA record.
+// DecodeGCRA decodes a GCRA record of either version. A version 2 interval
+// must be positive and written in as few bytes as it takes.
 func DecodeGCRA(src []byte) (GCRA, error) {
-	if err := check(src, TagGCRA, GCRASize); err != nil {
+	if len(src) > GCRASize && src[0] == gcraV2 {
+		v, n := binary.Uvarint(src[GCRASize:])
+		switch {
+		case n <= 0:
+			return GCRA{}, fmt.Errorf("%w: gcra interval", ErrTruncated)
+		case GCRASize+n != len(src):
+			return GCRA{}, fmt.Errorf("%w: gcra is %d bytes, have %d", ErrTrailing, GCRASize+n, len(src))
+		case v == 0 || v > 1<<63-1 || n != uvarintLen(v):
+			return GCRA{}, fmt.Errorf("%w: gcra interval %d in %d bytes", ErrInvalid, v, n)
+		}
+		return GCRA{TAT: i64(src[1:]), Interval: int64(v)}, nil
+	}
+	if len(src) > 0 && src[0] == gcraV2 {
+		return GCRA{}, fmt.Errorf("%w: gcra version 2 needs %d bytes, have %d", ErrTruncated, GCRASize+1, len(src))
+	}
+	if err := check(src, 1, TagGCRA, GCRASize); err != nil {
 		return GCRA{}, err
 	}
 	return GCRA{TAT: i64(src[1:])}, nil
 }
 
-// Bucket is the state of a token bucket (Level is the tokens left) or a
-// leaky bucket (Level is the work queued), both in nano-tokens.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// putUvarint writes v into b, which holds exactly uvarintLen(v) bytes.
+func putUvarint(b []byte, v uint64) {
+	i := 0
+	for v >= 0x80 {
+		b[i] = byte(v) | 0x80
+		v >>= 7
+		i++
+	}
+	b[i] = byte(v)
+}
+
+// TokenBucket is the state of a token bucket, version 2: the nano-tokens
+// spent and not yet refilled as of Updated. Keeping what was spent, rather
+// than what is left, is what lets a rule whose capacity changed keep each
+// caller's spending: under a capacity c the bucket holds c·1e9 - Spent.
+type TokenBucket struct {
+	Updated int64
+	Spent   int64
+}
+
+const (
+	tokenV1 = 0x11 // header(1, TagTokenBucket)
+	tokenV2 = 0x21 // header(2, TagTokenBucket)
+)
+
+// AppendTokenBucket encodes a version 2 token bucket into dst's backing
+// array when it is large enough.
+func AppendTokenBucket(dst []byte, s TokenBucket) []byte {
+	b := grow(dst, BucketSize)
+	b[0] = tokenV2
+	put64(b[1:], s.Updated)
+	put64(b[9:], s.Spent)
+	return b
+}
+
+// DecodeTokenBucket decodes a version 2 token bucket. Spent must not be
+// negative. A version 1 record (tokens left, read with DecodeBucket) gives
+// ErrVersion.
+func DecodeTokenBucket(src []byte) (TokenBucket, error) {
+	if err := check(src, 2, TagTokenBucket, BucketSize); err != nil {
+		return TokenBucket{}, err
+	}
+	s := TokenBucket{Updated: i64(src[1:]), Spent: i64(src[9:])}
+	if s.Spent < 0 {
+		return TokenBucket{}, fmt.Errorf("%w: token_bucket spent %d", ErrInvalid, s.Spent)
+	}
+	return s, nil
+}
+
+// IsTokenBucketV1 reports whether src is a whole version 1 token bucket
+// record (read it with DecodeBucket).
+func IsTokenBucketV1(src []byte) bool { return len(src) == BucketSize && src[0] == tokenV1 }
+
+func validTokenBucket(src []byte) error {
+	if IsTokenBucketV1(src) {
+		_, err := DecodeBucket(src, TagTokenBucket)
+		return err
+	}
+	_, err := DecodeTokenBucket(src)
+	return err
+}
+
+// Bucket is the state of a leaky bucket (Level is the work queued), or of a
+// version 1 token bucket (Level is the tokens left), both in nano-tokens.
 type Bucket struct {
 	Updated int64
 	Level   int64
 }
 
-// AppendBucket encodes a bucket under tag t (TagTokenBucket or
-// TagLeakyBucket) into dst's backing array when it is large enough.
+// AppendBucket encodes a bucket under tag t (TagLeakyBucket, or
+// TagTokenBucket for a version 1 token bucket) into dst's backing array
+// when it is large enough.
 func AppendBucket(dst []byte, t Tag, s Bucket) []byte {
 	b := grow(dst, BucketSize)
-	b[0] = header(t)
+	b[0] = header(1, t)
 	put64(b[1:], s.Updated)
 	put64(b[9:], s.Level)
 	return b
 }
 
-// DecodeBucket decodes a bucket record carrying tag t. The level must not be
-// negative.
+// DecodeBucket decodes a version 1 bucket record carrying tag t. The level
+// must not be negative.
 func DecodeBucket(src []byte, t Tag) (Bucket, error) {
-	if err := check(src, t, BucketSize); err != nil {
+	if err := check(src, 1, t, BucketSize); err != nil {
 		return Bucket{}, err
 	}
 	s := Bucket{Updated: i64(src[1:]), Level: i64(src[9:])}
@@ -197,7 +315,7 @@ type Window struct {
 // large enough.
 func AppendWindow(dst []byte, s Window) []byte {
 	b := grow(dst, WindowSize)
-	b[0] = header(TagFixedWindow)
+	b[0] = header(1, TagFixedWindow)
 	put64(b[1:], s.Start)
 	put64(b[9:], s.Count)
 	return b
@@ -205,7 +323,7 @@ func AppendWindow(dst []byte, s Window) []byte {
 
 // DecodeWindow decodes a fixed-window record. The count must not be negative.
 func DecodeWindow(src []byte) (Window, error) {
-	if err := check(src, TagFixedWindow, WindowSize); err != nil {
+	if err := check(src, 1, TagFixedWindow, WindowSize); err != nil {
 		return Window{}, err
 	}
 	s := Window{Start: i64(src[1:]), Count: i64(src[9:])}
@@ -227,7 +345,7 @@ type Counter struct {
 // large enough.
 func AppendCounter(dst []byte, s Counter) []byte {
 	b := grow(dst, CounterSize)
-	b[0] = header(TagSlidingCounter)
+	b[0] = header(1, TagSlidingCounter)
 	put64(b[1:], s.Start)
 	put64(b[9:], s.Count)
 	put64(b[17:], s.Previous)
@@ -237,7 +355,7 @@ func AppendCounter(dst []byte, s Counter) []byte {
 // DecodeCounter decodes a sliding-counter record. Neither count may be
 // negative.
 func DecodeCounter(src []byte) (Counter, error) {
-	if err := check(src, TagSlidingCounter, CounterSize); err != nil {
+	if err := check(src, 1, TagSlidingCounter, CounterSize); err != nil {
 		return Counter{}, err
 	}
 	s := Counter{Start: i64(src[1:]), Count: i64(src[9:]), Previous: i64(src[17:])}
@@ -246,151 +364,3 @@ func DecodeCounter(src []byte) (Counter, error) {
 	}
 	return s, nil
 }
-
-// LogShift returns the delta shift a sliding log uses for a window of w
-// nanoseconds: the smallest shift at which a whole window, rounded up, fits in
-// a three-byte uvarint (21 bits). Entry times are kept at a resolution of
-// 1<<shift nanoseconds, under half a millionth of the window, rounded up so
-// that an entry never ages out earlier than it really would.
-func LogShift(w int64) uint8 {
-	var s uint8
-	for s < 62 && (w-1)>>s >= 1<<21-1 {
-		s++
-	}
-	return s
-}
-
-// Log is a decoded view of a sliding-log record: the oldest entry, the delta
-// shift, and the encoded deltas that follow. It aliases the record's bytes.
-type Log struct {
-	Oldest int64
-	Shift  uint8
-	// Deltas holds one uvarint per entry after the oldest.
-	Deltas []byte
-	// Len is the number of entries, Newest the time of the last one.
-	Len    int
-	Newest int64
-}
-
-// maxLogShift bounds the shift so that a delta never overflows.
-const maxLogShift = 62
-
-// DecodeLog validates a sliding-log record and returns its view. Every delta
-// is checked, so the entries can then be walked without further error checks.
-func DecodeLog(src []byte) (Log, error) {
-	if len(src) == 0 {
-		return Log{}, ErrTruncated
-	}
-	if len(src) < LogHeaderSize {
-		return Log{}, fmt.Errorf("%w: sliding_log needs %d bytes, have %d", ErrTruncated, LogHeaderSize, len(src))
-	}
-	if v := src[0] >> 4; v != Version {
-		return Log{}, fmt.Errorf("%w: %d", ErrVersion, v)
-	}
-	if got := Tag(src[0] & 0x0f); got != TagSlidingLog {
-		return Log{}, fmt.Errorf("%w: %s record read as sliding_log", ErrTag, got)
-	}
-	l := Log{Oldest: i64(src[1:]), Shift: src[9], Deltas: src[LogHeaderSize:], Len: 1}
-	if l.Shift > maxLogShift {
-		return Log{}, fmt.Errorf("%w: sliding_log shift %d", ErrInvalid, l.Shift)
-	}
-	t := l.Oldest
-	for b := l.Deltas; len(b) > 0; {
-		d, n := binary.Uvarint(b)
-		if n <= 0 {
-			return Log{}, fmt.Errorf("%w: sliding_log delta %d", ErrTruncated, l.Len)
-		}
-		// t may be negative (times before 1970), so compare against
-		// MaxInt64-delta, which cannot wrap, rather than MaxInt64-t.
-		if d > math.MaxInt64>>l.Shift || t > math.MaxInt64-int64(d<<l.Shift) {
-			return Log{}, fmt.Errorf("%w: sliding_log entry %d overflows", ErrInvalid, l.Len)
-		}
-		t += int64(d << l.Shift)
-		b = b[n:]
-		l.Len++
-	}
-	l.Newest = t
-	return l, nil
-}
-
-// LogIter walks the entries of a validated Log, oldest first.
-type LogIter struct {
-	rest  []byte
-	t     int64
-	shift uint8
-	first bool
-}
-
-// Iter returns an iterator over the log's entries.
-func (l Log) Iter() LogIter {
-	return LogIter{rest: l.Deltas, t: l.Oldest, shift: l.Shift, first: true}
-}
-
-// Next returns the next entry's time, or false when there are no more.
-func (it *LogIter) Next() (int64, bool) {
-	if it.first {
-		it.first = false
-		return it.t, true
-	}
-	if len(it.rest) == 0 {
-		return 0, false
-	}
-	d, n := binary.Uvarint(it.rest)
-	it.rest = it.rest[n:]
-	it.t += int64(d << it.shift)
-	return it.t, true
-}
-
-// Rest returns the encoded deltas not yet walked: the entries after the one
-// Next returned last.
-func (it *LogIter) Rest() []byte { return it.rest }
-
-// LogWriter builds a sliding-log record entry by entry, rounding each entry
-// up to the log's resolution.
-type LogWriter struct {
-	buf   []byte
-	last  int64
-	shift uint8
-}
-
-// NewLogWriter starts a record whose oldest entry is at first, with the given
-// delta shift, in buf's backing array (pass nil for a new one).
-func NewLogWriter(buf []byte, first int64, shift uint8) LogWriter {
-	b := append(buf[:0], header(TagSlidingLog), 0, 0, 0, 0, 0, 0, 0, 0, shift)
-	put64(b[1:], first)
-	return LogWriter{buf: b, last: first, shift: shift}
-}
-
-// Add appends an entry at t. An entry earlier than the last one, or within
-// the resolution after it, is stored at the resolution step at or after t, so
-// stored times never precede the real ones.
-func (w *LogWriter) Add(t int64) {
-	var d uint64
-	if t > w.last {
-		diff := uint64(t - w.last) // exact even when t-last overflows int64
-		d = diff >> w.shift
-		if diff&(1<<w.shift-1) != 0 {
-			d++
-		}
-		// Rounding up must not carry the entry past the largest time a
-		// record can hold (DecodeLog refuses it); only an entry within one
-		// step of math.MaxInt64, or 2^63 ns after the previous one, is
-		// affected, and it is stored at the last step that fits.
-		d = min(d, uint64(math.MaxInt64-w.last)>>w.shift, math.MaxInt64>>w.shift)
-	}
-	w.buf = binary.AppendUvarint(w.buf, d)
-	w.last += int64(d << w.shift)
-}
-
-// AddRaw appends deltas already encoded at this writer's shift (such as
-// LogIter.Rest of a record with the same shift), whose entries end at last.
-func (w *LogWriter) AddRaw(deltas []byte, last int64) {
-	w.buf = append(w.buf, deltas...)
-	w.last = last
-}
-
-// Last returns the stored time of the newest entry.
-func (w *LogWriter) Last() int64 { return w.last }
-
-// Bytes returns the record.
-func (w *LogWriter) Bytes() []byte { return w.buf }

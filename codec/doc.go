@@ -3,19 +3,25 @@
 //
 // Every record starts with one header byte: the layout version in the high
 // four bits and the algorithm tag in the low four. The integers that follow
-// are big-endian; times are Unix nanoseconds; bucket levels are in
-// nano-tokens (1 token = 1e9 units), so a level survives a change of the
-// rule's limit or window unchanged.
+// are big-endian; times are Unix nanoseconds; bucket quantities are in
+// nano-tokens (1 token = 1e9 units). Each record keeps what its caller spent
+// in units that do not depend on the rule's limit, so a changed limit or
+// window keeps it.
 //
-//	GCRA (9 bytes)
-//	+------+-------------------------------+
-//	| 0x16 | theoretical arrival time int64 |
-//	+------+-------------------------------+
+//	GCRA (tag 6), version 2: 10 to 18 bytes
+//	+------+--------------------------------+---------------------------+
+//	| 0x26 | theoretical arrival time int64 | interval uvarint (ns/token) |
+//	+------+--------------------------------+---------------------------+
 //
-//	token bucket (tag 1), leaky bucket (tag 2): 17 bytes
-//	+------+-----------------+------------------------+
-//	| 0x1t | updated at int64 | level int64 nano-tokens |
-//	+------+-----------------+------------------------+
+//	token bucket (tag 1), version 2: 17 bytes
+//	+------+------------------+---------------------------------------+
+//	| 0x21 | updated at int64 | spent, not yet refilled, int64 nano-tokens |
+//	+------+------------------+---------------------------------------+
+//
+//	leaky bucket (tag 2): 17 bytes
+//	+------+------------------+--------------------------+
+//	| 0x12 | updated at int64 | queued int64 nano-tokens |
+//	+------+------------------+--------------------------+
 //
 //	fixed window (tag 3): 17 bytes
 //	+------+--------------------+-------------+
@@ -27,18 +33,37 @@
 //	| 0x15 | window start int64 | count int64 | previous int64 |
 //	+------+--------------------+-------------+----------------+
 //
-//	sliding log (tag 4): 10 bytes + one uvarint per further entry
-//	+------+------------------------+-------+------------------------+
-//	| 0x14 | oldest entry time int64 | shift | uvarint delta ... delta |
-//	+------+------------------------+-------+------------------------+
+//	sliding log (tag 4), version 2: 9 bytes + one delta per further entry
+//	+------+-------------------------+------------------+
+//	| 0x24 | oldest entry time int64 | delta ... delta  |
+//	+------+-------------------------+------------------+
 //
-// A sliding log holds at least one entry. Entry i+1 is entry i plus
-// delta<<shift nanoseconds; an entry repeated at the same instant (a request
-// of cost n adds n entries) is a single zero byte. The shift is chosen from the
-// window so that every delta fits in three bytes (see LogShift).
+// A sliding log holds at least one entry. Entry i+1 is entry i plus its
+// delta in nanoseconds, exactly; a delta takes 1 to 9 bytes, its length
+// told by its first byte (see log.go), and an entry repeated at the same
+// instant (a request of cost n adds n entries) is one byte. Entries of a
+// log no older than an hour cost at most 10 bytes plus 5 per entry,
+// however they are spread.
+//
+// The GCRA interval is the one the TAT was counted in, so that a rule whose
+// rate changed carries the tokens spent over into its own interval; it
+// costs 1 byte per 7 bits (4 bytes at 10 per second, 6 at one per hour).
+//
+// Earlier layouts, still read:
+//
+//	GCRA version 1 (9 bytes): 0x16, TAT int64, no interval (read in the
+//	  rule's current interval)
+//	token bucket version 1 (17 bytes): 0x11, updated at, tokens left in
+//	  nano-tokens (read as spent against the rule's current capacity)
+//	sliding log version 1: 0x14, oldest int64, a shift byte, then uvarint
+//	  deltas in units of 1<<shift ns: entry times rounded up to window/2^21
+//	  (MigrateLog rewrites it as version 2 at the times it stored)
+//
+// Each carries over exactly when the rule has not changed since it was
+// written; otherwise it reads as the earlier release would have read it.
 //
 // Compatibility: existing layouts never change. A new algorithm takes a new
-// tag; a changed layout takes a new version, and decoders keep reading the
-// old one. Decoding any byte string either yields a valid state or returns an
-// error; it never panics.
+// tag (a row in the codec's table of tags); a changed layout or meaning takes
+// a new version, and decoders keep reading the old one. Decoding any byte
+// string either yields a valid state or returns an error; it never panics.
 package codec

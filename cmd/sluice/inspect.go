@@ -295,7 +295,11 @@ type recordView struct {
 type stateView struct {
 	// Level is a token bucket's tokens left, or a leaky bucket's work
 	// queued, at UpdatedAt: an exact decimal.
-	Level     json.Number `json:"level,omitempty"`
+	Level json.Number `json:"level,omitempty"`
+	// Spent is a token bucket's tokens spent and not yet refilled at
+	// UpdatedAt (the record keeps what was spent, so that a changed limit
+	// keeps it): an exact decimal.
+	Spent     json.Number `json:"spent,omitempty"`
 	UpdatedAt string      `json:"updated_at,omitempty"`
 	// WindowStart and Count are a fixed window's, or a sliding counter's
 	// current window; Previous is a sliding counter's previous count.
@@ -370,12 +374,26 @@ func decodeState(rec []byte) (stateView, string, error) {
 	default:
 		return stateView{}, "", fmt.Errorf("unknown algorithm tag %d", uint8(tag))
 	}
-	if version != codec.Version {
-		return stateView{}, name, fmt.Errorf("%w %d (this release reads %d)", codec.ErrVersion, version, codec.Version)
+	if version < codec.Version || version > codec.Latest(tag) {
+		return stateView{}, name, fmt.Errorf("%w %d (this release reads %d to %d)", codec.ErrVersion, version, codec.Version, codec.Latest(tag))
 	}
 	var s stateView
 	switch tag {
-	case codec.TagTokenBucket, codec.TagLeakyBucket:
+	case codec.TagTokenBucket:
+		if version == 1 {
+			b, err := codec.DecodeBucket(rec, tag)
+			if err != nil {
+				return stateView{}, name, err
+			}
+			s.Level, s.UpdatedAt = json.Number(appendSeconds(nil, b.Level)), formatTime(b.Updated)
+			break
+		}
+		b, err := codec.DecodeTokenBucket(rec)
+		if err != nil {
+			return stateView{}, name, err
+		}
+		s.Spent, s.UpdatedAt = json.Number(appendSeconds(nil, b.Spent)), formatTime(b.Updated)
+	case codec.TagLeakyBucket:
 		b, err := codec.DecodeBucket(rec, tag)
 		if err != nil {
 			return stateView{}, name, err
@@ -503,7 +521,11 @@ func stateText(v recordView) string {
 	add := func(name, value string) { parts = append(parts, name+"="+value) }
 	switch v.Algorithm {
 	case codec.TagTokenBucket.String(), codec.TagLeakyBucket.String():
-		add("level", s.Level.String())
+		if s.Spent != "" {
+			add("spent", s.Spent.String())
+		} else {
+			add("level", s.Level.String())
+		}
 		add("updated", s.UpdatedAt)
 	case codec.TagFixedWindow.String(), codec.TagSlidingCounter.String():
 		add("start", s.WindowStart)
