@@ -85,6 +85,11 @@ type Stats struct {
 	Evicted uint64
 	// Compactions is the total number of shard arena compactions.
 	Compactions uint64
+	// SweptAt is the clock reading (Options.Now) at which the last
+	// complete background sweep began: every key that had expired by then
+	// has been removed. Zero until a background sweep has covered every
+	// shard.
+	SweptAt int64
 }
 
 // Store is an in-process backend.Backend that keeps every record in memory.
@@ -110,6 +115,7 @@ type Store struct {
 	keys        atomic.Int64  // keys held in all shards
 	evicted     atomic.Uint64 // keys removed by sweeping
 	compactions atomic.Uint64 // arena compactions
+	sweptAt     atomic.Int64  // start of the last complete background sweep
 	closed      atomic.Bool   // set once by Close
 
 	sweepMu   sync.Mutex // guards sweepNext and serialises sweeps
@@ -267,6 +273,7 @@ func (s *Store) Stats() Stats {
 		Keys:        int(s.keys.Load()),
 		Evicted:     s.evicted.Load(),
 		Compactions: s.compactions.Load(),
+		SweptAt:     s.sweptAt.Load(),
 	}
 }
 

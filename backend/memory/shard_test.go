@@ -285,9 +285,15 @@ func TestTickCoversEveryShard(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if got := s.Stats().SweptAt; got != 0 {
+			t.Errorf("%d shards: Stats().SweptAt = %d before any tick, want 0", shards, got)
+		}
 		s.tick()
 		if n := s.Len(); n != 0 {
 			t.Errorf("%d shards: %d of 10,001 expired keys left after one tick", shards, n)
+		}
+		if got := s.Stats().SweptAt; got != 200 {
+			t.Errorf("%d shards: Stats().SweptAt = %d after a tick at 200, want 200", shards, got)
 		}
 		s.Close()
 	}

@@ -109,4 +109,5 @@ func (s *Store) tick() {
 			}
 		}
 	}
+	s.sweptAt.Store(now)
 }
