@@ -23,8 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // serveShutdownTimeout bounds how long a stopping serve waits for the
@@ -97,9 +100,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "--upstream %s: want an http or https URL such as http://127.0.0.1:8081", *upstream)
 	}
 
-	cfg, err := sluice.LoadConfig(*configPath)
+	cfg, err := config.Load(*configPath)
 	if err != nil {
-		return fail(2, "%v", err) // a *ConfigError names file:line and the field
+		return fail(2, "%v", err) // a *config.Error names file:line and the field
 	}
 	rs, err := cfg.Ruleset()
 	if err != nil {
@@ -109,8 +112,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 
 	// The store: read at start only.
 	bf := backendFlags{name: cfg.Store.Backend, dir: cfg.Store.Dir}
-	if cfg.Store.Backend != sluice.BackendMemory {
-		bf.durability = cfg.Store.Durability.String()
+	if cfg.Store.Backend != config.BackendMemory {
+		bf.durability, bf.durable = cfg.Store.Durability, true
 	}
 	b, opts, err := openBackend(bf)
 	if err != nil {
@@ -134,8 +137,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	}()
 
 	reg := sluice.NewRegistry(rs)
-	metrics := sluice.NewMetrics(nil)
-	metrics.InitRuleset(rs)
+	counts := metrics.New(nil)
+	counts.InitRuleset(rs)
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
 	proxy.Transport = upstreamTransport()
@@ -143,8 +146,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	// section and store-error policy. Both are reloadable: a reload that
 	// changes them swaps in a new handler, and requests in flight finish
 	// on the old one.
-	limited := func(cfg *sluice.Config) (http.Handler, error) {
-		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfigFrom(cfg.Identity))
+	limited := func(cfg *config.Config) (http.Handler, error) {
+		id, err := identity.New(cfg.Identity)
 		if err != nil {
 			return nil, fmt.Errorf("identity: %w", err)
 		}
@@ -152,7 +155,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			Engine:       eng,
 			Registry:     reg,
 			Identifier:   id,
-			Metrics:      metrics,
+			Metrics:      counts,
 			OnStoreError: cfg.OnStoreError,
 			Logger:       logger,
 		})
@@ -173,7 +176,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	// start only. The file was parsed and validated before OnReload is
 	// called, so building the handler fails only if the parser and
 	// httplimit disagree; then the previous identity and policy stay.
-	onReload := func(next *sluice.Config, err error) {
+	onReload := func(next *config.Config, err error) {
 		if err != nil {
 			return
 		}
@@ -184,10 +187,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 		handler.h.Store(&h)
 	}
-	w, err := sluice.Watch(*configPath, reg, sluice.WatchOptions{
+	w, err := config.Watch(*configPath, reg, config.WatchOptions{
 		Initial:  cfg,
 		Logger:   logger,
-		Metrics:  metrics,
+		Metrics:  counts,
 		SIGHUP:   true,
 		OnReload: onReload,
 	})
@@ -216,7 +219,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 		adminAddr = aln.Addr().String()
 		servers = append(servers, &http.Server{
-			Handler:           adminHandler(reg, metrics, eng),
+			Handler:           adminHandler(reg, counts, eng),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          proxy.ErrorLog,
 		})
@@ -321,7 +324,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 }
 
 // adminHandler serves /metrics, /healthz and /rules.
-func adminHandler(reg *sluice.Registry, m *sluice.Metrics, eng *engine.Engine) http.Handler {
+func adminHandler(reg *sluice.Registry, m *metrics.Metrics, eng *engine.Engine) http.Handler {
 	preg := prometheus.NewRegistry()
 	preg.MustRegister(m.Collector(eng))
 	mux := http.NewServeMux()

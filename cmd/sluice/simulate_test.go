@@ -327,7 +327,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"unknown backend", with("--backend", "redis"), "--backend redis: unknown backend"},
 		{"dir on memory", with("--dir", "/tmp/x"), "--dir: the memory backend keeps nothing on disk"},
 		{"durability on memory", with("--durability", "sync"), "--durability: the memory backend is not durable"},
-		{"bad durability", with("--durability", "often"), "--durability often: want sync or interval"},
+		{"bad durability", with("--durability", "often"), `invalid value "often" for flag -durability: want sync or interval`},
 		{"unknown flag", with("--limt", "3"), "flag provided but not defined: -limt"},
 		{"positional argument", with("trace.jsonl"), `unexpected argument "trace.jsonl"`},
 	}
