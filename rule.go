@@ -106,6 +106,7 @@ type RuleError struct {
 	Index int
 }
 
+// Error returns `rule "name": field: reason`.
 func (e *RuleError) Error() string {
 	return fmt.Sprintf("rule %q: %s: %s", e.Rule, e.Field, e.Reason)
 }

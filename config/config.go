@@ -92,6 +92,7 @@ type Error struct {
 	Err error
 }
 
+// Error returns "file:line: field: reason", leaving out what is unknown.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/identity"
@@ -30,10 +29,6 @@ func (h header) Values(name string) []string { return h[name] }
 // given scope (see identity.Identifier.Key). With fn set, fn supplies the
 // identity instead of the headers. A panic in fn is not recovered here.
 func callerKey(id *identity.Identifier, fn IdentityFunc, r *http.Request, scope sluice.Scope) (string, error) {
-	if scope == sluice.ScopeGlobal {
-		return id.Key(scope, netip.Addr{}, nil)
-	}
-	peer, perr := identity.ParsePeer(r.RemoteAddr)
 	var (
 		k   string
 		err error
@@ -43,12 +38,12 @@ func callerKey(id *identity.Identifier, fn IdentityFunc, r *http.Request, scope 
 		if ferr != nil {
 			return "", fmt.Errorf("httplimit: identity: %w", ferr)
 		}
-		k, err = id.KeyFor(scope, who, peer, header(r.Header))
+		k, err = id.KeyFor(scope, who, r.RemoteAddr, header(r.Header))
 	} else {
-		k, err = id.Key(scope, peer, header(r.Header))
+		k, err = id.Key(scope, r.RemoteAddr, header(r.Header))
 	}
-	if perr != nil && errors.Is(err, identity.ErrNoPeerAddr) {
-		err = fmt.Errorf("httplimit: RemoteAddr: %w", perr) // names what RemoteAddr held
+	if err != nil && errors.Is(err, identity.ErrNoPeerAddr) {
+		err = fmt.Errorf("httplimit: RemoteAddr: %w", err)
 	}
 	return k, err
 }

@@ -115,3 +115,33 @@ func TestKeyNoPeer(t *testing.T) {
 		t.Errorf("global without a peer: %q, %v", k, err)
 	}
 }
+
+func BenchmarkCallerKey(b *testing.B) {
+	id, err := identity.New(identity.Config{TrustedProxies: []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48"), netip.MustParsePrefix("127.0.0.1/32"),
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name, scope, remote string
+		headers             []string
+	}{
+		{"user", "user", "203.0.113.5:1234", []string{"X-User-ID: alice"}},
+		{"api_key", "api_key", "203.0.113.5:1234", []string{"X-API-Key: sk_live_0123456789abcdef"}},
+		{"ip", "ip", "203.0.113.5:1234", nil},
+		{"ip_v6", "ip", "[2001:db8:1:2::7]:1234", nil},
+		{"ip_via_proxy", "ip", "10.0.0.1:1234", []string{"X-Forwarded-For: 1.1.1.1, 198.51.100.1, 10.0.0.2"}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			r := request(c.remote, c.headers...)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := callerKey(id, nil, r, sluice.Scope(c.scope)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

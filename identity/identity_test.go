@@ -34,15 +34,16 @@ func newTestIdentifier(t testing.TB, cfg Config) *Identifier {
 
 // req is what a door passes an Identifier of one request.
 type req struct {
-	peer netip.Addr // invalid when remote does not parse
-	h    http.Header
+	remote string
+	peer   netip.Addr // invalid when remote does not parse
+	h      http.Header
 }
 
 // request builds a request from remote (as net/http's RemoteAddr) with the
 // given header lines ("Name: value"), each added in order.
 func request(remote string, headers ...string) req {
 	peer, _ := ParsePeer(remote)
-	r := req{peer: peer, h: http.Header{}}
+	r := req{remote: remote, peer: peer, h: http.Header{}}
 	for _, h := range headers {
 		name, value, _ := strings.Cut(h, ":")
 		r.h.Add(name, strings.TrimPrefix(value, " "))
@@ -53,7 +54,7 @@ func request(remote string, headers ...string) req {
 func clientIP(id *Identifier, r req) (netip.Addr, error) { return id.ClientIP(r.peer, r.h) }
 
 func keyOf(id *Identifier, r req, scope string) (string, error) {
-	return id.Key(sluice.Scope(scope), r.peer, r.h)
+	return id.Key(sluice.Scope(scope), r.remote, r.h)
 }
 
 func TestClientIP(t *testing.T) {

@@ -154,9 +154,11 @@ func ParsePeer(remote string) (netip.Addr, error) {
 }
 
 // Key returns the key the caller of a request is counted under by a rule
-// of the given scope, its identity read from the headers h. peer is the
-// connection's address (the zero Addr when there is none, which is an
-// ErrNoPeerAddr only when an IP key is needed):
+// of the given scope, its identity read from the headers h. remote is the
+// connection's peer address as net/http's Request.RemoteAddr and
+// net.Addr.String give it ("host:port", or a bare address); it is parsed
+// (ParsePeer) only when needed, and one that does not parse is an
+// ErrNoPeerAddr only when an IP key is needed:
 //
 //	ScopeUser    "user:" + the user id
 //	ScopeAPIKey  "key:" + 32 hex digits of the SHA-256 of the API key
@@ -177,24 +179,24 @@ func ParsePeer(remote string) (netip.Addr, error) {
 // A caller without a user id (under ScopeUser) or an API key (under
 // ScopeAPIKey) is counted by its IP key. Key does not allocate beyond the
 // key it returns.
-func (id *Identifier) Key(scope sluice.Scope, peer netip.Addr, h Header) (string, error) {
-	return id.key(scope, peer, h, Caller{}, false)
+func (id *Identifier) Key(scope sluice.Scope, remote string, h Header) (string, error) {
+	return id.key(scope, remote, h, Caller{}, false)
 }
 
 // KeyFor is Key for a caller the program has identified itself: who's
 // UserID and APIKey stand for the identity headers, which are not read
 // (HeadersFromTrustedProxiesOnly does not apply). An anonymous who is
 // counted by its IP key, found as Key finds it.
-func (id *Identifier) KeyFor(scope sluice.Scope, who Caller, peer netip.Addr, h Header) (string, error) {
-	return id.key(scope, peer, h, who, true)
+func (id *Identifier) KeyFor(scope sluice.Scope, who Caller, remote string, h Header) (string, error) {
+	return id.key(scope, remote, h, who, true)
 }
 
-func (id *Identifier) key(scope sluice.Scope, peer netip.Addr, h Header, who Caller, supplied bool) (string, error) {
+func (id *Identifier) key(scope sluice.Scope, remote string, h Header, who Caller, supplied bool) (string, error) {
 	switch scope {
 	case sluice.ScopeGlobal:
 		return "global", nil
 	case sluice.ScopeIP:
-		return id.ipKey(peer, h)
+		return id.ipKey(remote, h)
 	case sluice.ScopeUser, sluice.ScopeAPIKey:
 	default:
 		return "", fmt.Errorf("%w %q", ErrUnknownScope, string(scope))
@@ -205,7 +207,7 @@ func (id *Identifier) key(scope sluice.Scope, peer netip.Addr, h Header, who Cal
 		if scope == sluice.ScopeAPIKey {
 			v = who.APIKey
 		}
-	} else if !id.headersTrustedOnly || id.PeerTrusted(peer) {
+	} else if !id.headersTrustedOnly || id.remoteTrusted(remote) {
 		name := id.userHeader
 		if scope == sluice.ScopeAPIKey {
 			name = id.apiKeyHeader
@@ -219,7 +221,7 @@ func (id *Identifier) key(scope sluice.Scope, peer netip.Addr, h Header, who Cal
 		}
 	}
 	if v == "" {
-		return id.ipKey(peer, h)
+		return id.ipKey(remote, h)
 	}
 	if scope == sluice.ScopeUser {
 		if len(v) > MaxUserIDLen {
@@ -237,7 +239,18 @@ func (id *Identifier) key(scope sluice.Scope, peer netip.Addr, h Header, who Cal
 	return string(buf[:]), nil
 }
 
-func (id *Identifier) ipKey(peer netip.Addr, h Header) (string, error) {
+// remoteTrusted reports whether the peer remote is a trusted proxy; one
+// that does not parse is not.
+func (id *Identifier) remoteTrusted(remote string) bool {
+	peer, err := ParsePeer(remote)
+	return err == nil && id.isTrusted(peer)
+}
+
+func (id *Identifier) ipKey(remote string, h Header) (string, error) {
+	peer, err := ParsePeer(remote)
+	if err != nil {
+		return "", err
+	}
 	a, err := id.ClientIP(peer, h)
 	if err != nil {
 		return "", err

@@ -402,8 +402,7 @@ func floodKey(id *identity.Identifier, r *http.Request, rng *rand.Rand, i, seed 
 	secret := append(buf[:0], "sk_live_"...)
 	secret = strconv.AppendUint(secret, uint64(m)<<32|uint64(rng.Uint32()), 36)
 	r.Header.Set(identity.DefaultAPIKeyHeader, string(secret))
-	peer, _ := identity.ParsePeer(r.RemoteAddr)
-	k, err := id.Key(sluice.ScopeAPIKey, peer, r.Header)
+	k, err := id.Key(sluice.ScopeAPIKey, r.RemoteAddr, r.Header)
 	return keyLimit, k, err
 }
 
