@@ -22,10 +22,13 @@
 // changes starts its callers fresh, because the stored record is of another
 // kind.
 //
-// Config is the gateway's YAML configuration (store, identity,
-// on_store_error, match, rules, default), read by ParseConfig or LoadConfig;
-// every error names the file, the line and the key at fault.
+// This package is what a program that builds its rules in Go needs, and
+// it imports no YAML, file watching or metrics library. The rest lives
+// beside it: package config reads the gateway's YAML file and watches it,
+// package metrics is the Prometheus collector (an Observer), package
+// identity turns a request into a caller key, and package httplimit is the
+// net/http middleware. StoreErrorPolicy and Observer are what those doors
+// share.
 //
-// Rulesets, CompiledRules and Registries are safe for concurrent use; a
-// Config is a plain value.
+// Rulesets, CompiledRules and Registries are safe for concurrent use.
 package sluice

@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -37,13 +38,17 @@ type Ruleset struct {
 // MatchMostSpecific). The default's Method and PathPrefix are ignored: it
 // covers whatever nothing else does.
 //
-// Errors are *RuleError values naming the rule and the field (an unknown
-// mode is an error wrapping ErrInvalidConfig). Besides each
+// Errors are *RuleError values naming the rule and the field, and giving
+// its Index (an unknown mode is an error wrapping ErrInvalidConfig). Besides each
 // rule's own validation, duplicate names are refused (they would share
 // counters), as is, in MatchMostSpecific mode, a rule with the same method
 // and path prefix as an earlier one (it could never apply).
 func NewRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, error) {
-	rs, _, err := compileRuleset(rules, def, mode)
+	rs, i, err := compileRuleset(rules, def, mode)
+	var re *RuleError
+	if errors.As(err, &re) {
+		re.Index = i
+	}
 	return rs, err
 }
 

@@ -125,18 +125,22 @@ func TestRulesetErrors(t *testing.T) {
 		def         *sluice.Rule
 		mode        sluice.MatchMode
 		rule, field string
+		index       int
 	}{
-		{"invalid rule", []sluice.Rule{rule("a", "GET", "/a"), bad}, nil, "", "bad", "window"},
-		{"duplicate names", []sluice.Rule{rule("a", "GET", "/a"), rule("a", "GET", "/b")}, nil, "", "a", "name"},
-		{"invalid default", nil, &badDef, "", "def", "limit"},
-		{"default named like a rule", []sluice.Rule{rule("search", "GET", "/s")}, &dupDef, sluice.MatchAll, "search", "name"},
+		{"invalid rule", []sluice.Rule{rule("a", "GET", "/a"), bad}, nil, "", "bad", "window", 1},
+		{"duplicate names", []sluice.Rule{rule("a", "GET", "/a"), rule("a", "GET", "/b")}, nil, "", "a", "name", 1},
+		{"invalid default", nil, &badDef, "", "def", "limit", -1},
+		{"default named like a rule", []sluice.Rule{rule("search", "GET", "/s")}, &dupDef, sluice.MatchAll, "search", "name", -1},
 	}
 	for _, tt := range tests {
 		_, err := sluice.NewRuleset(tt.rules, tt.def, tt.mode)
 		var re *sluice.RuleError
-		if !errors.As(err, &re) || re.Rule != tt.rule || re.Field != tt.field {
-			t.Errorf("%s: NewRuleset = %v, want an error on rule %q field %q", tt.name, err, tt.rule, tt.field)
+		if !errors.As(err, &re) || re.Rule != tt.rule || re.Field != tt.field || re.Index != tt.index {
+			t.Errorf("%s: NewRuleset = %v, want an error on rule %q (index %d) field %q", tt.name, err, tt.rule, tt.index, tt.field)
 		}
+	}
+	if err := bad.Validate(); err == nil || err.(*sluice.RuleError).Index != -1 {
+		t.Errorf("Validate = %v, want a *RuleError with Index -1", err)
 	}
 	if _, err := sluice.NewRuleset(nil, nil, "first"); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Errorf("NewRuleset(mode first) = %v, want ErrInvalidConfig", err)

@@ -101,8 +101,12 @@ type RuleError struct {
 	Reason string
 	// Err is the underlying error, or nil.
 	Err error
+	// Index is the rule's position in the rules given to NewRuleset, or -1
+	// for the default rule and for a rule checked alone (Rule.Validate).
+	Index int
 }
 
+// Error returns `rule "name": field: reason`.
 func (e *RuleError) Error() string {
 	return fmt.Sprintf("rule %q: %s: %s", e.Rule, e.Field, e.Reason)
 }
@@ -121,7 +125,7 @@ func (r Rule) Validate() error {
 }
 
 func (r Rule) fail(field, format string, args ...any) *RuleError {
-	return &RuleError{Rule: r.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &RuleError{Rule: r.Name, Field: field, Reason: fmt.Sprintf(format, args...), Index: -1}
 }
 
 // compile validates r and builds its algorithm.
@@ -148,12 +152,18 @@ func (r Rule) compile() (*CompiledRule, error) {
 	if err != nil {
 		var pe *algo.ParamError
 		if errors.As(err, &pe) {
-			return nil, &RuleError{Rule: r.Name, Field: pe.Field, Reason: pe.Reason, Err: pe}
+			return nil, &RuleError{Rule: r.Name, Field: pe.Field, Reason: pe.Reason, Err: pe, Index: -1}
 		}
-		return nil, &RuleError{Rule: r.Name, Field: "algorithm", Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, r.Algorithm), Err: err}
+		return nil, &RuleError{Rule: r.Name, Field: "algorithm", Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, r.Algorithm), Err: err, Index: -1}
 	}
 	if err := algo.CheckCost(a, r.Cost); err != nil {
-		return nil, &RuleError{Rule: r.Name, Field: "cost", Reason: strings.TrimPrefix(err.Error(), "sluice/algo: "), Err: err}
+		// The reason is written here from the figures, not taken from
+		// err's text: the error is matched by errors.Is alone.
+		reason := fmt.Sprintf("must be positive, got %d", r.Cost)
+		if errors.Is(err, algo.ErrCostExceedsCapacity) {
+			reason = fmt.Sprintf("cost exceeds capacity: cost %d can never fit a capacity of %d", r.Cost, a.Params().Capacity())
+		}
+		return nil, &RuleError{Rule: r.Name, Field: "cost", Reason: reason, Err: err, Index: -1}
 	}
 	c := &CompiledRule{rule: r, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
 	c.alone = []*CompiledRule{c}

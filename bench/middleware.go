@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 	sluicehttp "github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // Middleware implementations BenchmarkMiddleware compares.
@@ -92,7 +93,7 @@ func newSluiceMiddleware(r Rate, next http.Handler) (http.Handler, func(), error
 		_ = e.Close()
 		return nil, nil, err
 	}
-	id, err := sluicehttp.NewIdentifier(sluicehttp.IdentifierConfig{})
+	id, err := identity.New(identity.Config{})
 	if err != nil {
 		_ = e.Close()
 		return nil, nil, err

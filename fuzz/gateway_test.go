@@ -12,13 +12,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // FuzzGateway: any configuration that parses is compiled and put in front of
@@ -34,11 +38,16 @@ func FuzzGateway(f *testing.F) {
 		f.Add(data, "POST", "/api/orders", "", "", "frank", "", "192.0.2.1:1234", uint8(7))
 		f.Add(data, "GET", "/api/search?q=1", "203.0.113.9, 127.0.0.1", "", "", "key-1", "127.0.0.1:80", uint8(3))
 		f.Add(data, "GET", "/", "", `for="[2001:db8::1]:443";proto=https`, "", "", "127.0.0.1:9", uint8(120))
+		// The example with its proxy line in force, under either header.
+		proxied := []byte(strings.Replace(string(data), "# trusted_proxies: [10.0.0.2]", "trusted_proxies: [127.0.0.1]", 1))
+		f.Add(proxied, "GET", "/api/search?q=1", "203.0.113.9, 127.0.0.1", "for=198.51.100.7", "", "key-1", "127.0.0.1:80", uint8(3))
+		fwd := []byte(strings.Replace(string(proxied), "ipv6_prefix: 64", "forwarding_header: forwarded", 1))
+		f.Add(fwd, "GET", "/", "198.51.100.7", `for="[2001:db8::1]:443";proto=https`, "", "", "127.0.0.1:9", uint8(120))
 	} else {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, config []byte, method, path, xff, forwarded, user, apiKey, peer string, repeat uint8) {
-		cfg, err := sluice.ParseConfig("fuzz.yaml", config)
+	f.Fuzz(func(t *testing.T, doc []byte, method, path, xff, forwarded, user, apiKey, peer string, repeat uint8) {
+		cfg, err := config.Parse("fuzz.yaml", doc)
 		if err != nil {
 			if !errors.Is(err, sluice.ErrInvalidConfig) {
 				t.Fatalf("ParseConfig error %q does not match ErrInvalidConfig", err)
@@ -56,12 +65,12 @@ func FuzzGateway(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer eng.Close()
-		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfigFrom(cfg.Identity))
+		id, err := identity.New(cfg.Identity)
 		if err != nil {
 			t.Fatalf("a parsed identity section is refused: %v", err)
 		}
 		mw, err := httplimit.New(httplimit.Config{
-			Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id, Metrics: sluice.NewMetrics(nil),
+			Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id, Metrics: metrics.New(nil),
 			OnStoreError: cfg.OnStoreError, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if err != nil {

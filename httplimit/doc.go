@@ -1,9 +1,14 @@
-// Package httplimit puts sluice in front of net/http handlers.
+// Package httplimit puts sluice in front of net/http handlers: New returns
+// the middleware.
 //
-// An Identifier turns a request into the key a rule's budget is counted
-// under: the caller's user id or API key (from headers, or from an
-// IdentityFunc the program supplies), its IP address (the connection's peer,
-// or the client named by X-Forwarded-For or Forwarded when the peer is a
-// trusted proxy; IPv6 grouped by a prefix) or one key for everyone. Read the
-// Identifier's documentation before trusting an identity header.
+// The caller's key comes from package identity, the one home of caller
+// identity: the user id or API key (from headers, or from an IdentityFunc
+// the program supplies), the client IP address (the connection's peer, or
+// the client named by the configured forwarding header when the peer is a
+// trusted proxy; IPv6 grouped by a prefix) or one key for everyone. Read
+// identity.Identifier's documentation before trusting an identity header.
+//
+// The package imports no YAML, file watching or metrics library: a
+// sluice.Observer (package metrics' *Metrics, for one) is told each
+// decision.
 package httplimit

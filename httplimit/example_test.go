@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // Five orders a minute per user, in front of a net/http mux. (The fake
@@ -27,7 +28,9 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{})
+	// The default identity: the user id in X-User-ID, an anonymous caller
+	// counted by the connection's address, no proxy trusted.
+	id, err := identity.New(identity.Config{})
 	if err != nil {
 		panic(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/backend/pebble"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // pebbleServer serves the middleware over an engine on the Pebble store in
@@ -21,7 +23,7 @@ type pebbleServer struct {
 	srv     *httptest.Server
 	eng     *engine.Engine
 	faults  *faulty.Faults
-	metrics *sluice.Metrics
+	metrics *metrics.Metrics
 	calls   atomic.Int64
 }
 
@@ -40,11 +42,11 @@ func newPebbleServer(t *testing.T, dir string, mode engine.Durability, policy sl
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := NewIdentifier(IdentifierConfig{})
+	id, err := identity.New(identity.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := &pebbleServer{eng: eng, faults: faults, metrics: sluice.NewMetrics(nil)}
+	ps := &pebbleServer{eng: eng, faults: faults, metrics: metrics.New(nil)}
 	mw, err := New(Config{
 		Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id, Metrics: ps.metrics,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnStoreError: policy,

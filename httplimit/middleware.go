@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // Config configures the middleware New returns.
@@ -24,11 +25,17 @@ type Config struct {
 	// reload (Registry.Swap) takes effect from the next request on.
 	// Required.
 	Registry *sluice.Registry
-	// Identifier turns a request into the key a rule counts it under.
-	// Required.
-	Identifier *Identifier
-	// Metrics, when not nil, counts decisions and store errors.
-	Metrics *sluice.Metrics
+	// Identifier turns a request into the key a rule counts it under; nil
+	// means identity.New(identity.Config{}): the default headers, no
+	// trusted proxy. Read identity.Identifier before trusting an identity
+	// header.
+	Identifier *identity.Identifier
+	// Identity, when set, supplies the caller's identity in place of the
+	// user and API key headers. See IdentityFunc.
+	Identity IdentityFunc
+	// Metrics, when not nil, is told every decision and store error
+	// (package metrics' *Metrics counts them for Prometheus).
+	Metrics sluice.Observer
 	// OnStoreError is what happens to a request when the store fails:
 	// sluice.FailOpen (the default when empty) lets it through,
 	// sluice.FailClosed answers 503 Service Unavailable.
@@ -67,8 +74,9 @@ const (
 type limiter struct {
 	eng      *engine.Engine
 	reg      *sluice.Registry
-	id       *Identifier
-	metrics  *sluice.Metrics
+	id       *identity.Identifier
+	identify IdentityFunc
+	metrics  sluice.Observer // nil: nothing observes
 	policy   sluice.StoreErrorPolicy
 	cost     func(*http.Request, *sluice.CompiledRule) int64
 	log      *slog.Logger
@@ -78,13 +86,14 @@ type limiter struct {
 }
 
 // New returns rate-limiting middleware of the shape net/http, chi and most
-// routers take: func(http.Handler) http.Handler. It fails when a required
-// field of cfg is missing or OnStoreError is not a known policy.
+// routers take: func(http.Handler) http.Handler. It fails when Engine or
+// Registry is missing or OnStoreError is not a known policy.
 //
 // For each request it matches the rules in force (Registry.Match). A
 // request no rule covers (and no default) passes untouched, without
 // headers. Otherwise the caller's key is built for each matching rule's
-// scope with the Identifier, and the request is decided:
+// scope with the Identifier (and the IdentityFunc, when set), and the
+// request is decided:
 //
 //   - in most_specific mode by the one matching rule (engine.Apply);
 //   - in all mode by every matching rule together (engine.ApplyAll):
@@ -104,8 +113,9 @@ type limiter struct {
 // handler; when the request's context ends first (the client went away)
 // the handler is not called and nothing is written (the cost stays spent).
 //
-// A bad identity (ErrBadIdentity: a user id over MaxUserIDLen, a repeated
-// identity header, an IdentityFunc error matching it) is answered 400. A
+// A bad identity (identity.ErrBadIdentity: a user id over
+// identity.MaxUserIDLen, a repeated identity header, an IdentityFunc error
+// matching it) is answered 400. A
 // panic in the IdentityFunc is recovered, logged and answered 500: it ends
 // that request only. Other identity and engine errors are logged and
 // answered 500.
@@ -125,18 +135,23 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		return nil, errors.New("httplimit: Config.Engine is required")
 	case cfg.Registry == nil:
 		return nil, errors.New("httplimit: Config.Registry is required")
-	case cfg.Identifier == nil:
-		return nil, errors.New("httplimit: Config.Identifier is required")
 	}
 	l := &limiter{
-		eng:     cfg.Engine,
-		reg:     cfg.Registry,
-		id:      cfg.Identifier,
-		metrics: cfg.Metrics,
-		policy:  cfg.OnStoreError,
-		cost:    cfg.Cost,
-		log:     cfg.Logger,
-		wait:    cfg.wait,
+		eng:      cfg.Engine,
+		reg:      cfg.Registry,
+		id:       cfg.Identifier,
+		identify: cfg.Identity,
+		metrics:  cfg.Metrics,
+		policy:   cfg.OnStoreError,
+		cost:     cfg.Cost,
+		log:      cfg.Logger,
+		wait:     cfg.wait,
+	}
+	if l.id == nil {
+		var err error
+		if l.id, err = identity.New(identity.Config{}); err != nil {
+			return nil, err
+		}
 	}
 	switch l.policy {
 	case "":
@@ -211,7 +226,9 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			l.engineError(w, r, next, rule, err)
 			return
 		}
-		l.metrics.ObserveDecisionCost(rule.Name(), d.Allowed, cost, elapsed)
+		if l.metrics != nil {
+			l.metrics.ObserveDecisionCost(rule.Name(), d.Allowed, cost, elapsed)
+		}
 		delay = d.Delay
 	} else {
 		var ok bool
@@ -257,9 +274,11 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 	pick := -1
 	for i, di := range ds {
 		if all {
-			l.metrics.ObserveDecisionCost(rules[i].Name(), true, reqs[i].Cost, elapsed)
+			if l.metrics != nil {
+				l.metrics.ObserveDecisionCost(rules[i].Name(), true, reqs[i].Cost, elapsed)
+			}
 			delay = max(delay, di.Delay)
-		} else if !di.Allowed {
+		} else if !di.Allowed && l.metrics != nil {
 			l.metrics.ObserveDecisionCost(rules[i].Name(), false, reqs[i].Cost, elapsed)
 		}
 		switch {
@@ -292,7 +311,7 @@ func (l *limiter) keyAndCost(r *http.Request, rule *sluice.CompiledRule) (key st
 			err = &panicError{value: v}
 		}
 	}()
-	key, err = l.id.Key(r, string(rule.Scope()))
+	key, err = callerKey(l.id, l.identify, r, rule.Scope())
 	if err != nil {
 		return "", 0, err
 	}
@@ -312,7 +331,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 // identityError answers a request whose key or cost could not be had.
 func (l *limiter) identityError(w http.ResponseWriter, r *http.Request, rule *sluice.CompiledRule, err error) {
-	if errors.Is(err, ErrBadIdentity) {
+	if errors.Is(err, identity.ErrBadIdentity) {
 		http.Error(w, "bad caller identity", http.StatusBadRequest)
 		return
 	}
@@ -336,7 +355,9 @@ func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.
 		http.Error(w, internalErrorBody, http.StatusInternalServerError)
 		return
 	}
-	l.metrics.ObserveStoreError(rule.Name(), l.policy)
+	if l.metrics != nil {
+		l.metrics.ObserveStoreError(rule.Name(), l.policy)
+	}
 	l.logStoreError(rule, err)
 	if l.policy == sluice.FailClosed {
 		http.Error(w, unavailableBody, http.StatusServiceUnavailable)

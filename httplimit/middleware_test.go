@@ -19,6 +19,8 @@ import (
 	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // mwT0 is the start of every fixed timeline: a whole minute.
@@ -36,18 +38,19 @@ type fixture struct {
 	clock   *engine.FakeClock
 	eng     *engine.Engine
 	reg     *sluice.Registry
-	metrics *sluice.Metrics
+	metrics *metrics.Metrics
 	logs    *syncBuffer
 	calls   atomic.Int64
 	handler http.Handler // the middleware around the counting handler
 }
 
 type fixtureOpts struct {
-	mode    sluice.MatchMode
-	def     *sluice.Rule
-	idCfg   IdentifierConfig
-	backend func() (engineBackend, error)
-	config  func(*Config)
+	mode     sluice.MatchMode
+	def      *sluice.Rule
+	idCfg    identity.Config
+	identify IdentityFunc
+	backend  func() (engineBackend, error)
+	config   func(*Config)
 }
 
 // engineBackend is what engine.New takes.
@@ -78,7 +81,7 @@ func (s *syncBuffer) String() string {
 
 func newFixture(t *testing.T, rules []sluice.Rule, o fixtureOpts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clock: engine.NewFakeClock(mwT0), metrics: sluice.NewMetrics(nil), logs: &syncBuffer{}}
+	f := &fixture{t: t, clock: engine.NewFakeClock(mwT0), metrics: metrics.New(nil), logs: &syncBuffer{}}
 	var b engineBackend = memory.New(nil)
 	if o.backend != nil {
 		var err error
@@ -97,7 +100,7 @@ func newFixture(t *testing.T, rules []sluice.Rule, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	f.reg = sluice.NewRegistry(rs)
-	id, err := NewIdentifier(o.idCfg)
+	id, err := identity.New(o.idCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +108,7 @@ func newFixture(t *testing.T, rules []sluice.Rule, o fixtureOpts) *fixture {
 		Engine:     eng,
 		Registry:   f.reg,
 		Identifier: id,
+		Identity:   o.identify,
 		Metrics:    f.metrics,
 		Logger:     slog.New(slog.NewTextHandler(f.logs, nil)),
 	}
@@ -339,7 +343,7 @@ func TestAnonymousFallsBackToIP(t *testing.T) {
 
 func TestForwardedFor(t *testing.T) {
 	ipRule := sluice.Rule{Name: "per-ip", PathPrefix: "/", Scope: sluice.ScopeIP, Algorithm: "fixed_window", Limit: 2, Window: time.Minute}
-	opts := fixtureOpts{idCfg: IdentifierConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}
+	opts := fixtureOpts{idCfg: identity.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}
 
 	t.Run("untrusted peer", func(t *testing.T) {
 		f := newFixture(t, []sluice.Rule{ipRule}, opts)
@@ -363,6 +367,27 @@ func TestForwardedFor(t *testing.T) {
 		f.do("GET", "/x", "10.1.2.3:5555", "X-Forwarded-For", "198.51.100.1")
 		if w := f.do("GET", "/x", "10.1.2.4:5555", "X-Forwarded-For", "198.51.100.1"); w.Code != 429 {
 			t.Errorf("third from 198.51.100.1: %d, want 429", w.Code)
+		}
+	})
+	// The proxy maintains X-Forwarded-For; a Forwarded header beside it is
+	// the client's own, and is not read: it can neither move the client
+	// onto the proxy's key (shared by whoever lands there) nor buy it a
+	// second budget.
+	t.Run("client-added Forwarded", func(t *testing.T) {
+		f := newFixture(t, []sluice.Rule{ipRule}, opts)
+		for i, fwd := range []string{"for=10.1.2.3", "for=198.51.100.9", "for=_hidden"} {
+			want := 200
+			if i == 2 {
+				want = 429
+			}
+			if w := f.do("GET", "/x", "10.1.2.3:5555", "X-Forwarded-For", "198.51.100.1", "Forwarded", fwd); w.Code != want {
+				t.Errorf("XFF 198.51.100.1 with Forwarded %s: %d, want %d", fwd, w.Code, want)
+			}
+		}
+		for _, key := range []string{"ip:10.1.2.3", "ip:198.51.100.9"} {
+			if d, err := f.eng.Peek(f.reg.Ruleset().Rule("per-ip").Limit(), key, 2); err != nil || !d.Allowed {
+				t.Errorf("%s was spent (%+v, %v): a client-added header moved requests onto it", key, d, err)
+			}
 		}
 	})
 	t.Run("ipv6 /64 shares", func(t *testing.T) {
@@ -634,12 +659,12 @@ func TestAllModeStoreError(t *testing.T) {
 }
 
 func TestIdentityFuncPanicContained(t *testing.T) {
-	f := newFixture(t, []sluice.Rule{ordersRule}, fixtureOpts{idCfg: IdentifierConfig{Func: func(r *http.Request) (Identity, error) {
+	f := newFixture(t, []sluice.Rule{ordersRule}, fixtureOpts{identify: func(r *http.Request) (identity.Caller, error) {
 		if r.Header.Get("X-Boom") != "" {
 			panic("boom")
 		}
-		return Identity{UserID: r.Header.Get("X-Who")}, nil
-	}}})
+		return identity.Caller{UserID: r.Header.Get("X-Who")}, nil
+	}})
 	srv := httptest.NewServer(f.handler)
 	defer srv.Close()
 	resp := doHTTP(t, srv, "POST", "/api/orders", "X-Boom", "1")
@@ -663,14 +688,14 @@ func TestIdentityFuncPanicContained(t *testing.T) {
 
 func TestIdentityErrors(t *testing.T) {
 	f := newFixture(t, []sluice.Rule{ordersRule}, fixtureOpts{})
-	w := f.do("POST", "/api/orders", "192.0.2.1:1", "X-User-ID", strings.Repeat("a", MaxUserIDLen+1))
+	w := f.do("POST", "/api/orders", "192.0.2.1:1", "X-User-ID", strings.Repeat("a", identity.MaxUserIDLen+1))
 	if w.Code != 400 || strings.TrimSpace(w.Body.String()) != "bad caller identity" {
 		t.Errorf("too long: %d %q, want 400", w.Code, w.Body.String())
 	}
 	if w := f.do("POST", "/api/orders", "192.0.2.1:1", "X-User-ID", "a", "X-User-ID", "b"); w.Code != 400 {
 		t.Errorf("twice: %d, want 400", w.Code)
 	}
-	if w := f.do("POST", "/api/orders", "192.0.2.1:1", "X-User-ID", strings.Repeat("a", MaxUserIDLen)); w.Code != 200 {
+	if w := f.do("POST", "/api/orders", "192.0.2.1:1", "X-User-ID", strings.Repeat("a", identity.MaxUserIDLen)); w.Code != 200 {
 		t.Errorf("at the bound: %d, want 200", w.Code)
 	}
 	if f.calls.Load() != 1 {
@@ -686,12 +711,12 @@ func TestIdentityErrors(t *testing.T) {
 		t.Errorf("no peer: %d, want 500", w.Code)
 	}
 	// An IdentityFunc error: 400 when it is the client's fault, else 500.
-	g := newFixture(t, []sluice.Rule{ordersRule}, fixtureOpts{idCfg: IdentifierConfig{Func: func(r *http.Request) (Identity, error) {
+	g := newFixture(t, []sluice.Rule{ordersRule}, fixtureOpts{identify: func(r *http.Request) (identity.Caller, error) {
 		if r.Header.Get("X-Bad") != "" {
-			return Identity{}, ErrBadIdentity
+			return identity.Caller{}, identity.ErrBadIdentity
 		}
-		return Identity{}, errors.New("token service down")
-	}}})
+		return identity.Caller{}, errors.New("token service down")
+	}})
 	if w := g.do("POST", "/api/orders", "192.0.2.1:1", "X-Bad", "1"); w.Code != 400 {
 		t.Errorf("func bad identity: %d, want 400", w.Code)
 	}
@@ -734,12 +759,11 @@ func TestNewErrors(t *testing.T) {
 	eng, _ := engine.New(memory.New(nil), nil)
 	defer eng.Close()
 	reg := sluice.NewRegistry(nil)
-	id, _ := NewIdentifier(IdentifierConfig{})
+	id, _ := identity.New(identity.Config{})
 	for name, cfg := range map[string]Config{
-		"no engine":     {Registry: reg, Identifier: id},
-		"no registry":   {Engine: eng, Identifier: id},
-		"no identifier": {Engine: eng, Registry: reg},
-		"bad policy":    {Engine: eng, Registry: reg, Identifier: id, OnStoreError: "sometimes"},
+		"no engine":   {Registry: reg, Identifier: id},
+		"no registry": {Engine: eng, Identifier: id},
+		"bad policy":  {Engine: eng, Registry: reg, Identifier: id, OnStoreError: "sometimes"},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: no error", name)
@@ -747,6 +771,46 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := New(Config{Engine: eng, Registry: reg, Identifier: id}); err != nil {
 		t.Errorf("minimal config: %v", err)
+	}
+}
+
+// Without an Identifier the middleware keys by the default identity: the
+// user header, and the peer's address with no proxy trusted.
+func TestNoIdentifierMeansDefaults(t *testing.T) {
+	eng, _ := engine.New(memory.New(nil), nil)
+	defer eng.Close()
+	rs, err := sluice.NewRuleset([]sluice.Rule{{Name: "one", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: "fixed_window", Limit: 1, Window: time.Hour}}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := New(Config{Engine: eng, Registry: sluice.NewRegistry(rs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for i, c := range []struct {
+		remote, user, xff string
+		want              int
+	}{
+		{"192.0.2.1:1", "", "", 200},
+		{"192.0.2.1:2", "", "198.51.100.1", 429}, // the forwarding header is not believed
+		{"192.0.2.1:3", "alice", "", 200},
+		{"192.0.2.2:1", "alice", "", 429},
+		{"192.0.2.2:1", "", "", 200},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.remote
+		if c.user != "" {
+			r.Header.Set("X-User-ID", c.user)
+		}
+		if c.xff != "" {
+			r.Header.Set("X-Forwarded-For", c.xff)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("request %d (%+v): %d, want %d", i, c, w.Code, c.want)
+		}
 	}
 }
 
@@ -769,8 +833,8 @@ func BenchmarkMiddleware(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, _ := NewIdentifier(IdentifierConfig{})
-	mw, err := New(Config{Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id, Metrics: sluice.NewMetrics(nil)})
+	id, _ := identity.New(identity.Config{})
+	mw, err := New(Config{Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id, Metrics: metrics.New(nil)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -12,11 +13,14 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// backendFlags choose and configure the store under a command's engine.
+// backendFlags choose and configure the store under a command's engine:
+// from the command line (addBackendFlags) or a configuration's store
+// section (serve).
 type backendFlags struct {
-	name       string // --backend: memory (the default), pebble or bolt
-	dir        string // --dir: a durable backend's state directory
-	durability string // --durability: sync or interval; empty means the backend's default
+	name       string            // --backend: memory (the default), pebble or bolt
+	dir        string            // --dir: a durable backend's state directory
+	durability engine.Durability // --durability, when durable is set
+	durable    bool              // a durability was asked for; otherwise the backend's default
 	// fakeClock reports that a FakeClock drives the engine, so the store
 	// must not sweep by the wall clock (set by the command, not a flag).
 	fakeClock bool
@@ -28,7 +32,14 @@ func addBackendFlags(fs *flag.FlagSet) *backendFlags {
 	f := &backendFlags{}
 	fs.StringVar(&f.name, "backend", "memory", "the `store`: memory, pebble or bolt")
 	fs.StringVar(&f.dir, "dir", "", "a durable backend's state `directory` (required for pebble and bolt)")
-	fs.StringVar(&f.durability, "durability", "", "a durable backend's `promise`: sync (every decision on disk before it is printed) or interval (flushed every 50ms; the default)")
+	fs.Func("durability", "a durable backend's `promise`: sync (every decision on disk before it is printed) or interval (flushed every 50ms; the default)", func(s string) error {
+		d, err := engine.ParseDurability(s)
+		if err != nil {
+			return errors.New("want sync or interval")
+		}
+		f.durability, f.durable = d, true
+		return nil
+	})
 	return f
 }
 
@@ -46,12 +57,8 @@ func usagef(format string, args ...any) error {
 // build can open.
 func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 	var opts engine.Options
-	switch f.durability {
-	case "", "interval":
-	case "sync":
-		opts.Durability = engine.Sync
-	default:
-		return nil, opts, usagef("--durability %s: want sync or interval", f.durability)
+	if f.durable {
+		opts.Durability = f.durability
 	}
 	// A fake clock's times mean nothing to a sweeper reading the wall clock.
 	sweep := time.Duration(0)
@@ -63,7 +70,7 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 		if f.dir != "" {
 			return nil, opts, usagef("--dir: the memory backend keeps nothing on disk")
 		}
-		if f.durability != "" {
+		if f.durable {
 			return nil, opts, usagef("--durability: the memory backend is not durable")
 		}
 		return memory.New(&memory.Options{SweepInterval: sweep}), opts, nil

@@ -1,8 +1,8 @@
 package main
 
 // This file puts the demo's gateway together from the real parts: the
-// reference design's rules in a sluice.Registry, httplimit's Identifier and
-// middleware with sluice.Metrics counting, in front of a trivial handler on
+// reference design's rules in a sluice.Registry, package identity's
+// Identifier and httplimit's middleware with metrics.Metrics counting, in front of a trivial handler on
 // a loopback httptest server that the demo talks to with net/http's client.
 
 import (
@@ -18,6 +18,8 @@ import (
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // demoRules are the reference design's rules; demoDefault covers whatever
@@ -33,7 +35,7 @@ var (
 // gateway is the rate-limited HTTP server the demo sends its requests to.
 type gateway struct {
 	rules   *sluice.Ruleset
-	metrics *sluice.Metrics
+	metrics *metrics.Metrics
 	srv     *httptest.Server
 	client  *http.Client
 }
@@ -45,16 +47,16 @@ func newGateway(eng *engine.Engine) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{})
+	id, err := identity.New(identity.Config{})
 	if err != nil {
 		return nil, err
 	}
-	metrics := sluice.NewMetrics(nil)
+	counts := metrics.New(nil)
 	limit, err := httplimit.New(httplimit.Config{
 		Engine:     eng,
 		Registry:   sluice.NewRegistry(rs),
 		Identifier: id,
-		Metrics:    metrics,
+		Metrics:    counts,
 		// A store error is answered 503, which ends the demo: its figures
 		// would mean nothing.
 		OnStoreError: sluice.FailClosed,
@@ -64,7 +66,7 @@ func newGateway(eng *engine.Engine) (*gateway, error) {
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	srv := httptest.NewServer(limit(ok))
-	return &gateway{rules: rs, metrics: metrics, srv: srv, client: srv.Client()}, nil
+	return &gateway{rules: rs, metrics: counts, srv: srv, client: srv.Client()}, nil
 }
 
 // Close stops the server.
@@ -92,7 +94,7 @@ func (g *gateway) send(method, path, userID string) (demoResponse, error) {
 		return demoResponse{}, err
 	}
 	if userID != "" {
-		req.Header.Set(httplimit.DefaultUserHeader, userID)
+		req.Header.Set(identity.DefaultUserHeader, userID)
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {

@@ -7,10 +7,11 @@
 //
 // The commands are:
 //
-//	demo      run the reference design's demo scenarios through the engine
+//	demo      show a rate-limited gateway at work and its budgets surviving a restart
 //	simulate  decide a JSON-lines trace of requests read from stdin
 //	serve     run a rate-limiting reverse proxy in front of an HTTP service
 //	inspect   list the records a Pebble or bbolt state directory holds
+//	version   print the version of this build
 //
 // Run "sluice <command> -h" for a command's flags.
 //
@@ -81,7 +82,11 @@
 // on_store_error are reloaded when the file changes or on SIGHUP, and an
 // invalid file is rejected whole, the running configuration staying. The
 // admin listener, when --admin is given, serves /metrics (Prometheus),
-// /healthz ("ok") and /rules (the rules in force, as JSON). SIGTERM or SIGINT stops accepting,
+// /healthz ("ok") and /rules (the rules in force, as JSON). A client that
+// goes away before the upstream answers is counted
+// (sluice_upstream_client_canceled_total) and logged at debug level only;
+// other upstream failures are answered 502, counted and logged as errors.
+// "sluice serve --help" says all this too. SIGTERM or SIGINT stops accepting,
 // drains the requests in flight (for up to 10s), flushes and closes the
 // store and exits 0. Exit status 2 means a usage error or an invalid
 // configuration (named by file, line and field), 1 any other failure.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 )
 
 // command is one subcommand of the binary.
@@ -17,10 +19,11 @@ type command struct {
 
 // commands lists the subcommands in the order the usage message shows them.
 var commands = []command{
-	{"demo", "run the reference design's demo scenarios through the engine", runDemo},
+	{"demo", "show a rate-limited gateway at work and its budgets surviving a restart", runDemo},
 	{"simulate", "decide a JSON-lines trace of requests read from stdin", runSimulate},
 	{"serve", "run a rate-limiting reverse proxy in front of an HTTP service", runServeCmd},
 	{"inspect", "list the records a durable store holds (stop the process using it first)", runInspect},
+	{"version", "print the version of this build", runVersion},
 }
 
 func main() {
@@ -37,6 +40,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	name := args[0]
 	switch name {
+	case "-version", "--version":
+		return runVersion(nil, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && name == "help" {
 			return run([]string{args[1], "-h"}, stdin, stdout, stderr)
@@ -60,4 +65,44 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "\t%-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun \"sluice <command> -h\" for a command's flags.\n")
+}
+
+// runVersion is the version command: the module's version (or "(devel)"
+// for a build from a source tree), the commit and its time when the build
+// recorded them, and the Go version and platform.
+func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "sluice version: unexpected argument %q\n", args[0])
+		return 2
+	}
+	fmt.Fprintln(stdout, versionLine())
+	return 0
+}
+
+// versionLine describes this build in one line.
+func versionLine() string {
+	version, commit := "(unknown)", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		var rev, when, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = ", modified"
+				}
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			commit = fmt.Sprintf(" (commit %s %s%s)", rev, when, dirty)
+		}
+	}
+	return fmt.Sprintf("sluice %s%s %s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,13 @@ func TestRunDispatch(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
 		{"demo with an unknown flag", []string{"demo", "--verbose"}, 2, "", "-verbose"},
+		{"version", []string{"version"}, 0, "sluice ", ""},
+		{"--version", []string{"--version"}, 0, runtime.Version(), ""},
+		{"version with an argument", []string{"version", "x"}, 2, "", `unexpected argument "x"`},
+		{"help lists version", []string{"help"}, 0, "version", ""},
+		{"serve --help explains reload", []string{"serve", "--help"}, 0, "SIGHUP", ""},
+		{"serve --help names the admin endpoints", []string{"serve", "--help"}, 0, "/healthz", ""},
+		{"serve with a bad flag shows the usage", []string{"serve", "--listn", ":1"}, 2, "", "Usage: sluice serve"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

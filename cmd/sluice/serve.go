@@ -23,8 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // serveShutdownTimeout bounds how long a stopping serve waits for the
@@ -33,6 +36,39 @@ const serveShutdownTimeout = 10 * time.Second
 
 // maxIdleUpstreamConns bounds the idle connections kept to the upstream.
 const maxIdleUpstreamConns = 1024
+
+// serveUsage is what "sluice serve --help" prints before the flags.
+const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR]
+
+Serve is a rate-limiting reverse proxy: each request is decided under the
+rules of the configuration file and, when allowed, passed to the upstream;
+a denied one is answered 429 with Retry-After.
+
+Reloading: the rules, the default, the match mode, the identity section and
+on_store_error are reloaded when the file changes (it is watched, renames and
+symbolic-link swaps included) or on SIGHUP. A file that does not parse or
+validate is rejected whole and logged; the configuration in force stays. The
+store section is read at start only: a change there is logged and waits for
+a restart.
+
+Signals: SIGHUP reloads; SIGTERM or SIGINT stops accepting, drains the
+requests in flight (up to 10s), flushes and closes the store, and exits 0.
+
+Admin endpoints (on --admin only, never on --listen):
+  /metrics  Prometheus metrics (decisions, cost, latency, store errors,
+            reloads, the engine's counters, upstream errors)
+  /healthz  "ok"
+  /rules    the rules in force, as JSON
+
+Caller identity: a user- or api_key-scoped rule counts an anonymous caller
+by its IP address. No proxy is trusted unless identity.trusted_proxies lists
+it, and a client on a trusted address may name any address.
+
+Exit status: 2 for a usage error or an invalid configuration (named by
+file, line and key), 1 for any other failure.
+
+Flags:
+`
 
 // runServeCmd is the "serve" command: runServe until SIGTERM or SIGINT.
 func runServeCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -69,8 +105,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
 	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules); none when empty")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR]\n\n")
+		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			fs.SetOutput(stdout) // asked for: the help is the output
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -97,9 +141,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "--upstream %s: want an http or https URL such as http://127.0.0.1:8081", *upstream)
 	}
 
-	cfg, err := sluice.LoadConfig(*configPath)
+	cfg, err := config.Load(*configPath)
 	if err != nil {
-		return fail(2, "%v", err) // a *ConfigError names file:line and the field
+		return fail(2, "%v", err) // a *config.Error names file:line and the field
 	}
 	rs, err := cfg.Ruleset()
 	if err != nil {
@@ -109,8 +153,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 
 	// The store: read at start only.
 	bf := backendFlags{name: cfg.Store.Backend, dir: cfg.Store.Dir}
-	if cfg.Store.Backend != sluice.BackendMemory {
-		bf.durability = cfg.Store.Durability.String()
+	if cfg.Store.Backend != config.BackendMemory {
+		bf.durability, bf.durable = cfg.Store.Durability, true
 	}
 	b, opts, err := openBackend(bf)
 	if err != nil {
@@ -134,17 +178,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	}()
 
 	reg := sluice.NewRegistry(rs)
-	metrics := sluice.NewMetrics(nil)
-	metrics.InitRuleset(rs)
+	counts := metrics.New(nil)
+	counts.InitRuleset(rs)
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
 	proxy.Transport = upstreamTransport()
+	upstreamErrs := &upstreamErrors{log: logger}
+	proxy.ErrorHandler = upstreamErrs.handle
 	// limited builds the rate-limited proxy from a configuration's identity
 	// section and store-error policy. Both are reloadable: a reload that
 	// changes them swaps in a new handler, and requests in flight finish
 	// on the old one.
-	limited := func(cfg *sluice.Config) (http.Handler, error) {
-		id, err := httplimit.NewIdentifier(httplimit.IdentifierConfigFrom(cfg.Identity))
+	limited := func(cfg *config.Config) (http.Handler, error) {
+		id, err := identity.New(cfg.Identity)
 		if err != nil {
 			return nil, fmt.Errorf("identity: %w", err)
 		}
@@ -152,7 +198,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			Engine:       eng,
 			Registry:     reg,
 			Identifier:   id,
-			Metrics:      metrics,
+			Metrics:      counts,
 			OnStoreError: cfg.OnStoreError,
 			Logger:       logger,
 		})
@@ -173,7 +219,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	// start only. The file was parsed and validated before OnReload is
 	// called, so building the handler fails only if the parser and
 	// httplimit disagree; then the previous identity and policy stay.
-	onReload := func(next *sluice.Config, err error) {
+	onReload := func(next *config.Config, err error) {
 		if err != nil {
 			return
 		}
@@ -184,10 +230,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 		handler.h.Store(&h)
 	}
-	w, err := sluice.Watch(*configPath, reg, sluice.WatchOptions{
+	w, err := config.Watch(*configPath, reg, config.WatchOptions{
 		Initial:  cfg,
 		Logger:   logger,
-		Metrics:  metrics,
+		Metrics:  counts,
 		SIGHUP:   true,
 		OnReload: onReload,
 	})
@@ -216,7 +262,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 		adminAddr = aln.Addr().String()
 		servers = append(servers, &http.Server{
-			Handler:           adminHandler(reg, metrics, eng),
+			Handler:           adminHandler(reg, counts, upstreamErrs, eng),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          proxy.ErrorLog,
 		})
@@ -276,6 +322,50 @@ func upstreamTransport() *http.Transport {
 	return t
 }
 
+// upstreamErrors is the proxy's ErrorHandler: it answers a request the
+// upstream could not serve, counts it, and logs it. A client that went away
+// before the answer (its request's context canceled) is the common case of
+// a busy proxy, not a fault: it is counted apart and logged at debug level
+// only. Every other error is answered 502 Bad Gateway and logged as an
+// error, as httputil.ReverseProxy's default handler does.
+type upstreamErrors struct {
+	log                *slog.Logger
+	canceled, failures atomic.Uint64
+}
+
+// Descriptions of the counters upstreamErrors exports.
+var (
+	descClientGone = prometheus.NewDesc("sluice_upstream_client_canceled_total",
+		"Proxied requests whose client went away before the upstream answered.", nil, nil)
+	descUpstreamErrors = prometheus.NewDesc("sluice_upstream_errors_total",
+		"Proxied requests the upstream could not answer (502 Bad Gateway).", nil, nil)
+)
+
+func (u *upstreamErrors) handle(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		u.canceled.Add(1)
+		u.log.Debug("sluice serve: client went away before the upstream answered",
+			"method", r.Method, "path", r.URL.Path, "err", err)
+		w.WriteHeader(499) // nginx's "client closed request"; nobody reads it
+		return
+	}
+	u.failures.Add(1)
+	u.log.Error("sluice serve: upstream error", "method", r.Method, "path", r.URL.Path, "err", err)
+	w.WriteHeader(http.StatusBadGateway)
+}
+
+// Describe implements prometheus.Collector.
+func (u *upstreamErrors) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descClientGone
+	ch <- descUpstreamErrors
+}
+
+// Collect implements prometheus.Collector.
+func (u *upstreamErrors) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descClientGone, prometheus.CounterValue, float64(u.canceled.Load()))
+	ch <- prometheus.MustNewConstMetric(descUpstreamErrors, prometheus.CounterValue, float64(u.failures.Load()))
+}
+
 // swapHandler serves with the handler in h, which a reload replaces.
 type swapHandler struct {
 	h atomic.Pointer[http.Handler]
@@ -321,9 +411,9 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 }
 
 // adminHandler serves /metrics, /healthz and /rules.
-func adminHandler(reg *sluice.Registry, m *sluice.Metrics, eng *engine.Engine) http.Handler {
+func adminHandler(reg *sluice.Registry, m *metrics.Metrics, up *upstreamErrors, eng *engine.Engine) http.Handler {
 	preg := prometheus.NewRegistry()
-	preg.MustRegister(m.Collector(eng))
+	preg.MustRegister(m.Collector(eng), up)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

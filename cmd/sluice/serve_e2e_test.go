@@ -228,15 +228,21 @@ func TestServeForwardedFor(t *testing.T) {
 		if got := codes(t, 1, "GET", url, "X-Forwarded-For", "192.0.2.1, 203.0.113.7"); got[0] != 429 {
 			t.Errorf("spoofed left-most address: %v, want 429 (client is still 203.0.113.7)", got)
 		}
-		// RFC 7239 Forwarded is read too.
-		if got := codes(t, 1, "GET", url, "Forwarded", `for=203.0.113.7;proto=https`); got[0] != 429 {
-			t.Errorf("Forwarded for=203.0.113.7: %v, want 429", got)
+		// RFC 7239 Forwarded is not read: the proxy maintains
+		// X-Forwarded-For, and a Forwarded header is whatever the client
+		// wrote. It buys 203.0.113.7 no fresh budget...
+		if got := codes(t, 1, "GET", url, "X-Forwarded-For", "203.0.113.7", "Forwarded", `for=203.0.113.9`); got[0] != 429 {
+			t.Errorf("Forwarded for=203.0.113.9 from 203.0.113.7: %v, want 429", got)
+		}
+		// ...and does not put the client on the proxy's own key.
+		if got := codes(t, 3, "GET", url, "X-Forwarded-For", "203.0.113.10", "Forwarded", `for=127.0.0.1`); fmt.Sprint(got) != "[200 200 200]" {
+			t.Errorf("Forwarded naming the proxy: %v, want 203.0.113.10's own budget of 3", got)
 		}
 		// Two addresses in one IPv6 /64 share a budget; another /64 does
 		// not.
 		a := codes(t, 2, "GET", url, "X-Forwarded-For", "2001:db8:1:2::1")
 		b := codes(t, 2, "GET", url, "X-Forwarded-For", "2001:db8:1:2:ffff:ffff:ffff:fffe")
-		c := codes(t, 1, "GET", url, "Forwarded", `for="[2001:db8:1:3::1]"`)
+		c := codes(t, 1, "GET", url, "X-Forwarded-For", "2001:db8:1:3::1")
 		if fmt.Sprint(a, b, c) != "[200 200] [200 429] [200]" {
 			t.Errorf("IPv6: one /64 %v then %v, another /64 %v; want [200 200] [200 429] [200]", a, b, c)
 		}
@@ -246,6 +252,28 @@ func TestServeForwardedFor(t *testing.T) {
 		}
 		if got := codes(t, 2, "GET", url, "X-Forwarded-For", "203.0.113.8"); fmt.Sprint(got) != "[200 429]" {
 			t.Errorf("203.0.113.8 after its mapped form: %v, want [200 429] (one budget)", got)
+		}
+		// Nothing above was counted under the proxy's own address.
+		if got := codes(t, 3, "GET", url); fmt.Sprint(got) != "[200 200 200]" {
+			t.Errorf("the proxy's own requests: %v, want its full budget of 3", got)
+		}
+	})
+
+	t.Run("trusted peer setting Forwarded", func(t *testing.T) {
+		cfgPath := filepath.Join(dir, "forwarded.yaml")
+		writeFile(t, cfgPath, strings.Replace(gatewayConfig(memoryStore, "127.0.0.1/32", 1), "  ipv6_prefix: 64\n", "  ipv6_prefix: 64\n  forwarding_header: forwarded\n", 1))
+		s := startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL)
+		url := "http://" + s.listen + "/x"
+		// RFC 7239 Forwarded is read, IPv6 in quotes and brackets...
+		if got := codes(t, 2, "GET", url, "Forwarded", `for=203.0.113.7;proto=https`); fmt.Sprint(got) != "[200 429]" {
+			t.Errorf("Forwarded for=203.0.113.7: %v, want [200 429]", got)
+		}
+		if got := codes(t, 1, "GET", url, "Forwarded", `for="[2001:db8:1:3::1]:443"`); got[0] != 200 {
+			t.Errorf("Forwarded IPv6: %v, want 200", got)
+		}
+		// ...and X-Forwarded-For is not: it buys no fresh budget.
+		if got := codes(t, 1, "GET", url, "Forwarded", "for=203.0.113.7", "X-Forwarded-For", "198.51.100.1"); got[0] != 429 {
+			t.Errorf("X-Forwarded-For beside Forwarded: %v, want 429", got)
 		}
 	})
 }

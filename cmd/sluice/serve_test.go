@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // serveConfig is a configuration with one token bucket rule, limit a
@@ -300,5 +304,43 @@ func TestServeUsage(t *testing.T) {
 		if code := runServe(context.Background(), args, io.Discard, io.Discard, nil); code != 2 {
 			t.Errorf("serve %q: exit status %d, want 2", args, code)
 		}
+	}
+}
+
+// A client that goes away before the upstream answers is counted and logged
+// at debug level only; a real upstream failure is answered 502, counted and
+// logged as an error.
+func TestUpstreamErrors(t *testing.T) {
+	var logs bytes.Buffer
+	u := &upstreamErrors{log: slog.New(slog.NewTextHandler(&logs, nil))} // Info and above
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone := httptest.NewRequest("GET", "/x", nil).WithContext(ctx)
+	for range 3 {
+		u.handle(httptest.NewRecorder(), gone, fmt.Errorf("proxy: %w", context.Canceled))
+	}
+	if got := u.canceled.Load(); got != 3 {
+		t.Errorf("client disconnects counted %d, want 3", got)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("client disconnects logged above debug:\n%s", logs.String())
+	}
+	w := httptest.NewRecorder()
+	u.handle(w, httptest.NewRequest("GET", "/y", nil), errors.New("dial tcp 127.0.0.1:1: connection refused"))
+	if w.Code != http.StatusBadGateway || u.failures.Load() != 1 || u.canceled.Load() != 3 {
+		t.Errorf("upstream failure: %d, failures %d, disconnects %d; want 502, 1, 3", w.Code, u.failures.Load(), u.canceled.Load())
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "connection refused") {
+		t.Errorf("upstream failure not logged as an error:\n%s", logs.String())
+	}
+	// A canceled error on a request whose client is still there is a
+	// failure (the upstream side gave up), not a disconnect.
+	u.handle(httptest.NewRecorder(), httptest.NewRequest("GET", "/z", nil), context.Canceled)
+	if u.failures.Load() != 2 {
+		t.Errorf("canceled with the client present: failures %d, want 2", u.failures.Load())
+	}
+	// Both counters reach /metrics.
+	if n := testutil.CollectAndCount(u); n != 2 {
+		t.Errorf("collector exports %d series, want 2", n)
 	}
 }

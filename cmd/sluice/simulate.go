@@ -79,9 +79,17 @@ func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64,
 	fs.SetOutput(io.Discard) // errors are reported by runSimulate
 	fs.Usage = func() {}
 	name := fs.String("algorithm", "", "the algorithm, by `name`: "+strings.Join(algo.Names, ", ")+" (required)")
-	limit := fs.Int64("limit", 0, "at most `N` units may be spent per window (required)")
-	window := fs.Duration("window", 0, "the window, a Go `duration` such as 250ms, 1s or 1m (required)")
-	burst := fs.Int64("burst", 0, "the capacity `N` of a bucket algorithm (token_bucket, leaky_bucket, gcra); default the limit")
+	limit := int64Flag(fs, "limit", "at most `N` units may be spent per window (required)")
+	window := new(time.Duration)
+	fs.Func("window", "the window, a Go `duration` such as 250ms, 1s or 1m (required)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return errors.New("want a duration such as 1m or 500ms")
+		}
+		*window = d
+		return nil
+	})
+	burst := int64Flag(fs, "burst", "the capacity `N` of a bucket algorithm (token_bucket, leaky_bucket, gcra); default the limit")
 	bf := addBackendFlags(fs)
 	return fs, name, limit, window, burst, bf
 }
@@ -91,6 +99,21 @@ func printSimulateUsage(w io.Writer) {
 	fmt.Fprint(w, simulateUsage)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
+}
+
+// int64Flag defines an integer flag whose bad value is reported as "want
+// an integer" (the flag package's own Int64 says "parse error").
+func int64Flag(fs *flag.FlagSet, name, usage string) *int64 {
+	v := new(int64)
+	fs.Func(name, usage, func(s string) error {
+		n, err := strconv.ParseInt(s, 0, 64)
+		if err != nil {
+			return errors.New("want an integer")
+		}
+		*v = n
+		return nil
+	})
+	return v
 }
 
 // flagNames maps an algo.ParamError's field to the flag that sets it.

@@ -16,12 +16,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/backend/pebble"
 	"github.com/sluice-go/sluice/engine"
-	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // The constants of the memory and disk bounds, measured on the 10,000,000
@@ -159,7 +160,7 @@ func run(cfg config) (*result, error) {
 	}
 	ipLimit := engine.Limit{Namespace: "per-ip", Algorithm: alg}
 	keyLimit := engine.Limit{Namespace: "per-api-key", Algorithm: alg}
-	id, err := httplimit.NewIdentifier(httplimit.IdentifierConfig{})
+	id, err := identity.New(identity.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +400,7 @@ func run(cfg config) (*result, error) {
 // "api_key" rule. mix32 is a bijection, so the keys of distinct i are
 // distinct (the /64 of even i is mix32(i)'s bits; API keys hash a secret
 // carrying mix32(i)).
-func floodKey(id *httplimit.Identifier, r *http.Request, rng *rand.Rand, i, seed uint32, ipLimit, keyLimit engine.Limit) (engine.Limit, string, error) {
+func floodKey(id *identity.Identifier, r *http.Request, rng *rand.Rand, i, seed uint32, ipLimit, keyLimit engine.Limit) (engine.Limit, string, error) {
 	m := mix32(i + seed)
 	if i%2 == 0 {
 		var a [16]byte
@@ -414,8 +415,8 @@ func floodKey(id *httplimit.Identifier, r *http.Request, rng *rand.Rand, i, seed
 	var buf [48]byte
 	secret := append(buf[:0], "sk_live_"...)
 	secret = strconv.AppendUint(secret, uint64(m)<<32|uint64(rng.Uint32()), 36)
-	r.Header.Set(httplimit.DefaultAPIKeyHeader, string(secret))
-	k, err := id.Key(r, "api_key")
+	r.Header.Set(identity.DefaultAPIKeyHeader, string(secret))
+	k, err := id.Key(sluice.ScopeAPIKey, r.RemoteAddr, r.Header)
 	return keyLimit, k, err
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/internal/loadgen/serveproc"
 )
 
@@ -25,7 +26,7 @@ func TestConfigsMatchTheBound(t *testing.T) {
 	t.Parallel()
 	cs := callers(0xabcdef)
 	for _, v := range variants {
-		cfg, err := sluice.ParseConfig("soak.yaml", []byte(configText(v, "/tmp/x")))
+		cfg, err := config.Parse("soak.yaml", []byte(configText(v, "/tmp/x")))
 		if err != nil {
 			t.Fatalf("variant %s: %v", v.name, err)
 		}
@@ -33,7 +34,7 @@ func TestConfigsMatchTheBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Store.Backend != sluice.BackendPebble || cfg.Store.Dir != "/tmp/x" {
+		if cfg.Store.Backend != config.BackendPebble || cfg.Store.Dir != "/tmp/x" {
 			t.Errorf("variant %s: store %+v, want pebble in /tmp/x", v.name, cfg.Store)
 		}
 		all := append(rs.Rules(), rs.Default())
@@ -63,7 +64,7 @@ func TestConfigsMatchTheBound(t *testing.T) {
 	prev := ""
 	for n := range 6 {
 		text := invalidText(n, "/tmp/x")
-		if _, err := sluice.ParseConfig("soak.yaml", []byte(text)); !errors.Is(err, sluice.ErrInvalidConfig) {
+		if _, err := config.Parse("soak.yaml", []byte(text)); !errors.Is(err, sluice.ErrInvalidConfig) {
 			t.Errorf("invalid configuration %d parsed (err %v):\n%s", n, err, text)
 		}
 		if text == prev {

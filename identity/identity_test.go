@@ -1,15 +1,16 @@
-package httplimit
+package identity
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-go/sluice"
 )
 
 // trustedProxies are the proxies the tests trust.
@@ -19,32 +20,46 @@ var trustedProxies = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.1/32"),
 }
 
-func newTestIdentifier(t testing.TB, cfg IdentifierConfig) *Identifier {
+func newTestIdentifier(t testing.TB, cfg Config) *Identifier {
 	t.Helper()
 	if cfg.TrustedProxies == nil {
 		cfg.TrustedProxies = trustedProxies
 	}
-	id, err := NewIdentifier(cfg)
+	id, err := New(cfg)
 	if err != nil {
-		t.Fatalf("NewIdentifier: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	return id
 }
 
-// request builds a GET request from remote with the given header lines
-// ("Name: value"), each added in order.
-func request(remote string, headers ...string) *http.Request {
-	r := httptest.NewRequest(http.MethodGet, "/api/orders", nil)
-	r.RemoteAddr = remote
+// req is what a door passes an Identifier of one request.
+type req struct {
+	remote string
+	peer   netip.Addr // invalid when remote does not parse
+	h      http.Header
+}
+
+// request builds a request from remote (as net/http's RemoteAddr) with the
+// given header lines ("Name: value"), each added in order.
+func request(remote string, headers ...string) req {
+	peer, _ := ParsePeer(remote)
+	r := req{remote: remote, peer: peer, h: http.Header{}}
 	for _, h := range headers {
 		name, value, _ := strings.Cut(h, ":")
-		r.Header.Add(name, strings.TrimPrefix(value, " "))
+		r.h.Add(name, strings.TrimPrefix(value, " "))
 	}
 	return r
 }
 
+func clientIP(id *Identifier, r req) (netip.Addr, error) { return id.ClientIP(r.peer, r.h) }
+
+func keyOf(id *Identifier, r req, scope string) (string, error) {
+	return id.Key(sluice.Scope(scope), r.remote, r.h)
+}
+
 func TestClientIP(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{})
+	xff := newTestIdentifier(t, Config{})
+	fwd := newTestIdentifier(t, Config{ForwardingHeader: Forwarded})
 	const (
 		untrusted = "203.0.113.5:1234"
 		trusted   = "10.0.0.1:4321"
@@ -141,31 +156,77 @@ func TestClientIP(t *testing.T) {
 		{"Forwarded bad port", trusted, []string{`Forwarded: for="198.51.100.1:_"`}, "10.0.0.1"},
 		{"Forwarded control char", trusted, []string{"Forwarded: for=\"198.51.100.1\x01\""}, "10.0.0.1"},
 		{"Forwarded garbage", trusted, []string{"Forwarded: ;;==\"\\"}, "10.0.0.1"},
+	}
+	for _, tt := range tests {
+		// A case of one header runs where that header is the one read;
+		// a case of none runs under both.
+		ids := map[string]*Identifier{"x-forwarded-for": xff, "forwarded": fwd}
+		for _, h := range tt.headers {
+			if strings.HasPrefix(h, "Forwarded:") {
+				delete(ids, "x-forwarded-for")
+			} else {
+				delete(ids, "forwarded")
+			}
+		}
+		for mode, id := range ids {
+			t.Run(mode+"/"+tt.name, func(t *testing.T) {
+				got, err := clientIP(id, request(tt.remote, tt.headers...))
+				if err != nil {
+					t.Fatalf("ClientIP: %v", err)
+				}
+				if want := netip.MustParseAddr(tt.want); got != want {
+					t.Errorf("ClientIP = %v, want %v", got, want)
+				}
+			})
+		}
+	}
+}
 
-		// Both headers.
-		{"both agree", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: for=198.51.100.1"}, "198.51.100.1"},
-		{"both agree after trusted hops", trusted, []string{"X-Forwarded-For: 6.6.6.6, 198.51.100.1, 10.0.0.2", "Forwarded: for=198.51.100.1;proto=https"}, "198.51.100.1"},
-		{"both disagree", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: for=1.1.1.1"}, "10.0.0.1"},
-		{"empty Forwarded does not count", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: "}, "198.51.100.1"},
-		{"empty XFF does not count", trusted, []string{"X-Forwarded-For: ,", "Forwarded: for=198.51.100.1"}, "198.51.100.1"},
+// Only the configured forwarding header is read: the other, whatever it
+// says and whoever sends it, cannot move a request onto another key (in
+// particular not onto the trusted proxy's own, shared by every request
+// that lands there).
+func TestClientIPReadsOneHeader(t *testing.T) {
+	xff := newTestIdentifier(t, Config{})
+	fwd := newTestIdentifier(t, Config{ForwardingHeader: Forwarded})
+	const trusted, untrusted = "10.0.0.1:4321", "203.0.113.5:1234"
+	tests := []struct {
+		name           string
+		remote         string
+		headers        []string
+		wantX, wantFwd string
+	}{
+		{"both agree", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: for=198.51.100.1"}, "198.51.100.1", "198.51.100.1"},
+		{"both agree after trusted hops", trusted, []string{"X-Forwarded-For: 6.6.6.6, 198.51.100.1, 10.0.0.2", "Forwarded: for=198.51.100.1;proto=https"}, "198.51.100.1", "198.51.100.1"},
+		{"both disagree", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: for=1.1.1.1"}, "198.51.100.1", "1.1.1.1"},
+		{"client adds Forwarded naming the proxy", trusted, []string{"Forwarded: for=10.0.0.1", "X-Forwarded-For: 198.51.100.1"}, "198.51.100.1", "10.0.0.1"},
+		{"client adds garbage Forwarded", trusted, []string{"Forwarded: for=_hidden", "X-Forwarded-For: 198.51.100.1"}, "198.51.100.1", "10.0.0.1"},
+		{"client adds X-Forwarded-For", trusted, []string{"X-Forwarded-For: 10.0.0.1, garbage", "Forwarded: for=198.51.100.1"}, "10.0.0.1", "198.51.100.1"},
+		{"the other header alone", trusted, []string{"Forwarded: for=198.51.100.1"}, "10.0.0.1", "198.51.100.1"},
+		{"empty Forwarded", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: "}, "198.51.100.1", "10.0.0.1"},
+		{"empty XFF", trusted, []string{"X-Forwarded-For: ,", "Forwarded: for=198.51.100.1"}, "10.0.0.1", "198.51.100.1"},
+		{"untrusted peer, both", untrusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: for=198.51.100.1"}, "203.0.113.5", "203.0.113.5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := id.ClientIP(request(tt.remote, tt.headers...))
-			if err != nil {
-				t.Fatalf("ClientIP: %v", err)
+			r := request(tt.remote, tt.headers...)
+			if got, err := clientIP(xff, r); err != nil || got != netip.MustParseAddr(tt.wantX) {
+				t.Errorf("x-forwarded-for: ClientIP = %v, %v; want %s", got, err, tt.wantX)
 			}
-			if want := netip.MustParseAddr(tt.want); got != want {
-				t.Errorf("ClientIP = %v, want %v", got, want)
+			if got, err := clientIP(fwd, r); err != nil || got != netip.MustParseAddr(tt.wantFwd) {
+				t.Errorf("forwarded: ClientIP = %v, %v; want %s", got, err, tt.wantFwd)
 			}
 		})
 	}
 }
 
 func TestClientIPNoPeer(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{})
+	id := newTestIdentifier(t, Config{})
 	for _, remote := range []string{"", "@", "pipe", "localhost:80", "10.0.0.1:80:80"} {
-		_, err := id.ClientIP(request(remote, "X-Forwarded-For: 198.51.100.1"))
+		if _, err := ParsePeer(remote); !errors.Is(err, ErrNoPeerAddr) || !strings.Contains(err.Error(), strconv.Quote(remote)) {
+			t.Errorf("ParsePeer(%q) = %v, want ErrNoPeerAddr naming it", remote, err)
+		}
+		_, err := clientIP(id, request(remote, "X-Forwarded-For: 198.51.100.1"))
 		if !errors.Is(err, ErrNoPeerAddr) {
 			t.Errorf("RemoteAddr %q: err = %v, want ErrNoPeerAddr", remote, err)
 		}
@@ -173,13 +234,15 @@ func TestClientIPNoPeer(t *testing.T) {
 }
 
 func TestClientIPNoTrustedProxies(t *testing.T) {
-	id, err := NewIdentifier(IdentifierConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := id.ClientIP(request("127.0.0.1:80", "X-Forwarded-For: 198.51.100.1", "Forwarded: for=198.51.100.1"))
-	if err != nil || got != netip.MustParseAddr("127.0.0.1") {
-		t.Errorf("ClientIP = %v, %v; want the peer: no proxy is trusted by default", got, err)
+	for _, h := range []ForwardingHeader{"", XForwardedFor, Forwarded} {
+		id, err := New(Config{ForwardingHeader: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := clientIP(id, request("127.0.0.1:80", "X-Forwarded-For: 198.51.100.1", "Forwarded: for=198.51.100.1"))
+		if err != nil || got != netip.MustParseAddr("127.0.0.1") {
+			t.Errorf("%q: ClientIP = %v, %v; want the peer: no proxy is trusted by default", h, got, err)
+		}
 	}
 }
 
@@ -189,7 +252,7 @@ func apiKeyKey(k string) string {
 }
 
 func TestKey(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{})
+	id := newTestIdentifier(t, Config{})
 	long := strings.Repeat("u", MaxUserIDLen)
 	tests := []struct {
 		name    string
@@ -218,7 +281,7 @@ func TestKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := id.Key(request(tt.remote, tt.headers...), tt.scope)
+			got, err := keyOf(id, request(tt.remote, tt.headers...), tt.scope)
 			if err != nil {
 				t.Fatalf("Key: %v", err)
 			}
@@ -232,13 +295,13 @@ func TestKey(t *testing.T) {
 func TestKeyIPv6Grouping(t *testing.T) {
 	key := func(id *Identifier, remote string) string {
 		t.Helper()
-		k, err := id.Key(request(remote), "ip")
+		k, err := keyOf(id, request(remote), "ip")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return k
 	}
-	id := newTestIdentifier(t, IdentifierConfig{})
+	id := newTestIdentifier(t, Config{})
 	a := key(id, "[2001:db8:1:2::1]:1")
 	b := key(id, "[2001:db8:1:2:ffff:ffff:ffff:ffff]:2")
 	c := key(id, "[2001:db8:1:3::1]:1")
@@ -253,22 +316,22 @@ func TestKeyIPv6Grouping(t *testing.T) {
 		t.Errorf("trusted peer alone: %q", k)
 	}
 	r := request("10.0.0.1:1", "X-Forwarded-For: 2001:db8:1:2::abcd")
-	if k, _ := id.Key(r, "ip"); k != a {
+	if k, _ := keyOf(id, r, "ip"); k != a {
 		t.Errorf("forwarded address in the same /64: %q, want %q", k, a)
 	}
 
-	id48 := newTestIdentifier(t, IdentifierConfig{IPv6Prefix: 48})
+	id48 := newTestIdentifier(t, Config{IPv6Prefix: 48})
 	if a, c := key(id48, "[2001:db8:1:2::1]:1"), key(id48, "[2001:db8:1:3::1]:1"); a != c || a != "ip:2001:db8:1::/48" {
 		t.Errorf("/48: %q and %q, want both ip:2001:db8:1::/48", a, c)
 	}
-	id128 := newTestIdentifier(t, IdentifierConfig{IPv6Prefix: 128})
+	id128 := newTestIdentifier(t, Config{IPv6Prefix: 128})
 	if a, b := key(id128, "[2001:db8:1:2::1]:1"), key(id128, "[2001:db8:1:2::2]:1"); a == b || a != "ip:2001:db8:1:2::1/128" {
 		t.Errorf("/128: %q and %q", a, b)
 	}
 }
 
 func TestKeyErrors(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{})
+	id := newTestIdentifier(t, Config{})
 	tests := []struct {
 		name    string
 		remote  string
@@ -287,7 +350,7 @@ func TestKeyErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, err := id.Key(request(tt.remote, tt.headers...), tt.scope)
+			k, err := keyOf(id, request(tt.remote, tt.headers...), tt.scope)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Key = %q, %v; want %v", k, err, tt.want)
 			}
@@ -298,107 +361,49 @@ func TestKeyErrors(t *testing.T) {
 		})
 	}
 	// A named user without a peer address still has a key.
-	if k, err := id.Key(request("@", "X-User-ID: alice"), "user"); err != nil || k != "user:alice" {
+	if k, err := keyOf(id, request("@", "X-User-ID: alice"), "user"); err != nil || k != "user:alice" {
 		t.Errorf("Key = %q, %v", k, err)
 	}
 	// The user header twice does not matter to an api_key rule.
-	if k, err := id.Key(request("203.0.113.5:1", "X-User-ID: a", "X-User-ID: b"), "api_key"); err != nil || k != "ip:203.0.113.5" {
+	if k, err := keyOf(id, request("203.0.113.5:1", "X-User-ID: a", "X-User-ID: b"), "api_key"); err != nil || k != "ip:203.0.113.5" {
 		t.Errorf("Key = %q, %v", k, err)
 	}
 }
 
 func TestKeyAPIKeyHashed(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{})
+	id := newTestIdentifier(t, Config{})
 	secret := "sk_live_0123456789abcdef"
-	k1, err := id.Key(request("203.0.113.5:1", "X-API-Key: "+secret), "api_key")
+	k1, err := keyOf(id, request("203.0.113.5:1", "X-API-Key: "+secret), "api_key")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(k1, secret) || len(k1) != len("key:")+32 {
 		t.Errorf("key %q: want the secret hashed to 32 hex digits", k1)
 	}
-	k2, _ := id.Key(request("198.51.100.1:1", "X-API-Key: "+secret), "api_key")
-	k3, _ := id.Key(request("203.0.113.5:1", "X-API-Key: "+secret+"x"), "api_key")
+	k2, _ := keyOf(id, request("198.51.100.1:1", "X-API-Key: "+secret), "api_key")
+	k3, _ := keyOf(id, request("203.0.113.5:1", "X-API-Key: "+secret+"x"), "api_key")
 	if k1 != k2 || k1 == k3 {
 		t.Errorf("same key from two places: %q, %q; another key: %q", k1, k2, k3)
 	}
 	long := strings.Repeat("k", MaxAPIKeyLen)
-	if k, err := id.Key(request("203.0.113.5:1", "X-API-Key: "+long), "api_key"); err != nil || k != apiKeyKey(long) {
+	if k, err := keyOf(id, request("203.0.113.5:1", "X-API-Key: "+long), "api_key"); err != nil || k != apiKeyKey(long) {
 		t.Errorf("key at the length limit: %q, %v", k, err)
 	}
 }
 
 func TestKeyCustomHeaders(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{UserHeader: "x-tenant-user", APIKeyHeader: "Authorization-Key"})
+	id := newTestIdentifier(t, Config{UserHeader: "x-tenant-user", APIKeyHeader: "Authorization-Key"})
 	r := request("203.0.113.5:1", "X-Tenant-User: alice", "X-User-ID: mallory", "Authorization-Key: k1", "X-API-Key: k2")
-	if k, err := id.Key(r, "user"); err != nil || k != "user:alice" {
+	if k, err := keyOf(id, r, "user"); err != nil || k != "user:alice" {
 		t.Errorf("user: %q, %v", k, err)
 	}
-	if k, err := id.Key(r, "api_key"); err != nil || k != apiKeyKey("k1") {
+	if k, err := keyOf(id, r, "api_key"); err != nil || k != apiKeyKey("k1") {
 		t.Errorf("api_key: %q, %v", k, err)
 	}
-}
-
-func TestKeyFunc(t *testing.T) {
-	type ctxKey struct{}
-	errNoToken := errors.New("token expired")
-	id := newTestIdentifier(t, IdentifierConfig{
-		Func: func(r *http.Request) (Identity, error) {
-			if r.Header.Get("X-Expired") != "" {
-				return Identity{}, errNoToken
-			}
-			ident, _ := r.Context().Value(ctxKey{}).(Identity)
-			return ident, nil
-		},
-	})
-	with := func(r *http.Request, ident Identity) *http.Request {
-		return r.WithContext(context.WithValue(r.Context(), ctxKey{}, ident))
-	}
-	// Func overrides the headers.
-	r := with(request("203.0.113.5:1", "X-User-ID: mallory", "X-API-Key: stolen"), Identity{UserID: "alice", APIKey: "k1"})
-	if k, err := id.Key(r, "user"); err != nil || k != "user:alice" {
-		t.Errorf("user: %q, %v", k, err)
-	}
-	if k, err := id.Key(r, "api_key"); err != nil || k != apiKeyKey("k1") {
-		t.Errorf("api_key: %q, %v", k, err)
-	}
-	// An anonymous Func result falls back to the IP, headers or not.
-	r = request("203.0.113.5:1", "X-User-ID: mallory", "X-API-Key: stolen")
-	for _, scope := range []string{"user", "api_key"} {
-		if k, err := id.Key(r, scope); err != nil || k != "ip:203.0.113.5" {
-			t.Errorf("%s, anonymous: %q, %v", scope, k, err)
-		}
-	}
-	// Func's values are bounded as the headers' are.
-	r = with(request("203.0.113.5:1"), Identity{UserID: strings.Repeat("u", MaxUserIDLen+1)})
-	if _, err := id.Key(r, "user"); !errors.Is(err, ErrIdentityTooLong) {
-		t.Errorf("long user from Func: %v", err)
-	}
-	// Func's error is passed on, wrapped; ip and global rules do not call it.
-	r = request("203.0.113.5:1", "X-Expired: 1")
-	if _, err := id.Key(r, "user"); !errors.Is(err, errNoToken) || errors.Is(err, ErrBadIdentity) {
-		t.Errorf("Func error: %v", err)
-	}
-	if k, err := id.Key(r, "ip"); err != nil || k != "ip:203.0.113.5" {
-		t.Errorf("ip with failing Func: %q, %v", k, err)
-	}
-	if k, err := id.Key(r, "global"); err != nil || k != "global" {
-		t.Errorf("global with failing Func: %q, %v", k, err)
-	}
-}
-
-func TestKeyFuncPanicNotRecovered(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{Func: func(*http.Request) (Identity, error) { panic("boom") }})
-	defer func() {
-		if recover() != "boom" {
-			t.Error("the panic in Func did not reach the caller")
-		}
-	}()
-	_, _ = id.Key(request("203.0.113.5:1"), "user")
 }
 
 func TestKeyHeadersFromTrustedProxiesOnly(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{HeadersFromTrustedProxiesOnly: true})
+	id := newTestIdentifier(t, Config{HeadersFromTrustedProxiesOnly: true})
 	tests := []struct {
 		name    string
 		remote  string
@@ -418,7 +423,7 @@ func TestKeyHeadersFromTrustedProxiesOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := id.Key(request(tt.remote, tt.headers...), tt.scope)
+			got, err := keyOf(id, request(tt.remote, tt.headers...), tt.scope)
 			if tt.want == "" {
 				if !errors.Is(err, ErrNoPeerAddr) {
 					t.Errorf("Key = %q, %v; want ErrNoPeerAddr", got, err)
@@ -432,28 +437,30 @@ func TestKeyHeadersFromTrustedProxiesOnly(t *testing.T) {
 	}
 }
 
-func TestNewIdentifier(t *testing.T) {
-	bad := []IdentifierConfig{
+func TestNew(t *testing.T) {
+	bad := []Config{
 		{IPv6Prefix: -1},
 		{IPv6Prefix: 129},
 		{UserHeader: "X User"},
 		{APIKeyHeader: "X-Key:"},
 		{TrustedProxies: []netip.Prefix{{}}},
 		{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/80")}},
+		{ForwardingHeader: "x-real-ip"},
+		{ForwardingHeader: "X-Forwarded-For"},
 	}
 	for _, cfg := range bad {
-		if _, err := NewIdentifier(cfg); err == nil {
-			t.Errorf("NewIdentifier(%+v) succeeded", cfg)
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) succeeded", cfg)
 		}
 	}
 	// Defaults, and an IPv4-mapped trusted prefix read as IPv4.
-	id, err := NewIdentifier(IdentifierConfig{
+	id, err := New(Config{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:10.1.0.0/112"), netip.MustParsePrefix("192.168.1.77/24")},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.userHeader != http.CanonicalHeaderKey(DefaultUserHeader) || id.apiKeyHeader != http.CanonicalHeaderKey(DefaultAPIKeyHeader) || id.v6bits != DefaultIPv6Prefix {
+	if id.userHeader != http.CanonicalHeaderKey(DefaultUserHeader) || id.apiKeyHeader != http.CanonicalHeaderKey(DefaultAPIKeyHeader) || id.v6bits != DefaultIPv6Prefix || id.forwarded {
 		t.Errorf("defaults: %+v", id)
 	}
 	for _, tc := range []struct{ remote, want string }{
@@ -461,7 +468,7 @@ func TestNewIdentifier(t *testing.T) {
 		{"192.168.1.1:1", "198.51.100.1"},
 		{"10.2.0.1:1", "10.2.0.1"},
 	} {
-		got, err := id.ClientIP(request(tc.remote, "X-Forwarded-For: 198.51.100.1"))
+		got, err := clientIP(id, request(tc.remote, "X-Forwarded-For: 198.51.100.1"))
 		if err != nil || got.String() != tc.want {
 			t.Errorf("peer %s: ClientIP = %v, %v; want %s", tc.remote, got, err, tc.want)
 		}
@@ -469,7 +476,7 @@ func TestNewIdentifier(t *testing.T) {
 }
 
 func TestIPKey(t *testing.T) {
-	id := newTestIdentifier(t, IdentifierConfig{})
+	id := newTestIdentifier(t, Config{})
 	for in, want := range map[string]string{
 		"192.0.2.1":            "ip:192.0.2.1",
 		"::ffff:192.0.2.1":     "ip:192.0.2.1",
@@ -484,9 +491,10 @@ func TestIPKey(t *testing.T) {
 	}
 }
 
-// FuzzClientIP checks that no RemoteAddr, X-Forwarded-For and Forwarded
+// FuzzClientIP checks that no peer address, X-Forwarded-For and Forwarded
 // make ClientIP panic, and that its answer is the peer or an address
-// written in the headers, and the latter only when the peer is trusted.
+// written in the configured forwarding header, and the latter only when the
+// peer is trusted.
 func FuzzClientIP(f *testing.F) {
 	for _, seed := range [][3]string{
 		{"10.0.0.1:1234", "198.51.100.1", ""},
@@ -500,39 +508,44 @@ func FuzzClientIP(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
-	id := newTestIdentifier(f, IdentifierConfig{})
-	f.Fuzz(func(t *testing.T, remote, xff, fwd string) {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = remote
+	xff := newTestIdentifier(f, Config{})
+	fwd := newTestIdentifier(f, Config{ForwardingHeader: Forwarded})
+	f.Fuzz(func(t *testing.T, remote, xffValue, fwdValue string) {
+		h := http.Header{}
 		// Newlines split a fuzzed value into several header lines.
-		for _, v := range strings.Split(xff, "\n") {
-			r.Header.Add("X-Forwarded-For", v)
+		for _, v := range strings.Split(xffValue, "\n") {
+			h.Add("X-Forwarded-For", v)
 		}
-		for _, v := range strings.Split(fwd, "\n") {
-			r.Header.Add("Forwarded", v)
+		for _, v := range strings.Split(fwdValue, "\n") {
+			h.Add("Forwarded", v)
 		}
-		got, err := id.ClientIP(r)
-		peer, perr := peerAddr(remote)
-		if err != nil {
-			if perr == nil || !errors.Is(err, ErrNoPeerAddr) {
-				t.Fatalf("ClientIP(%q): %v", remote, err)
+		peer, perr := ParsePeer(remote)
+		for _, c := range []struct {
+			id   *Identifier
+			read string // the header the identifier reads
+		}{{xff, xffValue}, {fwd, fwdValue}} {
+			got, err := c.id.ClientIP(peer, h)
+			if err != nil {
+				if perr == nil || !errors.Is(err, ErrNoPeerAddr) {
+					t.Fatalf("ClientIP(%q): %v", remote, err)
+				}
+				continue
 			}
-			return
-		}
-		if perr != nil {
-			t.Fatalf("ClientIP(%q) = %v, but the peer does not parse: %v", remote, got, perr)
-		}
-		if !got.IsValid() || got.Zone() != "" || got.Is4In6() {
-			t.Fatalf("ClientIP = %v: not a plain address", got)
-		}
-		if got == peer {
-			return
-		}
-		if !id.isTrusted(peer) {
-			t.Fatalf("ClientIP = %v from untrusted peer %v", got, peer)
-		}
-		if !mentions(xff, got) && !mentions(fwd, got) {
-			t.Fatalf("ClientIP = %v, not the peer %v and not in XFF %q or Forwarded %q", got, peer, xff, fwd)
+			if perr != nil {
+				t.Fatalf("ClientIP(%q) = %v, but the peer does not parse: %v", remote, got, perr)
+			}
+			if !got.IsValid() || got.Zone() != "" || got.Is4In6() {
+				t.Fatalf("ClientIP = %v: not a plain address", got)
+			}
+			if got == peer {
+				continue
+			}
+			if !c.id.isTrusted(peer) {
+				t.Fatalf("ClientIP = %v from untrusted peer %v", got, peer)
+			}
+			if !mentions(c.read, got) {
+				t.Fatalf("ClientIP = %v, not the peer %v and not in the header read, %q", got, peer, c.read)
+			}
 		}
 	})
 }
@@ -556,7 +569,7 @@ func mentions(h string, a netip.Addr) bool {
 }
 
 func BenchmarkKey(b *testing.B) {
-	id := newTestIdentifier(b, IdentifierConfig{})
+	id := newTestIdentifier(b, Config{})
 	cases := []struct {
 		name, scope, remote string
 		headers             []string
@@ -573,7 +586,7 @@ func BenchmarkKey(b *testing.B) {
 			r := request(c.remote, c.headers...)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := id.Key(r, c.scope); err != nil {
+				if _, err := keyOf(id, r, c.scope); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,7 +1,8 @@
-package sluice_test
+package config_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,20 +11,25 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
 )
 
 func TestLoadTheIssueConfig(t *testing.T) {
-	c, err := sluice.LoadConfig(filepath.Join("testdata", "gateway.yaml"))
+	c, err := config.Load(filepath.Join("..", "testdata", "gateway.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sluice.Config{
-		Store: sluice.StoreConfig{Backend: "pebble", Dir: "./var/sluice", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
-		Identity: sluice.IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key",
-			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, IPv6Prefix: 64},
+	want := config.Config{
+		Store: config.Store{Backend: "pebble", Dir: "./var/sluice", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
+		// No trusted proxy: the example is served on a port any local
+		// process can reach, and a trusted client may name any address.
+		Identity:     identity.Config{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", ForwardingHeader: identity.XForwardedFor, IPv6Prefix: 64},
 		OnStoreError: sluice.FailOpen,
 		Match:        sluice.MatchMostSpecific,
 		Rules: []sluice.Rule{
@@ -50,13 +56,13 @@ func TestLoadTheIssueConfig(t *testing.T) {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
-	c, err := sluice.ParseConfig("min.yaml", []byte("rules: []\n"))
+	c, err := config.Parse("min.yaml", []byte("rules: []\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sluice.Config{
-		Store:        sluice.StoreConfig{Backend: "memory", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
-		Identity:     sluice.IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", IPv6Prefix: 64},
+	want := config.Config{
+		Store:        config.Store{Backend: "memory", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
+		Identity:     identity.Config{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", ForwardingHeader: identity.XForwardedFor, IPv6Prefix: 64},
 		OnStoreError: sluice.FailOpen,
 		Match:        sluice.MatchMostSpecific,
 		Rules:        []sluice.Rule{},
@@ -68,11 +74,12 @@ func TestParseConfigDefaults(t *testing.T) {
 }
 
 func TestParseConfigIdentityAndModes(t *testing.T) {
-	c, err := sluice.ParseConfig("x.yaml", []byte(`
+	c, err := config.Parse("x.yaml", []byte(`
 store: {backend: bolt, dir: /tmp/s, durability: sync, flush_interval: 1s}
 identity:
   user_header: X-Caller
   trusted_proxies: [10.0.0.1, "2001:db8::1", 10.1.2.3/8, "::ffff:192.168.0.0/112"]
+  forwarding_header: forwarded
   ipv6_prefix: 48
   headers_from_trusted_proxies_only: true
 on_store_error: closed
@@ -88,10 +95,10 @@ match: all
 	if !reflect.DeepEqual(c.Identity.TrustedProxies, wantProxies) {
 		t.Errorf("TrustedProxies = %v, want %v", c.Identity.TrustedProxies, wantProxies)
 	}
-	if c.Identity.UserHeader != "X-Caller" || c.Identity.APIKeyHeader != "X-API-Key" || c.Identity.IPv6Prefix != 48 || !c.Identity.HeadersFromTrustedProxiesOnly {
+	if c.Identity.UserHeader != "X-Caller" || c.Identity.APIKeyHeader != "X-API-Key" || c.Identity.IPv6Prefix != 48 || !c.Identity.HeadersFromTrustedProxiesOnly || c.Identity.ForwardingHeader != identity.Forwarded {
 		t.Errorf("Identity = %+v", c.Identity)
 	}
-	if c.Store != (sluice.StoreConfig{Backend: "bolt", Dir: "/tmp/s", Durability: engine.Sync, FlushInterval: time.Second}) {
+	if c.Store != (config.Store{Backend: "bolt", Dir: "/tmp/s", Durability: engine.Sync, FlushInterval: time.Second}) {
 		t.Errorf("Store = %+v", c.Store)
 	}
 	if c.OnStoreError != sluice.FailClosed || c.Match != sluice.MatchAll {
@@ -102,7 +109,7 @@ match: all
 // issueConfig returns the issue's example with old replaced by new.
 func issueConfig(t *testing.T, old, new string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "gateway.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "gateway.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +156,12 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 			"config.yaml:2: store.dir: required for the pebble backend", nil},
 		{"bad flush interval", issueConfig(t, "flush_interval: 50ms", "flush_interval: 50"),
 			`config.yaml:5: store.flush_interval: want a duration such as 1m or 500ms, got "50"`, nil},
-		{"bad proxy", issueConfig(t, "[127.0.0.1/32]", "[127.0.0.1/32, localhost]"),
+		{"bad proxy", issueConfig(t, "# trusted_proxies: [10.0.0.2]", "trusted_proxies: [10.0.0.2, localhost]"),
 			`config.yaml:9: identity.trusted_proxies[1]: want an address or a prefix such as 10.0.0.0/8, got "localhost"`, nil},
 		{"bad ipv6 prefix", issueConfig(t, "ipv6_prefix: 64", "ipv6_prefix: 129"),
 			"config.yaml:10: identity.ipv6_prefix: want a prefix length from 1 to 128, got 129", nil},
+		{"bad forwarding header", issueConfig(t, "ipv6_prefix: 64", "forwarding_header: x-real-ip"),
+			`config.yaml:10: identity.forwarding_header: want one of x-forwarded-for, forwarded, got "x-real-ip"`, nil},
 		{"bad header", issueConfig(t, "user_header: X-User-ID", "user_header: X User"),
 			`config.yaml:7: identity.user_header: want an HTTP header name, got "X User"`, nil},
 		{"bad policy", issueConfig(t, "on_store_error: open", "on_store_error: maybe"),
@@ -164,6 +173,14 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 		{"zero cost", issueConfig(t, "cost: 5", "cost: 0"),
 			"config.yaml:28: rules[1].cost: must be positive when given, got 0", nil},
 		{"syntax error", "rules:\n  - name: a\n   scope: ip\n", "", nil},
+		{"badly indented key", issueConfig(t, "  api_key_header: X-API-Key", " api_key_header: X-API-Key"),
+			"config.yaml:8: did not find expected key", nil},
+		{"badly indented rule key", issueConfig(t, "    cost: 5", "   cost: 5"),
+			"config.yaml:28: did not find expected '-' indicator", nil},
+		{"badly indented key on line 7", "identity:\n  user_header: X-User-ID\n  api_key_header: X-API-Key\n" +
+			"  ipv6_prefix: 64\n  forwarding_header: x-forwarded-for\n  headers_from_trusted_proxies_only: false\n" +
+			" trusted_proxies: [10.0.0.2]\nrules: []\n",
+			"config.yaml:7: did not find expected key", nil},
 		{"empty", "", "config.yaml: the configuration is empty", nil},
 		{"comments only", "# nothing\n", "config.yaml: the configuration is empty", nil},
 		{"not a mapping", "- a\n", "config.yaml:1: want a mapping, got a list", nil},
@@ -173,14 +190,14 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := sluice.ParseConfig("config.yaml", []byte(tt.config))
+			_, err := config.Parse("config.yaml", []byte(tt.config))
 			if err == nil {
 				t.Fatal("ParseConfig = nil error, want one")
 			}
 			if !errors.Is(err, sluice.ErrInvalidConfig) {
 				t.Errorf("errors.Is(%v, ErrInvalidConfig) = false", err)
 			}
-			var ce *sluice.ConfigError
+			var ce *config.Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %T, want *ConfigError", err)
 			}
@@ -198,22 +215,38 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 	}
 }
 
+// The YAML library reports a syntax error only as text, "yaml: line N:
+// problem"; Parse reads the problem from it. This pins the text, so that an
+// upgrade of the library that changes it fails here rather than quietly
+// losing the problem from the errors users see.
+func TestYAMLErrorText(t *testing.T) {
+	var n yaml.Node
+	err := yaml.Unmarshal([]byte("a: 1\nb: 2\nc 2\nd: 3\n"), &n)
+	if err == nil || err.Error() != "yaml: line 3: could not find expected ':'" {
+		t.Fatalf("yaml.Unmarshal = %v, want the text Parse reads: yaml: line 3: could not find expected ':'", err)
+	}
+	_, err = config.Parse("c.yaml", []byte("a: 1\nb: 2\nc 2\nd: 3\n"))
+	if got, want := fmt.Sprint(err), "c.yaml:3: could not find expected ':'"; got != want {
+		t.Errorf("Parse = %s, want %s", got, want)
+	}
+}
+
 func TestLoadConfigMissingFile(t *testing.T) {
-	if _, err := sluice.LoadConfig(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := config.Load(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadConfig(missing) = %v, want os.ErrNotExist", err)
 	}
 }
 
 func FuzzParseConfig(f *testing.F) {
-	if data, err := os.ReadFile(filepath.Join("testdata", "gateway.yaml")); err == nil {
+	if data, err := os.ReadFile(filepath.Join("..", "testdata", "gateway.yaml")); err == nil {
 		f.Add(data)
 	}
 	f.Add([]byte("rules: []\n"))
 	f.Add([]byte("match: all\nrules:\n  - {name: a, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := sluice.ParseConfig("fuzz.yaml", data)
+		c, err := config.Parse("fuzz.yaml", data)
 		if err != nil {
-			var ce *sluice.ConfigError
+			var ce *config.Error
 			if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
 				t.Fatalf("error %T %q, want a *ConfigError naming the file", err, err)
 			}
@@ -230,4 +263,12 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		rs.Match("GET", "/")
 	})
+}
+
+func names(rs []*sluice.CompiledRule) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.Name())
+	}
+	return out
 }

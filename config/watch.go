@@ -1,4 +1,4 @@
-package sluice
+package config
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/sluice-go/sluice"
 )
 
 // DefaultDebounce is how long a Watcher waits after the last change to the
@@ -21,7 +23,7 @@ import (
 const DefaultDebounce = 100 * time.Millisecond
 
 // ErrWatcherClosed is returned by Watcher.Reload after Close.
-var ErrWatcherClosed = errors.New("sluice: configuration watcher closed")
+var ErrWatcherClosed = errors.New("config: watcher closed")
 
 // WatchOptions configure a Watcher. The zero value is usable.
 type WatchOptions struct {
@@ -37,8 +39,8 @@ type WatchOptions struct {
 	Logger *slog.Logger
 	// Metrics, if not nil, counts each reload, successful or not, with
 	// ObserveReload, and creates the counters of a new ruleset's rules
-	// (InitRuleset).
-	Metrics *Metrics
+	// (InitRuleset). Package metrics' *Metrics is one.
+	Metrics ReloadObserver
 	// OnReload, if not nil, is called after each reload attempt: with the
 	// new configuration and a nil error when it was put in force, with a
 	// nil configuration and the error when it was rejected. Calls are
@@ -53,7 +55,18 @@ type WatchOptions struct {
 	Debounce time.Duration
 }
 
-// Watcher reloads a configuration file into a Registry when the file
+// ReloadObserver counts configuration reloads; package metrics' *Metrics
+// is one. Its methods are called with no lock of the Watcher's held but
+// the one serialising reloads.
+type ReloadObserver interface {
+	// ObserveReload records one reload: put in force when err is nil,
+	// rejected otherwise.
+	ObserveReload(err error)
+	// InitRuleset is called with each ruleset before it is put in force.
+	InitRuleset(rs *sluice.Ruleset)
+}
+
+// Watcher reloads a configuration file into a sluice.Registry when the file
 // changes, or when asked (Reload, SIGHUP).
 //
 // It watches the file's directory, not the file, so that a file replaced
@@ -65,8 +78,8 @@ type WatchOptions struct {
 // place to the target of a symbolic link that lives in another directory is
 // not seen: send SIGHUP or call Reload.
 //
-// A file that reads and parses is compiled into a new Ruleset and put in
-// force with one atomic Registry.Swap: requests in flight finish under the
+// A file that reads and parses is compiled into a new sluice.Ruleset and put in
+// force with one atomic sluice.Registry.Swap: requests in flight finish under the
 // ruleset they took, later ones see the new one, none is dropped. A file
 // that does not read, parse or validate is rejected whole: the rules in
 // force stay, and the error is logged, counted and passed to OnReload.
@@ -76,11 +89,11 @@ type Watcher struct {
 	path     string // as given, cleaned
 	dir      string
 	base     string
-	reg      *Registry
+	reg      *sluice.Registry
 	opts     WatchOptions
 	log      *slog.Logger
 	debounce time.Duration
-	store    StoreConfig // the store section in force
+	store    Store // the store section in force
 
 	fw   *fsnotify.Watcher
 	sigC chan os.Signal // nil without WatchOptions.SIGHUP
@@ -98,9 +111,9 @@ type Watcher struct {
 
 // Watch starts watching the configuration file at path and reloading it
 // into reg. Close the Watcher to stop. See Watcher and WatchOptions.
-func Watch(path string, reg *Registry, opts WatchOptions) (*Watcher, error) {
+func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, error) {
 	if reg == nil {
-		return nil, errors.New("sluice: Watch needs a registry")
+		return nil, errors.New("config: Watch needs a registry")
 	}
 	path = filepath.Clean(path)
 	w := &Watcher{
@@ -126,7 +139,7 @@ func Watch(path string, reg *Registry, opts WatchOptions) (*Watcher, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := ParseConfig(path, data)
+		cfg, err := Parse(path, data)
 		if err != nil {
 			return nil, err
 		}
@@ -134,18 +147,20 @@ func Watch(path string, reg *Registry, opts WatchOptions) (*Watcher, error) {
 		if err != nil {
 			return nil, err
 		}
+		if opts.Metrics != nil {
+			opts.Metrics.InitRuleset(rs)
+		}
 		reg.Swap(rs)
-		opts.Metrics.InitRuleset(rs)
 		w.store = cfg.Store
 		w.lastData, w.haveLast = data, true
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return nil, fmt.Errorf("sluice: watching %s: %w", path, err)
+		return nil, fmt.Errorf("config: watching %s: %w", path, err)
 	}
 	if err := fw.Add(w.dir); err != nil {
 		fw.Close()
-		return nil, fmt.Errorf("sluice: watching the directory of %s: %w", path, err)
+		return nil, fmt.Errorf("config: watching the directory of %s: %w", path, err)
 	}
 	w.fw = fw
 	if opts.SIGHUP {
@@ -241,13 +256,13 @@ func (w *Watcher) reload(force bool, cause string) error {
 	}
 	data, err := os.ReadFile(w.path)
 	var cfg *Config
-	var rs *Ruleset
+	var rs *sluice.Ruleset
 	if err == nil {
 		if !force && w.haveLast && bytes.Equal(data, w.lastData) {
 			return nil
 		}
 		w.lastData, w.haveLast = data, true
-		cfg, err = ParseConfig(w.path, data)
+		cfg, err = Parse(w.path, data)
 		if err == nil {
 			rs, err = cfg.Ruleset()
 		}
@@ -255,13 +270,17 @@ func (w *Watcher) reload(force bool, cause string) error {
 	if err != nil {
 		w.log.Error("sluice: configuration rejected; the rules in force stay",
 			"file", w.path, "cause", cause, "err", err)
-		w.opts.Metrics.ObserveReload(err)
+		if w.opts.Metrics != nil {
+			w.opts.Metrics.ObserveReload(err)
+		}
 		if w.opts.OnReload != nil {
 			w.opts.OnReload(nil, err)
 		}
 		return err
 	}
-	w.opts.Metrics.InitRuleset(rs)
+	if w.opts.Metrics != nil {
+		w.opts.Metrics.InitRuleset(rs)
+	}
 	w.reg.Swap(rs)
 	if cfg.Store != w.store {
 		w.log.Warn("sluice: the store section changed; it takes effect only after a restart",
@@ -277,6 +296,8 @@ func (w *Watcher) reload(force bool, cause string) error {
 	}
 	// Counted last, so that a reload counted is a reload in force,
 	// including what OnReload puts in force.
-	w.opts.Metrics.ObserveReload(nil)
+	if w.opts.Metrics != nil {
+		w.opts.Metrics.ObserveReload(nil)
+	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package sluice
+package metrics
 
 import (
 	"slices"
@@ -9,22 +9,25 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 )
 
 // DefaultDecisionBuckets are the upper bounds, in seconds, of the decision
-// latency histogram when MetricsOptions.Buckets is empty: 1µs to about
+// latency histogram when Options.Buckets is empty: 1µs to about
 // 260ms in steps of four, from an in-memory decision to a synchronous
 // commit on a slow disk.
 var DefaultDecisionBuckets = prometheus.ExponentialBuckets(1e-6, 4, 10)
 
-// MetricsOptions configure a Metrics. A nil *MetricsOptions means the
-// defaults.
-type MetricsOptions struct {
+// Options configure a Metrics. A nil *Options means the defaults.
+type Options struct {
 	// Buckets are the decision latency histogram's upper bounds in
 	// seconds; empty means DefaultDecisionBuckets.
 	Buckets []float64
 }
+
+// Metrics is a sluice.Observer.
+var _ sluice.Observer = (*Metrics)(nil)
 
 // Metrics counts what a gateway decides: per rule, the allowed and denied
 // decisions, the cost the allowed ones spent, their latency and the store
@@ -43,7 +46,7 @@ type MetricsOptions struct {
 // the Metrics is dropped, across reloads: a counter never goes backwards.
 // Rule names come from the configuration, so their number is bounded.
 //
-// Make one with NewMetrics. All methods are safe for concurrent use, and the
+// Make one with New. All methods are safe for concurrent use, and the
 // Observe methods are no-ops on a nil *Metrics.
 type Metrics struct {
 	rules atomic.Pointer[map[string]*ruleMetrics] // read on the hot path; replaced whole under mu
@@ -63,8 +66,8 @@ type ruleMetrics struct {
 	latency                      prometheus.Observer // the rule's child of Metrics.latency
 }
 
-// NewMetrics returns an empty Metrics.
-func NewMetrics(opts *MetricsOptions) *Metrics {
+// New returns an empty Metrics.
+func New(opts *Options) *Metrics {
 	buckets := DefaultDecisionBuckets
 	if opts != nil && len(opts.Buckets) > 0 {
 		buckets = slices.Clone(opts.Buckets)
@@ -111,15 +114,15 @@ func (m *Metrics) addRule(name string) *ruleMetrics {
 // included, so that they are exported as zeros before the first request.
 // Call it after each reload if series for quiet rules matter; it is never
 // required.
-func (m *Metrics) InitRuleset(rs *Ruleset) {
+func (m *Metrics) InitRuleset(rs *sluice.Ruleset) {
 	if m == nil || rs == nil {
 		return
 	}
-	for _, c := range rs.rules {
+	for _, c := range rs.Rules() {
 		m.rule(c.Name())
 	}
-	if rs.def != nil {
-		m.rule(rs.def.Name())
+	if d := rs.Default(); d != nil {
+		m.rule(d.Name())
 	}
 }
 
@@ -154,16 +157,16 @@ func (m *Metrics) ObserveDecisionCost(rule string, allowed bool, cost int64, d t
 }
 
 // ObserveStoreError records a store error met while deciding a request under
-// the named rule, and the policy that then applied: FailOpen (the request
-// passed) or FailClosed (it was refused). A store error is not a decision:
+// the named rule, and the policy that then applied: sluice.FailOpen (the
+// request passed) or sluice.FailClosed (it was refused). A store error is not a decision:
 // it is not counted by ObserveDecision's counters. Any other policy value is
 // counted as FailOpen, the default.
-func (m *Metrics) ObserveStoreError(rule string, policy StoreErrorPolicy) {
+func (m *Metrics) ObserveStoreError(rule string, policy sluice.StoreErrorPolicy) {
 	if m == nil {
 		return
 	}
 	r := m.rule(rule)
-	if policy == FailClosed {
+	if policy == sluice.FailClosed {
 		r.storeErrClosed.Add(1)
 		m.storeErrClosed.Add(1)
 	} else {
@@ -360,10 +363,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descDecisions, float64(r.denied.Load()), r.name, "denied")
 		counter(descSpent, float64(r.spent.Load()), r.name)
 		if n := r.storeErrOpen.Load(); n > 0 {
-			counter(descStoreErrors, float64(n), r.name, string(FailOpen))
+			counter(descStoreErrors, float64(n), r.name, string(sluice.FailOpen))
 		}
 		if n := r.storeErrClosed.Load(); n > 0 {
-			counter(descStoreErrors, float64(n), r.name, string(FailClosed))
+			counter(descStoreErrors, float64(n), r.name, string(sluice.FailClosed))
 		}
 	}
 	counter(descReloads, float64(c.m.reloadsOK.Load()), "ok")

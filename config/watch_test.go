@@ -1,4 +1,4 @@
-package sluice
+package config
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // reloadConfig is a valid configuration whose orders rule allows limit.
@@ -97,7 +100,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func ordersLimit(reg *Registry) int64 {
+func ordersLimit(reg *sluice.Registry) int64 {
 	r := reg.Ruleset().Rule("orders")
 	if r == nil {
 		return -1
@@ -125,9 +128,9 @@ func replaceFile(t *testing.T, path, data string) {
 
 // startWatch loads the configuration at path into a new registry and
 // watches it.
-func startWatch(t *testing.T, path string, opts WatchOptions) (*Registry, *Watcher) {
+func startWatch(t *testing.T, path string, opts WatchOptions) (*sluice.Registry, *Watcher) {
 	t.Helper()
-	cfg, err := LoadConfig(path)
+	cfg, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +138,7 @@ func startWatch(t *testing.T, path string, opts WatchOptions) (*Registry, *Watch
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := NewRegistry(rs)
+	reg := sluice.NewRegistry(rs)
 	opts.Initial = cfg
 	w, err := Watch(path, reg, opts)
 	if err != nil {
@@ -150,7 +153,7 @@ func TestWatcherReloads(t *testing.T) {
 	writeFile(t, path, reloadConfig(5, ""))
 	var logs lockedBuffer
 	var got reloads
-	m := NewMetrics(nil)
+	m := metrics.New(nil)
 	reg, _ := startWatch(t, path, WatchOptions{
 		Logger:   slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:  m,
@@ -194,7 +197,7 @@ func TestWatcherReloads(t *testing.T) {
 	replaceFile(t, path, strings.Replace(reloadConfig(30, ""), "window: 1m", "window: 1 minute", 1))
 	eventually(t, "the invalid file reported", func() bool { return got.count() > before })
 	cfg, err := got.last()
-	if cfg != nil || !errors.Is(err, ErrInvalidConfig) {
+	if cfg != nil || !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("OnReload got (%v, %v), want (nil, an invalid-config error)", cfg, err)
 	}
 	if !strings.Contains(err.Error(), "rules[0].window") {
@@ -244,7 +247,7 @@ func TestWatcherStoreChangeWarns(t *testing.T) {
 func TestWatcherExplicitReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, path, reloadConfig(5, ""))
-	m := NewMetrics(nil)
+	m := metrics.New(nil)
 	var got reloads
 	// A debounce no test waits out: only Reload applies the file.
 	reg, w := startWatch(t, path, WatchOptions{Metrics: m, OnReload: got.on, Debounce: time.Hour,
@@ -262,7 +265,7 @@ func TestWatcherExplicitReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, path, "rules: [")
-	if err := w.Reload(); !errors.Is(err, ErrInvalidConfig) {
+	if err := w.Reload(); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("Reload of a broken file = %v, want an invalid-config error", err)
 	}
 	if l := ordersLimit(reg); l != 9 {
@@ -296,11 +299,11 @@ func TestWatcherExplicitReload(t *testing.T) {
 func TestWatcherWithoutInitial(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, path, "rules: [")
-	if _, err := Watch(path, NewRegistry(nil), WatchOptions{}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := Watch(path, sluice.NewRegistry(nil), WatchOptions{}); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("Watch of a broken file without Initial = %v, want an invalid-config error", err)
 	}
 	writeFile(t, path, reloadConfig(3, ""))
-	reg := NewRegistry(nil)
+	reg := sluice.NewRegistry(nil)
 	w, err := Watch(path, reg, WatchOptions{Debounce: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&lockedBuffer{}, nil))})
 	if err != nil {
@@ -357,7 +360,7 @@ func TestWatcherSIGHUP(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, path, reloadConfig(5, ""))
-	m := NewMetrics(nil)
+	m := metrics.New(nil)
 	reg, w := startWatch(t, path, WatchOptions{SIGHUP: true, Metrics: m, Debounce: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(&lockedBuffer{}, nil))})
 	writeFile(t, path, reloadConfig(6, ""))

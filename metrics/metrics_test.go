@@ -1,4 +1,4 @@
-package sluice
+package metrics
 
 import (
 	"errors"
@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
@@ -23,7 +24,7 @@ import (
 // TestMetricsConcurrentDecisions observes decisions from many goroutines
 // (run it under -race) and checks that no count is lost.
 func TestMetricsConcurrentDecisions(t *testing.T) {
-	m := NewMetrics(nil)
+	m := New(nil)
 	const goroutines, each = 16, 1000
 	rules := []string{"orders", "search", "catch-all"}
 	var wg sync.WaitGroup
@@ -33,7 +34,7 @@ func TestMetricsConcurrentDecisions(t *testing.T) {
 				rule := rules[(g+i)%len(rules)]
 				m.ObserveDecisionCost(rule, i%4 != 0, 2, time.Duration(i)*time.Microsecond)
 				if i%100 == 0 {
-					m.ObserveStoreError(rule, FailOpen)
+					m.ObserveStoreError(rule, sluice.FailOpen)
 				}
 			}
 		})
@@ -74,7 +75,7 @@ func TestMetricsConcurrentDecisions(t *testing.T) {
 }
 
 func TestMetricsSnapshot(t *testing.T) {
-	m := NewMetrics(nil)
+	m := New(nil)
 	if s := m.Snapshot(); len(s.Rules) != 0 || s.Reloads != 0 || s.ReloadErrors != 0 || s.StoreErrors() != 0 {
 		t.Fatalf("new Metrics: snapshot %+v, want zeros", s)
 	}
@@ -84,9 +85,9 @@ func TestMetricsSnapshot(t *testing.T) {
 	m.ObserveDecision("orders", false, time.Millisecond)
 	m.ObserveDecisionCost("search", true, 5, time.Millisecond)
 	m.ObserveDecisionCost("search", false, 5, time.Millisecond)
-	m.ObserveStoreError("search", FailClosed)
-	m.ObserveStoreError("search", FailOpen)
-	m.ObserveStoreError("orders", FailClosed)
+	m.ObserveStoreError("search", sluice.FailClosed)
+	m.ObserveStoreError("search", sluice.FailOpen)
+	m.ObserveStoreError("orders", sluice.FailClosed)
 	m.ObserveReload(nil)
 	m.ObserveReload(errors.New("bad rule"))
 	m.ObserveReload(nil)
@@ -102,11 +103,11 @@ func TestMetricsSnapshot(t *testing.T) {
 	for name, w := range want {
 		got, ok := s.Rule(name)
 		if !ok || got != w {
-			t.Errorf("Rule(%q) = %+v, %v; want %+v", name, got, ok, w)
+			t.Errorf("sluice.Rule(%q) = %+v, %v; want %+v", name, got, ok, w)
 		}
 	}
 	if _, ok := s.Rule("nope"); ok {
-		t.Error(`Rule("nope") found`)
+		t.Error(`sluice.Rule("nope") found`)
 	}
 	if s.StoreErrorsOpen != 1 || s.StoreErrorsClosed != 2 || s.StoreErrors() != 3 {
 		t.Errorf("store errors open %d closed %d total %d, want 1, 2, 3", s.StoreErrorsOpen, s.StoreErrorsClosed, s.StoreErrors())
@@ -117,8 +118,8 @@ func TestMetricsSnapshot(t *testing.T) {
 }
 
 func TestMetricsDeniedRatio(t *testing.T) {
-	m := NewMetrics(nil)
-	m.ObserveStoreError("quiet", FailOpen) // counters but no decision
+	m := New(nil)
+	m.ObserveStoreError("quiet", sluice.FailOpen) // counters but no decision
 	for i := range 10 {
 		m.ObserveDecision("busy", i < 3, 0)
 	}
@@ -138,19 +139,19 @@ func TestMetricsNilIsNoop(t *testing.T) {
 	var m *Metrics
 	m.ObserveDecision("x", true, time.Second)
 	m.ObserveDecisionCost("x", true, 3, time.Second)
-	m.ObserveStoreError("x", FailClosed)
+	m.ObserveStoreError("x", sluice.FailClosed)
 	m.ObserveReload(nil)
 	m.InitRuleset(nil)
 }
 
 func TestMetricsInitRuleset(t *testing.T) {
-	rs, err := NewRuleset([]Rule{
-		{Name: "orders", Method: "POST", PathPrefix: "/api/orders", Scope: ScopeUser, Algorithm: algo.FixedWindowName, Limit: 5, Window: time.Minute},
-	}, &Rule{Name: "catch-all", Scope: ScopeIP, Algorithm: algo.FixedWindowName, Limit: 100, Window: time.Minute}, "")
+	rs, err := sluice.NewRuleset([]sluice.Rule{
+		{Name: "orders", Method: "POST", PathPrefix: "/api/orders", Scope: sluice.ScopeUser, Algorithm: algo.FixedWindowName, Limit: 5, Window: time.Minute},
+	}, &sluice.Rule{Name: "catch-all", Scope: sluice.ScopeIP, Algorithm: algo.FixedWindowName, Limit: 100, Window: time.Minute}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMetrics(nil)
+	m := New(nil)
 	m.InitRuleset(rs)
 	s := m.Snapshot()
 	if len(s.Rules) != 2 || s.Rules[0].Name != "catch-all" || s.Rules[1].Name != "orders" {
@@ -171,15 +172,15 @@ func TestMetricsCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	rs, err := NewRuleset([]Rule{
-		{Name: "orders", Method: "POST", PathPrefix: "/api/orders", Scope: ScopeUser, Algorithm: algo.FixedWindowName, Limit: 2, Window: time.Minute},
+	rs, err := sluice.NewRuleset([]sluice.Rule{
+		{Name: "orders", Method: "POST", PathPrefix: "/api/orders", Scope: sluice.ScopeUser, Algorithm: algo.FixedWindowName, Limit: 2, Window: time.Minute},
 	}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	orders := rs.Rule("orders")
 
-	m := NewMetrics(&MetricsOptions{Buckets: []float64{0.001, 0.01}})
+	m := New(&Options{Buckets: []float64{0.001, 0.01}})
 	for _, user := range []string{"ann", "ann", "ann", "bob", "cy"} {
 		d, err := e.Apply(orders.Limit(), user, orders.Cost())
 		if err != nil {
@@ -187,7 +188,7 @@ func TestMetricsCollector(t *testing.T) {
 		}
 		m.ObserveDecisionCost(orders.Name(), d.Allowed, orders.Cost(), 5*time.Millisecond)
 	}
-	m.ObserveStoreError("orders", FailOpen)
+	m.ObserveStoreError("orders", sluice.FailOpen)
 	m.ObserveReload(nil)
 	m.ObserveReload(fmt.Errorf("line 3: bad"))
 
@@ -255,7 +256,7 @@ sluice_corrupt_records_total 0
 // TestMetricsCollectorNilEngine checks that the engine's metrics are left
 // out without an engine.
 func TestMetricsCollectorNilEngine(t *testing.T) {
-	m := NewMetrics(nil)
+	m := New(nil)
 	m.ObserveDecision("orders", true, time.Microsecond)
 	c := m.Collector(nil)
 	if n := testutil.CollectAndCount(c, "sluice_keys", "sluice_flushes_total", "sluice_dirty_records"); n != 0 {
@@ -275,7 +276,7 @@ func TestMetricsCollectorNilEngine(t *testing.T) {
 }
 
 func TestMetricsReloads(t *testing.T) {
-	m := NewMetrics(nil)
+	m := New(nil)
 	c := m.Collector(nil)
 	for range 3 {
 		m.ObserveReload(nil)
@@ -330,7 +331,7 @@ func (f fixed) Describe(ch chan<- *prometheus.Desc) { ch <- f.m.Desc() }
 func (f fixed) Collect(ch chan<- prometheus.Metric) { ch <- f.m }
 
 func BenchmarkObserveDecision(b *testing.B) {
-	m := NewMetrics(nil)
+	m := New(nil)
 	rules := []string{"orders-write", "search", "catch-all", "reads"}
 	for _, r := range rules {
 		m.ObserveDecision(r, true, 0)

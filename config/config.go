@@ -1,4 +1,4 @@
-package sluice
+package config
 
 import (
 	"bytes"
@@ -14,7 +14,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // The store backends a configuration may name.
@@ -24,53 +26,41 @@ const (
 	BackendBolt   = "bolt"
 )
 
-// Defaults a parsed Config holds for the keys a file leaves out.
+// Defaults a parsed Config holds for the store keys a file leaves out. The
+// identity section's are package identity's (identity.Config.WithDefaults).
 const (
 	DefaultBackend       = BackendMemory
 	DefaultFlushInterval = engine.DefaultFlushInterval
-	DefaultUserHeader    = "X-User-ID"
-	DefaultAPIKeyHeader  = "X-API-Key"
-	DefaultIPv6Prefix    = 64
 )
 
-// StoreErrorPolicy says what happens to a request when the store fails and
-// no decision can be made.
-type StoreErrorPolicy string
-
-// The store error policies.
-const (
-	// FailOpen, the default, lets the request pass (the error is logged
-	// and counted).
-	FailOpen StoreErrorPolicy = "open"
-	// FailClosed refuses the request with 503 Service Unavailable.
-	FailClosed StoreErrorPolicy = "closed"
-)
-
-// Config is a gateway's configuration, as read from a YAML file by
-// ParseConfig or LoadConfig, which fill in every default: a parsed Config
-// holds the values in force, not blanks.
+// Config is a gateway's configuration, as read from a YAML file by Parse
+// or Load, which fill in every default: a parsed Config holds the values in
+// force, not blanks.
 //
 // The store section is read when the program starts; a reload applies the
 // rest.
 type Config struct {
 	// Store is the "store" section.
-	Store StoreConfig
-	// Identity is the "identity" section.
-	Identity IdentityConfig
-	// OnStoreError is "on_store_error": FailOpen (default) or FailClosed.
-	OnStoreError StoreErrorPolicy
-	// Match is "match": MatchMostSpecific (default) or MatchAll.
-	Match MatchMode
+	Store Store
+	// Identity is the "identity" section, read straight into the identity
+	// package's configuration.
+	Identity identity.Config
+	// OnStoreError is "on_store_error": sluice.FailOpen (default) or
+	// sluice.FailClosed.
+	OnStoreError sluice.StoreErrorPolicy
+	// Match is "match": sluice.MatchMostSpecific (default) or
+	// sluice.MatchAll.
+	Match sluice.MatchMode
 	// Rules is "rules", in file order.
-	Rules []Rule
+	Rules []sluice.Rule
 	// Default is "default", the rule for requests no rule covers, or nil.
-	Default *Rule
+	Default *sluice.Rule
 
-	ruleset *Ruleset // compiled from the above by ParseConfig
+	ruleset *sluice.Ruleset // compiled from the above by Parse
 }
 
-// StoreConfig is where the limiter keeps its state.
-type StoreConfig struct {
+// Store is the "store" section: where the limiter keeps its state.
+type Store struct {
 	// Backend is "backend": BackendMemory (default), BackendPebble or
 	// BackendBolt.
 	Backend string
@@ -85,34 +75,10 @@ type StoreConfig struct {
 	FlushInterval time.Duration
 }
 
-// IdentityConfig says how a request is turned into a caller identity.
-type IdentityConfig struct {
-	// UserHeader is "user_header", the header holding the user id;
-	// DefaultUserHeader when left out.
-	UserHeader string
-	// APIKeyHeader is "api_key_header", the header holding the API key;
-	// DefaultAPIKeyHeader when left out.
-	APIKeyHeader string
-	// TrustedProxies is "trusted_proxies": peers whose X-Forwarded-For and
-	// Forwarded headers are believed. A bare address means that address
-	// alone (/32 or /128); IPv4-mapped IPv6 is read as IPv4. Empty by
-	// default: no forwarding header is believed.
-	TrustedProxies []netip.Prefix
-	// IPv6Prefix is "ipv6_prefix", the prefix length IPv6 callers are
-	// grouped by (1 to 128); DefaultIPv6Prefix (64) when left out.
-	IPv6Prefix int
-	// HeadersFromTrustedProxiesOnly is
-	// "headers_from_trusted_proxies_only" (an addition to the documented
-	// shape): when true, the user and API key headers are believed only on
-	// requests whose peer is a trusted proxy (the authenticating layer in
-	// front), and ignored otherwise. False by default.
-	HeadersFromTrustedProxiesOnly bool
-}
-
-// ConfigError reports a configuration that does not parse or validate, with
-// the place and the key at fault. It matches ErrInvalidConfig and unwraps to
-// the cause (a *RuleError for an invalid rule).
-type ConfigError struct {
+// Error reports a configuration that does not parse or validate, with the
+// place and the key at fault. It matches sluice.ErrInvalidConfig and
+// unwraps to the cause (a *sluice.RuleError for an invalid rule).
+type Error struct {
 	// File is the name the configuration was parsed under.
 	File string
 	// Line is the 1-based line at fault, or 0 when unknown.
@@ -126,7 +92,8 @@ type ConfigError struct {
 	Err error
 }
 
-func (e *ConfigError) Error() string {
+// Error returns "file:line: field: reason", leaving out what is unknown.
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -143,42 +110,41 @@ func (e *ConfigError) Error() string {
 }
 
 // Unwrap returns the underlying error, if any.
-func (e *ConfigError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// Is reports whether target is ErrInvalidConfig.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// Is reports whether target is sluice.ErrInvalidConfig.
+func (e *Error) Is(target error) bool { return target == sluice.ErrInvalidConfig }
 
 // Ruleset returns the configuration's rules, default and match mode
-// compiled. For a Config from ParseConfig it is the ruleset validated
-// there; for one built by hand it is compiled now.
-func (c *Config) Ruleset() (*Ruleset, error) {
+// compiled. For a Config from Parse it is the ruleset validated there; for
+// one built by hand it is compiled now.
+func (c *Config) Ruleset() (*sluice.Ruleset, error) {
 	if c.ruleset != nil {
 		return c.ruleset, nil
 	}
-	return NewRuleset(c.Rules, c.Default, c.Match)
+	return sluice.NewRuleset(c.Rules, c.Default, c.Match)
 }
 
-// LoadConfig reads and parses the configuration file at path. See
-// ParseConfig.
-func LoadConfig(path string) (*Config, error) {
+// Load reads and parses the configuration file at path. See Parse.
+func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParseConfig(path, data)
+	return Parse(path, data)
 }
 
-// ParseConfig parses a YAML configuration; name is what errors call the
+// Parse parses a YAML configuration; name is what errors call the
 // file. Every key is checked: an unknown key, a value of the wrong type, a
 // duration that time.ParseDuration refuses ("1 minute") and an invalid rule
-// are *ConfigError values naming the line and the key, such as
+// are *Error values naming the line and the key, such as
 //
 //	config.yaml:12: rules[1].window: want a duration such as 1m or 500ms, got "1 minute"
 //
 // An empty document is an error too, so that a file caught half-written
 // during a reload is rejected rather than read as "no limits". Anchors and
 // aliases are not supported. The result holds every default filled in.
-func ParseConfig(name string, data []byte) (*Config, error) {
+func Parse(name string, data []byte) (*Config, error) {
 	p := parser{file: name}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -186,12 +152,12 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, p.errAt(0, "", "the configuration is empty")
 		}
-		return nil, p.yamlError(err)
+		return nil, p.yamlError(err, data)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, p.yamlError(err)
+			return nil, p.yamlError(err, data)
 		}
 		return nil, p.errAt(extra.Line, "", "want one YAML document, found another")
 	}
@@ -206,10 +172,10 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		return nil, p.errAt(root.Line, "", "the configuration is empty")
 	}
 	c := &Config{
-		Store:        StoreConfig{Backend: DefaultBackend, Durability: engine.Interval, FlushInterval: DefaultFlushInterval},
-		Identity:     IdentityConfig{UserHeader: DefaultUserHeader, APIKeyHeader: DefaultAPIKeyHeader, IPv6Prefix: DefaultIPv6Prefix},
-		OnStoreError: FailOpen,
-		Match:        MatchMostSpecific,
+		Store:        Store{Backend: DefaultBackend, Durability: engine.Interval, FlushInterval: DefaultFlushInterval},
+		Identity:     identity.Config{}.WithDefaults(),
+		OnStoreError: sluice.FailOpen,
+		Match:        sluice.MatchMostSpecific,
 	}
 	if err := p.config(root, c); err != nil {
 		return nil, err
@@ -226,20 +192,64 @@ type parser struct {
 	defLines  map[string]int
 }
 
-func (p *parser) errAt(line int, field, format string, args ...any) *ConfigError {
-	return &ConfigError{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
+func (p *parser) errAt(line int, field, format string, args ...any) *Error {
+	return &Error{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
+// yamlLine reads the line and the problem from a YAML syntax error. The
+// YAML library gives no structured syntax error, only this text; a test
+// (TestYAMLErrorText) pins it, so that an upgrade changing it fails loudly.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// yamlError turns a YAML syntax error into a *ConfigError with its line.
-func (p *parser) yamlError(err error) *ConfigError {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &ConfigError{File: p.file, Line: line, Reason: m[2], Err: err}
+// maxLocateLines bounds the document yamlError searches for the line at
+// fault, since the search parses every prefix.
+const maxLocateLines = 2000
+
+// yamlError turns a YAML syntax error in data into an *Error with its
+// line. The library names the line where the enclosing block began, not the
+// one at fault (a badly indented key on line 7 of a mapping opened on line
+// 1 is reported on line 1), so the line is found anew: the first line at
+// which the document cut there fails with the same problem.
+func (p *parser) yamlError(err error, data []byte) *Error {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &Error{File: p.file, Reason: strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 	}
-	return &ConfigError{File: p.file, Reason: strings.TrimPrefix(msg, "yaml: "), Err: err}
+	line, _ := strconv.Atoi(m[1])
+	if at := locateYAMLError(data, m[2]); at > 0 {
+		line = at
+	}
+	return &Error{File: p.file, Line: line, Reason: m[2], Err: err}
+}
+
+// locateYAMLError returns the first line n such that the first n lines of
+// data fail to parse with the given problem, or 0 when there is none (or
+// data is too long to search).
+func locateYAMLError(data []byte, problem string) int {
+	if bytes.Count(data, []byte("\n")) > maxLocateLines {
+		return 0
+	}
+	end := 0
+	for n := 1; end < len(data); n++ {
+		if i := bytes.IndexByte(data[end:], '\n'); i >= 0 {
+			end += i + 1
+		} else {
+			end = len(data)
+		}
+		var doc yaml.Node
+		dec := yaml.NewDecoder(bytes.NewReader(data[:end]))
+		err := dec.Decode(&doc)
+		for err == nil {
+			err = dec.Decode(&doc)
+		}
+		if errors.Is(err, io.EOF) {
+			continue
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil && m[2] == problem {
+			return n
+		}
+	}
+	return 0
 }
 
 // join appends key to the field path.
@@ -305,7 +315,7 @@ func (p *parser) fields(n *yaml.Node, path string, set func(key string, val *yam
 	return nil
 }
 
-func (p *parser) notSupported(n *yaml.Node, field, want string) *ConfigError {
+func (p *parser) notSupported(n *yaml.Node, field, want string) *Error {
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
 		return p.errAt(n.Line, field, "anchors and aliases are not supported")
 	}
@@ -370,17 +380,17 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			err = p.identity(v, field, &c.Identity)
 		case "on_store_error":
 			var s string
-			s, err = p.oneOf(v, field, string(FailOpen), string(FailClosed))
-			c.OnStoreError = StoreErrorPolicy(s)
+			s, err = p.oneOf(v, field, string(sluice.FailOpen), string(sluice.FailClosed))
+			c.OnStoreError = sluice.StoreErrorPolicy(s)
 		case "match":
 			var s string
-			s, err = p.oneOf(v, field, string(MatchMostSpecific), string(MatchAll))
-			c.Match = MatchMode(s)
+			s, err = p.oneOf(v, field, string(sluice.MatchMostSpecific), string(sluice.MatchAll))
+			c.Match = sluice.MatchMode(s)
 		case "rules":
 			if v.Kind != yaml.SequenceNode {
 				return true, p.notSupported(v, field, "a list of rules")
 			}
-			c.Rules = make([]Rule, 0, len(v.Content))
+			c.Rules = make([]sluice.Rule, 0, len(v.Content))
 			for i, item := range v.Content {
 				r, lines, err := p.rule(item, fmt.Sprintf("%s[%d]", field, i), false)
 				if err != nil {
@@ -404,23 +414,23 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 	if err != nil {
 		return err
 	}
-	rs, i, err := compileRuleset(c.Rules, c.Default, c.Match)
+	rs, err := sluice.NewRuleset(c.Rules, c.Default, c.Match)
 	if err != nil {
-		return p.ruleError(err, i)
+		return p.ruleError(err)
 	}
 	c.ruleset = rs
 	return nil
 }
 
-// ruleError places an error from compileRuleset on the line of the field at
-// fault in rule i (-1: the default).
-func (p *parser) ruleError(err error, i int) error {
-	var re *RuleError
+// ruleError places an error from sluice.NewRuleset on the line of the
+// field at fault in the rule at fault.
+func (p *parser) ruleError(err error) error {
+	var re *sluice.RuleError
 	if !errors.As(err, &re) {
-		return &ConfigError{File: p.file, Reason: err.Error(), Err: err}
+		return &Error{File: p.file, Reason: err.Error(), Err: err}
 	}
 	node, lines, path := p.defNode, p.defLines, "default"
-	if i >= 0 {
+	if i := re.Index; i >= 0 && i < len(p.ruleNodes) {
 		node, lines, path = p.ruleNodes[i], p.ruleLines[i], fmt.Sprintf("rules[%d]", i)
 	}
 	line, ok := lines[re.Field]
@@ -431,13 +441,13 @@ func (p *parser) ruleError(err error, i int) error {
 	if re.Rule != "" {
 		reason = fmt.Sprintf("rule %q: %s", re.Rule, re.Reason)
 	}
-	return &ConfigError{File: p.file, Line: line, Field: join(path, re.Field), Reason: reason, Err: re}
+	return &Error{File: p.file, Line: line, Field: join(path, re.Field), Reason: reason, Err: re}
 }
 
 // rule reads one rule and the line of each of its keys. The default rule
 // takes no method or path_prefix: it covers whatever no rule does.
-func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (Rule, map[string]int, error) {
-	var r Rule
+func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, map[string]int, error) {
+	var r sluice.Rule
 	lines := map[string]int{}
 	err := p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		lines[key] = v.Line
@@ -459,7 +469,7 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (Rule, map[stri
 		case "scope":
 			var s string
 			s, err = p.str(v, field)
-			r.Scope = Scope(s)
+			r.Scope = sluice.Scope(s)
 		case "algorithm":
 			r.Algorithm, err = p.str(v, field)
 		case "limit":
@@ -482,22 +492,22 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (Rule, map[stri
 		return true, err
 	})
 	if err != nil {
-		return Rule{}, nil, err
+		return sluice.Rule{}, nil, err
 	}
 	if !isDefault && r.PathPrefix == "" {
 		if _, given := lines["path_prefix"]; !given {
-			return Rule{}, nil, p.errAt(n.Line, join(path, "path_prefix"), "required")
+			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, "path_prefix"), "required")
 		}
 	}
 	for _, req := range []string{"name", "scope", "algorithm", "limit", "window"} {
 		if _, given := lines[req]; !given {
-			return Rule{}, nil, p.errAt(n.Line, join(path, req), "required")
+			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, req), "required")
 		}
 	}
 	return r, lines, nil
 }
 
-func (p *parser) store(n *yaml.Node, path string, s *StoreConfig) error {
+func (p *parser) store(n *yaml.Node, path string, s *Store) error {
 	var dirGiven bool
 	err := p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		var err error
@@ -535,13 +545,13 @@ func (p *parser) store(n *yaml.Node, path string, s *StoreConfig) error {
 	return nil
 }
 
-func (p *parser) identity(n *yaml.Node, path string, id *IdentityConfig) error {
+func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error {
 	header := func(v *yaml.Node, field string) (string, error) {
 		s, err := p.str(v, field)
 		if err != nil {
 			return "", err
 		}
-		if !isHeaderName(s) {
+		if !identity.ValidHeaderName(s) {
 			return "", p.errAt(v.Line, field, "want an HTTP header name, got %q", s)
 		}
 		return s, nil
@@ -564,12 +574,16 @@ func (p *parser) identity(n *yaml.Node, path string, id *IdentityConfig) error {
 				if err != nil {
 					return true, err
 				}
-				pfx, err := ParseTrustedProxy(s)
+				pfx, err := identity.ParseTrustedProxy(s)
 				if err != nil {
 					return true, p.errAt(item.Line, f, "%v", err)
 				}
 				id.TrustedProxies = append(id.TrustedProxies, pfx)
 			}
+		case "forwarding_header":
+			var s string
+			s, err = p.oneOf(v, field, string(identity.XForwardedFor), string(identity.Forwarded))
+			id.ForwardingHeader = identity.ForwardingHeader(s)
 		case "ipv6_prefix":
 			var bits int64
 			bits, err = p.integer(v, field)
@@ -584,41 +598,4 @@ func (p *parser) identity(n *yaml.Node, path string, id *IdentityConfig) error {
 		}
 		return true, err
 	})
-}
-
-// ParseTrustedProxy parses an address ("10.0.0.1", meaning /32 or /128)
-// or a prefix ("10.0.0.0/8") of trusted proxies. The prefix is masked, and
-// IPv4-mapped IPv6 is read as IPv4.
-func ParseTrustedProxy(s string) (netip.Prefix, error) {
-	var pfx netip.Prefix
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("want an address or a prefix such as 10.0.0.0/8, got %q", s)
-		}
-		pfx = p
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("want an address or a prefix such as 10.0.0.0/8, got %q", s)
-		}
-		pfx = netip.PrefixFrom(a, a.BitLen())
-	}
-	if a := pfx.Addr(); a.Is4In6() {
-		if pfx.Bits() < 96 {
-			return netip.Prefix{}, fmt.Errorf("an IPv4-mapped prefix must be /96 or longer, got %q", s)
-		}
-		pfx = netip.PrefixFrom(a.Unmap(), pfx.Bits()-96)
-	}
-	return pfx.Masked(), nil
-}
-
-// isHeaderName reports whether s is a valid HTTP header field name.
-func isHeaderName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -1,0 +1,14 @@
+// Package config reads a gateway's YAML configuration file and keeps a
+// sluice.Registry in step with it.
+//
+// Parse and Load read the file (store, identity, on_store_error, match,
+// rules, default) into a Config holding every default filled in; every
+// error is an *Error naming the file, the line and the key at fault. The
+// identity section is an identity.Config as it stands. Watch reloads the
+// file into a registry when it changes (fsnotify on its directory) or on
+// SIGHUP, rejecting an invalid file whole.
+//
+// The package is apart from the root so that a program that builds its
+// rules in Go imports no YAML or fsnotify. A Config is a plain value; a
+// Watcher is safe for concurrent use.
+package config

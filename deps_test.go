@@ -1,0 +1,62 @@
+package sluice_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// heavy are the import paths an embedding program that builds its rules in
+// Go must not be made to import: the configuration file's YAML and watcher,
+// and Prometheus. Packages config and metrics hold them.
+var heavy = []string{"yaml", "fsnotify", "prometheus"}
+
+// deps returns the packages pkg imports, directly or not (go list -deps).
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIPPED: no go command on PATH to list imports with")
+	}
+	out, err := exec.Command(goBin, "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// The root package, the middleware and caller identity import no YAML,
+// file watching or Prometheus, so a program using them alone does not
+// either; and caller identity does not need net/http, so a gRPC door can
+// use it.
+func TestEmbeddingImportsStayLight(t *testing.T) {
+	for _, pkg := range []string{
+		"github.com/sluice-go/sluice",
+		"github.com/sluice-go/sluice/httplimit",
+		"github.com/sluice-go/sluice/identity",
+	} {
+		for _, d := range deps(t, pkg) {
+			for _, h := range heavy {
+				if strings.Contains(d, h) {
+					t.Errorf("%s imports %s", pkg, d)
+				}
+			}
+			if pkg == "github.com/sluice-go/sluice/identity" && d == "net/http" {
+				t.Errorf("%s imports net/http", pkg)
+			}
+		}
+	}
+	// The check would see them: the packages that hold them do import them.
+	for pkg, want := range map[string]string{
+		"github.com/sluice-go/sluice/config":  "fsnotify",
+		"github.com/sluice-go/sluice/metrics": "prometheus",
+	} {
+		found := false
+		for _, d := range deps(t, pkg) {
+			found = found || strings.Contains(d, want)
+		}
+		if !found {
+			t.Errorf("%s imports nothing named %s: the check above has gone blind", pkg, want)
+		}
+	}
+}

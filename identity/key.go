@@ -1,0 +1,311 @@
+package identity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Header is how an Identifier reads a request's header fields. Values
+// returns every value of the named field, one per field line, or nil; a
+// nil Header has no fields. The name is given in canonical form ("X-User-Id", "X-Forwarded-For", as
+// textproto.CanonicalMIMEHeaderKey writes it). http.Header satisfies it; a
+// door whose fields are stored otherwise (gRPC metadata, in lower case)
+// adapts in a line.
+type Header interface {
+	Values(name string) []string
+}
+
+// values returns h's values of name; a nil h has none.
+func values(h Header, name string) []string {
+	if h == nil {
+		return nil
+	}
+	return h.Values(name)
+}
+
+// Caller is who a request says it comes from. An empty field means "not
+// given": a caller with neither is anonymous.
+type Caller struct {
+	// UserID identifies the user, for rules scoped "user".
+	UserID string
+	// APIKey is the caller's API key, for rules scoped "api_key".
+	APIKey string
+}
+
+// Identifier turns a request into the key a rule's budget is counted
+// under: Key. Make one with New. It is immutable and safe for concurrent
+// use.
+//
+// # Who the caller is
+//
+// The identity comes from a Caller the program supplies (KeyFor) or from
+// the user and API key headers (Key). An identity header is only as
+// trustworthy as whatever sets it. Taken straight from the client, it is a
+// claim, not a proof: a client that sends someone else's X-User-ID spends
+// that user's budget (and can lock them out), and a client that invents a
+// fresh X-User-ID on every request gets a fresh budget every time. Rate
+// limiting by header is sound only when something the client cannot get
+// around sets the header. So either
+//
+//   - supply the Caller, from credentials an earlier layer has verified
+//     (a session, a signed token's subject, an API key looked up in your
+//     database) — the recommended setup for an embedded limiter; or
+//   - put an authenticating proxy in front that sets (and overwrites) the
+//     headers, list it in TrustedProxies and set
+//     HeadersFromTrustedProxiesOnly, so that the headers of a request that
+//     did not come through that proxy are ignored.
+//
+// An anonymous caller (no identity, or headers ignored) under a user or
+// API key rule is counted by its IP address instead.
+//
+// # Where the caller is
+//
+// The client address (ClientIP) is the connection's peer. The configured
+// forwarding header (X-Forwarded-For by default, or Forwarded) is believed
+// only when that peer is a trusted proxy; then the client is the right-most
+// address in it that is not itself a trusted proxy, because each trusted
+// proxy appends the address it received the request from, and everything to
+// the left of that is whatever the client chose to send. The other header
+// is ignored from every peer. A client that spoofs forwarding headers
+// therefore gains nothing: from an untrusted peer they are ignored, through
+// a trusted proxy its invented addresses sit to the left of the real one,
+// and the header its proxy does not maintain is never read. A client whose
+// own address is a trusted proxy's is trusted: it can name any address.
+type Identifier struct {
+	userHeader, apiKeyHeader string // canonical header keys
+	trusted                  []netip.Prefix
+	forwarded                bool // read Forwarded rather than X-Forwarded-For
+	v6bits                   int
+	headersTrustedOnly       bool
+}
+
+// New validates cfg and returns its Identifier; zero fields take their
+// defaults (Config.WithDefaults). A header name that is not an HTTP token,
+// an invalid trusted proxy prefix, an unknown forwarding header and an
+// IPv6Prefix outside 1 to 128 are errors.
+func New(cfg Config) (*Identifier, error) {
+	cfg = cfg.WithDefaults()
+	id := &Identifier{
+		userHeader:         cfg.UserHeader,
+		apiKeyHeader:       cfg.APIKeyHeader,
+		forwarded:          cfg.ForwardingHeader == Forwarded,
+		v6bits:             cfg.IPv6Prefix,
+		headersTrustedOnly: cfg.HeadersFromTrustedProxiesOnly,
+	}
+	for _, h := range []*string{&id.userHeader, &id.apiKeyHeader} {
+		if !isToken(*h) {
+			return nil, fmt.Errorf("identity: want an HTTP header name, got %q", *h)
+		}
+		*h = textproto.CanonicalMIMEHeaderKey(*h)
+	}
+	if !cfg.ForwardingHeader.Valid() {
+		return nil, fmt.Errorf("identity: ForwardingHeader: want %q or %q, got %q", XForwardedFor, Forwarded, string(cfg.ForwardingHeader))
+	}
+	if id.v6bits < 1 || id.v6bits > 128 {
+		return nil, fmt.Errorf("identity: IPv6Prefix: want a prefix length from 1 to 128, got %d", cfg.IPv6Prefix)
+	}
+	id.trusted = make([]netip.Prefix, 0, len(cfg.TrustedProxies))
+	for _, p := range cfg.TrustedProxies {
+		p, err := normalizeProxy(p)
+		if err != nil {
+			return nil, fmt.Errorf("identity: %w", err)
+		}
+		id.trusted = append(id.trusted, p)
+	}
+	return id, nil
+}
+
+// isTrusted reports whether a (unmapped, no zone) is a trusted proxy.
+func (id *Identifier) isTrusted(a netip.Addr) bool {
+	for _, p := range id.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// PeerTrusted reports whether peer, the connection's address, is a trusted
+// proxy; an invalid address (no peer) is not.
+func (id *Identifier) PeerTrusted(peer netip.Addr) bool {
+	return peer.IsValid() && id.isTrusted(peer.Unmap().WithZone(""))
+}
+
+// ParsePeer reads a connection's peer address as net/http's
+// Request.RemoteAddr holds it: "host:port", or a bare address. IPv4-mapped
+// IPv6 is read as IPv4 and a zone is dropped. Anything else (a Unix
+// socket's "@", an empty string) is an ErrNoPeerAddr naming the text.
+func ParsePeer(remote string) (netip.Addr, error) {
+	var a netip.Addr
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		a = ap.Addr()
+	} else if a, err = netip.ParseAddr(remote); err != nil {
+		if len(remote) > 64 {
+			remote = remote[:64] + "..."
+		}
+		return netip.Addr{}, fmt.Errorf("%w: %q", ErrNoPeerAddr, remote)
+	}
+	return a.Unmap().WithZone(""), nil
+}
+
+// Key returns the key the caller of a request is counted under by a rule
+// of the given scope, its identity read from the headers h. remote is the
+// connection's peer address as net/http's Request.RemoteAddr and
+// net.Addr.String give it ("host:port", or a bare address); it is parsed
+// (ParsePeer) only when needed, and one that does not parse is an
+// ErrNoPeerAddr only when an IP key is needed:
+//
+//	ScopeUser    "user:" + the user id
+//	ScopeAPIKey  "key:" + 32 hex digits of the SHA-256 of the API key
+//	ScopeIP      "ip:" + the client IP: "ip:192.0.2.1", or for IPv6 its
+//	             prefix, "ip:2001:db8:1:2::/64"
+//	ScopeGlobal  "global"
+//
+// The prefixes differ by scope, so no identity can pose as another kind
+// (a user named "ip:192.0.2.1" is "user:ip:192.0.2.1"). API keys are
+// hashed so that the secrets themselves are never stored in the limiter's
+// state or shown in its output; user ids are kept as given, for
+// readability, and bounded: one longer than MaxUserIDLen (or an API key
+// longer than MaxAPIKeyLen) is an ErrIdentityTooLong, not silently cut,
+// and an identity header sent twice is an ErrAmbiguousIdentity; both match
+// ErrBadIdentity. Surrounding spaces and tabs in a header value are
+// ignored.
+//
+// A caller without a user id (under ScopeUser) or an API key (under
+// ScopeAPIKey) is counted by its IP key. Key does not allocate beyond the
+// key it returns.
+func (id *Identifier) Key(scope sluice.Scope, remote string, h Header) (string, error) {
+	return id.key(scope, remote, h, Caller{}, false)
+}
+
+// KeyFor is Key for a caller the program has identified itself: who's
+// UserID and APIKey stand for the identity headers, which are not read
+// (HeadersFromTrustedProxiesOnly does not apply). An anonymous who is
+// counted by its IP key, found as Key finds it.
+func (id *Identifier) KeyFor(scope sluice.Scope, who Caller, remote string, h Header) (string, error) {
+	return id.key(scope, remote, h, who, true)
+}
+
+func (id *Identifier) key(scope sluice.Scope, remote string, h Header, who Caller, supplied bool) (string, error) {
+	switch scope {
+	case sluice.ScopeGlobal:
+		return "global", nil
+	case sluice.ScopeIP:
+		return id.ipKey(remote, h)
+	case sluice.ScopeUser, sluice.ScopeAPIKey:
+	default:
+		return "", fmt.Errorf("%w %q", ErrUnknownScope, string(scope))
+	}
+	var v string
+	if supplied {
+		v = who.UserID
+		if scope == sluice.ScopeAPIKey {
+			v = who.APIKey
+		}
+	} else if !id.headersTrustedOnly || id.remoteTrusted(remote) {
+		name := id.userHeader
+		if scope == sluice.ScopeAPIKey {
+			name = id.apiKeyHeader
+		}
+		vs := values(h, name)
+		if len(vs) > 1 {
+			return "", fmt.Errorf("%w: %s", ErrAmbiguousIdentity, name)
+		}
+		if len(vs) == 1 {
+			v = trimOWS(vs[0])
+		}
+	}
+	if v == "" {
+		return id.ipKey(remote, h)
+	}
+	if scope == sluice.ScopeUser {
+		if len(v) > MaxUserIDLen {
+			return "", fmt.Errorf("%w: the user id is %d bytes, over %d", ErrIdentityTooLong, len(v), MaxUserIDLen)
+		}
+		return "user:" + v, nil
+	}
+	if len(v) > MaxAPIKeyLen {
+		return "", fmt.Errorf("%w: the API key is %d bytes, over %d", ErrIdentityTooLong, len(v), MaxAPIKeyLen)
+	}
+	sum := sha256.Sum256([]byte(v))
+	var buf [4 + 32]byte
+	copy(buf[:], "key:")
+	hex.Encode(buf[4:], sum[:16])
+	return string(buf[:]), nil
+}
+
+// remoteTrusted reports whether the peer remote is a trusted proxy; one
+// that does not parse is not.
+func (id *Identifier) remoteTrusted(remote string) bool {
+	peer, err := ParsePeer(remote)
+	return err == nil && id.isTrusted(peer)
+}
+
+func (id *Identifier) ipKey(remote string, h Header) (string, error) {
+	peer, err := ParsePeer(remote)
+	if err != nil {
+		return "", err
+	}
+	a, err := id.ClientIP(peer, h)
+	if err != nil {
+		return "", err
+	}
+	return id.IPKey(a), nil
+}
+
+// IPKey returns the key of the client address a under an "ip" rule: "ip:"
+// and the IPv4 address, or the IPv6 address's prefix of the configured
+// length. IPv4-mapped IPv6 is read as IPv4 and a zone is dropped.
+func (id *Identifier) IPKey(a netip.Addr) string {
+	a = a.Unmap().WithZone("")
+	var buf [64]byte
+	b := append(buf[:0], "ip:"...)
+	if a.Is4() {
+		b = a.AppendTo(b)
+	} else {
+		b = netip.PrefixFrom(a, id.v6bits).Masked().AppendTo(b)
+	}
+	return string(b)
+}
+
+// ClientIP returns the address of the client that sent a request whose
+// connection's peer is peer, IPv4-mapped IPv6 read as IPv4, without a zone.
+//
+// It is the peer unless the peer is a trusted proxy. Then the configured
+// forwarding header is read: X-Forwarded-For (a comma separated list of
+// addresses; several header lines are concatenated in order) or Forwarded
+// (RFC 7239; the for= parameter of each element, IPv6 in brackets inside
+// quotes, ports allowed). The other header is never read. Walking the header
+// from the right, each trusted proxy address is stepped over, and the first
+// address that is not a trusted proxy is the client. When every address is
+// a trusted proxy, the left-most is the client; when the header is absent or
+// empty, the peer is.
+//
+// The walk stops at the first hop it cannot read — garbage, an address
+// with a zone, an element without for=, the obfuscated identifiers
+// "unknown" and "_name" of RFC 7239 — and the client is then the last
+// trusted hop read (the peer when there was none): a proxy that hides or
+// mangles the address before it cannot be seen past, and nothing a client
+// wrote is ever taken for an address in its place. Empty list elements are
+// skipped. X-Forwarded-For entries may be bare addresses, "[v6]", "[v6]:port"
+// or "v4:port"; Forwarded follows the RFC's node syntax strictly.
+//
+// The error is an ErrNoPeerAddr when peer is not a valid address.
+func (id *Identifier) ClientIP(peer netip.Addr, h Header) (netip.Addr, error) {
+	if !peer.IsValid() {
+		return netip.Addr{}, ErrNoPeerAddr
+	}
+	peer = peer.Unmap().WithZone("")
+	if !id.isTrusted(peer) {
+		return peer, nil
+	}
+	if id.forwarded {
+		return id.walkForwarded(values(h, "Forwarded"), peer), nil
+	}
+	return id.walkXFF(values(h, "X-Forwarded-For"), peer), nil
+}
