@@ -213,9 +213,17 @@ func TestWatcherReloads(t *testing.T) {
 		t.Errorf("the rejection is not logged:\n%s", logs.String())
 	}
 
-	// Valid again.
+	// Valid again. The watcher swaps the rules, then calls OnReload, then
+	// counts the reload: wait on the count, the last of the three. (A
+	// write is a truncate and a write; a reload between them reads a
+	// partial file and is rejected, so only an ok reload says the new
+	// file is in force.)
+	okBefore := m.Snapshot().Reloads
 	writeFile(t, path, reloadConfig(40, ""))
-	eventually(t, "limit 40 in force after the invalid file", func() bool { return ordersLimit(reg) == 40 })
+	eventually(t, "an ok reload after the invalid file", func() bool { return m.Snapshot().Reloads > okBefore })
+	if l := ordersLimit(reg); l != 40 {
+		t.Fatalf("limit %d after the reload, want 40", l)
+	}
 	if cfg, err := got.last(); err != nil || cfg == nil || cfg.Rules[0].Limit != 40 {
 		t.Errorf("OnReload last got (%v, %v)", cfg, err)
 	}
