@@ -96,7 +96,9 @@ func TestClockStepsBackThroughTheEngine(t *testing.T) {
 					}
 					back.Advance(time.Duration(dt))
 					if rapid.IntRange(0, 3).Draw(t, "sweep") == 0 {
-						eb.Sweep(1 << 20)
+						if _, err := eb.Sweep(1 << 20); err != nil {
+							t.Fatal(err)
+						}
 					}
 					db, err1 := eb.Apply(l, "k", 1)
 					df, err2 := ef.Apply(l, "k", 1)

@@ -103,7 +103,9 @@ func TestModelEquivalence(t *testing.T) {
 						// that a clock stepping back afterwards does not
 						// resurrect a record in one and not the other.
 						if s, ok := b.(*memory.Store); ok {
-							s.Sweep(clock.Now(), 1<<30)
+							if _, err := s.Sweep(clock.Now(), 1<<30); err != nil {
+								t.Fatal(err)
+							}
 							m.expire(clock.Now())
 						}
 					case 2:
@@ -152,7 +154,9 @@ func TestEvictionIsInvisible(t *testing.T) {
 					step = -step // eviction is only promised for a clock that moves forwards
 				}
 				clock.Advance(step)
-				forgetting.Sweep(clock.Now(), 1<<20)
+				if _, err := forgetting.Sweep(clock.Now(), 1<<20); err != nil {
+					t.Fatal(err)
+				}
 			}
 			l := rapid.SampledFrom(limits).Draw(t, "limit")
 			key := rapid.SampledFrom(propKeys).Draw(t, "key")
