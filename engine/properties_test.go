@@ -87,7 +87,7 @@ func TestModelEquivalence(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limits := genLimits(t)
 				clock := engine.NewFakeClock(t0)
-				b := bk.open()
+				b := bk.open(clock)
 				e, err := engine.New(b, &engine.Options{Clock: clock, Stripes: 4})
 				if err != nil {
 					t.Fatal(err)
@@ -171,4 +171,12 @@ func TestEvictionIsInvisible(t *testing.T) {
 			}
 		}
 	})
+}
+
+func (m *model) clone() *model {
+	c := &model{recs: make(map[string]modelRecord, len(m.recs))}
+	for k, r := range m.recs {
+		c.recs[k] = r
+	}
+	return c
 }
