@@ -2,12 +2,17 @@ package engine_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/faulty"
+	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -150,6 +155,72 @@ func TestApplyAllIsAllOrNothing(t *testing.T) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// TestFaultyMemoryTakesTheStripedPath: over faulty's wrapper the memory store
+// is reached through backend.Striped's locked calls, the path of the bare
+// store, so a fault on GetLocked reaches a decision; and Stats and Sweep
+// reach the store through the optional interfaces the wrapper forwards.
+func TestFaultyMemoryTakesTheStripedPath(t *testing.T) {
+	clock := engine.NewFakeClock(t0)
+	b, f := faulty.Wrap(memory.New(&memory.Options{SweepInterval: -1, Now: clock.Now}))
+	e := newEngine(t, b, clock)
+	l := limit(algo.TokenBucketName, algo.Params{Limit: 2, Window: time.Second}, "x")
+	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpGetLocked}, Times: 1, Err: faulty.ErrInjected})
+	if _, err := e.Apply(l, "k", 1); !errors.Is(err, faulty.ErrInjected) {
+		t.Fatalf("Apply with GetLocked failing = %v, want the injected error", err)
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		if _, err := e.Apply(l, key, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.Calls(faulty.OpGet) != 0 || f.Calls(faulty.OpPut) != 0 {
+		t.Fatalf("the engine called Get %d and Put %d times: not the striped path", f.Calls(faulty.OpGet), f.Calls(faulty.OpPut))
+	}
+	if s := e.Stats(); s.Keys != 3 || s.Evictions != 0 {
+		t.Fatalf("Stats = %+v, want 3 keys, no evictions", s)
+	}
+	clock.Advance(time.Hour)
+	if n, err := e.Sweep(0); err != nil || n != 3 {
+		t.Fatalf("Sweep = %d, %v; want the 3 expired keys", n, err)
+	}
+	if s := e.Stats(); s.Keys != 0 || s.Evictions != 3 {
+		t.Fatalf("Stats after Sweep = %+v, want 0 keys, 3 evictions", s)
+	}
+	if f.Calls(faulty.OpSweep) != 1 {
+		t.Fatalf("%d Sweep calls through the wrapper, want 1", f.Calls(faulty.OpSweep))
+	}
+}
+
+// TestSweepOverEveryStore: Engine.Sweep removes expired records from every
+// store that implements backend.Sweeper, whatever the path.
+func TestSweepOverEveryStore(t *testing.T) {
+	for _, bk := range backends {
+		t.Run(bk.name, func(t *testing.T) {
+			clock := engine.NewFakeClock(t0)
+			e := openEngine(t, bk.open, clock)
+			l := limit(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Second}, "x")
+			for _, key := range []string{"a", "b"} {
+				if _, err := e.Apply(l, key, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := e.Len(); got != 2 {
+				t.Fatalf("Len = %d, want 2", got)
+			}
+			if n, err := e.Sweep(0); err != nil || n != 0 {
+				t.Fatalf("Sweep before expiry = %d, %v; want 0", n, err)
+			}
+			clock.Advance(time.Second)
+			if n, err := e.Sweep(0); err != nil || n != 2 {
+				t.Fatalf("Sweep after expiry = %d, %v; want 2", n, err)
+			}
+			if got := e.Len(); got != 0 {
+				t.Fatalf("Len after Sweep = %d, want 0", got)
+			}
 		})
 	}
 }

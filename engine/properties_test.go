@@ -7,6 +7,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 )
@@ -102,8 +103,8 @@ func TestModelEquivalence(t *testing.T) {
 						// A full sweep: the model forgets what it removes, so
 						// that a clock stepping back afterwards does not
 						// resurrect a record in one and not the other.
-						if s, ok := b.(*memory.Store); ok {
-							if _, err := s.Sweep(clock.Now(), 1<<30); err != nil {
+						if _, ok := b.(backend.Sweeper); ok {
+							if _, err := e.Sweep(1 << 30); err != nil {
 								t.Fatal(err)
 							}
 							m.expire(clock.Now())
