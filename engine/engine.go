@@ -118,9 +118,9 @@ type Stats struct {
 	Commits uint64
 	// Dirty is the number of records awaiting a flush.
 	Dirty int64
-	// Swaps counts compare-and-swaps sent to a backend.Swapper, Conflicts
-	// those that found another record than expected (and were stepped
-	// again).
+	// Swaps counts compare-and-swaps sent to a backend.Swapper (the first,
+	// empty one that reads the store's clock included), Conflicts those
+	// that found another record than expected (and were stepped again).
 	Swaps, Conflicts uint64
 }
 
@@ -148,8 +148,13 @@ type Engine struct {
 	lastWarn atomic.Int64 // Unix ns of the last corrupt-record warning
 }
 
-// New returns an engine over b. The engine owns b from then on: Close closes
-// it.
+// New returns an engine over b, choosing once, by the capabilities b
+// implements, the path every call takes (see the package doc): compare-and-
+// swap over a backend.Swapper; the in-memory tier over a durable store (a
+// backend.Batcher and backend.Loader); the store's own partitions as stripes
+// over a backend.Striped; otherwise the engine's own stripe locks. The
+// engine owns b from then on: Close closes it. When New returns an error, b
+// is still the caller's.
 func New(b backend.Backend, opts *Options) (*Engine, error) {
 	if b == nil {
 		return nil, errors.New("sluice/engine: nil backend")
