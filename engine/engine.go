@@ -34,8 +34,10 @@ var (
 	// applies its open or closed policy). A failed read spends nothing. A
 	// failed write may still leave the spending recorded: in Sync mode it
 	// stays in the engine's memory and goes out with the next commit, and
-	// a Striped backend may have changed the record in place. An error
-	// never refunds; a retry after one may be charged twice.
+	// a Striped backend may have changed the record in place, and over a
+	// backend.Swapper the compare-and-swap may have been written before
+	// its reply was lost. An error never refunds; a retry after one may be
+	// charged twice.
 	ErrStore = errors.New("sluice/engine: store")
 	// ErrContention is wrapped in ErrStore when a decision over a
 	// backend.Swapper found the key changed by others on every one of its

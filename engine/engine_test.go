@@ -154,7 +154,13 @@ func TestApplyAllSpendsNothingUnlessAllAllow(t *testing.T) {
 }
 
 func TestApplyAllSameKeyTwice(t *testing.T) {
-	e := openEngine(t, backends[0].open, engine.NewFakeClock(t0))
+	for _, bk := range backends {
+		t.Run(bk.name, func(t *testing.T) { testApplyAllSameKeyTwice(t, bk) })
+	}
+}
+
+func testApplyAllSameKeyTwice(t *testing.T, bk store) {
+	e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 3, Window: time.Minute}, "x")
 	req := engine.Request{Limit: l, Key: "k", Cost: 2}
 	if _, all, _ := e.ApplyAll([]engine.Request{req, req}); all {

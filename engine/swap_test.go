@@ -321,3 +321,25 @@ func TestSwapStoreErrors(t *testing.T) {
 		t.Fatalf("a window later: %+v, %v; want 2 remaining", d, err)
 	}
 }
+
+// TestSwapCacheIsBounded: with room for one last-seen record, keys taken in
+// turn always find another's record there; every decision still equals the
+// memory store's, each miss costing one conflict (a second round trip).
+func TestSwapCacheIsBounded(t *testing.T) {
+	clock := engine.NewFakeClock(t0)
+	swap := newSwapEngine(t, openSwapStore(clock), clock, &engine.Options{Stripes: 1, SwapCacheSize: 1})
+	mem := newEngine(t, memory.New(&memory.Options{SweepInterval: -1}), clock)
+	l := limit(algo.SlidingCounterName, algo.Params{Limit: 4, Window: time.Second}, "x")
+	for i := range 60 {
+		key := fmt.Sprintf("k%d", i%5)
+		d1, err1 := swap.Apply(l, key, 1)
+		d2, err2 := mem.Apply(l, key, 1)
+		if err1 != nil || err2 != nil || d1 != d2 {
+			t.Fatalf("request %d on %s: %+v, %v over the swap path; %+v, %v over memory", i, key, d1, err1, d2, err2)
+		}
+		clock.Advance(100 * time.Millisecond)
+	}
+	if c := swap.Stats().Conflicts; c < 50 {
+		t.Fatalf("%d conflicts in 60 requests over 5 keys with room for one record; want one per request after the first round", c)
+	}
+}
