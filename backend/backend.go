@@ -47,6 +47,14 @@ type Counter interface {
 	Len() int
 }
 
+// EvictionCounter is implemented by a backend that counts the expired
+// records it has removed.
+type EvictionCounter interface {
+	// Evictions returns the number of expired records removed since the
+	// store was opened, by a background sweeper or by Sweep.
+	Evictions() uint64
+}
+
 // Striped is implemented by an in-process backend that partitions its keys
 // by hash and lets the caller hold a partition's lock across several
 // operations. The engine then uses the backend's partitions as its stripes,
@@ -162,6 +170,11 @@ type Swap struct {
 	// store's own clock. Zero or less with a Value deletes the record: it
 	// is already equivalent to none.
 	TTL time.Duration
+	// Keep makes the swap a comparison only: the record is left as it is,
+	// with its expiry, and Value and TTL are ignored. The engine uses it to
+	// confirm a decision that spends nothing (a denial, a peek) against
+	// the record the store holds, in the same atomic step as the writes.
+	Keep bool
 }
 
 // Swapper is implemented by a store that cannot lend the engine a lock,
@@ -185,6 +198,10 @@ type Swapper interface {
 	// swaps. now is the store's own time of the step in Unix nanoseconds,
 	// or zero when the store has no clock of its own. An error means the
 	// outcome is unknown: the swap may or may not have been written.
+	//
+	// An empty swaps writes nothing and returns true, nil and the store's
+	// time: the engine uses it to learn the store's clock before its first
+	// decision.
 	//
 	// The store does not keep the slices of swaps after it returns, and
 	// the slices of current belong to the caller.

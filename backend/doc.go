@@ -12,12 +12,17 @@
 // Times are Unix nanoseconds. An expiry of zero or less means the record never
 // expires; otherwise a record is expired at now when expiresAt <= now.
 //
-// Two optional capabilities let a store do better than the plain contract,
-// and the engine prefers them when present: Striped, for an in-process store
-// whose own partition locks can serve as the engine's stripe locks (one lock
-// per decision instead of two), and Counter, for a store that knows how many
-// live keys it holds.
+// Optional capabilities let a store do better than the plain contract, and
+// the engine looks for them once, when it is built: Striped, for an
+// in-process store whose own partition locks can serve as the engine's
+// stripe locks (one lock per decision instead of two); Batcher and Loader,
+// for a durable store under the engine's in-memory tier; Swapper, for a
+// store across a network that cannot lend a lock and offers an atomic
+// multi-key compare-and-swap instead; Counter, EvictionCounter and Sweeper,
+// for a store that can count its keys, count what it evicted, and sweep
+// expired records on request; Ranger, for inspection tools.
 //
-// The conformance suite in backend/backendtest runs against every backend; a
-// new backend is done when it passes it unchanged.
+// The conformance suite in backend/backendtest runs against every backend
+// (Run), and against every Swapper (RunSwapper); a new backend is done when
+// it passes it unchanged.
 package backend

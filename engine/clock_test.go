@@ -24,12 +24,10 @@ import (
 // clockStores are the stores the clock properties run over. The durable tier
 // is left out of the rapid properties (a Pebble store per check is slow);
 // TestClockLeapsForward covers it.
-var clockStores = []struct {
-	name string
-	open func() backend.Backend
-}{
-	{"memory", func() backend.Backend { return memory.New(&memory.Options{SweepInterval: -1, Shards: 4}) }},
-	{"plain", func() backend.Backend { return newMapBackend() }},
+var clockStores = []store{
+	{"memory", func(engine.Clock) backend.Backend { return memory.New(&memory.Options{SweepInterval: -1, Shards: 4}) }},
+	{"plain", func(engine.Clock) backend.Backend { return newMapBackend() }},
+	{"swap", openSwapStore},
 }
 
 func checkValid(t interface{ Fatalf(string, ...any) }, call string, d algo.Decision, capacity int64) {
@@ -61,12 +59,12 @@ func TestClockStepsBackThroughTheEngine(t *testing.T) {
 				l := rapid.SampledFrom(genLimits(t)).Draw(t, "limit")
 				c, w := l.Algorithm.Params().Capacity(), int64(l.Algorithm.Params().Window)
 				back, frozen := engine.NewFakeClock(t0), engine.NewFakeClock(t0)
-				eb, err := engine.New(st.open(), &engine.Options{Clock: back, Stripes: 4})
+				eb, err := engine.New(st.open(back), &engine.Options{Clock: back, Stripes: 4})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer eb.Close()
-				ef, err := engine.New(st.open(), &engine.Options{Clock: frozen, Stripes: 4})
+				ef, err := engine.New(st.open(frozen), &engine.Options{Clock: frozen, Stripes: 4})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -96,7 +94,9 @@ func TestClockStepsBackThroughTheEngine(t *testing.T) {
 					}
 					back.Advance(time.Duration(dt))
 					if rapid.IntRange(0, 3).Draw(t, "sweep") == 0 {
-						eb.Sweep(1 << 20)
+						if _, err := eb.Sweep(1 << 20); err != nil {
+							t.Fatal(err)
+						}
 					}
 					db, err1 := eb.Apply(l, "k", 1)
 					df, err2 := ef.Apply(l, "k", 1)
@@ -129,7 +129,7 @@ func TestClockStandsStillThroughTheEngine(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limits := genLimits(t)
 				clock := engine.NewFakeClock(t0)
-				e, err := engine.New(st.open(), &engine.Options{Clock: clock, Stripes: 4})
+				e, err := engine.New(st.open(clock), &engine.Options{Clock: clock, Stripes: 4})
 				if err != nil {
 					t.Fatal(err)
 				}

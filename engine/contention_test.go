@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/backendtest"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 )
@@ -35,9 +36,10 @@ func admissionBound(name string, p algo.Params, elapsed time.Duration) int64 {
 
 // TestContentionWithARealClock: 64 goroutines hammer one key, or four, for a
 // short run (100ms, longer until every key has had a few times its capacity
-// in calls) with the system clock, over the memory store and over the
-// durable tier on Pebble flushing every few milliseconds. Per key, the
-// admissions never exceed what the algorithm allows for the time the run
+// in calls) with the system clock, over the memory store, over the durable
+// tier on Pebble flushing every few milliseconds, and over the
+// compare-and-swap path on the in-process Swapper (on its own system
+// clock). Per key, the admissions never exceed what the algorithm allows for the time the run
 // took (timestamps taken before the first call and after the last): a lost
 // update under the stripe lock would admit far more. Run it under -race.
 func TestContentionWithARealClock(t *testing.T) {
@@ -54,6 +56,7 @@ func TestContentionWithARealClock(t *testing.T) {
 		{"memory", func(*testing.T) backend.Backend { return memory.New(nil) }, nil},
 		{"pebble-interval", func(t *testing.T) backend.Backend { return openPebble(t, t.TempDir()) },
 			&engine.Options{Durability: engine.Interval, FlushInterval: 5 * time.Millisecond}},
+		{"swap", func(*testing.T) backend.Backend { return backendtest.NewSwapStore(nil) }, nil},
 	}
 	for _, st := range stores {
 		for _, keys := range []int{1, 4} {

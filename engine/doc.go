@@ -2,16 +2,76 @@
 // atomically per key.
 //
 // For each call the engine reads the clock once, prefixes the limit's
-// namespace to the caller's key (so two rules never share a counter), hashes
-// the result with xxhash and takes the lock of stripe hash&(stripes-1). Under
-// that lock it reads the key's record, runs the algorithm's step and writes
-// the new record with the expiry the step asked for (its TTL: the time until
-// the record is equivalent to none), so read-step-write is indivisible for
-// every key while keys on different stripes never wait for each other.
+// namespace to the caller's key (so two rules never share a counter), and
+// steps the key's record with the limit's algorithm. New chooses, once, by
+// the capabilities the backend implements, how that step is made atomic.
+// The dispatch lives in one file (store.go); no call re-decides it.
 //
-// Over an in-process backend that implements backend.Striped (the memory
-// backend), the backend's own partition locks are the stripes: one lock per
-// decision, and the record is stepped in place without an allocation.
+// # The striped path
+//
+// For every store that can lend a lock: the engine hashes the key with
+// xxhash and takes the lock of stripe hash&(stripes-1). Under that lock it
+// reads the key's record, runs the step and writes the new record with the
+// expiry the step asked for (its TTL: the time until the record is
+// equivalent to none), so read-step-write is indivisible for every key
+// while keys on different stripes never wait for each other. The lock is:
+//
+//   - over a backend.Striped (the memory backend), the store's own
+//     partition lock: one lock per decision, and the record is stepped in
+//     place without an allocation. A bare *memory.Store is called without an
+//     interface (the same calls, devirtualised, so the key stays on the
+//     stack); any other Striped store, such as the memory store behind a
+//     test's fault-injecting wrapper, takes the same path through the
+//     interface.
+//   - over a durable backend (backend.Batcher and backend.Loader: Pebble,
+//     bbolt), the partition lock of the in-memory tier, which holds the
+//     records in use and writes them back as Options.Durability says.
+//   - over any other backend, the engine's own stripe locks
+//     (Options.Stripes).
+//
+// # The compare-and-swap path
+//
+// A store across a network (Redis) cannot lend a lock; it implements
+// backend.Swapper instead, an atomic multi-key compare-and-swap. The engine
+// then keeps the last record it saw per key, steps it locally and commits
+// the new record with one compare-and-swap expecting the record it stepped.
+// Its promise:
+//
+//   - One round trip per decision when the last-seen record is current. A
+//     key's first request expects no record, which is right for a new key.
+//   - On a mismatch the store returns the current record and the engine
+//     steps again on it, at most Options.SwapRetries times; then the call
+//     fails with ErrStore wrapping ErrContention. Nothing is ever admitted
+//     without a commit, and a failed call spends nothing.
+//   - A stale or lost last-seen record (another process wrote the key, or
+//     the bounded cache of last-seen records, Options.SwapCacheSize, let it
+//     go) costs one more round trip, never a wrong decision: the
+//     compare-and-swap catches the stale expectation.
+//   - Concurrent decisions on one key in one process coalesce: they queue
+//     on the key, and one of them steps every queued request in order on
+//     the local record and commits them all with one compare-and-swap; each
+//     caller gets its own decision. A process has at most one
+//     compare-and-swap in flight per key (ApplyAll aside), however many
+//     callers crowd it.
+//   - A decision that spends nothing (a denial, a Peek) is confirmed
+//     against the store by a compare-only swap (backend.Swap.Keep), in the
+//     same round trip as the batch's writes. A record only moves towards
+//     "more spent" except by time, which the step accounts for, so a
+//     denial decided on a stale record would still be a denial; but its
+//     Remaining and RetryAfter would be the stale record's, and a Reset by
+//     another process would go unseen until the RetryAfter passed. So
+//     every decision is the one a single engine would make.
+//   - Time is the store's: each reply carries the store's clock, the
+//     engine keeps the offset to its own and steps with the store's time
+//     (learned by an empty compare-and-swap before the first decision).
+//     Engines whose local clocks differ decide as one engine. A step never
+//     moves a record's time backwards: a time before the record's own is
+//     treated as no time passed.
+//   - ApplyAll is one compare-and-swap over all its keys; when any request
+//     is denied the swap only compares, so nothing is spent. Reset deletes
+//     the record and forgets the last-seen one.
+//
+// # Locks
 //
 // Lock order: stripe locks are taken in ascending stripe order (ApplyAll
 // takes several); no other lock is held while taking one, and no user
@@ -20,7 +80,9 @@
 // write in order), never the other way round: the commit leader holds no
 // stripe lock while it writes, and takes them only after releasing the
 // queue. The tier's flush mutex is outermost: a flush takes stripe locks
-// one at a time under it.
+// one at a time under it. On the compare-and-swap path no lock is held
+// across a call to the store: a shard's mutex guards only its queues and
+// last-seen records.
 //
 // An Engine is safe for concurrent use. A denial is a Decision, never an
 // error; errors are the sentinel values below, wrapped with detail.

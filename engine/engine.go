@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/bits"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/backend/memory"
 )
 
 // Errors returned by the engine. Check them with errors.Is.
@@ -36,9 +34,15 @@ var (
 	// applies its open or closed policy). A failed read spends nothing. A
 	// failed write may still leave the spending recorded: in Sync mode it
 	// stays in the engine's memory and goes out with the next commit, and
-	// a Striped backend may have changed the record in place. An error
-	// never refunds; a retry after one may be charged twice.
+	// a Striped backend may have changed the record in place, and over a
+	// backend.Swapper the compare-and-swap may have been written before
+	// its reply was lost. An error never refunds; a retry after one may be
+	// charged twice.
 	ErrStore = errors.New("sluice/engine: store")
+	// ErrContention is wrapped in ErrStore when a decision over a
+	// backend.Swapper found the key changed by others on every one of its
+	// compare-and-swaps (Options.SwapRetries): nothing was spent.
+	ErrContention = errors.New("sluice/engine: compare-and-swap kept failing under contention")
 )
 
 // DefaultStripes is the number of lock stripes when Options.Stripes is zero.
@@ -72,6 +76,18 @@ type Options struct {
 	// it a caller flushes before it returns (backpressure) rather than
 	// letting memory grow. Zero means DefaultMaxDirty.
 	MaxDirty int
+
+	// The fields below apply over a backend.Swapper (a store across a
+	// network, such as Redis); see the package doc's swap path.
+
+	// SwapRetries is how many times a decision is stepped again after its
+	// compare-and-swap found another record than expected, before it fails
+	// with ErrStore wrapping ErrContention. Zero means DefaultSwapRetries.
+	SwapRetries int
+	// SwapCacheSize bounds the records the engine keeps as last seen, one
+	// per key; zero means DefaultSwapCacheSize. A key missing from it costs
+	// one more round trip, never a wrong decision.
+	SwapCacheSize int
 }
 
 // Limit names a counter space and the algorithm that rules it. Two limits
@@ -104,23 +120,24 @@ type Stats struct {
 	Commits uint64
 	// Dirty is the number of records awaiting a flush.
 	Dirty int64
+	// Swaps counts compare-and-swaps sent to a backend.Swapper (the first,
+	// empty one that reads the store's clock included), Conflicts those
+	// that found another record than expected (and were stepped again).
+	Swaps, Conflicts uint64
 }
 
-// stripe is the engine's own per-stripe state.
+// stripe is the engine's own per-stripe state on the striped path, guarded
+// by the store's stripe lock.
 type stripe struct {
-	mu    sync.Mutex // over a plain backend: makes read-step-write indivisible for the stripe's keys; guards key
-	key   []byte     // the namespaced key of the call holding the stripe
-	peek  []byte     // Peek's copy of the record it steps
-	fresh [32]byte   // room for a new fixed-size record
-	_     [64]byte   // keep neighbouring stripes' locks off one cache line
+	key   []byte   // a copy of the namespaced key, for a store called through an interface
+	peek  []byte   // Peek's copy of the record it steps
+	fresh [32]byte // room for a new fixed-size record
 }
 
 // Engine applies algorithms to keys atomically. See the package doc.
 type Engine struct {
 	b       backend.Backend
-	striped backend.Striped // b, when it partitions itself, or the tier; nil otherwise
-	mem     *memory.Store   // b, when it is the memory backend: called directly, so keys stay on the stack
-	tier    *tier           // the in-memory tier over a durable b; nil otherwise
+	store   storeSet // the path and capabilities New chose for b
 	stripes []stripe
 	mask    uint64
 	clock   Clock
@@ -133,8 +150,13 @@ type Engine struct {
 	lastWarn atomic.Int64 // Unix ns of the last corrupt-record warning
 }
 
-// New returns an engine over b. The engine owns b from then on: Close closes
-// it.
+// New returns an engine over b, choosing once, by the capabilities b
+// implements, the path every call takes (see the package doc): compare-and-
+// swap over a backend.Swapper; the in-memory tier over a durable store (a
+// backend.Batcher and backend.Loader); the store's own partitions as stripes
+// over a backend.Striped; otherwise the engine's own stripe locks. The
+// engine owns b from then on: Close closes it. When New returns an error, b
+// is still the caller's.
 func New(b backend.Backend, opts *Options) (*Engine, error) {
 	if b == nil {
 		return nil, errors.New("sluice/engine: nil backend")
@@ -155,17 +177,9 @@ func New(b backend.Backend, opts *Options) (*Engine, error) {
 	if n != 0 && (n < 0 || bits.OnesCount(uint(n)) != 1) {
 		return nil, fmt.Errorf("sluice/engine: stripes must be a power of two, got %d", n)
 	}
-	if _, ok := b.(backend.Batcher); ok {
-		t, err := newTier(b, &o, e.clock)
-		if err != nil {
-			return nil, err
-		}
-		e.tier, e.striped, n = t, t, t.Stripes()
-	} else if s, ok := b.(backend.Striped); ok {
-		e.mem, _ = b.(*memory.Store)
-		e.striped, n = s, s.Stripes()
-	} else if n == 0 {
-		n = DefaultStripes
+	n, err := e.choose(b, &o, n)
+	if err != nil {
+		return nil, err
 	}
 	if n <= 0 || bits.OnesCount(uint(n)) != 1 {
 		return nil, fmt.Errorf("sluice/engine: stripes must be a power of two, got %d", n)
@@ -178,42 +192,41 @@ func New(b backend.Backend, opts *Options) (*Engine, error) {
 // Clock returns the engine's clock.
 func (e *Engine) Clock() Clock { return e.clock }
 
-// Backend returns the store under the engine.
+// Backend returns the store under the engine, for inspection. Writing
+// through it bypasses everything the engine keeps in front of the store:
+// its stripe locks (a write may interleave with a decision's read and
+// write, and be lost), the in-memory tier over a durable store (which
+// neither sees the write nor stops serving, and later flushing, its own
+// record), and the last-seen records over a backend.Swapper (harmless
+// there: the next compare-and-swap finds the change). To forget a key, use
+// Reset.
 func (e *Engine) Backend() backend.Backend { return e.b }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	s := Stats{CorruptRecords: e.corrupt.Load(), StoreErrors: e.storeErr.Load(), Keys: e.Len()}
-	if e.tier != nil {
-		s.Flushes, s.FlushErrors = e.tier.flushes.Load(), e.tier.flushErrors.Load()
-		s.FlushTime = time.Duration(e.tier.flushNanos.Load())
-		s.Dirty = e.tier.dirty.Load()
-		e.tier.commit.mu.Lock()
-		s.Commits = e.tier.commit.commits
-		e.tier.commit.mu.Unlock()
+	if t := e.store.tier; t != nil {
+		s.Flushes, s.FlushErrors = t.flushes.Load(), t.flushErrors.Load()
+		s.FlushTime = time.Duration(t.flushNanos.Load())
+		s.Dirty = t.dirty.Load()
+		t.commit.mu.Lock()
+		s.Commits = t.commit.commits
+		t.commit.mu.Unlock()
 	}
-	if mem := e.memory(); mem != nil {
-		s.Evictions = mem.Stats().Evicted
+	if sp := e.store.swap; sp != nil {
+		s.Swaps, s.Conflicts = sp.swaps.Load(), sp.conflicts.Load()
+	}
+	if ev := e.store.evicted; ev != nil {
+		s.Evictions = ev.Evictions()
 	}
 	return s
 }
 
-// memory returns the memory store holding the records in use: the memory
-// backend itself, or the tier's cache over a durable backend; nil otherwise.
-func (e *Engine) memory() *memory.Store {
-	if e.tier != nil {
-		return e.tier.cache
-	}
-	return e.mem
-}
-
-// Len returns the number of keys the backend holds, or -1 when it cannot
-// tell (it does not implement backend.Counter).
+// Len returns the number of keys held in memory (the memory backend, or
+// the in-memory tier over a durable backend) or by a backend implementing
+// backend.Counter, or -1 when it cannot tell.
 func (e *Engine) Len() int {
-	if e.tier != nil {
-		return e.tier.cache.Len()
-	}
-	if c, ok := e.b.(backend.Counter); ok {
+	if c := e.store.count; c != nil {
 		return c.Len()
 	}
 	return -1
@@ -251,7 +264,19 @@ func (e *Engine) check(l Limit, cost int64) error {
 }
 
 // Apply decides one request of the given cost by key under l, and spends
-// the cost if it is allowed.
+// the cost if it is allowed. A denial is a Decision with Allowed false,
+// never an error. The errors, each to be checked with errors.Is:
+//
+//   - ErrClosed: the engine (or its backend) is closed.
+//   - ErrInvalidCost: cost is zero or less.
+//   - ErrCostExceedsCapacity: cost is above l's capacity, so no request of
+//     that cost could ever be allowed.
+//   - ErrNoAlgorithm: l has no algorithm.
+//   - ErrStore, wrapping the backend's error (or ErrContention over a
+//     backend.Swapper): the decision could not be made or recorded; see
+//     ErrStore for what a failed write may leave spent.
+//
+// On an error the Decision is zero.
 func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err error) {
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
@@ -270,6 +295,9 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Deci
 	if err := e.check(l, cost); err != nil {
 		return err
 	}
+	if e.store.swap != nil {
+		return e.store.swap.apply(e, l, key, cost, spend, d)
+	}
 	var buf [128]byte
 	k := AppendKey(buf[:0], l.Namespace, key)
 	// Read the clock between writing the key and hashing it: hashing bytes
@@ -281,19 +309,7 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Deci
 
 	e.lock(i)
 	st := &e.stripes[i]
-	// The memory backend is called directly, with the key on the stack;
-	// any other backend through an interface, which would make the stack
-	// buffer escape, so it gets the stripe's own copy of the key.
-	var (
-		state []byte
-		err   error
-	)
-	if e.mem != nil {
-		state, err = e.mem.GetLocked(h, k, now)
-	} else {
-		st.key = append(st.key[:0], k...)
-		state, err = e.get(h, st.key, now)
-	}
+	state, err := e.get(st, h, k, now)
 	if err != nil {
 		e.unlock(i)
 		return e.storeError("read", err)
@@ -310,12 +326,8 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Deci
 	}
 	next := algo.StepInto(l.Algorithm, state, now, cost, d)
 	wrote := spend && (next != nil || d.CorruptState)
-	switch {
-	case !wrote:
-	case e.mem != nil:
-		err = e.writeMem(h, k, next, now, d.TTL)
-	default:
-		err = e.write(h, st.key, next, now, d.TTL)
+	if wrote {
+		err = e.write(st, h, k, next, now, d.TTL)
 	}
 	ticket := e.ticket(i)
 	e.unlock(i)
@@ -352,6 +364,9 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		if err := e.check(r.Limit, r.Cost); err != nil {
 			return nil, false, err
 		}
+	}
+	if e.store.swap != nil {
+		return e.store.swap.applyAll(e, reqs)
 	}
 	// One slot per distinct key: a key named twice is stepped twice, the
 	// second time from the first step's outcome.
@@ -392,7 +407,8 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		}
 	}
 	for s := range slots {
-		got, err := e.get(slots[s].hash, slots[s].key, now)
+		sl := &slots[s]
+		got, err := e.get(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, now)
 		if err != nil {
 			unlock()
 			return nil, false, e.storeError("read", err)
@@ -422,7 +438,7 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 	if all {
 		for s := range slots {
 			if sl := &slots[s]; sl.changed {
-				if err = e.write(sl.hash, sl.key, sl.state, now, sl.ttl); err != nil {
+				if err = e.write(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, sl.state, now, sl.ttl); err != nil {
 					break
 				}
 				ticket = max(ticket, e.ticket(int(sl.hash&e.mask)))
@@ -459,10 +475,13 @@ func (e *Engine) Reset(l Limit, key string) error {
 		return ErrClosed
 	}
 	k := AppendKey(nil, l.Namespace, key)
+	if e.store.swap != nil {
+		return e.store.swap.reset(e, k)
+	}
 	h := xxhash.Sum64(k)
 	i := int(h & e.mask)
 	e.lock(i)
-	err := e.del(h, k)
+	err := e.del(&e.stripes[i], h, k)
 	ticket := e.ticket(i)
 	e.unlock(i)
 	if err == nil {
@@ -480,13 +499,17 @@ func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
+	if sp := e.store.swap; sp != nil {
+		sp.close() // waits for the calls in flight
+		return e.b.Close()
+	}
 	// Wait for calls holding a stripe to finish before the backend goes.
 	for i := range e.stripes {
 		e.lock(i)
 		e.unlock(i) //nolint:staticcheck // an empty critical section is the point: a barrier
 	}
-	if e.tier != nil {
-		return e.tier.Close() // flushes, then closes the cache and b
+	if t := e.store.tier; t != nil {
+		return t.Close() // flushes, then closes the cache and b
 	}
 	return e.b.Close()
 }
@@ -502,120 +525,60 @@ func (e *Engine) now() int64 {
 // ticket returns, for a caller holding stripe i over a Sync tier, the
 // commit ticket of its last write.
 func (e *Engine) ticket(i int) uint64 {
-	if e.tier == nil {
+	if e.store.tier == nil {
 		return 0
 	}
-	return e.tier.stripes[i].ticket
+	return e.store.tier.stripes[i].ticket
 }
 
 // settle finishes a write after the stripe is released: over a durable
 // backend it waits for the commit (Sync) or applies backpressure (Interval).
 func (e *Engine) settle(ticket uint64) error {
-	if e.tier == nil {
+	if e.store.tier == nil {
 		return nil
 	}
-	return e.tier.settle(ticket)
+	return e.store.tier.settle(ticket)
 }
 
 // Flush writes every record changed since the last flush to a durable
 // backend now. It does nothing over other backends.
 func (e *Engine) Flush() error {
-	if e.tier == nil {
+	if e.store.tier == nil {
 		return nil
 	}
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	if err := e.tier.flush(); err != nil {
+	if err := e.store.tier.flush(); err != nil {
 		return e.storeError("flush", err)
 	}
 	return nil
 }
 
-// Sweep removes from memory (the memory backend, or the in-memory tier over
-// a durable backend) the records expired at the engine clock's now,
-// examining at most budget records, and returns how many it removed. The
-// stores also sweep in the background; Sweep is for programs driving a fake
-// clock. A durable backend sweeps its disk on its own schedule.
-func (e *Engine) Sweep(budget int) int {
-	mem := e.memory()
-	if mem == nil || e.closed.Load() {
-		return 0
+// Sweep removes the records expired at the engine clock's now, examining at
+// most budget records (the store's own batch size when budget is zero or
+// less), and returns how many it removed. It sweeps whatever the store
+// offers through backend.Sweeper: the memory backend, the in-memory tier
+// over a durable backend (whose disk sweeps itself on its own schedule), or
+// any other store implementing it; over a store that does not, it does
+// nothing. Stores sweep in the background too; Sweep is for programs
+// driving a fake clock. An error is ErrClosed or an ErrStore.
+func (e *Engine) Sweep(budget int) (int, error) {
+	sw := e.store.sweeper
+	if e.closed.Load() {
+		return 0, ErrClosed
 	}
-	return mem.Sweep(e.now(), budget)
+	if sw == nil {
+		return 0, nil
+	}
+	n, err := sw.Sweep(e.now(), budget)
+	if err != nil {
+		return n, e.storeError("sweep", err)
+	}
+	return n, nil
 }
 
 func hashKey(k []byte) uint64 { return xxhash.Sum64(k) }
-
-func (e *Engine) lock(i int) {
-	if e.mem != nil {
-		e.mem.Lock(i)
-		return
-	}
-	if e.striped != nil {
-		e.striped.Lock(i)
-		return
-	}
-	e.stripes[i].mu.Lock()
-}
-
-func (e *Engine) unlock(i int) {
-	if e.mem != nil {
-		e.mem.Unlock(i)
-		return
-	}
-	if e.striped != nil {
-		e.striped.Unlock(i)
-		return
-	}
-	e.stripes[i].mu.Unlock()
-}
-
-func (e *Engine) get(h uint64, k []byte, now int64) ([]byte, error) {
-	if e.mem != nil {
-		return e.mem.GetLocked(h, k, now)
-	}
-	if e.striped != nil {
-		return e.striped.GetLocked(h, k, now)
-	}
-	return e.b.Get(k, now)
-}
-
-// write stores next under k until now+ttl, or removes the record when there
-// is no next record (a corrupt one being dropped) or it is already
-// equivalent to none.
-func (e *Engine) write(h uint64, k, next []byte, now int64, ttl time.Duration) error {
-	if e.mem != nil {
-		return e.writeMem(h, k, next, now, ttl)
-	}
-	if next == nil || ttl <= 0 {
-		return e.del(h, k)
-	}
-	exp := now + int64(ttl)
-	if e.striped != nil {
-		return e.striped.PutLocked(h, k, next, exp)
-	}
-	return e.b.Put(k, next, exp)
-}
-
-// writeMem is write over the memory backend. It is called directly, with
-// no interface in sight, so that a key on the caller's stack stays there.
-func (e *Engine) writeMem(h uint64, k, next []byte, now int64, ttl time.Duration) error {
-	if next == nil || ttl <= 0 {
-		return e.mem.DeleteLocked(h, k)
-	}
-	return e.mem.PutLocked(h, k, next, now+int64(ttl))
-}
-
-func (e *Engine) del(h uint64, k []byte) error {
-	if e.mem != nil {
-		return e.mem.DeleteLocked(h, k)
-	}
-	if e.striped != nil {
-		return e.striped.DeleteLocked(h, k)
-	}
-	return e.b.Delete(k)
-}
 
 func (e *Engine) storeError(op string, err error) error {
 	if errors.Is(err, backend.ErrClosed) {

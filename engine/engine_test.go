@@ -19,7 +19,7 @@ func TestApplyStepsThroughTheBackend(t *testing.T) {
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
 			clock := engine.NewFakeClock(t0)
-			e := newEngine(t, bk.open(), clock)
+			e := newEngine(t, bk.open(clock), clock)
 			orders := limit(algo.TokenBucketName, fivePerMinute, "orders-write")
 			steps := []struct {
 				advance   time.Duration
@@ -55,7 +55,7 @@ func TestApplyStepsThroughTheBackend(t *testing.T) {
 func TestNamespacesNeverShareACounter(t *testing.T) {
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
-			e := newEngine(t, bk.open(), engine.NewFakeClock(t0))
+			e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 			strict := limit(algo.FixedWindowName, algo.Params{Limit: 1, Window: time.Minute}, "strict")
 			loose := limit(algo.FixedWindowName, algo.Params{Limit: 1, Window: time.Minute}, "loose")
 			for _, l := range []engine.Limit{strict, loose} {
@@ -80,7 +80,7 @@ func TestNamespacesNeverShareACounter(t *testing.T) {
 func TestPeekDoesNotSpend(t *testing.T) {
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
-			e := newEngine(t, bk.open(), engine.NewFakeClock(t0))
+			e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 			for _, name := range algo.Names {
 				l := limit(name, algo.Params{Limit: 2, Window: time.Second}, name)
 				if _, err := e.Apply(l, "k", 1); err != nil {
@@ -106,7 +106,7 @@ func TestPeekDoesNotSpend(t *testing.T) {
 func TestResetForgetsTheKey(t *testing.T) {
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
-			e := newEngine(t, bk.open(), engine.NewFakeClock(t0))
+			e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 			l := limit(algo.SlidingLogName, algo.Params{Limit: 1, Window: time.Hour}, "login")
 			e.Apply(l, "u", 1)
 			if d, _ := e.Apply(l, "u", 1); d.Allowed {
@@ -125,7 +125,7 @@ func TestResetForgetsTheKey(t *testing.T) {
 func TestApplyAllSpendsNothingUnlessAllAllow(t *testing.T) {
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
-			e := newEngine(t, bk.open(), engine.NewFakeClock(t0))
+			e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 			user := limit(algo.TokenBucketName, algo.Params{Limit: 10, Window: time.Minute}, "per-user")
 			global := limit(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Minute}, "global")
 			reqs := func(key string) []engine.Request {
@@ -154,7 +154,13 @@ func TestApplyAllSpendsNothingUnlessAllAllow(t *testing.T) {
 }
 
 func TestApplyAllSameKeyTwice(t *testing.T) {
-	e := newEngine(t, backends[0].open(), engine.NewFakeClock(t0))
+	for _, bk := range backends {
+		t.Run(bk.name, func(t *testing.T) { testApplyAllSameKeyTwice(t, bk) })
+	}
+}
+
+func testApplyAllSameKeyTwice(t *testing.T, bk store) {
+	e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 3, Window: time.Minute}, "x")
 	req := engine.Request{Limit: l, Key: "k", Cost: 2}
 	if _, all, _ := e.ApplyAll([]engine.Request{req, req}); all {
@@ -173,7 +179,7 @@ func TestApplyAllSameKeyTwice(t *testing.T) {
 }
 
 func TestInvalidCostIsAnErrorAndSpendsNothing(t *testing.T) {
-	e := newEngine(t, backends[0].open(), engine.NewFakeClock(t0))
+	e := openEngine(t, backends[0].open, engine.NewFakeClock(t0))
 	l := limit(algo.TokenBucketName, fivePerMinute, "x")
 	for _, c := range []struct {
 		cost int64
@@ -197,7 +203,7 @@ func TestInvalidCostIsAnErrorAndSpendsNothing(t *testing.T) {
 func TestCloseTwiceAndCallsAfterClose(t *testing.T) {
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
-			e, err := engine.New(bk.open(), nil)
+			e, err := engine.New(bk.open(nil), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -228,8 +234,9 @@ func TestCloseTwiceAndCallsAfterClose(t *testing.T) {
 func TestCorruptRecordIsCountedAndTreatedAsFresh(t *testing.T) {
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
-			b := bk.open()
-			e := newEngine(t, b, engine.NewFakeClock(t0))
+			clock := engine.NewFakeClock(t0)
+			b := bk.open(clock)
+			e := newEngine(t, b, clock)
 			for i, name := range algo.Names {
 				l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, name)
 				for _, junk := range [][]byte{{0xff}, {0x11, 1, 2}, make([]byte, 40)} {
@@ -286,7 +293,7 @@ func TestConcurrentCallersAdmitExactlyTheCapacity(t *testing.T) {
 		for _, name := range algo.Names {
 			t.Run(bk.name+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				e := newEngine(t, bk.open(), engine.NewFakeClock(t0))
+				e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 				l := limit(name, algo.Params{Limit: 100, Window: time.Hour}, "hot")
 				var admitted atomic.Int64
 				var wg sync.WaitGroup

@@ -79,8 +79,8 @@ func TestFloodCannotResetVictim(t *testing.T) {
 	// The flood's keys expire a second after they arrived; once swept,
 	// there is room for new keys again, and still none for the victim.
 	clock.Advance(2 * time.Second)
-	if removed := e.Sweep(math.MaxInt); removed != maxKeys-1 {
-		t.Fatalf("Sweep removed %d keys, want the %d flood keys", removed, maxKeys-1)
+	if removed, err := e.Sweep(math.MaxInt); err != nil || removed != maxKeys-1 {
+		t.Fatalf("Sweep removed %d keys, %v; want the %d flood keys", removed, err, maxKeys-1)
 	}
 	admitted, refused = floodKeys(1000, 1000)
 	if admitted != maxKeys-1 || refused != 1000-(maxKeys-1) {

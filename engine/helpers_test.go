@@ -7,6 +7,8 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/backendtest"
+	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 )
@@ -64,6 +66,23 @@ func (b *mapBackend) Delete(key []byte) error {
 	return nil
 }
 
+// Sweep removes every record expired at now (none with keepExpired).
+func (b *mapBackend) Sweep(now int64, _ int) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, backend.ErrClosed
+	}
+	n := 0
+	for k, r := range b.m {
+		if !b.keepExpired && r.expiresAt > 0 && r.expiresAt <= now {
+			delete(b.m, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (b *mapBackend) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -77,13 +96,41 @@ func (b *mapBackend) Close() error {
 	return nil
 }
 
-// backends are the stores every engine test runs over.
-var backends = []struct {
+// store is a kind of store an engine test runs over. open returns a new,
+// empty one; a store with a clock of its own (the swap store) keeps time by
+// clock, the engine's.
+type store struct {
 	name string
-	open func() backend.Backend
-}{
-	{"memory", func() backend.Backend { return memory.New(&memory.Options{SweepInterval: -1, Shards: 16}) }},
-	{"plain", func() backend.Backend { return newMapBackend() }},
+	open func(clock engine.Clock) backend.Backend
+}
+
+// backends are the stores every engine test runs over: the memory store (the
+// striped path, devirtualised), the memory store behind faulty's wrapper (the
+// same path through backend.Striped), a plain map under the engine's own
+// locks, and the in-process Swapper (the compare-and-swap path).
+var backends = []store{
+	{"memory", func(engine.Clock) backend.Backend { return memory.New(&memory.Options{SweepInterval: -1, Shards: 16}) }},
+	{"faulty-memory", func(engine.Clock) backend.Backend {
+		b, _ := faulty.Wrap(memory.New(&memory.Options{SweepInterval: -1, Shards: 16}))
+		return b
+	}},
+	{"plain", func(engine.Clock) backend.Backend { return newMapBackend() }},
+	{"swap", openSwapStore},
+}
+
+// openSwapStore returns an in-process Swapper keeping time by clock (the
+// system clock when nil).
+func openSwapStore(clock engine.Clock) backend.Backend {
+	if clock == nil {
+		clock = engine.SystemClock{}
+	}
+	return backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now})
+}
+
+// openEngine returns an engine on clock over a new store of kind open.
+func openEngine(t testing.TB, open func(engine.Clock) backend.Backend, clock engine.Clock) *engine.Engine {
+	t.Helper()
+	return newEngine(t, open(clock), clock)
 }
 
 func newEngine(t testing.TB, b backend.Backend, clock engine.Clock) *engine.Engine {

@@ -7,6 +7,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 )
@@ -87,7 +88,7 @@ func TestModelEquivalence(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limits := genLimits(t)
 				clock := engine.NewFakeClock(t0)
-				b := bk.open()
+				b := bk.open(clock)
 				e, err := engine.New(b, &engine.Options{Clock: clock, Stripes: 4})
 				if err != nil {
 					t.Fatal(err)
@@ -102,8 +103,10 @@ func TestModelEquivalence(t *testing.T) {
 						// A full sweep: the model forgets what it removes, so
 						// that a clock stepping back afterwards does not
 						// resurrect a record in one and not the other.
-						if s, ok := b.(*memory.Store); ok {
-							s.Sweep(clock.Now(), 1<<30)
+						if _, ok := b.(backend.Sweeper); ok {
+							if _, err := e.Sweep(1 << 30); err != nil {
+								t.Fatal(err)
+							}
 							m.expire(clock.Now())
 						}
 					case 2:
@@ -152,7 +155,9 @@ func TestEvictionIsInvisible(t *testing.T) {
 					step = -step // eviction is only promised for a clock that moves forwards
 				}
 				clock.Advance(step)
-				forgetting.Sweep(clock.Now(), 1<<20)
+				if _, err := forgetting.Sweep(clock.Now(), 1<<20); err != nil {
+					t.Fatal(err)
+				}
 			}
 			l := rapid.SampledFrom(limits).Draw(t, "limit")
 			key := rapid.SampledFrom(propKeys).Draw(t, "key")
@@ -167,4 +172,12 @@ func TestEvictionIsInvisible(t *testing.T) {
 			}
 		}
 	})
+}
+
+func (m *model) clone() *model {
+	c := &model{recs: make(map[string]modelRecord, len(m.recs))}
+	for k, r := range m.recs {
+		c.recs[k] = r
+	}
+	return c
 }

@@ -12,6 +12,11 @@
 // sweeper reads the real clock therefore never removes a record the suite
 // still considers live, and records the suite considers expired may be
 // swept or not, as the contract allows.
+//
+// RunSwapper checks the backend.Swapper contract (atomic multi-key
+// compare-and-swap). SwapStore is an in-process Swapper, with hooks for
+// delays and for writes slipped in between the engine's read and its
+// commit, on which the engine's compare-and-swap path is tested.
 package backendtest
 
 import (

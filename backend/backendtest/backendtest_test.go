@@ -82,3 +82,14 @@ func TestMapBackend(t *testing.T) {
 		return &mapBackend{recs: map[string]mapRecord{}}
 	})
 }
+
+func TestSwapStore(t *testing.T) {
+	open := func(t *testing.T) backend.Swapper { return backendtest.NewSwapStore(nil) }
+	backendtest.Run(t, func(t *testing.T) backend.Backend { return open(t) })
+	backendtest.RunSwapper(t, open)
+	t.Run("no clock", func(t *testing.T) {
+		backendtest.RunSwapper(t, func(t *testing.T) backend.Swapper {
+			return backendtest.NewSwapStore(&backendtest.SwapOptions{NoClock: true})
+		})
+	})
+}

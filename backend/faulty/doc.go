@@ -3,7 +3,7 @@
 // unchanged.
 //
 // Wrap returns the wrapper and a *Faults that controls it. A Rule picks calls
-// by operation (Get, PutLocked, WriteBatch, Load, ...), by a predicate on the
+// by operation (Get, PutLocked, WriteBatch, Load, CompareAndSwap, ...), by a predicate on the
 // call (its key, its number among calls of that operation), after letting a
 // number of matching calls through, for a number of times or until removed;
 // and says what happens to them: an error instead of the call, a delay or a
@@ -12,10 +12,12 @@
 //
 // The wrapper implements exactly the optional interfaces the wrapped backend
 // implements among backend.Striped, backend.Batcher, backend.Loader,
-// backend.Counter and backend.Ranger, so an engine over a wrapped Pebble or
-// bbolt store still runs its durable tier, and one over a wrapped memory
-// store still uses the store's partitions as its stripes. (The engine calls
-// a bare *memory.Store without an interface; over the wrapper it takes the
+// backend.Counter, backend.Ranger, backend.Sweeper,
+// backend.EvictionCounter and backend.Swapper, so an engine over a wrapped
+// Pebble or bbolt store still runs its durable tier, one over a wrapped
+// memory store still uses the store's partitions as its stripes, and one
+// over a wrapped Swapper commits by compare-and-swap. (The engine calls a
+// bare *memory.Store without an interface; over the wrapper it takes the
 // same striped path through backend.Striped.)
 //
 // Faults is safe for concurrent use, and rules may be added and removed

@@ -14,8 +14,10 @@ import (
 
 // Wrap returns inner wrapped, and the Faults that control the wrapper. The
 // wrapper has no rules at first: it forwards every call. It implements
-// backend.Striped, backend.Batcher, backend.Loader, backend.Counter and
-// backend.Ranger exactly when inner does. Closing the wrapper closes inner
+// backend.Striped, backend.Batcher, backend.Loader, backend.Counter,
+// backend.Ranger, backend.Sweeper, backend.EvictionCounter and
+// backend.Swapper exactly when inner does, so an engine over the wrapper
+// takes the same path as over inner. Closing the wrapper closes inner
 // (unless a rule fails the Close).
 func Wrap(inner backend.Backend) (backend.Backend, *Faults) {
 	f := &Faults{}
@@ -28,8 +30,8 @@ var ErrInjected = errors.New("sluice/faulty: injected failure")
 // Op names a backend operation a Rule can pick.
 type Op uint8
 
-// The operations a Rule can pick. Lock, Unlock, Stripes and Len are
-// forwarded and never faulted.
+// The operations a Rule can pick. Lock, Unlock, Stripes, Len and Evictions
+// are forwarded and never faulted.
 const (
 	OpGet Op = iota + 1
 	OpPut
@@ -41,6 +43,8 @@ const (
 	OpWriteBatch
 	OpLoad
 	OpRange
+	OpSweep
+	OpCompareAndSwap
 	numOps
 )
 
@@ -48,6 +52,7 @@ var opNames = [...]string{
 	OpGet: "Get", OpPut: "Put", OpDelete: "Delete", OpClose: "Close",
 	OpGetLocked: "GetLocked", OpPutLocked: "PutLocked", OpDeleteLocked: "DeleteLocked",
 	OpWriteBatch: "WriteBatch", OpLoad: "Load", OpRange: "Range",
+	OpSweep: "Sweep", OpCompareAndSwap: "CompareAndSwap",
 }
 
 // String returns the operation's method name.
@@ -64,8 +69,8 @@ var (
 	// Load.
 	Reads = []Op{OpGet, OpGetLocked, OpLoad}
 	// Writes are the operations that change records: Put, PutLocked,
-	// Delete, DeleteLocked and WriteBatch.
-	Writes = []Op{OpPut, OpPutLocked, OpDelete, OpDeleteLocked, OpWriteBatch}
+	// Delete, DeleteLocked, WriteBatch and CompareAndSwap.
+	Writes = []Op{OpPut, OpPutLocked, OpDelete, OpDeleteLocked, OpWriteBatch, OpCompareAndSwap}
 )
 
 // Call describes one call to the wrapper, as a Rule's Match sees it.
@@ -80,6 +85,8 @@ type Call struct {
 	Key []byte
 	// Batch is WriteBatch's writes; valid only during Match.
 	Batch []backend.Write
+	// Swaps is CompareAndSwap's swaps; valid only during Match.
+	Swaps []backend.Swap
 }
 
 // Rule picks calls and says what happens to them. A call matches a rule when
@@ -110,7 +117,8 @@ type Rule struct {
 	Delay time.Duration
 	// Hold, when set, blocks the call until it is closed.
 	Hold <-chan struct{}
-	// Corrupt, for Get, GetLocked and Load, is given the record the wrapped
+	// Corrupt, for Get, GetLocked, Load and the current records of a
+	// CompareAndSwap that did not match, is given the record the wrapped
 	// backend returned (nil for none) and returns the bytes the caller gets
 	// instead. It must not modify its argument. It is ignored for other
 	// operations and when Err is set.
@@ -383,4 +391,43 @@ func (r ranger) Range(start []byte, fn func(backend.Record) bool) error {
 		return err
 	}
 	return r.r.Range(start, fn)
+}
+
+type sweeper struct {
+	f *Faults
+	s backend.Sweeper
+}
+
+func (s sweeper) Sweep(now int64, budget int) (int, error) {
+	if _, err := s.f.enter(Call{Op: OpSweep}); err != nil {
+		return 0, err
+	}
+	return s.s.Sweep(now, budget)
+}
+
+type evictions struct{ e backend.EvictionCounter }
+
+func (e evictions) Evictions() uint64 { return e.e.Evictions() }
+
+type swapper struct {
+	f *Faults
+	s backend.Swapper
+}
+
+// CompareAndSwap is faulted before it reaches the store, so a faulted call
+// writes nothing (a real store's failure may leave the outcome unknown; a
+// Delay or Hold rule with no Err lets the call through late). A Corrupt
+// rule replaces each current record a mismatch returns.
+func (s swapper) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
+	cs, err := s.f.enter(Call{Op: OpCompareAndSwap, Swaps: swaps})
+	if err != nil {
+		return false, nil, 0, err
+	}
+	ok, cur, now, err := s.s.CompareAndSwap(swaps)
+	if err == nil && cs != nil {
+		for i := range cur {
+			cur[i] = corrupted(cs, cur[i])
+		}
+	}
+	return ok, cur, now, err
 }

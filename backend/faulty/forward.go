@@ -323,6 +323,3014 @@ var _ backend.Loader = wrapStripedBatcherLoaderCounterRanger{}
 var _ backend.Counter = wrapStripedBatcherLoaderCounterRanger{}
 var _ backend.Ranger = wrapStripedBatcherLoaderCounterRanger{}
 
+type wrapSweeper struct {
+	*core
+	sweeper
+}
+
+var _ backend.Sweeper = wrapSweeper{}
+
+type wrapStripedSweeper struct {
+	*core
+	striped
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedSweeper{}
+var _ backend.Sweeper = wrapStripedSweeper{}
+
+type wrapBatcherSweeper struct {
+	*core
+	batcher
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherSweeper{}
+var _ backend.Sweeper = wrapBatcherSweeper{}
+
+type wrapStripedBatcherSweeper struct {
+	*core
+	striped
+	batcher
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherSweeper{}
+var _ backend.Batcher = wrapStripedBatcherSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherSweeper{}
+
+type wrapLoaderSweeper struct {
+	*core
+	loader
+	sweeper
+}
+
+var _ backend.Loader = wrapLoaderSweeper{}
+var _ backend.Sweeper = wrapLoaderSweeper{}
+
+type wrapStripedLoaderSweeper struct {
+	*core
+	striped
+	loader
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedLoaderSweeper{}
+var _ backend.Loader = wrapStripedLoaderSweeper{}
+var _ backend.Sweeper = wrapStripedLoaderSweeper{}
+
+type wrapBatcherLoaderSweeper struct {
+	*core
+	batcher
+	loader
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderSweeper{}
+var _ backend.Loader = wrapBatcherLoaderSweeper{}
+var _ backend.Sweeper = wrapBatcherLoaderSweeper{}
+
+type wrapStripedBatcherLoaderSweeper struct {
+	*core
+	striped
+	batcher
+	loader
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderSweeper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderSweeper{}
+var _ backend.Loader = wrapStripedBatcherLoaderSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderSweeper{}
+
+type wrapCounterSweeper struct {
+	*core
+	counter
+	sweeper
+}
+
+var _ backend.Counter = wrapCounterSweeper{}
+var _ backend.Sweeper = wrapCounterSweeper{}
+
+type wrapStripedCounterSweeper struct {
+	*core
+	striped
+	counter
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedCounterSweeper{}
+var _ backend.Counter = wrapStripedCounterSweeper{}
+var _ backend.Sweeper = wrapStripedCounterSweeper{}
+
+type wrapBatcherCounterSweeper struct {
+	*core
+	batcher
+	counter
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherCounterSweeper{}
+var _ backend.Counter = wrapBatcherCounterSweeper{}
+var _ backend.Sweeper = wrapBatcherCounterSweeper{}
+
+type wrapStripedBatcherCounterSweeper struct {
+	*core
+	striped
+	batcher
+	counter
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterSweeper{}
+var _ backend.Batcher = wrapStripedBatcherCounterSweeper{}
+var _ backend.Counter = wrapStripedBatcherCounterSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherCounterSweeper{}
+
+type wrapLoaderCounterSweeper struct {
+	*core
+	loader
+	counter
+	sweeper
+}
+
+var _ backend.Loader = wrapLoaderCounterSweeper{}
+var _ backend.Counter = wrapLoaderCounterSweeper{}
+var _ backend.Sweeper = wrapLoaderCounterSweeper{}
+
+type wrapStripedLoaderCounterSweeper struct {
+	*core
+	striped
+	loader
+	counter
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterSweeper{}
+var _ backend.Loader = wrapStripedLoaderCounterSweeper{}
+var _ backend.Counter = wrapStripedLoaderCounterSweeper{}
+var _ backend.Sweeper = wrapStripedLoaderCounterSweeper{}
+
+type wrapBatcherLoaderCounterSweeper struct {
+	*core
+	batcher
+	loader
+	counter
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterSweeper{}
+var _ backend.Loader = wrapBatcherLoaderCounterSweeper{}
+var _ backend.Counter = wrapBatcherLoaderCounterSweeper{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterSweeper{}
+
+type wrapStripedBatcherLoaderCounterSweeper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterSweeper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterSweeper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterSweeper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterSweeper{}
+
+type wrapRangerSweeper struct {
+	*core
+	ranger
+	sweeper
+}
+
+var _ backend.Ranger = wrapRangerSweeper{}
+var _ backend.Sweeper = wrapRangerSweeper{}
+
+type wrapStripedRangerSweeper struct {
+	*core
+	striped
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedRangerSweeper{}
+var _ backend.Ranger = wrapStripedRangerSweeper{}
+var _ backend.Sweeper = wrapStripedRangerSweeper{}
+
+type wrapBatcherRangerSweeper struct {
+	*core
+	batcher
+	ranger
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherRangerSweeper{}
+var _ backend.Ranger = wrapBatcherRangerSweeper{}
+var _ backend.Sweeper = wrapBatcherRangerSweeper{}
+
+type wrapStripedBatcherRangerSweeper struct {
+	*core
+	striped
+	batcher
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherRangerSweeper{}
+var _ backend.Batcher = wrapStripedBatcherRangerSweeper{}
+var _ backend.Ranger = wrapStripedBatcherRangerSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherRangerSweeper{}
+
+type wrapLoaderRangerSweeper struct {
+	*core
+	loader
+	ranger
+	sweeper
+}
+
+var _ backend.Loader = wrapLoaderRangerSweeper{}
+var _ backend.Ranger = wrapLoaderRangerSweeper{}
+var _ backend.Sweeper = wrapLoaderRangerSweeper{}
+
+type wrapStripedLoaderRangerSweeper struct {
+	*core
+	striped
+	loader
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedLoaderRangerSweeper{}
+var _ backend.Loader = wrapStripedLoaderRangerSweeper{}
+var _ backend.Ranger = wrapStripedLoaderRangerSweeper{}
+var _ backend.Sweeper = wrapStripedLoaderRangerSweeper{}
+
+type wrapBatcherLoaderRangerSweeper struct {
+	*core
+	batcher
+	loader
+	ranger
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderRangerSweeper{}
+var _ backend.Loader = wrapBatcherLoaderRangerSweeper{}
+var _ backend.Ranger = wrapBatcherLoaderRangerSweeper{}
+var _ backend.Sweeper = wrapBatcherLoaderRangerSweeper{}
+
+type wrapStripedBatcherLoaderRangerSweeper struct {
+	*core
+	striped
+	batcher
+	loader
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderRangerSweeper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderRangerSweeper{}
+var _ backend.Loader = wrapStripedBatcherLoaderRangerSweeper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderRangerSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderRangerSweeper{}
+
+type wrapCounterRangerSweeper struct {
+	*core
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Counter = wrapCounterRangerSweeper{}
+var _ backend.Ranger = wrapCounterRangerSweeper{}
+var _ backend.Sweeper = wrapCounterRangerSweeper{}
+
+type wrapStripedCounterRangerSweeper struct {
+	*core
+	striped
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedCounterRangerSweeper{}
+var _ backend.Counter = wrapStripedCounterRangerSweeper{}
+var _ backend.Ranger = wrapStripedCounterRangerSweeper{}
+var _ backend.Sweeper = wrapStripedCounterRangerSweeper{}
+
+type wrapBatcherCounterRangerSweeper struct {
+	*core
+	batcher
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherCounterRangerSweeper{}
+var _ backend.Counter = wrapBatcherCounterRangerSweeper{}
+var _ backend.Ranger = wrapBatcherCounterRangerSweeper{}
+var _ backend.Sweeper = wrapBatcherCounterRangerSweeper{}
+
+type wrapStripedBatcherCounterRangerSweeper struct {
+	*core
+	striped
+	batcher
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterRangerSweeper{}
+var _ backend.Batcher = wrapStripedBatcherCounterRangerSweeper{}
+var _ backend.Counter = wrapStripedBatcherCounterRangerSweeper{}
+var _ backend.Ranger = wrapStripedBatcherCounterRangerSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherCounterRangerSweeper{}
+
+type wrapLoaderCounterRangerSweeper struct {
+	*core
+	loader
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Loader = wrapLoaderCounterRangerSweeper{}
+var _ backend.Counter = wrapLoaderCounterRangerSweeper{}
+var _ backend.Ranger = wrapLoaderCounterRangerSweeper{}
+var _ backend.Sweeper = wrapLoaderCounterRangerSweeper{}
+
+type wrapStripedLoaderCounterRangerSweeper struct {
+	*core
+	striped
+	loader
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterRangerSweeper{}
+var _ backend.Loader = wrapStripedLoaderCounterRangerSweeper{}
+var _ backend.Counter = wrapStripedLoaderCounterRangerSweeper{}
+var _ backend.Ranger = wrapStripedLoaderCounterRangerSweeper{}
+var _ backend.Sweeper = wrapStripedLoaderCounterRangerSweeper{}
+
+type wrapBatcherLoaderCounterRangerSweeper struct {
+	*core
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterRangerSweeper{}
+var _ backend.Loader = wrapBatcherLoaderCounterRangerSweeper{}
+var _ backend.Counter = wrapBatcherLoaderCounterRangerSweeper{}
+var _ backend.Ranger = wrapBatcherLoaderCounterRangerSweeper{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterRangerSweeper{}
+
+type wrapStripedBatcherLoaderCounterRangerSweeper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterRangerSweeper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterRangerSweeper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterRangerSweeper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterRangerSweeper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderCounterRangerSweeper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterRangerSweeper{}
+
+type wrapEvictions struct {
+	*core
+	evictions
+}
+
+var _ backend.EvictionCounter = wrapEvictions{}
+
+type wrapStripedEvictions struct {
+	*core
+	striped
+	evictions
+}
+
+var _ backend.Striped = wrapStripedEvictions{}
+var _ backend.EvictionCounter = wrapStripedEvictions{}
+
+type wrapBatcherEvictions struct {
+	*core
+	batcher
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherEvictions{}
+var _ backend.EvictionCounter = wrapBatcherEvictions{}
+
+type wrapStripedBatcherEvictions struct {
+	*core
+	striped
+	batcher
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherEvictions{}
+var _ backend.Batcher = wrapStripedBatcherEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherEvictions{}
+
+type wrapLoaderEvictions struct {
+	*core
+	loader
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderEvictions{}
+var _ backend.EvictionCounter = wrapLoaderEvictions{}
+
+type wrapStripedLoaderEvictions struct {
+	*core
+	striped
+	loader
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderEvictions{}
+var _ backend.Loader = wrapStripedLoaderEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderEvictions{}
+
+type wrapBatcherLoaderEvictions struct {
+	*core
+	batcher
+	loader
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderEvictions{}
+var _ backend.Loader = wrapBatcherLoaderEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderEvictions{}
+
+type wrapStripedBatcherLoaderEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderEvictions{}
+
+type wrapCounterEvictions struct {
+	*core
+	counter
+	evictions
+}
+
+var _ backend.Counter = wrapCounterEvictions{}
+var _ backend.EvictionCounter = wrapCounterEvictions{}
+
+type wrapStripedCounterEvictions struct {
+	*core
+	striped
+	counter
+	evictions
+}
+
+var _ backend.Striped = wrapStripedCounterEvictions{}
+var _ backend.Counter = wrapStripedCounterEvictions{}
+var _ backend.EvictionCounter = wrapStripedCounterEvictions{}
+
+type wrapBatcherCounterEvictions struct {
+	*core
+	batcher
+	counter
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherCounterEvictions{}
+var _ backend.Counter = wrapBatcherCounterEvictions{}
+var _ backend.EvictionCounter = wrapBatcherCounterEvictions{}
+
+type wrapStripedBatcherCounterEvictions struct {
+	*core
+	striped
+	batcher
+	counter
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterEvictions{}
+var _ backend.Batcher = wrapStripedBatcherCounterEvictions{}
+var _ backend.Counter = wrapStripedBatcherCounterEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterEvictions{}
+
+type wrapLoaderCounterEvictions struct {
+	*core
+	loader
+	counter
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderCounterEvictions{}
+var _ backend.Counter = wrapLoaderCounterEvictions{}
+var _ backend.EvictionCounter = wrapLoaderCounterEvictions{}
+
+type wrapStripedLoaderCounterEvictions struct {
+	*core
+	striped
+	loader
+	counter
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterEvictions{}
+var _ backend.Loader = wrapStripedLoaderCounterEvictions{}
+var _ backend.Counter = wrapStripedLoaderCounterEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterEvictions{}
+
+type wrapBatcherLoaderCounterEvictions struct {
+	*core
+	batcher
+	loader
+	counter
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterEvictions{}
+var _ backend.Loader = wrapBatcherLoaderCounterEvictions{}
+var _ backend.Counter = wrapBatcherLoaderCounterEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterEvictions{}
+
+type wrapStripedBatcherLoaderCounterEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterEvictions{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterEvictions{}
+
+type wrapRangerEvictions struct {
+	*core
+	ranger
+	evictions
+}
+
+var _ backend.Ranger = wrapRangerEvictions{}
+var _ backend.EvictionCounter = wrapRangerEvictions{}
+
+type wrapStripedRangerEvictions struct {
+	*core
+	striped
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedRangerEvictions{}
+var _ backend.Ranger = wrapStripedRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedRangerEvictions{}
+
+type wrapBatcherRangerEvictions struct {
+	*core
+	batcher
+	ranger
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherRangerEvictions{}
+var _ backend.Ranger = wrapBatcherRangerEvictions{}
+var _ backend.EvictionCounter = wrapBatcherRangerEvictions{}
+
+type wrapStripedBatcherRangerEvictions struct {
+	*core
+	striped
+	batcher
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherRangerEvictions{}
+var _ backend.Batcher = wrapStripedBatcherRangerEvictions{}
+var _ backend.Ranger = wrapStripedBatcherRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherRangerEvictions{}
+
+type wrapLoaderRangerEvictions struct {
+	*core
+	loader
+	ranger
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderRangerEvictions{}
+var _ backend.Ranger = wrapLoaderRangerEvictions{}
+var _ backend.EvictionCounter = wrapLoaderRangerEvictions{}
+
+type wrapStripedLoaderRangerEvictions struct {
+	*core
+	striped
+	loader
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderRangerEvictions{}
+var _ backend.Loader = wrapStripedLoaderRangerEvictions{}
+var _ backend.Ranger = wrapStripedLoaderRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderRangerEvictions{}
+
+type wrapBatcherLoaderRangerEvictions struct {
+	*core
+	batcher
+	loader
+	ranger
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderRangerEvictions{}
+var _ backend.Loader = wrapBatcherLoaderRangerEvictions{}
+var _ backend.Ranger = wrapBatcherLoaderRangerEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderRangerEvictions{}
+
+type wrapStripedBatcherLoaderRangerEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderRangerEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderRangerEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderRangerEvictions{}
+var _ backend.Ranger = wrapStripedBatcherLoaderRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderRangerEvictions{}
+
+type wrapCounterRangerEvictions struct {
+	*core
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Counter = wrapCounterRangerEvictions{}
+var _ backend.Ranger = wrapCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapCounterRangerEvictions{}
+
+type wrapStripedCounterRangerEvictions struct {
+	*core
+	striped
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedCounterRangerEvictions{}
+var _ backend.Counter = wrapStripedCounterRangerEvictions{}
+var _ backend.Ranger = wrapStripedCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedCounterRangerEvictions{}
+
+type wrapBatcherCounterRangerEvictions struct {
+	*core
+	batcher
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherCounterRangerEvictions{}
+var _ backend.Counter = wrapBatcherCounterRangerEvictions{}
+var _ backend.Ranger = wrapBatcherCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapBatcherCounterRangerEvictions{}
+
+type wrapStripedBatcherCounterRangerEvictions struct {
+	*core
+	striped
+	batcher
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterRangerEvictions{}
+var _ backend.Batcher = wrapStripedBatcherCounterRangerEvictions{}
+var _ backend.Counter = wrapStripedBatcherCounterRangerEvictions{}
+var _ backend.Ranger = wrapStripedBatcherCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterRangerEvictions{}
+
+type wrapLoaderCounterRangerEvictions struct {
+	*core
+	loader
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderCounterRangerEvictions{}
+var _ backend.Counter = wrapLoaderCounterRangerEvictions{}
+var _ backend.Ranger = wrapLoaderCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapLoaderCounterRangerEvictions{}
+
+type wrapStripedLoaderCounterRangerEvictions struct {
+	*core
+	striped
+	loader
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterRangerEvictions{}
+var _ backend.Loader = wrapStripedLoaderCounterRangerEvictions{}
+var _ backend.Counter = wrapStripedLoaderCounterRangerEvictions{}
+var _ backend.Ranger = wrapStripedLoaderCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterRangerEvictions{}
+
+type wrapBatcherLoaderCounterRangerEvictions struct {
+	*core
+	batcher
+	loader
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterRangerEvictions{}
+var _ backend.Loader = wrapBatcherLoaderCounterRangerEvictions{}
+var _ backend.Counter = wrapBatcherLoaderCounterRangerEvictions{}
+var _ backend.Ranger = wrapBatcherLoaderCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterRangerEvictions{}
+
+type wrapStripedBatcherLoaderCounterRangerEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	ranger
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterRangerEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterRangerEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterRangerEvictions{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterRangerEvictions{}
+var _ backend.Ranger = wrapStripedBatcherLoaderCounterRangerEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterRangerEvictions{}
+
+type wrapSweeperEvictions struct {
+	*core
+	sweeper
+	evictions
+}
+
+var _ backend.Sweeper = wrapSweeperEvictions{}
+var _ backend.EvictionCounter = wrapSweeperEvictions{}
+
+type wrapStripedSweeperEvictions struct {
+	*core
+	striped
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedSweeperEvictions{}
+
+type wrapBatcherSweeperEvictions struct {
+	*core
+	batcher
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherSweeperEvictions{}
+
+type wrapStripedBatcherSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherSweeperEvictions{}
+
+type wrapLoaderSweeperEvictions struct {
+	*core
+	loader
+	sweeper
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderSweeperEvictions{}
+var _ backend.Sweeper = wrapLoaderSweeperEvictions{}
+var _ backend.EvictionCounter = wrapLoaderSweeperEvictions{}
+
+type wrapStripedLoaderSweeperEvictions struct {
+	*core
+	striped
+	loader
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderSweeperEvictions{}
+var _ backend.Loader = wrapStripedLoaderSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedLoaderSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderSweeperEvictions{}
+
+type wrapBatcherLoaderSweeperEvictions struct {
+	*core
+	batcher
+	loader
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderSweeperEvictions{}
+var _ backend.Loader = wrapBatcherLoaderSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherLoaderSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderSweeperEvictions{}
+
+type wrapStripedBatcherLoaderSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderSweeperEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderSweeperEvictions{}
+
+type wrapCounterSweeperEvictions struct {
+	*core
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Counter = wrapCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapCounterSweeperEvictions{}
+
+type wrapStripedCounterSweeperEvictions struct {
+	*core
+	striped
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedCounterSweeperEvictions{}
+var _ backend.Counter = wrapStripedCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedCounterSweeperEvictions{}
+
+type wrapBatcherCounterSweeperEvictions struct {
+	*core
+	batcher
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherCounterSweeperEvictions{}
+var _ backend.Counter = wrapBatcherCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherCounterSweeperEvictions{}
+
+type wrapStripedBatcherCounterSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherCounterSweeperEvictions{}
+var _ backend.Counter = wrapStripedBatcherCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterSweeperEvictions{}
+
+type wrapLoaderCounterSweeperEvictions struct {
+	*core
+	loader
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderCounterSweeperEvictions{}
+var _ backend.Counter = wrapLoaderCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapLoaderCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapLoaderCounterSweeperEvictions{}
+
+type wrapStripedLoaderCounterSweeperEvictions struct {
+	*core
+	striped
+	loader
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterSweeperEvictions{}
+var _ backend.Loader = wrapStripedLoaderCounterSweeperEvictions{}
+var _ backend.Counter = wrapStripedLoaderCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedLoaderCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterSweeperEvictions{}
+
+type wrapBatcherLoaderCounterSweeperEvictions struct {
+	*core
+	batcher
+	loader
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterSweeperEvictions{}
+var _ backend.Loader = wrapBatcherLoaderCounterSweeperEvictions{}
+var _ backend.Counter = wrapBatcherLoaderCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterSweeperEvictions{}
+
+type wrapStripedBatcherLoaderCounterSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterSweeperEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterSweeperEvictions{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterSweeperEvictions{}
+
+type wrapRangerSweeperEvictions struct {
+	*core
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Ranger = wrapRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapRangerSweeperEvictions{}
+
+type wrapStripedRangerSweeperEvictions struct {
+	*core
+	striped
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedRangerSweeperEvictions{}
+
+type wrapBatcherRangerSweeperEvictions struct {
+	*core
+	batcher
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherRangerSweeperEvictions{}
+var _ backend.Ranger = wrapBatcherRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherRangerSweeperEvictions{}
+
+type wrapStripedBatcherRangerSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherRangerSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedBatcherRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherRangerSweeperEvictions{}
+
+type wrapLoaderRangerSweeperEvictions struct {
+	*core
+	loader
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderRangerSweeperEvictions{}
+var _ backend.Ranger = wrapLoaderRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapLoaderRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapLoaderRangerSweeperEvictions{}
+
+type wrapStripedLoaderRangerSweeperEvictions struct {
+	*core
+	striped
+	loader
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderRangerSweeperEvictions{}
+var _ backend.Loader = wrapStripedLoaderRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedLoaderRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedLoaderRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderRangerSweeperEvictions{}
+
+type wrapBatcherLoaderRangerSweeperEvictions struct {
+	*core
+	batcher
+	loader
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderRangerSweeperEvictions{}
+var _ backend.Loader = wrapBatcherLoaderRangerSweeperEvictions{}
+var _ backend.Ranger = wrapBatcherLoaderRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherLoaderRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderRangerSweeperEvictions{}
+
+type wrapStripedBatcherLoaderRangerSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderRangerSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderRangerSweeperEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedBatcherLoaderRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderRangerSweeperEvictions{}
+
+type wrapCounterRangerSweeperEvictions struct {
+	*core
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Counter = wrapCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapCounterRangerSweeperEvictions{}
+
+type wrapStripedCounterRangerSweeperEvictions struct {
+	*core
+	striped
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedCounterRangerSweeperEvictions{}
+var _ backend.Counter = wrapStripedCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedCounterRangerSweeperEvictions{}
+
+type wrapBatcherCounterRangerSweeperEvictions struct {
+	*core
+	batcher
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherCounterRangerSweeperEvictions{}
+var _ backend.Counter = wrapBatcherCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapBatcherCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherCounterRangerSweeperEvictions{}
+
+type wrapStripedBatcherCounterRangerSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterRangerSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherCounterRangerSweeperEvictions{}
+var _ backend.Counter = wrapStripedBatcherCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedBatcherCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterRangerSweeperEvictions{}
+
+type wrapLoaderCounterRangerSweeperEvictions struct {
+	*core
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Loader = wrapLoaderCounterRangerSweeperEvictions{}
+var _ backend.Counter = wrapLoaderCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapLoaderCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapLoaderCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapLoaderCounterRangerSweeperEvictions{}
+
+type wrapStripedLoaderCounterRangerSweeperEvictions struct {
+	*core
+	striped
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterRangerSweeperEvictions{}
+var _ backend.Loader = wrapStripedLoaderCounterRangerSweeperEvictions{}
+var _ backend.Counter = wrapStripedLoaderCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedLoaderCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedLoaderCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterRangerSweeperEvictions{}
+
+type wrapBatcherLoaderCounterRangerSweeperEvictions struct {
+	*core
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Loader = wrapBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Counter = wrapBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterRangerSweeperEvictions{}
+
+type wrapStripedBatcherLoaderCounterRangerSweeperEvictions struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Ranger = wrapStripedBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterRangerSweeperEvictions{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterRangerSweeperEvictions{}
+
+type wrapSwapper struct {
+	*core
+	swapper
+}
+
+var _ backend.Swapper = wrapSwapper{}
+
+type wrapStripedSwapper struct {
+	*core
+	striped
+	swapper
+}
+
+var _ backend.Striped = wrapStripedSwapper{}
+var _ backend.Swapper = wrapStripedSwapper{}
+
+type wrapBatcherSwapper struct {
+	*core
+	batcher
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherSwapper{}
+var _ backend.Swapper = wrapBatcherSwapper{}
+
+type wrapStripedBatcherSwapper struct {
+	*core
+	striped
+	batcher
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherSwapper{}
+var _ backend.Batcher = wrapStripedBatcherSwapper{}
+var _ backend.Swapper = wrapStripedBatcherSwapper{}
+
+type wrapLoaderSwapper struct {
+	*core
+	loader
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderSwapper{}
+var _ backend.Swapper = wrapLoaderSwapper{}
+
+type wrapStripedLoaderSwapper struct {
+	*core
+	striped
+	loader
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderSwapper{}
+var _ backend.Loader = wrapStripedLoaderSwapper{}
+var _ backend.Swapper = wrapStripedLoaderSwapper{}
+
+type wrapBatcherLoaderSwapper struct {
+	*core
+	batcher
+	loader
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderSwapper{}
+var _ backend.Loader = wrapBatcherLoaderSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderSwapper{}
+
+type wrapStripedBatcherLoaderSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderSwapper{}
+
+type wrapCounterSwapper struct {
+	*core
+	counter
+	swapper
+}
+
+var _ backend.Counter = wrapCounterSwapper{}
+var _ backend.Swapper = wrapCounterSwapper{}
+
+type wrapStripedCounterSwapper struct {
+	*core
+	striped
+	counter
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterSwapper{}
+var _ backend.Counter = wrapStripedCounterSwapper{}
+var _ backend.Swapper = wrapStripedCounterSwapper{}
+
+type wrapBatcherCounterSwapper struct {
+	*core
+	batcher
+	counter
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterSwapper{}
+var _ backend.Counter = wrapBatcherCounterSwapper{}
+var _ backend.Swapper = wrapBatcherCounterSwapper{}
+
+type wrapStripedBatcherCounterSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterSwapper{}
+
+type wrapLoaderCounterSwapper struct {
+	*core
+	loader
+	counter
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterSwapper{}
+var _ backend.Counter = wrapLoaderCounterSwapper{}
+var _ backend.Swapper = wrapLoaderCounterSwapper{}
+
+type wrapStripedLoaderCounterSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterSwapper{}
+
+type wrapBatcherLoaderCounterSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterSwapper{}
+
+type wrapStripedBatcherLoaderCounterSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterSwapper{}
+
+type wrapRangerSwapper struct {
+	*core
+	ranger
+	swapper
+}
+
+var _ backend.Ranger = wrapRangerSwapper{}
+var _ backend.Swapper = wrapRangerSwapper{}
+
+type wrapStripedRangerSwapper struct {
+	*core
+	striped
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedRangerSwapper{}
+var _ backend.Ranger = wrapStripedRangerSwapper{}
+var _ backend.Swapper = wrapStripedRangerSwapper{}
+
+type wrapBatcherRangerSwapper struct {
+	*core
+	batcher
+	ranger
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherRangerSwapper{}
+var _ backend.Ranger = wrapBatcherRangerSwapper{}
+var _ backend.Swapper = wrapBatcherRangerSwapper{}
+
+type wrapStripedBatcherRangerSwapper struct {
+	*core
+	striped
+	batcher
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherRangerSwapper{}
+var _ backend.Batcher = wrapStripedBatcherRangerSwapper{}
+var _ backend.Ranger = wrapStripedBatcherRangerSwapper{}
+var _ backend.Swapper = wrapStripedBatcherRangerSwapper{}
+
+type wrapLoaderRangerSwapper struct {
+	*core
+	loader
+	ranger
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderRangerSwapper{}
+var _ backend.Ranger = wrapLoaderRangerSwapper{}
+var _ backend.Swapper = wrapLoaderRangerSwapper{}
+
+type wrapStripedLoaderRangerSwapper struct {
+	*core
+	striped
+	loader
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderRangerSwapper{}
+var _ backend.Loader = wrapStripedLoaderRangerSwapper{}
+var _ backend.Ranger = wrapStripedLoaderRangerSwapper{}
+var _ backend.Swapper = wrapStripedLoaderRangerSwapper{}
+
+type wrapBatcherLoaderRangerSwapper struct {
+	*core
+	batcher
+	loader
+	ranger
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderRangerSwapper{}
+var _ backend.Loader = wrapBatcherLoaderRangerSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderRangerSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderRangerSwapper{}
+
+type wrapStripedBatcherLoaderRangerSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderRangerSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderRangerSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderRangerSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderRangerSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderRangerSwapper{}
+
+type wrapCounterRangerSwapper struct {
+	*core
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Counter = wrapCounterRangerSwapper{}
+var _ backend.Ranger = wrapCounterRangerSwapper{}
+var _ backend.Swapper = wrapCounterRangerSwapper{}
+
+type wrapStripedCounterRangerSwapper struct {
+	*core
+	striped
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterRangerSwapper{}
+var _ backend.Counter = wrapStripedCounterRangerSwapper{}
+var _ backend.Ranger = wrapStripedCounterRangerSwapper{}
+var _ backend.Swapper = wrapStripedCounterRangerSwapper{}
+
+type wrapBatcherCounterRangerSwapper struct {
+	*core
+	batcher
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterRangerSwapper{}
+var _ backend.Counter = wrapBatcherCounterRangerSwapper{}
+var _ backend.Ranger = wrapBatcherCounterRangerSwapper{}
+var _ backend.Swapper = wrapBatcherCounterRangerSwapper{}
+
+type wrapStripedBatcherCounterRangerSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterRangerSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterRangerSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterRangerSwapper{}
+var _ backend.Ranger = wrapStripedBatcherCounterRangerSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterRangerSwapper{}
+
+type wrapLoaderCounterRangerSwapper struct {
+	*core
+	loader
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterRangerSwapper{}
+var _ backend.Counter = wrapLoaderCounterRangerSwapper{}
+var _ backend.Ranger = wrapLoaderCounterRangerSwapper{}
+var _ backend.Swapper = wrapLoaderCounterRangerSwapper{}
+
+type wrapStripedLoaderCounterRangerSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterRangerSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterRangerSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterRangerSwapper{}
+var _ backend.Ranger = wrapStripedLoaderCounterRangerSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterRangerSwapper{}
+
+type wrapBatcherLoaderCounterRangerSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterRangerSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterRangerSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterRangerSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderCounterRangerSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterRangerSwapper{}
+
+type wrapStripedBatcherLoaderCounterRangerSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	ranger
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterRangerSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterRangerSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterRangerSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterRangerSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderCounterRangerSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterRangerSwapper{}
+
+type wrapSweeperSwapper struct {
+	*core
+	sweeper
+	swapper
+}
+
+var _ backend.Sweeper = wrapSweeperSwapper{}
+var _ backend.Swapper = wrapSweeperSwapper{}
+
+type wrapStripedSweeperSwapper struct {
+	*core
+	striped
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedSweeperSwapper{}
+var _ backend.Swapper = wrapStripedSweeperSwapper{}
+
+type wrapBatcherSweeperSwapper struct {
+	*core
+	batcher
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherSweeperSwapper{}
+
+type wrapStripedBatcherSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherSweeperSwapper{}
+
+type wrapLoaderSweeperSwapper struct {
+	*core
+	loader
+	sweeper
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderSweeperSwapper{}
+var _ backend.Sweeper = wrapLoaderSweeperSwapper{}
+var _ backend.Swapper = wrapLoaderSweeperSwapper{}
+
+type wrapStripedLoaderSweeperSwapper struct {
+	*core
+	striped
+	loader
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderSweeperSwapper{}
+var _ backend.Loader = wrapStripedLoaderSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderSweeperSwapper{}
+var _ backend.Swapper = wrapStripedLoaderSweeperSwapper{}
+
+type wrapBatcherLoaderSweeperSwapper struct {
+	*core
+	batcher
+	loader
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderSweeperSwapper{}
+var _ backend.Loader = wrapBatcherLoaderSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderSweeperSwapper{}
+
+type wrapStripedBatcherLoaderSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderSweeperSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderSweeperSwapper{}
+
+type wrapCounterSweeperSwapper struct {
+	*core
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Counter = wrapCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapCounterSweeperSwapper{}
+var _ backend.Swapper = wrapCounterSweeperSwapper{}
+
+type wrapStripedCounterSweeperSwapper struct {
+	*core
+	striped
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterSweeperSwapper{}
+var _ backend.Counter = wrapStripedCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedCounterSweeperSwapper{}
+var _ backend.Swapper = wrapStripedCounterSweeperSwapper{}
+
+type wrapBatcherCounterSweeperSwapper struct {
+	*core
+	batcher
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterSweeperSwapper{}
+var _ backend.Counter = wrapBatcherCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherCounterSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherCounterSweeperSwapper{}
+
+type wrapStripedBatcherCounterSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterSweeperSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherCounterSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterSweeperSwapper{}
+
+type wrapLoaderCounterSweeperSwapper struct {
+	*core
+	loader
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterSweeperSwapper{}
+var _ backend.Counter = wrapLoaderCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapLoaderCounterSweeperSwapper{}
+var _ backend.Swapper = wrapLoaderCounterSweeperSwapper{}
+
+type wrapStripedLoaderCounterSweeperSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterSweeperSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterSweeperSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderCounterSweeperSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterSweeperSwapper{}
+
+type wrapBatcherLoaderCounterSweeperSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterSweeperSwapper{}
+
+type wrapStripedBatcherLoaderCounterSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterSweeperSwapper{}
+
+type wrapRangerSweeperSwapper struct {
+	*core
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Ranger = wrapRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapRangerSweeperSwapper{}
+var _ backend.Swapper = wrapRangerSweeperSwapper{}
+
+type wrapStripedRangerSweeperSwapper struct {
+	*core
+	striped
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedRangerSweeperSwapper{}
+
+type wrapBatcherRangerSweeperSwapper struct {
+	*core
+	batcher
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherRangerSweeperSwapper{}
+var _ backend.Ranger = wrapBatcherRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherRangerSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherRangerSweeperSwapper{}
+
+type wrapStripedBatcherRangerSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherRangerSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedBatcherRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherRangerSweeperSwapper{}
+
+type wrapLoaderRangerSweeperSwapper struct {
+	*core
+	loader
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderRangerSweeperSwapper{}
+var _ backend.Ranger = wrapLoaderRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapLoaderRangerSweeperSwapper{}
+var _ backend.Swapper = wrapLoaderRangerSweeperSwapper{}
+
+type wrapStripedLoaderRangerSweeperSwapper struct {
+	*core
+	striped
+	loader
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderRangerSweeperSwapper{}
+var _ backend.Loader = wrapStripedLoaderRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedLoaderRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedLoaderRangerSweeperSwapper{}
+
+type wrapBatcherLoaderRangerSweeperSwapper struct {
+	*core
+	batcher
+	loader
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Loader = wrapBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderRangerSweeperSwapper{}
+
+type wrapStripedBatcherLoaderRangerSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderRangerSweeperSwapper{}
+
+type wrapCounterRangerSweeperSwapper struct {
+	*core
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Counter = wrapCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapCounterRangerSweeperSwapper{}
+
+type wrapStripedCounterRangerSweeperSwapper struct {
+	*core
+	striped
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterRangerSweeperSwapper{}
+var _ backend.Counter = wrapStripedCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedCounterRangerSweeperSwapper{}
+
+type wrapBatcherCounterRangerSweeperSwapper struct {
+	*core
+	batcher
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterRangerSweeperSwapper{}
+var _ backend.Counter = wrapBatcherCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapBatcherCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherCounterRangerSweeperSwapper{}
+
+type wrapStripedBatcherCounterRangerSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterRangerSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterRangerSweeperSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedBatcherCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterRangerSweeperSwapper{}
+
+type wrapLoaderCounterRangerSweeperSwapper struct {
+	*core
+	loader
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterRangerSweeperSwapper{}
+var _ backend.Counter = wrapLoaderCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapLoaderCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapLoaderCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapLoaderCounterRangerSweeperSwapper{}
+
+type wrapStripedLoaderCounterRangerSweeperSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterRangerSweeperSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterRangerSweeperSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedLoaderCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterRangerSweeperSwapper{}
+
+type wrapBatcherLoaderCounterRangerSweeperSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterRangerSweeperSwapper{}
+
+type wrapStripedBatcherLoaderCounterRangerSweeperSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterRangerSweeperSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterRangerSweeperSwapper{}
+
+type wrapEvictionsSwapper struct {
+	*core
+	evictions
+	swapper
+}
+
+var _ backend.EvictionCounter = wrapEvictionsSwapper{}
+var _ backend.Swapper = wrapEvictionsSwapper{}
+
+type wrapStripedEvictionsSwapper struct {
+	*core
+	striped
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedEvictionsSwapper{}
+
+type wrapBatcherEvictionsSwapper struct {
+	*core
+	batcher
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherEvictionsSwapper{}
+
+type wrapStripedBatcherEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherEvictionsSwapper{}
+
+type wrapLoaderEvictionsSwapper struct {
+	*core
+	loader
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderEvictionsSwapper{}
+
+type wrapStripedLoaderEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderEvictionsSwapper{}
+
+type wrapBatcherLoaderEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderEvictionsSwapper{}
+
+type wrapCounterEvictionsSwapper struct {
+	*core
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Counter = wrapCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapCounterEvictionsSwapper{}
+
+type wrapStripedCounterEvictionsSwapper struct {
+	*core
+	striped
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterEvictionsSwapper{}
+var _ backend.Counter = wrapStripedCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedCounterEvictionsSwapper{}
+
+type wrapBatcherCounterEvictionsSwapper struct {
+	*core
+	batcher
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherCounterEvictionsSwapper{}
+
+type wrapStripedBatcherCounterEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterEvictionsSwapper{}
+
+type wrapLoaderCounterEvictionsSwapper struct {
+	*core
+	loader
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterEvictionsSwapper{}
+var _ backend.Counter = wrapLoaderCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderCounterEvictionsSwapper{}
+
+type wrapStripedLoaderCounterEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterEvictionsSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterEvictionsSwapper{}
+
+type wrapBatcherLoaderCounterEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderCounterEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterEvictionsSwapper{}
+
+type wrapRangerEvictionsSwapper struct {
+	*core
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Ranger = wrapRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapRangerEvictionsSwapper{}
+
+type wrapStripedRangerEvictionsSwapper struct {
+	*core
+	striped
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedRangerEvictionsSwapper{}
+
+type wrapBatcherRangerEvictionsSwapper struct {
+	*core
+	batcher
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherRangerEvictionsSwapper{}
+
+type wrapStripedBatcherRangerEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherRangerEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherRangerEvictionsSwapper{}
+
+type wrapLoaderRangerEvictionsSwapper struct {
+	*core
+	loader
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapLoaderRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderRangerEvictionsSwapper{}
+
+type wrapStripedLoaderRangerEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderRangerEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedLoaderRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderRangerEvictionsSwapper{}
+
+type wrapBatcherLoaderRangerEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderRangerEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderRangerEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderRangerEvictionsSwapper{}
+
+type wrapCounterRangerEvictionsSwapper struct {
+	*core
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Counter = wrapCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapCounterRangerEvictionsSwapper{}
+
+type wrapStripedCounterRangerEvictionsSwapper struct {
+	*core
+	striped
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterRangerEvictionsSwapper{}
+var _ backend.Counter = wrapStripedCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedCounterRangerEvictionsSwapper{}
+
+type wrapBatcherCounterRangerEvictionsSwapper struct {
+	*core
+	batcher
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterRangerEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherCounterRangerEvictionsSwapper{}
+
+type wrapStripedBatcherCounterRangerEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterRangerEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterRangerEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterRangerEvictionsSwapper{}
+
+type wrapLoaderCounterRangerEvictionsSwapper struct {
+	*core
+	loader
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Counter = wrapLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapLoaderCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderCounterRangerEvictionsSwapper{}
+
+type wrapStripedLoaderCounterRangerEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedLoaderCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterRangerEvictionsSwapper{}
+
+type wrapBatcherLoaderCounterRangerEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterRangerEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderCounterRangerEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	ranger
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{}
+
+type wrapSweeperEvictionsSwapper struct {
+	*core
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Sweeper = wrapSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapSweeperEvictionsSwapper{}
+
+type wrapStripedSweeperEvictionsSwapper struct {
+	*core
+	striped
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedSweeperEvictionsSwapper{}
+
+type wrapBatcherSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherSweeperEvictionsSwapper{}
+
+type wrapLoaderSweeperEvictionsSwapper struct {
+	*core
+	loader
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapLoaderSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderSweeperEvictionsSwapper{}
+
+type wrapStripedLoaderSweeperEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderSweeperEvictionsSwapper{}
+
+type wrapBatcherLoaderSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderSweeperEvictionsSwapper{}
+
+type wrapCounterSweeperEvictionsSwapper struct {
+	*core
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Counter = wrapCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapCounterSweeperEvictionsSwapper{}
+
+type wrapStripedCounterSweeperEvictionsSwapper struct {
+	*core
+	striped
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedCounterSweeperEvictionsSwapper{}
+
+type wrapBatcherCounterSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherCounterSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherCounterSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterSweeperEvictionsSwapper{}
+
+type wrapLoaderCounterSweeperEvictionsSwapper struct {
+	*core
+	loader
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderCounterSweeperEvictionsSwapper{}
+
+type wrapStripedLoaderCounterSweeperEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterSweeperEvictionsSwapper{}
+
+type wrapBatcherLoaderCounterSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{}
+
+type wrapRangerSweeperEvictionsSwapper struct {
+	*core
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Ranger = wrapRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapRangerSweeperEvictionsSwapper{}
+
+type wrapStripedRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedRangerSweeperEvictionsSwapper{}
+
+type wrapBatcherRangerSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherRangerSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherRangerSweeperEvictionsSwapper{}
+
+type wrapLoaderRangerSweeperEvictionsSwapper struct {
+	*core
+	loader
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderRangerSweeperEvictionsSwapper{}
+
+type wrapStripedLoaderRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderRangerSweeperEvictionsSwapper{}
+
+type wrapBatcherLoaderRangerSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderRangerSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{}
+
+type wrapCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Counter = wrapCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapCounterRangerSweeperEvictionsSwapper{}
+
+type wrapStripedCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedCounterRangerSweeperEvictionsSwapper{}
+
+type wrapBatcherCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherCounterRangerSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{}
+
+type wrapLoaderCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Loader = wrapLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapLoaderCounterRangerSweeperEvictionsSwapper{}
+
+type wrapStripedLoaderCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{}
+
+type wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Batcher = wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+
+type wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper struct {
+	*core
+	striped
+	batcher
+	loader
+	counter
+	ranger
+	sweeper
+	evictions
+	swapper
+}
+
+var _ backend.Striped = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Batcher = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Loader = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Counter = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Ranger = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Sweeper = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.EvictionCounter = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+var _ backend.Swapper = wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{}
+
 // wrap returns the wrapper type for inner's optional interfaces.
 func wrap(f *Faults, inner backend.Backend) backend.Backend {
 	c := &core{f: f, inner: inner}
@@ -341,6 +3349,15 @@ func wrap(f *Faults, inner backend.Backend) backend.Backend {
 	}
 	if _, ok := inner.(backend.Ranger); ok {
 		mask |= 16
+	}
+	if _, ok := inner.(backend.Sweeper); ok {
+		mask |= 32
+	}
+	if _, ok := inner.(backend.EvictionCounter); ok {
+		mask |= 64
+	}
+	if _, ok := inner.(backend.Swapper); ok {
+		mask |= 128
 	}
 	switch mask {
 	case 0:
@@ -405,7 +3422,455 @@ func wrap(f *Faults, inner backend.Backend) backend.Backend {
 		return wrapStripedLoaderCounterRanger{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}}
 	case 30:
 		return wrapBatcherLoaderCounterRanger{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}}
-	default:
+	case 31:
 		return wrapStripedBatcherLoaderCounterRanger{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}}
+	case 32:
+		return wrapSweeper{c, sweeper{f, inner.(backend.Sweeper)}}
+	case 33:
+		return wrapStripedSweeper{c, striped{f, inner.(backend.Striped)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 34:
+		return wrapBatcherSweeper{c, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 35:
+		return wrapStripedBatcherSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 36:
+		return wrapLoaderSweeper{c, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 37:
+		return wrapStripedLoaderSweeper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 38:
+		return wrapBatcherLoaderSweeper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 39:
+		return wrapStripedBatcherLoaderSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 40:
+		return wrapCounterSweeper{c, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 41:
+		return wrapStripedCounterSweeper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 42:
+		return wrapBatcherCounterSweeper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 43:
+		return wrapStripedBatcherCounterSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 44:
+		return wrapLoaderCounterSweeper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 45:
+		return wrapStripedLoaderCounterSweeper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 46:
+		return wrapBatcherLoaderCounterSweeper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 47:
+		return wrapStripedBatcherLoaderCounterSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 48:
+		return wrapRangerSweeper{c, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 49:
+		return wrapStripedRangerSweeper{c, striped{f, inner.(backend.Striped)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 50:
+		return wrapBatcherRangerSweeper{c, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 51:
+		return wrapStripedBatcherRangerSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 52:
+		return wrapLoaderRangerSweeper{c, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 53:
+		return wrapStripedLoaderRangerSweeper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 54:
+		return wrapBatcherLoaderRangerSweeper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 55:
+		return wrapStripedBatcherLoaderRangerSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 56:
+		return wrapCounterRangerSweeper{c, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 57:
+		return wrapStripedCounterRangerSweeper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 58:
+		return wrapBatcherCounterRangerSweeper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 59:
+		return wrapStripedBatcherCounterRangerSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 60:
+		return wrapLoaderCounterRangerSweeper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 61:
+		return wrapStripedLoaderCounterRangerSweeper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 62:
+		return wrapBatcherLoaderCounterRangerSweeper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 63:
+		return wrapStripedBatcherLoaderCounterRangerSweeper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}}
+	case 64:
+		return wrapEvictions{c, evictions{inner.(backend.EvictionCounter)}}
+	case 65:
+		return wrapStripedEvictions{c, striped{f, inner.(backend.Striped)}, evictions{inner.(backend.EvictionCounter)}}
+	case 66:
+		return wrapBatcherEvictions{c, batcher{f, inner.(backend.Batcher)}, evictions{inner.(backend.EvictionCounter)}}
+	case 67:
+		return wrapStripedBatcherEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, evictions{inner.(backend.EvictionCounter)}}
+	case 68:
+		return wrapLoaderEvictions{c, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}}
+	case 69:
+		return wrapStripedLoaderEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}}
+	case 70:
+		return wrapBatcherLoaderEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}}
+	case 71:
+		return wrapStripedBatcherLoaderEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}}
+	case 72:
+		return wrapCounterEvictions{c, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 73:
+		return wrapStripedCounterEvictions{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 74:
+		return wrapBatcherCounterEvictions{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 75:
+		return wrapStripedBatcherCounterEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 76:
+		return wrapLoaderCounterEvictions{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 77:
+		return wrapStripedLoaderCounterEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 78:
+		return wrapBatcherLoaderCounterEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 79:
+		return wrapStripedBatcherLoaderCounterEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}}
+	case 80:
+		return wrapRangerEvictions{c, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 81:
+		return wrapStripedRangerEvictions{c, striped{f, inner.(backend.Striped)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 82:
+		return wrapBatcherRangerEvictions{c, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 83:
+		return wrapStripedBatcherRangerEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 84:
+		return wrapLoaderRangerEvictions{c, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 85:
+		return wrapStripedLoaderRangerEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 86:
+		return wrapBatcherLoaderRangerEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 87:
+		return wrapStripedBatcherLoaderRangerEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 88:
+		return wrapCounterRangerEvictions{c, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 89:
+		return wrapStripedCounterRangerEvictions{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 90:
+		return wrapBatcherCounterRangerEvictions{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 91:
+		return wrapStripedBatcherCounterRangerEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 92:
+		return wrapLoaderCounterRangerEvictions{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 93:
+		return wrapStripedLoaderCounterRangerEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 94:
+		return wrapBatcherLoaderCounterRangerEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 95:
+		return wrapStripedBatcherLoaderCounterRangerEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}}
+	case 96:
+		return wrapSweeperEvictions{c, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 97:
+		return wrapStripedSweeperEvictions{c, striped{f, inner.(backend.Striped)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 98:
+		return wrapBatcherSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 99:
+		return wrapStripedBatcherSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 100:
+		return wrapLoaderSweeperEvictions{c, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 101:
+		return wrapStripedLoaderSweeperEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 102:
+		return wrapBatcherLoaderSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 103:
+		return wrapStripedBatcherLoaderSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 104:
+		return wrapCounterSweeperEvictions{c, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 105:
+		return wrapStripedCounterSweeperEvictions{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 106:
+		return wrapBatcherCounterSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 107:
+		return wrapStripedBatcherCounterSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 108:
+		return wrapLoaderCounterSweeperEvictions{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 109:
+		return wrapStripedLoaderCounterSweeperEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 110:
+		return wrapBatcherLoaderCounterSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 111:
+		return wrapStripedBatcherLoaderCounterSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 112:
+		return wrapRangerSweeperEvictions{c, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 113:
+		return wrapStripedRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 114:
+		return wrapBatcherRangerSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 115:
+		return wrapStripedBatcherRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 116:
+		return wrapLoaderRangerSweeperEvictions{c, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 117:
+		return wrapStripedLoaderRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 118:
+		return wrapBatcherLoaderRangerSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 119:
+		return wrapStripedBatcherLoaderRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 120:
+		return wrapCounterRangerSweeperEvictions{c, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 121:
+		return wrapStripedCounterRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 122:
+		return wrapBatcherCounterRangerSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 123:
+		return wrapStripedBatcherCounterRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 124:
+		return wrapLoaderCounterRangerSweeperEvictions{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 125:
+		return wrapStripedLoaderCounterRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 126:
+		return wrapBatcherLoaderCounterRangerSweeperEvictions{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 127:
+		return wrapStripedBatcherLoaderCounterRangerSweeperEvictions{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}}
+	case 128:
+		return wrapSwapper{c, swapper{f, inner.(backend.Swapper)}}
+	case 129:
+		return wrapStripedSwapper{c, striped{f, inner.(backend.Striped)}, swapper{f, inner.(backend.Swapper)}}
+	case 130:
+		return wrapBatcherSwapper{c, batcher{f, inner.(backend.Batcher)}, swapper{f, inner.(backend.Swapper)}}
+	case 131:
+		return wrapStripedBatcherSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, swapper{f, inner.(backend.Swapper)}}
+	case 132:
+		return wrapLoaderSwapper{c, loader{f, inner.(backend.Loader)}, swapper{f, inner.(backend.Swapper)}}
+	case 133:
+		return wrapStripedLoaderSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, swapper{f, inner.(backend.Swapper)}}
+	case 134:
+		return wrapBatcherLoaderSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, swapper{f, inner.(backend.Swapper)}}
+	case 135:
+		return wrapStripedBatcherLoaderSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, swapper{f, inner.(backend.Swapper)}}
+	case 136:
+		return wrapCounterSwapper{c, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 137:
+		return wrapStripedCounterSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 138:
+		return wrapBatcherCounterSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 139:
+		return wrapStripedBatcherCounterSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 140:
+		return wrapLoaderCounterSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 141:
+		return wrapStripedLoaderCounterSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 142:
+		return wrapBatcherLoaderCounterSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 143:
+		return wrapStripedBatcherLoaderCounterSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, swapper{f, inner.(backend.Swapper)}}
+	case 144:
+		return wrapRangerSwapper{c, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 145:
+		return wrapStripedRangerSwapper{c, striped{f, inner.(backend.Striped)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 146:
+		return wrapBatcherRangerSwapper{c, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 147:
+		return wrapStripedBatcherRangerSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 148:
+		return wrapLoaderRangerSwapper{c, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 149:
+		return wrapStripedLoaderRangerSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 150:
+		return wrapBatcherLoaderRangerSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 151:
+		return wrapStripedBatcherLoaderRangerSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 152:
+		return wrapCounterRangerSwapper{c, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 153:
+		return wrapStripedCounterRangerSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 154:
+		return wrapBatcherCounterRangerSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 155:
+		return wrapStripedBatcherCounterRangerSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 156:
+		return wrapLoaderCounterRangerSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 157:
+		return wrapStripedLoaderCounterRangerSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 158:
+		return wrapBatcherLoaderCounterRangerSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 159:
+		return wrapStripedBatcherLoaderCounterRangerSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, swapper{f, inner.(backend.Swapper)}}
+	case 160:
+		return wrapSweeperSwapper{c, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 161:
+		return wrapStripedSweeperSwapper{c, striped{f, inner.(backend.Striped)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 162:
+		return wrapBatcherSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 163:
+		return wrapStripedBatcherSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 164:
+		return wrapLoaderSweeperSwapper{c, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 165:
+		return wrapStripedLoaderSweeperSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 166:
+		return wrapBatcherLoaderSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 167:
+		return wrapStripedBatcherLoaderSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 168:
+		return wrapCounterSweeperSwapper{c, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 169:
+		return wrapStripedCounterSweeperSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 170:
+		return wrapBatcherCounterSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 171:
+		return wrapStripedBatcherCounterSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 172:
+		return wrapLoaderCounterSweeperSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 173:
+		return wrapStripedLoaderCounterSweeperSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 174:
+		return wrapBatcherLoaderCounterSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 175:
+		return wrapStripedBatcherLoaderCounterSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 176:
+		return wrapRangerSweeperSwapper{c, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 177:
+		return wrapStripedRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 178:
+		return wrapBatcherRangerSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 179:
+		return wrapStripedBatcherRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 180:
+		return wrapLoaderRangerSweeperSwapper{c, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 181:
+		return wrapStripedLoaderRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 182:
+		return wrapBatcherLoaderRangerSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 183:
+		return wrapStripedBatcherLoaderRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 184:
+		return wrapCounterRangerSweeperSwapper{c, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 185:
+		return wrapStripedCounterRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 186:
+		return wrapBatcherCounterRangerSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 187:
+		return wrapStripedBatcherCounterRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 188:
+		return wrapLoaderCounterRangerSweeperSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 189:
+		return wrapStripedLoaderCounterRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 190:
+		return wrapBatcherLoaderCounterRangerSweeperSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 191:
+		return wrapStripedBatcherLoaderCounterRangerSweeperSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, swapper{f, inner.(backend.Swapper)}}
+	case 192:
+		return wrapEvictionsSwapper{c, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 193:
+		return wrapStripedEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 194:
+		return wrapBatcherEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 195:
+		return wrapStripedBatcherEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 196:
+		return wrapLoaderEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 197:
+		return wrapStripedLoaderEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 198:
+		return wrapBatcherLoaderEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 199:
+		return wrapStripedBatcherLoaderEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 200:
+		return wrapCounterEvictionsSwapper{c, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 201:
+		return wrapStripedCounterEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 202:
+		return wrapBatcherCounterEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 203:
+		return wrapStripedBatcherCounterEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 204:
+		return wrapLoaderCounterEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 205:
+		return wrapStripedLoaderCounterEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 206:
+		return wrapBatcherLoaderCounterEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 207:
+		return wrapStripedBatcherLoaderCounterEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 208:
+		return wrapRangerEvictionsSwapper{c, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 209:
+		return wrapStripedRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 210:
+		return wrapBatcherRangerEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 211:
+		return wrapStripedBatcherRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 212:
+		return wrapLoaderRangerEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 213:
+		return wrapStripedLoaderRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 214:
+		return wrapBatcherLoaderRangerEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 215:
+		return wrapStripedBatcherLoaderRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 216:
+		return wrapCounterRangerEvictionsSwapper{c, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 217:
+		return wrapStripedCounterRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 218:
+		return wrapBatcherCounterRangerEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 219:
+		return wrapStripedBatcherCounterRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 220:
+		return wrapLoaderCounterRangerEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 221:
+		return wrapStripedLoaderCounterRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 222:
+		return wrapBatcherLoaderCounterRangerEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 223:
+		return wrapStripedBatcherLoaderCounterRangerEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 224:
+		return wrapSweeperEvictionsSwapper{c, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 225:
+		return wrapStripedSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 226:
+		return wrapBatcherSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 227:
+		return wrapStripedBatcherSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 228:
+		return wrapLoaderSweeperEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 229:
+		return wrapStripedLoaderSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 230:
+		return wrapBatcherLoaderSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 231:
+		return wrapStripedBatcherLoaderSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 232:
+		return wrapCounterSweeperEvictionsSwapper{c, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 233:
+		return wrapStripedCounterSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 234:
+		return wrapBatcherCounterSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 235:
+		return wrapStripedBatcherCounterSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 236:
+		return wrapLoaderCounterSweeperEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 237:
+		return wrapStripedLoaderCounterSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 238:
+		return wrapBatcherLoaderCounterSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 239:
+		return wrapStripedBatcherLoaderCounterSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 240:
+		return wrapRangerSweeperEvictionsSwapper{c, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 241:
+		return wrapStripedRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 242:
+		return wrapBatcherRangerSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 243:
+		return wrapStripedBatcherRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 244:
+		return wrapLoaderRangerSweeperEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 245:
+		return wrapStripedLoaderRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 246:
+		return wrapBatcherLoaderRangerSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 247:
+		return wrapStripedBatcherLoaderRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 248:
+		return wrapCounterRangerSweeperEvictionsSwapper{c, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 249:
+		return wrapStripedCounterRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 250:
+		return wrapBatcherCounterRangerSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 251:
+		return wrapStripedBatcherCounterRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 252:
+		return wrapLoaderCounterRangerSweeperEvictionsSwapper{c, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 253:
+		return wrapStripedLoaderCounterRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	case 254:
+		return wrapBatcherLoaderCounterRangerSweeperEvictionsSwapper{c, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
+	default:
+		return wrapStripedBatcherLoaderCounterRangerSweeperEvictionsSwapper{c, striped{f, inner.(backend.Striped)}, batcher{f, inner.(backend.Batcher)}, loader{f, inner.(backend.Loader)}, counter{inner.(backend.Counter)}, ranger{f, inner.(backend.Ranger)}, sweeper{f, inner.(backend.Sweeper)}, evictions{inner.(backend.EvictionCounter)}, swapper{f, inner.(backend.Swapper)}}
 	}
 }

@@ -20,6 +20,9 @@ var mixins = []struct{ name, iface, field, init string }{
 	{"Loader", "backend.Loader", "loader", "loader{f, inner.(backend.Loader)}"},
 	{"Counter", "backend.Counter", "counter", "counter{inner.(backend.Counter)}"},
 	{"Ranger", "backend.Ranger", "ranger", "ranger{f, inner.(backend.Ranger)}"},
+	{"Sweeper", "backend.Sweeper", "sweeper", "sweeper{f, inner.(backend.Sweeper)}"},
+	{"Evictions", "backend.EvictionCounter", "evictions", "evictions{inner.(backend.EvictionCounter)}"},
+	{"Swapper", "backend.Swapper", "swapper", "swapper{f, inner.(backend.Swapper)}"},
 }
 
 func main() {

@@ -267,6 +267,17 @@ func (s *Store) DeleteLocked(hash uint64, key []byte) error {
 // Len returns the number of keys held, including expired ones not yet swept.
 func (s *Store) Len() int { return int(s.keys.Load()) }
 
+var (
+	_ backend.Striped         = (*Store)(nil)
+	_ backend.Counter         = (*Store)(nil)
+	_ backend.Sweeper         = (*Store)(nil)
+	_ backend.EvictionCounter = (*Store)(nil)
+)
+
+// Evictions returns the number of expired keys removed so far, as
+// Stats().Evicted. It implements backend.EvictionCounter.
+func (s *Store) Evictions() uint64 { return s.evicted.Load() }
+
 // Stats returns the store's counters. It takes no lock.
 func (s *Store) Stats() Stats {
 	return Stats{

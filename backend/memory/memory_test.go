@@ -106,11 +106,21 @@ func TestMaxKeysAfterSweep(t *testing.T) {
 	if err := s.Put([]byte("new"), []byte("v"), 0); !errors.Is(err, backend.ErrFull) {
 		t.Fatalf("Put(new) = %v, want ErrFull", err)
 	}
-	for s.Sweep(60, 1000) > 0 {
+	for sweep(t, s, 60, 1000) > 0 {
 	}
 	if err := s.Put([]byte("new"), []byte("v"), 0); err != nil {
 		t.Fatalf("Put(new) after Sweep = %v, want nil", err)
 	}
+}
+
+// sweep is s.Sweep for a store that is open: an error fails the test.
+func sweep(t *testing.T, s *memory.Store, now int64, budget int) int {
+	t.Helper()
+	n, err := s.Sweep(now, budget)
+	if err != nil {
+		t.Fatalf("Sweep(%d, %d): %v", now, budget, err)
+	}
+	return n
 }
 
 func TestSweep(t *testing.T) {
@@ -128,7 +138,7 @@ func TestSweep(t *testing.T) {
 	}
 	t.Run("nothing expired", func(t *testing.T) {
 		s := newStore(t)
-		if got := s.Sweep(99, n); got != 0 {
+		if got := sweep(t, s, 99, n); got != 0 {
 			t.Fatalf("Sweep(99, %d) = %d, want 0", n, got)
 		}
 	})
@@ -139,14 +149,18 @@ func TestSweep(t *testing.T) {
 		}
 		// Every key is expired, so every key examined is removed: the
 		// count removed is the count examined.
-		for _, budget := range []int{0, 1, 5, 10, 25, 40} {
+		// A budget of zero or less means the batch size.
+		for _, budget := range []int{0, 1, 5, 10, 25, 40, -1} {
 			want := min(budget, shards*batch)
-			if got := s.Sweep(100, budget); got != want {
+			if budget <= 0 {
+				want = batch
+			}
+			if got := sweep(t, s, 100, budget); got != want {
 				t.Errorf("Sweep(100, %d) = %d, want %d (batch %d per shard, %d shards)", budget, got, want, batch, shards)
 			}
 		}
 		// A large budget still visits each shard once, batch keys each.
-		if got := s.Sweep(100, n); got != shards*batch {
+		if got := sweep(t, s, 100, n); got != shards*batch {
 			t.Errorf("Sweep(100, %d) = %d, want %d", n, got, shards*batch)
 		}
 	})
@@ -154,7 +168,7 @@ func TestSweep(t *testing.T) {
 		s := newStore(t)
 		total, calls := 0, 0
 		for ; calls < 100; calls++ {
-			r := s.Sweep(100, 25)
+			r := sweep(t, s, 100, 25)
 			if r > 25 {
 				t.Fatalf("Sweep(100, 25) = %d, over budget", r)
 			}
@@ -176,7 +190,7 @@ func TestSweep(t *testing.T) {
 				t.Fatalf("Get(%q) = %q, %v, want present=%v", k, v, err, want)
 			}
 		}
-		if got := s.Sweep(1<<62, n); got != 0 {
+		if got := sweep(t, s, 1<<62, n); got != 0 {
 			t.Fatalf("Sweep of a store with no expiring keys = %d, want 0", got)
 		}
 	})
@@ -224,8 +238,8 @@ func TestCloseStopsSweeper(t *testing.T) {
 		runtime.Gosched()
 		time.Sleep(time.Millisecond)
 	}
-	if got := stores[0].Sweep(1, 100); got != 0 {
-		t.Errorf("Sweep after Close = %d, want 0", got)
+	if got, err := stores[0].Sweep(1, 100); got != 0 || !errors.Is(err, backend.ErrClosed) {
+		t.Errorf("Sweep after Close = %d, %v, want 0, ErrClosed", got, err)
 	}
 	if got := stores[0].Stats(); got.Keys != 0 {
 		t.Errorf("Stats().Keys after Close = %d, want 0", got.Keys)

@@ -1,12 +1,18 @@
 package memory
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/backend"
+)
 
 // Sweep runs one bounded step of expiry sweeping at now: it visits each shard
 // at most once, starting where the previous step stopped, and in each visit
 // examines at most Options.SweepBatch keys from that shard's cursor under
 // the shard's lock, removing those expired at now. It stops once it has
-// examined budget keys in all. It returns the number of keys removed.
+// examined budget keys in all (Options.SweepBatch when budget is zero or
+// less). It returns the number of keys removed. It implements
+// backend.Sweeper.
 //
 // The background sweeper does not call it: each SweepInterval it walks
 // every key of every shard in steps of the same size (see
@@ -14,10 +20,16 @@ import "time"
 // Sweep directly. Expired keys
 // read as absent whether or not they have been swept; sweeping only frees
 // their memory. Sweep takes shard locks itself, so it must not be called
-// while holding one. After Close, Sweep returns 0.
-func (s *Store) Sweep(now int64, budget int) (removed int) {
+// while holding one. After Close, Sweep returns backend.ErrClosed.
+func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
+	if s.closed.Load() {
+		return 0, backend.ErrClosed
+	}
+	if budget <= 0 {
+		budget = s.batch
+	}
 	_, removed = s.sweep(now, budget)
-	return removed
+	return removed, nil
 }
 
 // sweep is Sweep, also returning how many keys it examined.

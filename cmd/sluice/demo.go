@@ -327,7 +327,11 @@ func demoHousekeeping(w io.Writer, eng *engine.Engine, clock *engine.FakeClock, 
 	// Each Sweep visits every shard once; more than one pass is needed only
 	// when a shard holds more keys than a sweep examines per visit.
 	for pass := 0; pass < 1000 && eng.Len() > 0; pass++ {
-		evicted += eng.Sweep(math.MaxInt)
+		n, err := eng.Sweep(math.MaxInt)
+		if err != nil {
+			return err
+		}
+		evicted += n
 	}
 	fmt.Fprintf(w, "  keys held: %d, evicted after %d min idle: %d\n", held, int(idle/time.Minute), evicted)
 	counters, err := g.formatMetrics()

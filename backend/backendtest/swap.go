@@ -1,0 +1,217 @@
+package backendtest
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+// SwapStore is an in-process backend.Swapper: a map with expiry on its own
+// clock. It stands in for a store across a network (Redis) in the engine's
+// tests, with hooks for what a network and other processes bring: a delay
+// before every compare-and-swap, and writes slipped in between the engine's
+// read of a record and its commit. It also implements backend.Counter and
+// backend.Sweeper. It is safe for concurrent use.
+type SwapStore struct {
+	now     func() int64
+	noClock bool
+	delay   time.Duration
+	before  func(s *SwapStore, swaps []backend.Swap)
+
+	mu     sync.Mutex // guards recs and closed
+	recs   map[string]swapRecord
+	closed bool
+
+	calls, mismatches atomic.Int64
+}
+
+type swapRecord struct {
+	value     []byte
+	expiresAt int64 // zero or less: never
+}
+
+// SwapOptions configure a SwapStore. The zero value (or nil) means a store on
+// the system clock, with no delay and no hook.
+type SwapOptions struct {
+	// Now is the store's clock in Unix nanoseconds; nil means the system
+	// clock.
+	Now func() int64
+	// NoClock makes CompareAndSwap return a zero time, as a store without
+	// a clock of its own does; records still expire on Now.
+	NoClock bool
+	// Delay is slept at the start of every CompareAndSwap, as a round trip
+	// would take.
+	Delay time.Duration
+	// Before, when set, runs at the start of every CompareAndSwap (after
+	// Delay), before the store compares anything and without its lock: it
+	// may write to the store with Put or Delete, as another process would
+	// between the engine's read of a record and its commit.
+	Before func(s *SwapStore, swaps []backend.Swap)
+}
+
+var (
+	_ backend.Swapper = (*SwapStore)(nil)
+	_ backend.Counter = (*SwapStore)(nil)
+	_ backend.Sweeper = (*SwapStore)(nil)
+)
+
+// NewSwapStore returns an empty SwapStore.
+func NewSwapStore(o *SwapOptions) *SwapStore {
+	s := &SwapStore{recs: map[string]swapRecord{}, now: func() int64 { return time.Now().UnixNano() }}
+	if o != nil {
+		if o.Now != nil {
+			s.now = o.Now
+		}
+		s.noClock, s.delay, s.before = o.NoClock, o.Delay, o.Before
+	}
+	return s
+}
+
+// Calls returns the number of CompareAndSwap calls made so far, including
+// those that found a mismatch and empty ones.
+func (s *SwapStore) Calls() int { return int(s.calls.Load()) }
+
+// Mismatches returns the number of CompareAndSwap calls that wrote nothing
+// because a key held another record than expected.
+func (s *SwapStore) Mismatches() int { return int(s.mismatches.Load()) }
+
+// live returns k's record at now, or nil. The caller holds s.mu.
+func (s *SwapStore) live(k string, now int64) []byte {
+	r, ok := s.recs[k]
+	if !ok || (r.expiresAt > 0 && r.expiresAt <= now) {
+		return nil
+	}
+	return r.value
+}
+
+// Get returns the record under key live at now.
+func (s *SwapStore) Get(key []byte, now int64) ([]byte, error) {
+	if len(key) == 0 {
+		return nil, backend.ErrEmptyKey
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, backend.ErrClosed
+	}
+	return bytes.Clone(s.live(string(key), now)), nil
+}
+
+// Put stores value under key until expiresAt.
+func (s *SwapStore) Put(key, value []byte, expiresAt int64) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	s.recs[string(key)] = swapRecord{append([]byte{}, value...), expiresAt}
+	return nil
+}
+
+// Delete removes the record under key.
+func (s *SwapStore) Delete(key []byte) error {
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	delete(s.recs, string(key))
+	return nil
+}
+
+// Len returns the number of records held, expired ones included.
+func (s *SwapStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}
+
+// Sweep removes up to budget records expired at now (every expired record
+// when budget is zero or less).
+func (s *SwapStore) Sweep(now int64, budget int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, backend.ErrClosed
+	}
+	n := 0
+	for k, r := range s.recs {
+		if budget > 0 && n == budget {
+			break
+		}
+		if r.expiresAt > 0 && r.expiresAt <= now {
+			delete(s.recs, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// CompareAndSwap implements backend.Swapper on the store's clock.
+func (s *SwapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
+	s.calls.Add(1)
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+	if s.before != nil {
+		s.before(s, swaps)
+	}
+	for _, w := range swaps {
+		if len(w.Key) == 0 {
+			return false, nil, 0, backend.ErrEmptyKey
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, nil, 0, backend.ErrClosed
+	}
+	now := s.now()
+	reply := now
+	if s.noClock {
+		reply = 0
+	}
+	match := true
+	for _, w := range swaps {
+		cur := s.live(string(w.Key), now)
+		if (cur == nil) != (w.Expected == nil) || !bytes.Equal(cur, w.Expected) {
+			match = false
+			break
+		}
+	}
+	if !match {
+		s.mismatches.Add(1)
+		current := make([][]byte, len(swaps))
+		for i, w := range swaps {
+			current[i] = bytes.Clone(s.live(string(w.Key), now))
+		}
+		return false, current, reply, nil
+	}
+	for _, w := range swaps {
+		switch {
+		case w.Keep:
+		case w.Value == nil || w.TTL <= 0:
+			delete(s.recs, string(w.Key))
+		default:
+			s.recs[string(w.Key)] = swapRecord{append([]byte{}, w.Value...), now + int64(w.TTL)}
+		}
+	}
+	return true, nil, reply, nil
+}
+
+// Close empties the store; later calls return backend.ErrClosed.
+func (s *SwapStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed, s.recs = true, nil
+	return nil
+}

@@ -1,0 +1,97 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// An engine over the memory store, on a fake clock so the output is fixed.
+// The engine owns the store: Close closes it. A stripe count that is not a
+// power of two is refused.
+func ExampleNew() {
+	clock := engine.NewFakeClock(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	e, err := engine.New(memory.New(nil), &engine.Options{Clock: clock})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+	l := engine.Limit{Namespace: "login", Algorithm: algo.MustNew(algo.GCRAName, algo.Params{Limit: 3, Window: time.Minute})}
+	d, _ := e.Apply(l, "203.0.113.7", 1)
+	fmt.Println(d.Allowed, d.Remaining, e.Len(), "key")
+
+	store := memory.New(nil)
+	defer store.Close() // New failed: the store is still the caller's
+	_, err = engine.New(store, &engine.Options{Stripes: 12})
+	fmt.Println(err)
+	// Output:
+	// true 2 1 key
+	// sluice/engine: stripes must be a power of two, got 12
+}
+
+// Five requests a minute per caller with a token bucket: the sixth is
+// denied, with the time until one token is back.
+func ExampleEngine_Apply() {
+	clock := engine.NewFakeClock(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	e, _ := engine.New(memory.New(nil), &engine.Options{Clock: clock})
+	defer e.Close()
+	l := engine.Limit{
+		Namespace: "orders-write",
+		Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 5, Window: time.Minute}),
+	}
+	for i := 1; i <= 6; i++ {
+		d, err := e.Apply(l, "user-42", 1)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("request %d: allowed %v, remaining %d, retry after %v\n", i, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	clock.Advance(12 * time.Second)
+	d, _ := e.Apply(l, "user-42", 1)
+	fmt.Printf("12s later: allowed %v\n", d.Allowed)
+	_, err := e.Apply(l, "user-42", 6)
+	fmt.Println("cost 6 of 5:", errors.Is(err, engine.ErrCostExceedsCapacity))
+	// Output:
+	// request 1: allowed true, remaining 4, retry after 0s
+	// request 2: allowed true, remaining 3, retry after 0s
+	// request 3: allowed true, remaining 2, retry after 0s
+	// request 4: allowed true, remaining 1, retry after 0s
+	// request 5: allowed true, remaining 0, retry after 0s
+	// request 6: allowed false, remaining 0, retry after 12s
+	// 12s later: allowed true
+	// cost 6 of 5: true
+}
+
+// A request charged to a caller and to a shared pool at once: when the pool
+// is spent, the caller's budget is left untouched.
+func ExampleEngine_ApplyAll() {
+	clock := engine.NewFakeClock(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	e, _ := engine.New(memory.New(nil), &engine.Options{Clock: clock})
+	defer e.Close()
+	user := engine.Limit{Namespace: "per-user", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 10, Window: time.Minute})}
+	pool := engine.Limit{Namespace: "pool", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Minute})}
+	for i := 1; i <= 3; i++ {
+		ds, all, err := e.ApplyAll([]engine.Request{
+			{Limit: user, Key: "user-42", Cost: 1},
+			{Limit: pool, Key: "all", Cost: 1},
+		})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("call %d: all %v; user %v, pool %v\n", i, all, ds[0].Allowed, ds[1].Allowed)
+	}
+	d, _ := e.Peek(user, "user-42", 1)
+	fmt.Println("user remaining after the peeked request:", d.Remaining)
+	// Output:
+	// call 1: all true; user true, pool true
+	// call 2: all true; user true, pool true
+	// call 3: all false; user true, pool false
+	// user remaining after the peeked request: 7
+}

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/memory"
+)
+
+// The engine's dispatch. New looks at the backend once and picks one of two
+// paths, and the capabilities it counts and sweeps through:
+//
+//   - the striped path, for every store that can lend a lock: a
+//     backend.Striped (the memory store, or any store wrapping one), the
+//     in-memory tier over a durable store (Pebble, bbolt), or a plain
+//     Backend made striped by the engine's own locks (lockedBackend). A
+//     decision takes one stripe lock and reads, steps and writes under it.
+//   - the swap path, for a backend.Swapper: see swap.go.
+//
+// On the striped path a bare *memory.Store is called without an interface,
+// so that a key built on the caller's stack stays there: the same calls, in
+// the same order, as through backend.Striped, only devirtualised.
+
+// storeSet is what New chose for a backend.
+type storeSet struct {
+	striped backend.Striped         // the striped path's store; nil on the swap path
+	mem     *memory.Store           // striped, when it is a bare memory store
+	tier    *tier                   // striped, when it is the tier over a durable store
+	swap    *swapPath               // the swap path; nil on the striped path
+	count   backend.Counter         // what Stats.Keys reads; nil when unknown
+	evicted backend.EvictionCounter // what Stats.Evictions reads; nil when unknown
+	sweeper backend.Sweeper         // what Sweep calls; nil when the store cannot sweep
+}
+
+// choose picks the engine's path over b. n is the stripe count asked for
+// (zero: the default); it returns the stripe count used.
+func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
+	s := &e.store
+	switch sb := b.(type) {
+	case backend.Swapper:
+		if n == 0 {
+			n = DefaultStripes
+		}
+		sp, err := newSwapPath(sb, o, n)
+		if err != nil {
+			return 0, err
+		}
+		s.swap = sp
+	case backend.Batcher:
+		t, err := newTier(b, o, e.clock)
+		if err != nil {
+			return 0, err
+		}
+		s.tier, s.striped, n = t, t, t.Stripes()
+		s.count, s.evicted, s.sweeper = t.cache, t.cache, t.cache
+		return n, nil
+	case backend.Striped:
+		s.striped, n = sb, sb.Stripes()
+		s.mem, _ = b.(*memory.Store)
+	default:
+		if n == 0 {
+			n = DefaultStripes
+		}
+		s.striped = newLockedBackend(b, n)
+	}
+	s.count, _ = b.(backend.Counter)
+	s.evicted, _ = b.(backend.EvictionCounter)
+	s.sweeper, _ = b.(backend.Sweeper)
+	return n, nil
+}
+
+func (e *Engine) lock(i int) {
+	if e.store.mem != nil {
+		e.store.mem.Lock(i)
+		return
+	}
+	e.store.striped.Lock(i)
+}
+
+func (e *Engine) unlock(i int) {
+	if e.store.mem != nil {
+		e.store.mem.Unlock(i)
+		return
+	}
+	e.store.striped.Unlock(i)
+}
+
+// get, write and del are the striped path's record operations, for a caller
+// holding the stripe of st. A bare memory store gets k itself; any other
+// store, called through an interface that would make k escape to the heap,
+// gets the stripe's copy of it, so that a caller's key on the stack stays
+// there.
+func (e *Engine) get(st *stripe, h uint64, k []byte, now int64) ([]byte, error) {
+	if e.store.mem != nil {
+		return e.store.mem.GetLocked(h, k, now)
+	}
+	st.key = append(st.key[:0], k...)
+	return e.store.striped.GetLocked(h, st.key, now)
+}
+
+// write stores next under k until now+ttl, or removes the record when there
+// is no next record (a corrupt one being dropped) or it is already
+// equivalent to none.
+func (e *Engine) write(st *stripe, h uint64, k, next []byte, now int64, ttl time.Duration) error {
+	if next == nil || ttl <= 0 {
+		return e.del(st, h, k)
+	}
+	if e.store.mem != nil {
+		return e.store.mem.PutLocked(h, k, next, now+int64(ttl))
+	}
+	st.key = append(st.key[:0], k...)
+	return e.store.striped.PutLocked(h, st.key, next, now+int64(ttl))
+}
+
+func (e *Engine) del(st *stripe, h uint64, k []byte) error {
+	if e.store.mem != nil {
+		return e.store.mem.DeleteLocked(h, k)
+	}
+	st.key = append(st.key[:0], k...)
+	return e.store.striped.DeleteLocked(h, st.key)
+}
+
+// lockedBackend makes a plain Backend a backend.Striped with the engine's
+// own stripe locks, so every store that can be locked in process takes one
+// path. Its *Locked methods are the plain ones: the record Get returns is
+// the caller's, so stepping it in place is safe.
+type lockedBackend struct {
+	backend.Backend
+	locks []paddedMutex
+}
+
+// paddedMutex keeps neighbouring stripes' locks off one cache line.
+type paddedMutex struct {
+	mu sync.Mutex // makes read-step-write indivisible for the stripe's keys
+	_  [56]byte
+}
+
+func newLockedBackend(b backend.Backend, n int) *lockedBackend {
+	return &lockedBackend{Backend: b, locks: make([]paddedMutex, n)}
+}
+
+func (l *lockedBackend) Stripes() int { return len(l.locks) }
+func (l *lockedBackend) Lock(i int)   { l.locks[i].mu.Lock() }
+func (l *lockedBackend) Unlock(i int) { l.locks[i].mu.Unlock() }
+
+func (l *lockedBackend) GetLocked(_ uint64, k []byte, now int64) ([]byte, error) {
+	return l.Get(k, now)
+}
+
+func (l *lockedBackend) PutLocked(_ uint64, k, v []byte, exp int64) error {
+	return l.Put(k, v, exp)
+}
+
+func (l *lockedBackend) DeleteLocked(_ uint64, k []byte) error { return l.Delete(k) }
