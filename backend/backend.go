@@ -207,3 +207,14 @@ type Swapper interface {
 	// the slices of current belong to the caller.
 	CompareAndSwap(swaps []Swap) (ok bool, current [][]byte, now int64, err error)
 }
+
+// Grouper is implemented by a Swapper whose CompareAndSwap is atomic only
+// over keys of one group: over a Redis Cluster, the keys of one hash slot.
+// The engine sends each compare-and-swap over keys of one group only; an
+// ApplyAll whose keys lie in several groups is committed group by group
+// (see the engine's package doc for what that promises).
+type Grouper interface {
+	// SwapGroup returns key's group: keys with equal groups may be swapped
+	// together.
+	SwapGroup(key []byte) string
+}

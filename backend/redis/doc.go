@@ -1,0 +1,35 @@
+// Package redis is the store for a fleet: a backend.Swapper over Redis (or
+// a protocol-compatible server), standalone or Cluster, so that every
+// gateway of a fleet spends one budget per caller.
+//
+// The algorithms stay in Go: Redis Lua has only float64 numbers, and
+// Sluice's records hold int64 nanoseconds and 128-bit products. Each key
+// is one Redis string holding exactly the record package codec defines,
+// with PX set to the decision's TTL (so Redis forgets a record exactly
+// when it has become equivalent to none). The engine steps the record it
+// last saw and commits with one Lua compare-and-swap script, loaded once
+// and called by EVALSHA (EVAL when Redis has lost it): the script writes
+// every key of the decision if each still holds what the engine expected,
+// else writes nothing and returns the current records. An expected record
+// longer than 40 bytes (a sliding log) is sent as its SHA-1, not whole.
+// Every reply carries the server's TIME, which the engine uses as its
+// clock, so gateways whose clocks disagree decide as one.
+//
+// # Keys
+//
+// A rule's record for a caller is stored under
+//
+//	<prefix>{<caller key>}:<rule>
+//
+// for example sluice:{user:42}:orders, so that all the limits of one caller
+// share a Cluster hash tag and a multi-limit decision is one script. In
+// the caller's key '%', '{' and '}' are written %25, %7B and %7D.
+//
+// # Failures
+//
+// Every call has a deadline (Options.Timeout, 5ms by default). A circuit
+// breaker stops calling a Redis that failed Options.BreakerFailures times
+// in a row, answering ErrUnavailable at once, and lets one call probe it
+// every Options.BreakerCooldown. The engine turns either into an
+// engine.ErrStore, and the doors apply their on_store_error policy.
+package redis

@@ -1,0 +1,548 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+// Errors returned by the store, besides those of package backend. Check
+// them with errors.Is.
+var (
+	// ErrUnavailable is returned without calling Redis while the circuit
+	// breaker is open: Redis failed Options.BreakerFailures calls in a row,
+	// and the store waits Options.BreakerCooldown before it probes again.
+	ErrUnavailable = errors.New("sluice/backend/redis: unavailable (circuit open after repeated failures)")
+	// ErrCrossSlot is returned by a CompareAndSwap over a Cluster whose
+	// keys lie in more than one swap group (see SwapGroup). The engine
+	// never sends one; nothing is written.
+	ErrCrossSlot = errors.New("sluice/backend/redis: compare-and-swap over keys of different hash tags on a Cluster")
+)
+
+// Defaults for Options.
+const (
+	DefaultKeyPrefix       = "sluice:"
+	DefaultTimeout         = 5 * time.Millisecond
+	DefaultConnectTimeout  = 5 * time.Second
+	DefaultBreakerFailures = 5
+	DefaultBreakerCooldown = time.Second
+)
+
+// Options configure a Store. The zero value (or nil) means the defaults.
+type Options struct {
+	// KeyPrefix starts every key the store writes; zero means
+	// DefaultKeyPrefix. Give each Sluice deployment sharing one Redis its
+	// own.
+	KeyPrefix string
+	// Timeout is every call's deadline, from the moment it is made (a
+	// decision waiting for a connection from the pool counts against it
+	// too); zero means DefaultTimeout, 5ms. A call past it fails with an
+	// error wrapping context.DeadlineExceeded.
+	Timeout time.Duration
+	// ConnectTimeout bounds New's first call, which checks that Redis
+	// answers and loads the script; zero means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// BreakerFailures is how many calls in a row must fail (time out or
+	// lose their connection; an error reply from Redis is not a failure of
+	// Redis) before the circuit opens; zero means DefaultBreakerFailures,
+	// a negative value disables the breaker.
+	BreakerFailures int
+	// BreakerCooldown is how long an open circuit answers ErrUnavailable
+	// before one call probes Redis again; zero means
+	// DefaultBreakerCooldown.
+	BreakerCooldown time.Duration
+	// EngineClock makes the store report no time of its own, so that the
+	// engine's clock rules, and keep every record at least an hour of
+	// Redis' time, since Redis expires records by its own clock, which a
+	// FakeClock does not drive. Keeping a record past its TTL changes no
+	// decision (it is then equivalent to none); it costs memory. For tests
+	// and simulations that drive the engine with a FakeClock; never in
+	// production.
+	EngineClock bool
+}
+
+// Store is a backend.Swapper over Redis, standalone or Cluster. See the
+// package doc.
+type Store struct {
+	c       goredis.UniversalClient
+	own     bool // Open made c, so Close closes it
+	cluster bool
+	prefix  string
+	timeout time.Duration
+	noClock bool
+	brk     breaker
+	closed  atomic.Bool
+}
+
+var (
+	_ backend.Swapper = (*Store)(nil)
+	_ backend.Grouper = (*Store)(nil)
+)
+
+// New returns a store over c, which the caller keeps: Close does not close
+// it. c must have ContextTimeoutEnabled set (go-redis ignores deadlines
+// without it, and a decision must never outlive its Timeout). New checks
+// that Redis answers and loads the compare-and-swap script, within
+// Options.ConnectTimeout.
+func New(c goredis.UniversalClient, opts *Options) (*Store, error) {
+	return newStore(c, opts, false)
+}
+
+func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if c == nil {
+		return nil, errors.New("sluice/backend/redis: nil client")
+	}
+	if o.Timeout < 0 || o.ConnectTimeout < 0 || o.BreakerCooldown < 0 {
+		return nil, fmt.Errorf("sluice/backend/redis: timeouts must not be negative (timeout %v, connect timeout %v, breaker cooldown %v)", o.Timeout, o.ConnectTimeout, o.BreakerCooldown)
+	}
+	s := &Store{c: c, own: own, prefix: o.KeyPrefix, timeout: o.Timeout, noClock: o.EngineClock}
+	switch cc := c.(type) {
+	case *goredis.Client:
+		if !cc.Options().ContextTimeoutEnabled {
+			return nil, errors.New("sluice/backend/redis: the client must have ContextTimeoutEnabled set, or calls would not keep their deadline")
+		}
+	case *goredis.ClusterClient:
+		if !cc.Options().ContextTimeoutEnabled {
+			return nil, errors.New("sluice/backend/redis: the client must have ContextTimeoutEnabled set, or calls would not keep their deadline")
+		}
+		s.cluster = true
+	}
+	if s.prefix == "" {
+		s.prefix = DefaultKeyPrefix
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
+	}
+	connect := o.ConnectTimeout
+	if connect == 0 {
+		connect = DefaultConnectTimeout
+	}
+	s.brk = breaker{threshold: int32(o.BreakerFailures), cooldown: int64(o.BreakerCooldown)}
+	if s.brk.threshold == 0 {
+		s.brk.threshold = DefaultBreakerFailures
+	}
+	if s.brk.cooldown == 0 {
+		s.brk.cooldown = int64(DefaultBreakerCooldown)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), connect)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("sluice/backend/redis: Redis does not answer: %w", err)
+	}
+	if s.cluster {
+		err := c.(*goredis.ClusterClient).ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+			return casScript.Load(ctx, n).Err()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sluice/backend/redis: loading the script: %w", err)
+		}
+	} else if err := casScript.Load(ctx, c).Err(); err != nil {
+		return nil, fmt.Errorf("sluice/backend/redis: loading the script: %w", err)
+	}
+	return s, nil
+}
+
+// ClientOptions say how Open reaches Redis.
+type ClientOptions struct {
+	// Addrs are host:port addresses: one for a standalone server, several
+	// for the seed nodes of a Cluster.
+	Addrs []string
+	// Username and Password authenticate (ACL or requirepass); empty for
+	// none.
+	Username, Password string
+	// DB selects the database of a standalone server.
+	DB int
+	// TLS, when not nil, connects with TLS.
+	TLS *tls.Config
+	// PoolSize is the connections kept per node; zero means go-redis'
+	// default (ten per CPU).
+	PoolSize int
+}
+
+// Open connects to Redis as o says and returns a store over the client it
+// makes, which Close closes. One address is a standalone server, several
+// the seed nodes of a Cluster.
+func Open(o ClientOptions, opts *Options) (*Store, error) {
+	if len(o.Addrs) == 0 {
+		return nil, errors.New("sluice/backend/redis: no address")
+	}
+	timeout := DefaultTimeout
+	if opts != nil && opts.Timeout > 0 {
+		timeout = opts.Timeout
+	}
+	// The socket deadlines are a backstop: every call carries its own
+	// context deadline.
+	io := max(timeout, 100*time.Millisecond)
+	var c goredis.UniversalClient
+	if len(o.Addrs) == 1 {
+		c = goredis.NewClient(&goredis.Options{
+			Addr: o.Addrs[0], Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
+			PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
+			DialTimeout: DefaultConnectTimeout, MaxRetries: -1,
+		})
+	} else {
+		if o.DB != 0 {
+			return nil, errors.New("sluice/backend/redis: a Cluster has no databases but 0")
+		}
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
+			PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
+			DialTimeout: DefaultConnectTimeout, MaxRetries: -1,
+		})
+	}
+	s, err := newStore(c, opts, true)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Client returns the go-redis client under the store.
+func (s *Store) Client() goredis.UniversalClient { return s.c }
+
+// casScript is the compare-and-swap. For each key i, ARGV[3i-2] says what
+// it must hold: "" no record, "=" followed by the record, or "#" followed
+// by the record's SHA-1 in hex (for records longer than 40 bytes);
+// ARGV[3i-1] what to do when every key holds what it should: "" leave the
+// key as it is, "0" delete it, or a TTL in milliseconds to SET ARGV[3i]
+// with. The reply is {1, seconds, microseconds} of the server's TIME when
+// it wrote, or {0, seconds, microseconds, current records...} (false for
+// an absent one) when it wrote nothing.
+var casScript = goredis.NewScript(`
+local t = redis.call('TIME')
+local cur, ok = {}, true
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  local e = ARGV[3*i-2]
+  if e == '' then
+    if v then ok = false end
+  elseif not v then
+    ok = false
+  elseif string.byte(e) == 61 then
+    if string.sub(e, 2) ~= v then ok = false end
+  elseif redis.sha1hex(v) ~= string.sub(e, 2) then
+    ok = false
+  end
+  cur[i] = v
+end
+if not ok then
+  return {0, t[1], t[2], unpack(cur)}
+end
+for i = 1, #KEYS do
+  local ttl = ARGV[3*i-1]
+  if ttl == '0' then
+    redis.call('DEL', KEYS[i])
+  elseif ttl ~= '' then
+    redis.call('SET', KEYS[i], ARGV[3*i], 'PX', ttl)
+  end
+end
+return {1, t[1], t[2]}
+`)
+
+// digestOver is the length past which a swap sends the expected record's
+// SHA-1 rather than the record.
+const digestOver = 40
+
+// CompareAndSwap implements backend.Swapper with one EVALSHA of the
+// compare-and-swap script (EVAL when Redis has lost the script).
+func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
+	if s.closed.Load() {
+		return false, nil, 0, backend.ErrClosed
+	}
+	keys := make([]string, len(swaps))
+	args := make([]any, 0, 3*len(swaps))
+	for i, w := range swaps {
+		if len(w.Key) == 0 {
+			return false, nil, 0, backend.ErrEmptyKey
+		}
+		keys[i] = s.redisKey(w.Key)
+		if s.cluster && i > 0 && tag(keys[i]) != tag(keys[0]) {
+			return false, nil, 0, ErrCrossSlot
+		}
+		args = append(args, expect(w.Expected))
+		switch {
+		case w.Keep:
+			args = append(args, "", "")
+		case w.Value == nil || w.TTL <= 0:
+			args = append(args, "0", "")
+		default:
+			args = append(args, pxMillis(w.TTL, s.noClock), w.Value)
+		}
+	}
+	var reply []any
+	err := s.call(func(ctx context.Context) (err error) {
+		reply, err = casScript.Run(ctx, s.c, keys, args...).Slice()
+		return err
+	})
+	if err != nil {
+		return false, nil, 0, err
+	}
+	ok, now, cur, err := parseReply(reply, len(swaps))
+	if err != nil {
+		return false, nil, 0, err
+	}
+	if s.noClock {
+		now = 0
+	}
+	return ok, cur, now, nil
+}
+
+// engineClockTTL is the least a record is kept with Options.EngineClock:
+// the engine's clock, not Redis', says when it is due, so it must outlive
+// any real time a test or a simulation runs for.
+const engineClockTTL = time.Hour
+
+// pxMillis returns the PX argument for a record kept ttl (rounded up to a
+// millisecond: keeping a record longer never changes a decision).
+func pxMillis(ttl time.Duration, engineClock bool) string {
+	if engineClock {
+		ttl = max(ttl, engineClockTTL)
+	}
+	return strconv.FormatInt(int64((ttl+time.Millisecond-1)/time.Millisecond), 10)
+}
+
+// expect encodes what a swap expects to find.
+func expect(v []byte) string {
+	switch {
+	case v == nil:
+		return ""
+	case len(v) <= digestOver:
+		return "=" + string(v)
+	default:
+		sum := sha1.Sum(v)
+		return "#" + hex.EncodeToString(sum[:])
+	}
+}
+
+func parseReply(reply []any, n int) (ok bool, now int64, cur [][]byte, err error) {
+	if len(reply) < 3 {
+		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied %d values, want at least 3", len(reply))
+	}
+	flag, _ := reply[0].(int64)
+	sec, err1 := strconv.ParseInt(fmt.Sprint(reply[1]), 10, 64)
+	usec, err2 := strconv.ParseInt(fmt.Sprint(reply[2]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied a time of %v, %v", reply[1], reply[2])
+	}
+	now = sec*int64(time.Second) + usec*int64(time.Microsecond)
+	if flag == 1 {
+		return true, now, nil, nil
+	}
+	if len(reply) != 3+n {
+		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied %d records for %d keys", len(reply)-3, n)
+	}
+	cur = make([][]byte, n)
+	for i, v := range reply[3:] {
+		if str, isStr := v.(string); isStr {
+			cur[i] = []byte(str)
+		}
+	}
+	return false, now, cur, nil
+}
+
+// Get implements backend.Backend. Expiry is Redis' own: now is not used.
+func (s *Store) Get(key []byte, _ int64) ([]byte, error) {
+	if err := s.check(key); err != nil {
+		return nil, err
+	}
+	var v []byte
+	err := s.call(func(ctx context.Context) (err error) {
+		v, err = s.c.Get(ctx, s.redisKey(key)).Bytes()
+		if errors.Is(err, goredis.Nil) {
+			v, err = nil, nil
+		}
+		return err
+	})
+	return v, err
+}
+
+// Put implements backend.Backend: expiresAt is read on the server's clock
+// (PXAT).
+func (s *Store) Put(key, value []byte, expiresAt int64) error {
+	if err := s.check(key); err != nil {
+		return err
+	}
+	return s.call(func(ctx context.Context) error {
+		k := s.redisKey(key)
+		if expiresAt <= 0 {
+			return s.c.Set(ctx, k, value, 0).Err()
+		}
+		if s.noClock {
+			return s.c.Set(ctx, k, value, engineClockTTL).Err()
+		}
+		return s.c.Do(ctx, "SET", k, value, "PXAT", (expiresAt+int64(time.Millisecond)-1)/int64(time.Millisecond)).Err()
+	})
+}
+
+// Delete implements backend.Backend.
+func (s *Store) Delete(key []byte) error {
+	if err := s.check(key); err != nil {
+		return err
+	}
+	return s.call(func(ctx context.Context) error { return s.c.Del(ctx, s.redisKey(key)).Err() })
+}
+
+// Close stops the store; calls after it return backend.ErrClosed. It closes
+// the client only when Open made it.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.own {
+		return s.c.Close()
+	}
+	return nil
+}
+
+func (s *Store) check(key []byte) error {
+	if s.closed.Load() {
+		return backend.ErrClosed
+	}
+	if len(key) == 0 {
+		return backend.ErrEmptyKey
+	}
+	return nil
+}
+
+// call runs fn under the call deadline and the circuit breaker.
+func (s *Store) call(fn func(ctx context.Context) error) error {
+	if !s.brk.allow() {
+		return ErrUnavailable
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	err := fn(ctx)
+	cancel()
+	s.brk.done(err)
+	if err != nil {
+		return fmt.Errorf("sluice/backend/redis: %w", err)
+	}
+	return nil
+}
+
+// SwapGroup implements backend.Grouper: on a Cluster, keys swap together
+// only when they share a hash tag, the caller's key; on a standalone
+// server every key is in one group.
+func (s *Store) SwapGroup(key []byte) string {
+	if !s.cluster {
+		return ""
+	}
+	return tag(s.redisKey(key))
+}
+
+// The key layout. A namespaced key (engine.AppendKey: the namespace's length
+// as a uvarint, the namespace, the caller's key) is stored as
+//
+//	prefix + "{" + caller key + "}:" + namespace
+//
+// so that every limit of one caller shares a Cluster hash tag, and
+// ApplyAll over them is one script; any other key as prefix + "{" + key +
+// "}". In the caller's key and a plain key, '%', '{' and '}' are written
+// as %25, %7B and %7D, so the tag is always the whole key.
+func (s *Store) redisKey(k []byte) string {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(k) + 4)
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
+	n, w := binary.Uvarint(k)
+	if w <= 0 || n > uint64(len(k)-w) {
+		escape(&b, k)
+		b.WriteByte('}')
+		return b.String()
+	}
+	ns, key := k[w:w+int(n)], k[w+int(n):]
+	escape(&b, key)
+	b.WriteString("}:")
+	b.Write(ns)
+	return b.String()
+}
+
+func escape(b *strings.Builder, s []byte) {
+	for _, c := range s {
+		switch c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// tag returns the hash tag of a key redisKey made: what lies between its
+// first '{' and the '}' after it.
+func tag(k string) string {
+	i := strings.IndexByte(k, '{')
+	j := strings.IndexByte(k[i+1:], '}')
+	return k[i+1 : i+1+j]
+}
+
+// breaker is the circuit breaker: closed while calls succeed; open for
+// cooldown once threshold calls in a row have failed; then one call at a
+// time probes, and a success closes it again.
+type breaker struct {
+	threshold int32 // failures in a row that open it; negative: never
+	cooldown  int64 // ns
+
+	fails     atomic.Int32
+	openUntil atomic.Int64 // Unix ns; while open, when the next probe may go
+	probing   atomic.Bool
+}
+
+func (b *breaker) allow() bool {
+	if b.threshold < 0 || b.fails.Load() < b.threshold {
+		return true
+	}
+	if time.Now().UnixNano() < b.openUntil.Load() {
+		return false
+	}
+	return b.probing.CompareAndSwap(false, true)
+}
+
+func (b *breaker) done(err error) {
+	if b.threshold < 0 {
+		return
+	}
+	var reply goredis.Error
+	if err == nil || errors.Is(err, goredis.Nil) || (errors.As(err, &reply) && !isTransient(err)) {
+		if b.fails.Load() != 0 {
+			b.fails.Store(0)
+		}
+		b.probing.Store(false)
+		return
+	}
+	if b.fails.Add(1) >= b.threshold {
+		b.openUntil.Store(time.Now().UnixNano() + b.cooldown)
+		b.probing.Store(false)
+	}
+}
+
+// isTransient reports an error reply that means the server cannot serve
+// now (loading, a Cluster moving slots or without a majority).
+func isTransient(err error) bool {
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN"} {
+		if goredis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,333 @@
+// Package redistest starts real redis-server processes for tests: a
+// standalone server or a Cluster of several nodes, each on free loopback
+// ports in a temporary directory, stopped when the test ends. When
+// redis-server is not on PATH, every helper skips the test, saying how to
+// install it.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Install is the command that brings redis-server on a Debian machine.
+const Install = "apt-get install -y redis-server"
+
+// Available reports whether redis-server and redis-cli are on PATH.
+func Available() bool {
+	_, err1 := exec.LookPath("redis-server")
+	_, err2 := exec.LookPath("redis-cli")
+	return err1 == nil && err2 == nil
+}
+
+// Skip skips tb when redis-server is not available.
+func Skip(tb testing.TB) {
+	tb.Helper()
+	if !Available() {
+		tb.Skipf("redis-server not on PATH: the Redis tests are skipped (%s)", Install)
+	}
+}
+
+// Server is one redis-server process.
+type Server struct {
+	// Addr is the server's host:port on loopback.
+	Addr string
+	port int
+	dir  string
+	args []string
+
+	mu  sync.Mutex // guards cmd
+	cmd *exec.Cmd
+}
+
+// Start starts a standalone redis-server on a free loopback port and stops
+// it when tb ends. args are extra configuration directives, such as
+// "--maxmemory", "10mb".
+func Start(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	Skip(tb)
+	s, err := NewServer(args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Kill)
+	return s
+}
+
+// NewServer is Start for a caller with no testing.TB (a TestMain): the
+// caller must Kill the server, which also removes its directory.
+func NewServer(args ...string) (*Server, error) {
+	if !Available() {
+		return nil, fmt.Errorf("redistest: redis-server not on PATH (%s)", Install)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, args: args}
+	if err := s.Start(); err != nil {
+		s.Kill()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start starts the server again after Stop or Kill, on the same port and
+// directory (with no persistence, the records are gone). It waits until
+// the server answers PING.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return fmt.Errorf("redistest: %s already running", s.Addr)
+	}
+	if _, err := os.Stat(s.dir); err != nil {
+		return fmt.Errorf("redistest: %s was killed and cannot start again", s.Addr)
+	}
+	args := append([]string{
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--dir", s.dir, "--save", "", "--appendonly", "no",
+		"--protected-mode", "no", "--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	cmd := exec.Command("redis-server", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: starting redis-server: %w", err)
+	}
+	s.cmd = cmd
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if out, err := cli(s.Addr, "PING"); err == nil && strings.TrimSpace(out) == "PONG" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("redistest: redis-server on %s did not answer PING in 10s; its log:\n%s", s.Addr, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Kill stops the server at once with SIGKILL, waits for it to exit and
+// removes its directory: it cannot be started again.
+func (s *Server) Kill() {
+	s.stop(syscall.SIGKILL)
+	os.RemoveAll(s.dir)
+}
+
+// Crash stops the server at once with SIGKILL and waits for it to exit;
+// Start starts it again.
+func (s *Server) Crash() { s.stop(syscall.SIGKILL) }
+
+// Stop stops the server with SIGTERM and waits for it to exit.
+func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
+
+func (s *Server) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server must run to handle SIGTERM
+	_ = s.cmd.Process.Signal(sig)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Pause stops the server's process with SIGSTOP, so that it holds its
+// connections open and answers nothing, until Resume.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+// Do runs one command through redis-cli and returns its output.
+func (s *Server) Do(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := cli(s.Addr, args...)
+	if err != nil {
+		tb.Fatalf("redis-cli -h %s %s: %v\n%s", s.Addr, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// CommandCalls returns how many times the server has run each command
+// since it started or since CONFIG RESETSTAT, from INFO commandstats, by
+// lower-case name ("evalsha", "get", ...).
+func (s *Server) CommandCalls(tb testing.TB) map[string]int64 {
+	tb.Helper()
+	return parseCommandStats(s.Do(tb, "INFO", "commandstats"))
+}
+
+func parseCommandStats(info string) map[string]int64 {
+	calls := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				calls[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return calls
+}
+
+// Cluster is a Redis Cluster of primaries with no replicas, its slots
+// spread evenly over them.
+type Cluster struct {
+	// Nodes are the cluster's servers.
+	Nodes []*Server
+}
+
+// Addrs returns the nodes' addresses.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr
+	}
+	return addrs
+}
+
+// StartCluster starts n redis-server nodes in cluster mode, joins them with
+// redis-cli --cluster create, waits until every node reports the cluster
+// ok, and stops them all when tb ends.
+func StartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	Skip(tb)
+	c, err := NewCluster(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Kill)
+	return c
+}
+
+// NewCluster is StartCluster for a caller with no testing.TB: the caller
+// must Kill the cluster.
+func NewCluster(n int) (*Cluster, error) {
+	c := &Cluster{}
+	for i := 0; i < n; i++ {
+		s, err := NewServer("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		if err != nil {
+			c.Kill()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, s)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		c.Kill()
+		return nil, fmt.Errorf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range c.Nodes {
+		for {
+			out, _ := cli(s.Addr, "CLUSTER", "INFO")
+			if strings.Contains(out, "cluster_state:ok") && strings.Contains(out, "cluster_slots_ok:16384") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Kill()
+				return nil, fmt.Errorf("redistest: cluster not ok after 30s; %s says:\n%s", s.Addr, out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return c, nil
+}
+
+// Kill kills every node.
+func (c *Cluster) Kill() {
+	for _, s := range c.Nodes {
+		s.Kill()
+	}
+}
+
+// NodeOf returns the node that serves key's slot.
+func (c *Cluster) NodeOf(tb testing.TB, key string) *Server {
+	tb.Helper()
+	slot := strings.TrimSpace(c.Nodes[0].Do(tb, "CLUSTER", "KEYSLOT", key))
+	out := c.Nodes[0].Do(tb, "CLUSTER", "SLOTS")
+	n, _ := strconv.Atoi(slot)
+	// redis-cli prints CLUSTER SLOTS as lines: start, end, ip, port, id, ...
+	lines := strings.Fields(out)
+	for i := 0; i+3 < len(lines); i++ {
+		lo, err1 := strconv.Atoi(lines[i])
+		hi, err2 := strconv.Atoi(lines[i+1])
+		if err1 != nil || err2 != nil || lines[i+2] != "127.0.0.1" || lo > hi {
+			continue
+		}
+		if n >= lo && n <= hi {
+			for _, s := range c.Nodes {
+				if s.Addr == net.JoinHostPort(lines[i+2], lines[i+3]) {
+					return s
+				}
+			}
+		}
+	}
+	tb.Fatalf("redistest: no node serves slot %s of %q:\n%s", slot, key, out)
+	return nil
+}
+
+func cli(addr string, args ...string) (string, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	var out bytes.Buffer
+	cmd := exec.Command("redis-cli", append([]string{"-h", host, "-p", port}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// freePort returns a loopback port that is free, and whose cluster bus port
+// (the port plus 10000) is free too.
+func freePort() (int, error) {
+	for range 200 {
+		p := 20000 + rand.IntN(30000)
+		if portFree(p) && portFree(p+10000) {
+			return p, nil
+		}
+	}
+	return 0, errors.New("redistest: no free loopback port pair found")
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
