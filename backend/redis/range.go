@@ -1,0 +1,157 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+var _ backend.Ranger = (*Store)(nil)
+
+// rangeTimeout bounds a whole Range: it is for inspection tools, not
+// decisions.
+const rangeTimeout = time.Minute
+
+// Range implements backend.Ranger for inspection tools: it lists every
+// record under the store's prefix (on a Cluster, on every primary) with
+// SCAN, then reads each record and its expiry. The listing is not a
+// snapshot: records written meanwhile may or may not appear. Keys are
+// given back in the form the engine wrote them (engine.AppendKey), in
+// that order.
+func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
+	if s.closed.Load() {
+		return backend.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rangeTimeout)
+	defer cancel()
+	var (
+		mu    sync.Mutex // guards names: ForEachMaster calls its function concurrently
+		names []string
+		err   error
+	)
+	scan := func(ctx context.Context, c goredis.Cmdable) error {
+		var found []string
+		it := c.Scan(ctx, 0, globEscape(s.prefix)+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			found = append(found, it.Val())
+		}
+		mu.Lock()
+		names = append(names, found...)
+		mu.Unlock()
+		return it.Err()
+	}
+	if cc, ok := s.c.(*goredis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error { return scan(ctx, n) })
+	} else {
+		err = scan(ctx, s.c)
+	}
+	if err != nil {
+		return fmt.Errorf("sluice/backend/redis: listing keys: %w", err)
+	}
+	type entry struct {
+		key  []byte
+		name string
+	}
+	entries := make([]entry, 0, len(names))
+	for _, n := range names {
+		if k, ok := s.engineKey(n); ok && bytes.Compare(k, start) >= 0 {
+			entries = append(entries, entry{k, n})
+		}
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
+	for _, e := range entries {
+		v, err := s.c.Get(ctx, e.name).Bytes()
+		if errors.Is(err, goredis.Nil) {
+			continue // expired since the listing
+		}
+		if err != nil {
+			return fmt.Errorf("sluice/backend/redis: reading %s: %w", e.name, err)
+		}
+		ms, err := s.c.PExpireTime(ctx, e.name).Result()
+		if err != nil {
+			return fmt.Errorf("sluice/backend/redis: reading the expiry of %s: %w", e.name, err)
+		}
+		var exp int64
+		if ms > 0 {
+			exp = int64(ms / time.Millisecond * time.Millisecond)
+		}
+		if !fn(backend.Record{Key: e.key, Value: v, ExpiresAt: exp}) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// engineKey turns a Redis key redisKey made back into the engine's key.
+func (s *Store) engineKey(name string) ([]byte, bool) {
+	rest, ok := strings.CutPrefix(name, s.prefix)
+	if !ok || !strings.HasPrefix(rest, "{") {
+		return nil, false
+	}
+	end := strings.IndexByte(rest, '}')
+	if end < 0 {
+		return nil, false
+	}
+	key, ok := unescape(rest[1:end])
+	if !ok {
+		return nil, false
+	}
+	tail := rest[end+1:]
+	if tail == "" {
+		return []byte(key), true
+	}
+	ns, ok := strings.CutPrefix(tail, ":")
+	if !ok {
+		return nil, false
+	}
+	k := binary.AppendUvarint(nil, uint64(len(ns)))
+	k = append(k, ns...)
+	return append(k, key...), true
+}
+
+func unescape(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+		case strings.HasPrefix(s[i:], "%7B"):
+			b.WriteByte('{')
+		case strings.HasPrefix(s[i:], "%7D"):
+			b.WriteByte('}')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// globEscape escapes the characters SCAN's MATCH pattern gives meaning to.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if strings.IndexByte(`*?[]\`, c) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
