@@ -13,7 +13,28 @@ const (
 	FailOpen StoreErrorPolicy = "open"
 	// FailClosed refuses the request (503 Service Unavailable over HTTP).
 	FailClosed StoreErrorPolicy = "closed"
+	// FailLocal decides the request in-process instead, with a Local: on
+	// an in-process engine, under the rule divided by the fleet's size, so
+	// that a fleet of gateways sharing a store (Redis) keeps limiting,
+	// approximately, while the store is down. The next request tries the
+	// store again; the store's circuit breaker makes that attempt fail at
+	// once while it stays down. The error is logged and counted, and so is
+	// each decision made locally (LocalObserver).
+	FailLocal StoreErrorPolicy = "local"
 )
+
+// StoreErrorPolicies lists every valid StoreErrorPolicy, in a stable order.
+var StoreErrorPolicies = []StoreErrorPolicy{FailOpen, FailClosed, FailLocal}
+
+// Valid reports whether p is one of StoreErrorPolicies. The empty policy
+// is not valid here; the doors read it as FailOpen.
+func (p StoreErrorPolicy) Valid() bool {
+	switch p {
+	case FailOpen, FailClosed, FailLocal:
+		return true
+	}
+	return false
+}
 
 // Observer is told what a door decides: each decision under a rule and
 // each store error met. Package metrics' *Metrics is one, exporting them to
@@ -30,4 +51,16 @@ type Observer interface {
 	// ObserveStoreError records a store error met under the named rule and
 	// the policy that then applied.
 	ObserveStoreError(rule string, policy StoreErrorPolicy)
+}
+
+// LocalObserver is an Observer that is also told which decisions were made
+// in-process under the FailLocal policy. A door tells ObserveDecisionCost
+// of every decision, local ones included, and ObserveLocalDecision of a
+// local one besides; an Observer that is not a LocalObserver still sees
+// every decision.
+type LocalObserver interface {
+	Observer
+	// ObserveLocalDecision records that a decision under the named rule,
+	// allowed or denied, was made in-process because the store failed.
+	ObserveLocalDecision(rule string, allowed bool)
 }
