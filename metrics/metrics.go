@@ -26,12 +26,13 @@ type Options struct {
 	Buckets []float64
 }
 
-// Metrics is a sluice.Observer.
-var _ sluice.Observer = (*Metrics)(nil)
+// Metrics is a sluice.LocalObserver.
+var _ sluice.LocalObserver = (*Metrics)(nil)
 
 // Metrics counts what a gateway decides: per rule, the allowed and denied
 // decisions, the cost the allowed ones spent, their latency and the store
-// errors met; and the configuration reloads. Snapshot reads the counters as
+// errors met, by the policy that applied, and the decisions made locally
+// under the local policy; and the configuration reloads. Snapshot reads the counters as
 // a plain value; Collector exposes them, with the engine's own counters, to
 // Prometheus.
 //
@@ -54,16 +55,17 @@ type Metrics struct {
 
 	latency *prometheus.HistogramVec // decision latency, by rule
 
-	storeErrOpen, storeErrClosed atomic.Uint64 // store errors of every rule, by policy
-	reloadsOK, reloadErrs        atomic.Uint64
+	storeErrOpen, storeErrClosed, storeErrLocal atomic.Uint64 // store errors of every rule, by policy
+	reloadsOK, reloadErrs                       atomic.Uint64
 }
 
 // ruleMetrics are one rule's counters.
 type ruleMetrics struct {
-	name                         string
-	allowed, denied, spent       atomic.Uint64
-	storeErrOpen, storeErrClosed atomic.Uint64
-	latency                      prometheus.Observer // the rule's child of Metrics.latency
+	name                                        string
+	allowed, denied, spent                      atomic.Uint64
+	storeErrOpen, storeErrClosed, storeErrLocal atomic.Uint64
+	localAllowed, localDenied                   atomic.Uint64       // decisions made in-process (sluice.FailLocal)
+	latency                                     prometheus.Observer // the rule's child of Metrics.latency
 }
 
 // New returns an empty Metrics.
@@ -158,20 +160,43 @@ func (m *Metrics) ObserveDecisionCost(rule string, allowed bool, cost int64, d t
 
 // ObserveStoreError records a store error met while deciding a request under
 // the named rule, and the policy that then applied: sluice.FailOpen (the
-// request passed) or sluice.FailClosed (it was refused). A store error is not a decision:
-// it is not counted by ObserveDecision's counters. Any other policy value is
-// counted as FailOpen, the default.
+// request passed), sluice.FailClosed (it was refused) or sluice.FailLocal
+// (it was decided in-process). A store error is not a decision: it is not
+// counted by ObserveDecision's counters (under FailLocal, the local
+// decision that follows is). Any other policy value is counted as
+// FailOpen, the default.
 func (m *Metrics) ObserveStoreError(rule string, policy sluice.StoreErrorPolicy) {
 	if m == nil {
 		return
 	}
 	r := m.rule(rule)
-	if policy == sluice.FailClosed {
+	switch policy {
+	case sluice.FailClosed:
 		r.storeErrClosed.Add(1)
 		m.storeErrClosed.Add(1)
-	} else {
+	case sluice.FailLocal:
+		r.storeErrLocal.Add(1)
+		m.storeErrLocal.Add(1)
+	default:
 		r.storeErrOpen.Add(1)
 		m.storeErrOpen.Add(1)
+	}
+}
+
+// ObserveLocalDecision records that a decision under the named rule was
+// made in-process, on the rule's share, because the store failed
+// (sluice.FailLocal). The door reports the decision to ObserveDecisionCost
+// as well: the local counters are a part of the decision counters, not an
+// addition to them.
+func (m *Metrics) ObserveLocalDecision(rule string, allowed bool) {
+	if m == nil {
+		return
+	}
+	r := m.rule(rule)
+	if allowed {
+		r.localAllowed.Add(1)
+	} else {
+		r.localDenied.Add(1)
 	}
 }
 
@@ -195,9 +220,9 @@ func (m *Metrics) ObserveReload(err error) {
 type Snapshot struct {
 	// Rules are the per-rule counters, sorted by rule name.
 	Rules []RuleSnapshot
-	// StoreErrorsOpen and StoreErrorsClosed count the store errors of
-	// every rule, by the policy that applied.
-	StoreErrorsOpen, StoreErrorsClosed uint64
+	// StoreErrorsOpen, StoreErrorsClosed and StoreErrorsLocal count the
+	// store errors of every rule, by the policy that applied.
+	StoreErrorsOpen, StoreErrorsClosed, StoreErrorsLocal uint64
 	// Reloads counts successful configuration reloads, ReloadErrors the
 	// failed ones.
 	Reloads, ReloadErrors uint64
@@ -214,13 +239,18 @@ type RuleSnapshot struct {
 	DeniedRatio float64
 	// Spent is the total cost of the allowed decisions.
 	Spent uint64
-	// StoreErrorsOpen and StoreErrorsClosed count the rule's store errors,
-	// by the policy that applied.
-	StoreErrorsOpen, StoreErrorsClosed uint64
+	// StoreErrorsOpen, StoreErrorsClosed and StoreErrorsLocal count the
+	// rule's store errors, by the policy that applied.
+	StoreErrorsOpen, StoreErrorsClosed, StoreErrorsLocal uint64
+	// LocalAllowed and LocalDenied count the decisions made in-process
+	// under the local policy; they are counted in Allowed and Denied too.
+	LocalAllowed, LocalDenied uint64
 }
 
 // StoreErrors returns the store errors of every rule, whatever the policy.
-func (s Snapshot) StoreErrors() uint64 { return s.StoreErrorsOpen + s.StoreErrorsClosed }
+func (s Snapshot) StoreErrors() uint64 {
+	return s.StoreErrorsOpen + s.StoreErrorsClosed + s.StoreErrorsLocal
+}
 
 // Rule returns the counters of the named rule, and whether it has any.
 func (s Snapshot) Rule(name string) (RuleSnapshot, bool) {
@@ -240,6 +270,7 @@ func (m *Metrics) Snapshot() Snapshot {
 		Rules:             make([]RuleSnapshot, 0, len(rules)),
 		StoreErrorsOpen:   m.storeErrOpen.Load(),
 		StoreErrorsClosed: m.storeErrClosed.Load(),
+		StoreErrorsLocal:  m.storeErrLocal.Load(),
 		Reloads:           m.reloadsOK.Load(),
 		ReloadErrors:      m.reloadErrs.Load(),
 	}
@@ -251,6 +282,9 @@ func (m *Metrics) Snapshot() Snapshot {
 			Spent:             r.spent.Load(),
 			StoreErrorsOpen:   r.storeErrOpen.Load(),
 			StoreErrorsClosed: r.storeErrClosed.Load(),
+			StoreErrorsLocal:  r.storeErrLocal.Load(),
+			LocalAllowed:      r.localAllowed.Load(),
+			LocalDenied:       r.localDenied.Load(),
 		}
 		if n := rs.Allowed + rs.Denied; n > 0 {
 			rs.DeniedRatio = float64(rs.Denied) / float64(n)
@@ -281,7 +315,10 @@ func (m *Metrics) sortedRules() []*ruleMetrics {
 //	decisions_total{rule,decision="allowed|denied"}  counter
 //	cost_spent_total{rule}                           counter
 //	decision_duration_seconds{rule}                  histogram
-//	store_errors_total{rule,policy="open|closed"}    counter, once the pair has been seen
+//	store_errors_total{rule,policy="open|closed|local"}  counter, once the pair has been seen
+//	local_decisions_total{rule,decision="allowed|denied"}  counter, once the rule has decided locally:
+//	                                                 the part of decisions_total made in-process
+//	                                                 while the store failed (on_store_error: local)
 //	config_reloads_total{result="ok|error"}          counter
 //	keys                                             gauge (left out when the backend cannot count)
 //	evictions_total                                  counter
@@ -305,8 +342,11 @@ var (
 	descSpent = prometheus.NewDesc("sluice_cost_spent_total",
 		"Total cost spent by the requests each rule allowed.", []string{"rule"}, nil)
 	descStoreErrors = prometheus.NewDesc("sluice_store_errors_total",
-		"Store errors met while deciding under each rule, by the policy that applied (open: passed, closed: refused).",
+		"Store errors met while deciding under each rule, by the policy that applied (open: passed, closed: refused, local: decided in-process).",
 		[]string{"rule", "policy"}, nil)
+	descLocal = prometheus.NewDesc("sluice_local_decisions_total",
+		"Decisions made in-process, on the rule's share of the fleet, because the store failed (on_store_error: local); also counted in sluice_decisions_total.",
+		[]string{"rule", "decision"}, nil)
 	descReloads = prometheus.NewDesc("sluice_config_reloads_total",
 		"Configuration reloads, by result; a failed reload keeps the previous configuration.", []string{"result"}, nil)
 	descKeys = prometheus.NewDesc("sluice_keys",
@@ -337,7 +377,7 @@ type collector struct {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descReloads} {
+	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descLocal, descReloads} {
 		ch <- d
 	}
 	c.m.latency.Describe(ch)
@@ -367,6 +407,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if n := r.storeErrClosed.Load(); n > 0 {
 			counter(descStoreErrors, float64(n), r.name, string(sluice.FailClosed))
+		}
+		if n := r.storeErrLocal.Load(); n > 0 {
+			counter(descStoreErrors, float64(n), r.name, string(sluice.FailLocal))
+		}
+		if a, d := r.localAllowed.Load(), r.localDenied.Load(); a+d > 0 {
+			counter(descLocal, float64(a), r.name, "allowed")
+			counter(descLocal, float64(d), r.name, "denied")
 		}
 	}
 	counter(descReloads, float64(c.m.reloadsOK.Load()), "ok")

@@ -189,6 +189,8 @@ func TestMetricsCollector(t *testing.T) {
 		m.ObserveDecisionCost(orders.Name(), d.Allowed, orders.Cost(), 5*time.Millisecond)
 	}
 	m.ObserveStoreError("orders", sluice.FailOpen)
+	m.ObserveStoreError("orders", sluice.FailLocal)
+	m.ObserveLocalDecision("orders", false)
 	m.ObserveReload(nil)
 	m.ObserveReload(fmt.Errorf("line 3: bad"))
 
@@ -201,9 +203,14 @@ sluice_decisions_total{decision="denied",rule="orders"} 1
 # HELP sluice_cost_spent_total Total cost spent by the requests each rule allowed.
 # TYPE sluice_cost_spent_total counter
 sluice_cost_spent_total{rule="orders"} 4
-# HELP sluice_store_errors_total Store errors met while deciding under each rule, by the policy that applied (open: passed, closed: refused).
+# HELP sluice_store_errors_total Store errors met while deciding under each rule, by the policy that applied (open: passed, closed: refused, local: decided in-process).
 # TYPE sluice_store_errors_total counter
+sluice_store_errors_total{policy="local",rule="orders"} 1
 sluice_store_errors_total{policy="open",rule="orders"} 1
+# HELP sluice_local_decisions_total Decisions made in-process, on the rule's share of the fleet, because the store failed (on_store_error: local); also counted in sluice_decisions_total.
+# TYPE sluice_local_decisions_total counter
+sluice_local_decisions_total{decision="allowed",rule="orders"} 0
+sluice_local_decisions_total{decision="denied",rule="orders"} 1
 # HELP sluice_config_reloads_total Configuration reloads, by result; a failed reload keeps the previous configuration.
 # TYPE sluice_config_reloads_total counter
 sluice_config_reloads_total{result="error"} 1
@@ -224,7 +231,7 @@ sluice_evictions_total 0
 # HELP sluice_corrupt_records_total Stored records that did not decode and were treated as absent.
 # TYPE sluice_corrupt_records_total counter
 sluice_corrupt_records_total 0
-`), "sluice_decisions_total", "sluice_cost_spent_total", "sluice_store_errors_total",
+`), "sluice_decisions_total", "sluice_cost_spent_total", "sluice_store_errors_total", "sluice_local_decisions_total",
 		"sluice_config_reloads_total", "sluice_decision_duration_seconds", "sluice_keys",
 		"sluice_evictions_total", "sluice_corrupt_records_total"); err != nil {
 		t.Error(err)
@@ -345,4 +352,27 @@ func BenchmarkObserveDecision(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// Store errors under the local policy and the local decisions reach the
+// snapshot, per rule and in all.
+func TestMetricsLocal(t *testing.T) {
+	m := New(nil)
+	for range 3 {
+		m.ObserveStoreError("orders", sluice.FailLocal)
+	}
+	m.ObserveStoreError("orders", sluice.FailClosed)
+	m.ObserveLocalDecision("orders", true)
+	m.ObserveLocalDecision("orders", true)
+	m.ObserveLocalDecision("orders", false)
+	s := m.Snapshot()
+	r, ok := s.Rule("orders")
+	if !ok || r.StoreErrorsLocal != 3 || r.StoreErrorsClosed != 1 || r.LocalAllowed != 2 || r.LocalDenied != 1 {
+		t.Errorf("rule snapshot %+v, want 3 local and 1 closed store errors, 2 allowed and 1 denied locally", r)
+	}
+	if s.StoreErrorsLocal != 3 || s.StoreErrors() != 4 {
+		t.Errorf("snapshot %+v, want 3 local store errors of 4", s)
+	}
+	var nilM *Metrics
+	nilM.ObserveLocalDecision("orders", true) // a no-op, as every Observe method
 }
