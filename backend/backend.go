@@ -218,3 +218,16 @@ type Grouper interface {
 	// together.
 	SwapGroup(key []byte) string
 }
+
+// Watcher is implemented by a Swapper that several engines share (Redis),
+// to tell each of them of a record deleted through any of them: a Reset
+// in one process then reaches the last-seen records and standing denials
+// the others keep (see the engine's package doc).
+type Watcher interface {
+	// WatchDeletes calls fn, from a goroutine of the store's, with the key
+	// of every record deleted by Delete, through this store or another
+	// client of the same one, as the store learns of it. A delete made
+	// while the watch was broken (the store unreachable) may be missed.
+	// stop ends the watch; fn is not called after stop returns.
+	WatchDeletes(fn func(key []byte)) (stop func(), err error)
+}

@@ -53,14 +53,24 @@
 //     caller gets its own decision. A process has at most one
 //     compare-and-swap in flight per key (ApplyAll aside), however many
 //     callers crowd it.
-//   - A decision that spends nothing (a denial, a Peek) is confirmed
-//     against the store by a compare-only swap (backend.Swap.Keep), in the
-//     same round trip as the batch's writes. A record only moves towards
-//     "more spent" except by time, which the step accounts for, so a
-//     denial decided on a stale record would still be a denial; but its
-//     Remaining and RetryAfter would be the stale record's, and a Reset by
-//     another process would go unseen until the RetryAfter passed. So
-//     every decision is the one a single engine would make.
+//   - A request that the key's last-seen record already denies is denied
+//     from it, with no round trip: spending never refunds, and a record
+//     only moves towards "more spent" except by time, which the step
+//     accounts for, so the store's record denies it too. A caller hammering
+//     a denied key costs the store nothing until its RetryAfter passes.
+//     Such a denial never turns an allow into a deny; its Remaining and
+//     RetryAfter are the last-seen record's, so in a fleet they may be
+//     more generous than the store's (the retry is then decided against
+//     the store). A Reset in another process reaches the others through a
+//     backend.Watcher (Redis Pub/Sub), which forgets the key; a watcher
+//     that missed it denies until the denial's RetryAfter at most. A hot
+//     reload needs nothing: the new rule steps the last-seen record, so a
+//     raised limit admits at once. Options.ConfirmDenials sends every
+//     denial to the store instead.
+//   - A decision that spends nothing otherwise (a Peek, a denial found on
+//     the store's record) is confirmed against the store by a compare-only
+//     swap (backend.Swap.Keep), in the same round trip as the batch's
+//     writes.
 //   - Time is the store's: each reply carries the store's clock, the
 //     engine keeps the offset to its own and steps with the store's time
 //     (learned by an empty compare-and-swap before the first decision).
@@ -68,8 +78,17 @@
 //     moves a record's time backwards: a time before the record's own is
 //     treated as no time passed.
 //   - ApplyAll is one compare-and-swap over all its keys; when any request
-//     is denied the swap only compares, so nothing is spent. Reset deletes
-//     the record and forgets the last-seen one.
+//     is denied the swap only compares, so nothing is spent. Over a
+//     backend.Grouper whose keys of one call fall in several groups (a
+//     per-user and a global limit on different Redis Cluster slots), each
+//     group after the first is confirmed by a compare-only swap, then the
+//     groups are committed one by one in the order of the requests. If
+//     another process spends a later group's key to denial between its
+//     confirmation and its commit (one round trip), the call is a denial
+//     and the groups committed before it stay spent: a refused request
+//     may then be charged to the other limits; nothing is ever admitted
+//     beyond any limit. Reset deletes the record and forgets the
+//     last-seen one.
 //
 // # Locks
 //

@@ -88,6 +88,12 @@ type Options struct {
 	// per key; zero means DefaultSwapCacheSize. A key missing from it costs
 	// one more round trip, never a wrong decision.
 	SwapCacheSize int
+	// ConfirmDenials makes every denial over a backend.Swapper a round
+	// trip: by default a request that the key's last-seen record already
+	// denies is answered from it, since spending never refunds (see the
+	// package doc for what that promises, and for a Reset in another
+	// process).
+	ConfirmDenials bool
 }
 
 // Limit names a counter space and the algorithm that rules it. Two limits
@@ -124,6 +130,9 @@ type Stats struct {
 	// empty one that reads the store's clock included), Conflicts those
 	// that found another record than expected (and were stepped again).
 	Swaps, Conflicts uint64
+	// LocalDenials counts requests over a backend.Swapper denied from the
+	// key's last-seen record, with no round trip.
+	LocalDenials uint64
 }
 
 // stripe is the engine's own per-stripe state on the striped path, guarded
@@ -197,9 +206,10 @@ func (e *Engine) Clock() Clock { return e.clock }
 // its stripe locks (a write may interleave with a decision's read and
 // write, and be lost), the in-memory tier over a durable store (which
 // neither sees the write nor stops serving, and later flushing, its own
-// record), and the last-seen records over a backend.Swapper (harmless
-// there: the next compare-and-swap finds the change). To forget a key, use
-// Reset.
+// record), and the last-seen records over a backend.Swapper (the next
+// compare-and-swap finds the change, but a denial the last-seen record
+// holds is answered from it until its RetryAfter passes). To forget a key,
+// use Reset.
 func (e *Engine) Backend() backend.Backend { return e.b }
 
 // Stats returns the engine's counters.
@@ -214,7 +224,7 @@ func (e *Engine) Stats() Stats {
 		t.commit.mu.Unlock()
 	}
 	if sp := e.store.swap; sp != nil {
-		s.Swaps, s.Conflicts = sp.swaps.Load(), sp.conflicts.Load()
+		s.Swaps, s.Conflicts, s.LocalDenials = sp.swaps.Load(), sp.conflicts.Load(), sp.localDenials.Load()
 	}
 	if ev := e.store.evicted; ev != nil {
 		s.Evictions = ev.Evictions()

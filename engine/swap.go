@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -25,27 +26,31 @@ const (
 // key's record and commits them all with one compare-and-swap, then hands
 // the queue that formed meanwhile to the next leader.
 //
-// A decision that spends nothing (a denial, a peek) is confirmed by a
-// compare-only swap (backend.Swap.Keep) rather than answered from the
-// last-seen record: that record may be stale, and though a record only moves
-// towards "more spent" except by time (so a denial on a stale record is
-// still a denial), its Remaining and RetryAfter would be those of the stale
-// record, and a Reset by another process would go unseen. A queue mixing
+// A request that the last-seen record denies is answered from it, with no
+// round trip: a record only moves towards "more spent" except by time, which
+// the step accounts for, so the store's record denies it too (unless the key
+// was deleted, which a backend.Watcher reports). Any other request that
+// spends nothing (a peek, or a denial found only on the store's record) is
+// confirmed by a compare-only swap (backend.Swap.Keep). A queue mixing
 // spending and denials costs one round trip in all.
 type swapPath struct {
 	s        backend.Swapper
+	group    backend.Grouper // nil: every key swaps with every other
 	retries  int
-	perShard int // the last-seen records kept per shard
+	perShard int  // the last-seen records kept per shard
+	confirm  bool // Options.ConfirmDenials: no denial answered locally
 	shards   []swapShard
 	mask     uint64
+	unwatch  func() // ends the backend.Watcher watch; nil without one
 
 	offset atomic.Int64 // the store's clock minus the engine's, once timed
 	timed  atomic.Bool  // offset has been learned (or the store has no clock)
+	latest atomic.Int64 // the latest time a reply carried (or the engine's, over a store with no clock)
 
 	life sync.RWMutex // read-held by every call, so close can wait for them
 	shut bool         // set by close; guarded by life
 
-	swaps, conflicts atomic.Uint64
+	swaps, conflicts, localDenials atomic.Uint64
 }
 
 // swapShard holds the queues and last-seen records of the keys hashing to
@@ -86,10 +91,18 @@ func newSwapPath(s backend.Swapper, o *Options, n int) (*swapPath, error) {
 	if size == 0 {
 		size = DefaultSwapCacheSize
 	}
-	p := &swapPath{s: s, retries: retries, perShard: max(1, (size+n-1)/n), shards: make([]swapShard, n), mask: uint64(n - 1)}
+	p := &swapPath{s: s, retries: retries, perShard: max(1, (size+n-1)/n), confirm: o.ConfirmDenials, shards: make([]swapShard, n), mask: uint64(n - 1)}
+	p.group, _ = s.(backend.Grouper)
 	for i := range p.shards {
 		p.shards[i].flights = map[string]*flight{}
 		p.shards[i].seen = map[string][]byte{}
+	}
+	if w, ok := s.(backend.Watcher); ok {
+		stop, err := w.WatchDeletes(func(k []byte) { p.remember(p.shard(k), k, nil) })
+		if err != nil {
+			return nil, err
+		}
+		p.unwatch = stop
 	}
 	return p, nil
 }
@@ -110,6 +123,9 @@ func (p *swapPath) close() {
 	p.life.Lock()
 	p.shut = true
 	p.life.Unlock()
+	if p.unwatch != nil {
+		p.unwatch()
+	}
 }
 
 // now returns the time to step with: the store's clock as estimated from
@@ -133,8 +149,17 @@ func (p *swapPath) cas(e *Engine, swaps []backend.Swap) (bool, [][]byte, error) 
 	if err != nil {
 		return false, nil, err
 	}
+	local := e.now()
 	if storeNow != 0 {
-		p.offset.Store(storeNow - e.now())
+		p.offset.Store(storeNow - local)
+	} else {
+		storeNow = local + p.offset.Load()
+	}
+	for {
+		l := p.latest.Load()
+		if storeNow <= l || p.latest.CompareAndSwap(l, storeNow) {
+			break
+		}
 	}
 	p.timed.Store(true)
 	if !ok {
@@ -185,6 +210,12 @@ func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool,
 	defer p.life.RUnlock()
 	k := AppendKey(nil, l.Namespace, key)
 	sh := p.shard(k)
+	if spend && !p.confirm {
+		denied, err := p.deniedLocally(e, sh, k, l.Algorithm, cost, d)
+		if denied || err != nil {
+			return err
+		}
+	}
 	// The waiter has its own decision, copied out at the end: a pointer to
 	// the caller's would move it to the heap on every path.
 	w := &waiter{limit: l.Algorithm, ns: l.Namespace, key: key, cost: cost, spend: spend}
@@ -206,6 +237,39 @@ func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool,
 	p.lead(e, sh, k, f, w)
 	*d = w.d
 	return w.err
+}
+
+// deniedLocally steps the record last seen under k, without spending, and
+// reports whether it denies the request: the store's record, at least as
+// spent, would deny it too, so the denial is answered with no round trip.
+// A key with no last-seen record is not denied here.
+func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algorithm, cost int64, d *algo.Decision) (bool, error) {
+	var buf [64]byte
+	sh.mu.Lock()
+	rec, ok := sh.seen[string(k)]
+	state := append(buf[:0], rec...) // the step writes in place
+	sh.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	now, err := p.now(e)
+	if err != nil {
+		return false, e.storeError("swap", err)
+	}
+	if now < p.latest.Load() {
+		// The clock stepped back (or a reply's travel time made the
+		// estimate jitter): the store may have expired the record at a
+		// time the engine has since seen, and stepping it now would not
+		// be stepping nothing.
+		return false, nil
+	}
+	algo.StepInto(a, state, now, cost, d)
+	if d.Allowed || d.CorruptState {
+		*d = algo.Decision{}
+		return false, nil
+	}
+	p.localDenials.Add(1)
+	return true, nil
 }
 
 // lead decides the queued requests of k as one batch, hands the queue that
@@ -309,97 +373,188 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, batch []*waiter) {
 // applyAll is ApplyAll over the swap path: every key is stepped on its
 // last-seen record and committed by one compare-and-swap over them all; a
 // denial anywhere makes it a compare-only swap, so nothing is spent.
+//
+// Over a backend.Grouper whose keys fall in several groups (Redis Cluster
+// slots), no one swap can cover them. The groups are then first confirmed
+// by compare-only swaps, one per group after the first, so that a denial
+// any of them holds is found before anything is spent; then committed one
+// group at a time, in the order of the requests. A group whose record
+// changed since its confirmation is stepped again; if it now denies, the
+// call is a denial but the groups already committed stay spent. That
+// charges limits for a refused request only when another process spent a
+// later group's key to denial within that round trip; it never admits
+// more than every limit allows.
 func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, error) {
 	if err := p.enter(e); err != nil {
 		return nil, false, err
 	}
 	defer p.life.RUnlock()
-	type slot struct {
-		sh       *swapShard
-		expected []byte
-		state    []byte
-	}
-	var (
-		slots []slot
-		swaps []backend.Swap
-	)
-	which := make([]int, len(reqs))
+	b := swapBatch{reqs: reqs, which: make([]int, len(reqs)), decisions: make([]algo.Decision, len(reqs))}
+	var groups []string // each slot's group, and the distinct groups in order
+	var order []string
 	for j, r := range reqs {
 		k := AppendKey(nil, r.Limit.Namespace, r.Key)
-		which[j] = -1
-		for s := range swaps {
-			if string(swaps[s].Key) == string(k) {
-				which[j] = s
+		b.which[j] = -1
+		for s := range b.swaps {
+			if string(b.swaps[s].Key) == string(k) {
+				b.which[j] = s
 			}
 		}
-		if which[j] < 0 {
-			which[j] = len(swaps)
+		if b.which[j] < 0 {
+			b.which[j] = len(b.swaps)
 			sh := p.shard(k)
-			swaps = append(swaps, backend.Swap{Key: k})
-			slots = append(slots, slot{sh: sh, expected: sh.lastSeen(k)})
+			b.swaps = append(b.swaps, backend.Swap{Key: k})
+			b.slots = append(b.slots, swapSlot{sh: sh, expected: sh.lastSeen(k)})
+			g := ""
+			if p.group != nil {
+				g = p.group.SwapGroup(k)
+			}
+			groups = append(groups, g)
+			if !slices.Contains(order, g) {
+				order = append(order, g)
+			}
 		}
 	}
-	decisions := make([]algo.Decision, len(reqs))
+	if len(order) == 1 {
+		all, err := p.commit(e, &b, nil, true)
+		if err != nil {
+			return nil, false, err
+		}
+		return b.decisions, all, nil
+	}
+	members := make([][]int, len(order))
+	for s, g := range groups {
+		i := slices.Index(order, g)
+		members[i] = append(members[i], s)
+	}
+	for _, m := range members[1:] {
+		all, err := p.commit(e, &b, m, false)
+		if err != nil {
+			return nil, false, err
+		}
+		if !all {
+			for _, m := range members[:1] {
+				if _, err := p.commit(e, &b, m, false); err != nil {
+					return nil, false, err
+				}
+			}
+			return b.decisions, false, nil
+		}
+	}
+	for i, m := range members {
+		all, err := p.commit(e, &b, m, true)
+		if err != nil {
+			return nil, false, err
+		}
+		if !all {
+			// Confirm what the remaining groups would answer; their
+			// decisions are those of the compare-only swaps.
+			for _, m := range members[i+1:] {
+				if _, err := p.commit(e, &b, m, false); err != nil {
+					return nil, false, err
+				}
+			}
+			return b.decisions, false, nil
+		}
+	}
+	return b.decisions, true, nil
+}
+
+// swapBatch is one ApplyAll's keys and decisions over the swap path: one
+// slot and one swap per distinct key.
+type swapBatch struct {
+	reqs      []Request
+	which     []int // reqs[j] is on slot which[j]
+	slots     []swapSlot
+	swaps     []backend.Swap
+	decisions []algo.Decision
+}
+
+type swapSlot struct {
+	sh       *swapShard
+	expected []byte // the record the swap expects
+	state    []byte // the record as the requests step it
+}
+
+// commit steps the requests on the slots named (all of them when slots is
+// nil) on their expected records and sends one compare-and-swap over them:
+// writing the stepped records when write is set and every request is
+// allowed, else comparing only. On a mismatch it steps again on the
+// store's records, at most p.retries times. It reports whether every
+// request was allowed; their decisions are in b.decisions.
+func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (bool, error) {
+	if slots == nil {
+		slots = make([]int, len(b.slots))
+		for s := range slots {
+			slots[s] = s
+		}
+	}
+	swaps := make([]backend.Swap, len(slots))
 	for attempt := 0; ; attempt++ {
 		now, err := p.now(e)
 		if err != nil {
-			return nil, false, e.storeError("swap", err)
+			return false, e.storeError("swap", err)
 		}
-		for s := range slots {
-			sl := &slots[s]
+		for _, s := range slots {
+			sl := &b.slots[s]
 			sl.state = nil
 			if sl.expected != nil {
 				sl.state = append([]byte(nil), sl.expected...)
 			}
-			swaps[s] = backend.Swap{Key: swaps[s].Key, Expected: sl.expected, Keep: true}
+			b.swaps[s] = backend.Swap{Key: b.swaps[s].Key, Expected: sl.expected, Keep: true}
 		}
 		all, corrupt := true, false
-		for j, r := range reqs {
-			s := which[j]
-			next := algo.StepInto(r.Limit.Algorithm, slots[s].state, now, r.Cost, &decisions[j])
-			all = all && decisions[j].Allowed
-			if decisions[j].CorruptState {
-				corrupt = true
+		for j, r := range b.reqs {
+			s := b.which[j]
+			if !slices.Contains(slots, s) {
+				continue
 			}
-			if next != nil || decisions[j].CorruptState {
-				slots[s].state = next
-				swaps[s].Keep, swaps[s].Value, swaps[s].TTL = false, next, decisions[j].TTL
+			d := &b.decisions[j]
+			next := algo.StepInto(r.Limit.Algorithm, b.slots[s].state, now, r.Cost, d)
+			all = all && d.Allowed
+			corrupt = corrupt || d.CorruptState
+			if next != nil || d.CorruptState {
+				b.slots[s].state = next
+				b.swaps[s].Keep, b.swaps[s].Value, b.swaps[s].TTL = false, next, d.TTL
 			}
 		}
-		if !all {
-			for s := range swaps {
-				swaps[s].Keep = true
+		for i, s := range slots {
+			if !all || !write {
+				b.swaps[s].Keep = true
 			}
+			swaps[i] = b.swaps[s]
 		}
 		ok, cur, err := p.cas(e, swaps)
 		if err != nil {
-			for s := range slots {
-				p.remember(slots[s].sh, swaps[s].Key, nil)
+			for _, s := range slots {
+				p.remember(b.slots[s].sh, b.swaps[s].Key, nil)
 			}
-			return nil, false, e.storeError("swap", err)
+			return false, e.storeError("swap", err)
 		}
 		if ok {
-			for s := range slots {
-				v := slots[s].expected
-				if !swaps[s].Keep {
+			for _, s := range slots {
+				sl, w := &b.slots[s], &b.swaps[s]
+				v := sl.expected
+				if !w.Keep {
 					v = nil
-					if swaps[s].TTL > 0 {
-						v = swaps[s].Value
+					if w.TTL > 0 {
+						v = w.Value
 					}
 				}
-				p.remember(slots[s].sh, swaps[s].Key, v)
+				sl.expected = v
+				p.remember(sl.sh, w.Key, v)
 			}
 			if corrupt {
 				e.noteCorrupt("", "")
 			}
-			return decisions, all, nil
+			return all, nil
 		}
-		for s := range slots {
-			slots[s].expected = cur[s]
-			p.remember(slots[s].sh, swaps[s].Key, cur[s])
+		for i, s := range slots {
+			b.slots[s].expected = cur[i]
+			p.remember(b.slots[s].sh, b.swaps[s].Key, cur[i])
 		}
 		if attempt == p.retries {
-			return nil, false, e.storeError("swap", ErrContention)
+			return false, e.storeError("swap", ErrContention)
 		}
 	}
 }

@@ -21,9 +21,11 @@ type SwapStore struct {
 	delay   time.Duration
 	before  func(s *SwapStore, swaps []backend.Swap)
 
-	mu     sync.Mutex // guards recs and closed
-	recs   map[string]swapRecord
-	closed bool
+	mu       sync.Mutex // guards recs, closed and watchers
+	recs     map[string]swapRecord
+	closed   bool
+	watchers map[int]func(key []byte)
+	watchSeq int
 
 	calls, mismatches atomic.Int64
 }
@@ -56,6 +58,7 @@ var (
 	_ backend.Swapper = (*SwapStore)(nil)
 	_ backend.Counter = (*SwapStore)(nil)
 	_ backend.Sweeper = (*SwapStore)(nil)
+	_ backend.Watcher = (*SwapStore)(nil)
 )
 
 // NewSwapStore returns an empty SwapStore.
@@ -125,7 +128,31 @@ func (s *SwapStore) Delete(key []byte) error {
 		return backend.ErrClosed
 	}
 	delete(s.recs, string(key))
+	for _, fn := range s.watchers {
+		fn(bytes.Clone(key))
+	}
 	return nil
+}
+
+// WatchDeletes implements backend.Watcher: fn is called, under the store's
+// lock, before Delete returns.
+func (s *SwapStore) WatchDeletes(fn func(key []byte)) (func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, backend.ErrClosed
+	}
+	if s.watchers == nil {
+		s.watchers = map[int]func([]byte){}
+	}
+	s.watchSeq++
+	id := s.watchSeq
+	s.watchers[id] = fn
+	return func() {
+		s.mu.Lock()
+		delete(s.watchers, id)
+		s.mu.Unlock()
+	}, nil
 }
 
 // Len returns the number of records held, expired ones included.

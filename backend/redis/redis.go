@@ -391,12 +391,17 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 	})
 }
 
-// Delete implements backend.Backend.
+// Delete implements backend.Backend, and announces the deletion to every
+// store watching (see WatchDeletes).
 func (s *Store) Delete(key []byte) error {
 	if err := s.check(key); err != nil {
 		return err
 	}
-	return s.call(func(ctx context.Context) error { return s.c.Del(ctx, s.redisKey(key)).Err() })
+	if err := s.call(func(ctx context.Context) error { return s.c.Del(ctx, s.redisKey(key)).Err() }); err != nil {
+		return err
+	}
+	s.announce(key)
+	return nil
 }
 
 // Close stops the store; calls after it return backend.ErrClosed. It closes

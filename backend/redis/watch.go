@@ -1,0 +1,55 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+var _ backend.Watcher = (*Store)(nil)
+
+// resetChannel is the Pub/Sub channel, under the store's prefix, on which
+// Delete announces the key it deleted.
+func (s *Store) resetChannel() string { return s.prefix + "deleted" }
+
+// announce publishes a deleted key to every store watching. A failure is
+// not the Delete's: the record is gone, and a watcher that misses the
+// message forgets the key when its own records say so.
+func (s *Store) announce(key []byte) {
+	_ = s.call(func(ctx context.Context) error { return s.c.Publish(ctx, s.resetChannel(), key).Err() })
+}
+
+// WatchDeletes implements backend.Watcher with Redis Pub/Sub: Delete
+// publishes the key on "<prefix>deleted" (on a Cluster, Pub/Sub reaches
+// every node), and the watch subscribes to it on a connection of its own,
+// which go-redis re-establishes after a failure. A Delete published while
+// a watcher's connection was down is missed by that watcher.
+func (s *Store) WatchDeletes(fn func(key []byte)) (func(), error) {
+	if s.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultConnectTimeout)
+	defer cancel()
+	ps := s.c.Subscribe(ctx, s.resetChannel())
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		ps.Close()
+		return nil, fmt.Errorf("sluice/backend/redis: subscribing to %s: %w", s.resetChannel(), err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for msg := range ps.Channel() {
+			fn([]byte(msg.Payload))
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ps.Close() // closing a broken subscription has nothing to report
+			wg.Wait()
+		})
+	}, nil
+}
