@@ -38,8 +38,15 @@ type Config struct {
 	Metrics sluice.Observer
 	// OnStoreError is what happens to a request when the store fails:
 	// sluice.FailOpen (the default when empty) lets it through,
-	// sluice.FailClosed answers 503 Service Unavailable.
+	// sluice.FailClosed answers 503 Service Unavailable, sluice.FailLocal
+	// decides it with Local instead.
 	OnStoreError sluice.StoreErrorPolicy
+	// Local decides the requests the store could not, under
+	// sluice.FailLocal: on its in-process engine, under each rule's share
+	// of the fleet (sluice.Local). Required with FailLocal, ignored
+	// otherwise. Keep one Local across the middlewares a program builds
+	// on reloads, so that what callers spent locally carries over.
+	Local *sluice.Local
 	// Cost, when set, returns what a request spends under a rule; a result
 	// of zero or less means the rule's own cost. When nil every request
 	// spends its rule's Cost. A cost above the rule's capacity could never
@@ -78,6 +85,7 @@ type limiter struct {
 	identify IdentityFunc
 	metrics  sluice.Observer // nil: nothing observes
 	policy   sluice.StoreErrorPolicy
+	local    *sluice.Local // with policy FailLocal
 	cost     func(*http.Request, *sluice.CompiledRule) int64
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
@@ -126,9 +134,23 @@ type limiter struct {
 // Metrics.ObserveStoreError; FailClosed answers 503 and counts it. In all
 // mode a store error is counted once, under the most specific rule.
 //
+// FailLocal logs and counts the store error too, then decides the request
+// on Config.Local's in-process engine, under the matching rules' shares
+// (sluice.Rule.Share: limit and burst divided by the fleet size, rounded
+// up), and answers it as any other decision: headers, 429 with
+// Retry-After, a leaky bucket's delay. The headers then report the share
+// (X-RateLimit-Limit 4 for a rule of 10 on a fleet of 3). The next request
+// tries the store again, so limiting returns to the shared budget as soon
+// as the store answers; a store with a circuit breaker (backend/redis)
+// fails those attempts at once while it stays down. Should the local
+// engine fail too (it is closed), the request is answered 503.
+//
 // Decisions are counted with Metrics.ObserveDecisionCost, with the latency
-// of the engine call. In all mode, when a rule denies, the denying rules
-// are counted denied and the others (which spent nothing) are not counted.
+// of the engine call (for a local decision, of the failed store call and
+// the local one). In all mode, when a rule denies, the denying rules are
+// counted denied and the others (which spent nothing) are not counted. A
+// local decision is also told to Metrics.ObserveLocalDecision when Metrics
+// is a sluice.LocalObserver (package metrics' *Metrics is).
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	switch {
 	case cfg.Engine == nil:
@@ -143,6 +165,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		identify: cfg.Identity,
 		metrics:  cfg.Metrics,
 		policy:   cfg.OnStoreError,
+		local:    cfg.Local,
 		cost:     cfg.Cost,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
@@ -157,8 +180,15 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	case "":
 		l.policy = sluice.FailOpen
 	case sluice.FailOpen, sluice.FailClosed:
+	case sluice.FailLocal:
+		if l.local == nil {
+			return nil, fmt.Errorf("httplimit: Config.Local is required with OnStoreError %q", sluice.FailLocal)
+		}
 	default:
-		return nil, fmt.Errorf("httplimit: Config.OnStoreError must be %q or %q, got %q", sluice.FailOpen, sluice.FailClosed, string(l.policy))
+		return nil, fmt.Errorf("httplimit: Config.OnStoreError must be %q, %q or %q, got %q", sluice.FailOpen, sluice.FailClosed, sluice.FailLocal, string(l.policy))
+	}
+	if l.policy != sluice.FailLocal {
+		l.local = nil
 	}
 	if l.log == nil {
 		l.log = slog.Default()
@@ -218,16 +248,30 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			start = time.Now()
 		}
 		d, err = l.eng.Apply(rule.Limit(), key, cost)
+		local := false
+		if err != nil && l.local != nil && isStoreError(err) {
+			l.storeError(rule, err)
+			req := l.local.Request(rule, key, cost)
+			rule, cost, local = l.local.Rule(rule), req.Cost, true
+			d, err = l.local.Engine().Apply(req.Limit, req.Key, req.Cost)
+		}
 		var elapsed time.Duration
 		if l.metrics != nil {
 			elapsed = time.Since(start)
 		}
 		if err != nil {
+			if local {
+				l.localError(w, r, rule, err)
+				return
+			}
 			l.engineError(w, r, next, rule, err)
 			return
 		}
 		if l.metrics != nil {
 			l.metrics.ObserveDecisionCost(rule.Name(), d.Allowed, cost, elapsed)
+			if local {
+				l.observeLocal(rule.Name(), d.Allowed)
+			}
 		}
 		delay = d.Delay
 	} else {
@@ -266,9 +310,28 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	start := time.Now()
 	ds, all, err := l.eng.ApplyAll(reqs)
+	local := false
+	if err != nil && l.local != nil && isStoreError(err) {
+		// Decide every rule's share together on the local engine, and
+		// report the shares. reqs and rules may be the caller's stack
+		// arrays: they are replaced, not written to.
+		l.storeError(rules[0], err)
+		shares := make([]*sluice.CompiledRule, len(rules))
+		localReqs := make([]engine.Request, len(reqs))
+		for i, c := range rules {
+			shares[i] = l.local.Rule(c)
+			localReqs[i] = l.local.Request(c, reqs[i].Key, reqs[i].Cost)
+		}
+		rules, reqs, local = shares, localReqs, true
+		ds, all, err = l.local.Engine().ApplyAll(reqs)
+	}
 	elapsed := time.Since(start)
 	if err != nil {
-		l.engineError(w, r, next, rules[0], err)
+		if local {
+			l.localError(w, r, rules[0], err)
+		} else {
+			l.engineError(w, r, next, rules[0], err)
+		}
 		return nil, d, 0, false
 	}
 	pick := -1
@@ -276,10 +339,16 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 		if all {
 			if l.metrics != nil {
 				l.metrics.ObserveDecisionCost(rules[i].Name(), true, reqs[i].Cost, elapsed)
+				if local {
+					l.observeLocal(rules[i].Name(), true)
+				}
 			}
 			delay = max(delay, di.Delay)
 		} else if !di.Allowed && l.metrics != nil {
 			l.metrics.ObserveDecisionCost(rules[i].Name(), false, reqs[i].Cost, elapsed)
+			if local {
+				l.observeLocal(rules[i].Name(), false)
+			}
 		}
 		switch {
 		case pick < 0:
@@ -346,24 +415,57 @@ func (l *limiter) identityError(w http.ResponseWriter, r *http.Request, rule *sl
 	http.Error(w, internalErrorBody, http.StatusInternalServerError)
 }
 
+// isStoreError reports an engine error that the store-error policy
+// applies to.
+func isStoreError(err error) bool {
+	return errors.Is(err, engine.ErrStore) || errors.Is(err, engine.ErrClosed)
+}
+
 // engineError handles an error from the engine: a store error by the
-// policy, anything else as an internal error.
+// policy (open or closed: FailLocal has decided locally before this is
+// called), anything else as an internal error.
 func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.Handler, rule *sluice.CompiledRule, err error) {
-	if !errors.Is(err, engine.ErrStore) && !errors.Is(err, engine.ErrClosed) {
+	if !isStoreError(err) {
 		l.log.Error("httplimit: cannot decide the request",
 			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
 		http.Error(w, internalErrorBody, http.StatusInternalServerError)
 		return
 	}
-	if l.metrics != nil {
-		l.metrics.ObserveStoreError(rule.Name(), l.policy)
-	}
-	l.logStoreError(rule, err)
+	l.storeError(rule, err)
 	if l.policy == sluice.FailClosed {
 		http.Error(w, unavailableBody, http.StatusServiceUnavailable)
 		return
 	}
 	next.ServeHTTP(w, r)
+}
+
+// storeError counts and logs a store error under rule.
+func (l *limiter) storeError(rule *sluice.CompiledRule, err error) {
+	if l.metrics != nil {
+		l.metrics.ObserveStoreError(rule.Name(), l.policy)
+	}
+	l.logStoreError(rule, err)
+}
+
+// localError answers a request that neither the store nor the local
+// engine could decide: 503 when the local engine is closed, 500 for
+// anything else.
+func (l *limiter) localError(w http.ResponseWriter, r *http.Request, rule *sluice.CompiledRule, err error) {
+	l.log.Error("httplimit: cannot decide the request locally either",
+		"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
+	if isStoreError(err) {
+		http.Error(w, unavailableBody, http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, internalErrorBody, http.StatusInternalServerError)
+}
+
+// observeLocal tells Metrics of a local decision, when it listens for
+// them.
+func (l *limiter) observeLocal(rule string, allowed bool) {
+	if lo, ok := l.metrics.(sluice.LocalObserver); ok {
+		lo.ObserveLocalDecision(rule, allowed)
+	}
 }
 
 // logStoreError logs a store error, at most one line a second; the line

@@ -761,9 +761,10 @@ func TestNewErrors(t *testing.T) {
 	reg := sluice.NewRegistry(nil)
 	id, _ := identity.New(identity.Config{})
 	for name, cfg := range map[string]Config{
-		"no engine":   {Registry: reg, Identifier: id},
-		"no registry": {Engine: eng, Identifier: id},
-		"bad policy":  {Engine: eng, Registry: reg, Identifier: id, OnStoreError: "sometimes"},
+		"no engine":           {Registry: reg, Identifier: id},
+		"no registry":         {Engine: eng, Identifier: id},
+		"bad policy":          {Engine: eng, Registry: reg, Identifier: id, OnStoreError: "sometimes"},
+		"local without Local": {Engine: eng, Registry: reg, Identifier: id, OnStoreError: sluice.FailLocal},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: no error", name)
