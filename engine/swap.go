@@ -2,9 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -14,7 +16,7 @@ import (
 
 // Defaults for the swap path's options.
 const (
-	DefaultSwapRetries   = 8
+	DefaultSwapRetries   = 16
 	DefaultSwapCacheSize = 1 << 16
 )
 
@@ -367,7 +369,18 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, batch []*waiter) {
 			fail(ErrContention)
 			return
 		}
+		backoff(attempt)
 	}
+}
+
+// backoff waits before the next compare-and-swap after a conflict: a
+// random time up to 25µs doubled per conflict, at most 2ms, so that
+// processes contending for one key stop colliding in lockstep (callers
+// arriving meanwhile join the key's queue, so the next commit carries
+// more of them).
+func backoff(attempt int) {
+	ceiling := min(25*time.Microsecond<<attempt, 2*time.Millisecond)
+	time.Sleep(rand.N(ceiling) + 1)
 }
 
 // applyAll is ApplyAll over the swap path: every key is stepped on its
@@ -556,6 +569,7 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 		if attempt == p.retries {
 			return false, e.storeError("swap", ErrContention)
 		}
+		backoff(attempt)
 	}
 }
 

@@ -1,0 +1,373 @@
+package redis_test
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/backend/redis"
+	"github.com/sluice-go/sluice/engine"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newEngine returns an engine over s, closed when the test ends.
+func newEngine(t testing.TB, s *redis.Store, o engine.Options) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(s, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// genLimits draws one limit per algorithm.
+func genLimits(t *rapid.T) []engine.Limit {
+	var out []engine.Limit
+	for _, name := range algo.Names {
+		p := algo.Params{
+			Limit:  rapid.Int64Range(1, 12).Draw(t, name+".limit"),
+			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 60e9}).Draw(t, name+".window")),
+		}
+		if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
+			p.Burst = rapid.Int64Range(0, 20).Draw(t, name+".burst")
+		}
+		out = append(out, engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)})
+	}
+	return out
+}
+
+// TestModelEquivalence: two engines, each on a Store of its own (two
+// clients, as two processes have) over one real Redis, take turns at
+// random with applies, peeks, multi-limit ApplyAll and clock steps; every
+// decision is the one a single engine over the memory store makes for the
+// same sequence, for all six algorithms. The engines' FakeClock drives
+// time (Options.EngineClock). With ConfirmDenials they agree to the
+// letter; with the default local denials a denial may carry the stale
+// record's more generous Remaining and RetryAfter, and nothing else may
+// differ. Resets by either engine are in the first variant (the second
+// learns of another engine's Reset asynchronously; TestResetReachesOthers
+// covers that).
+func TestModelEquivalence(t *testing.T) {
+	addr := server(t).Addr
+	for _, confirm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ConfirmDenials=%v", confirm), func(t *testing.T) {
+			run := 0
+			rapid.Check(t, func(rt *rapid.T) {
+				run++
+				limits := genLimits(rt)
+				clock := engine.NewFakeClock(t0)
+				o := redis.Options{KeyPrefix: fmt.Sprintf("%s%d:", prefix(t), run), EngineClock: true}
+				fleet := []*engine.Engine{
+					newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: clock, ConfirmDenials: confirm}),
+					newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: clock, ConfirmDenials: confirm}),
+				}
+				one, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: clock})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				defer one.Close()
+				keys := []string{"a", "b"}
+				for i := range rapid.IntRange(1, 60).Draw(rt, "ops") {
+					e := fleet[rapid.IntRange(0, 1).Draw(rt, "engine")]
+					l := rapid.SampledFrom(limits).Draw(rt, "limit")
+					key := rapid.SampledFrom(keys).Draw(rt, "key")
+					cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(rt, "cost")
+					var got, want string
+					op := rapid.IntRange(0, 7).Draw(rt, "op")
+					switch {
+					case op == 0:
+						clock.Advance(time.Duration(rapid.SampledFrom([]int64{0, 1, 5e5, 1e6, 7e8, 1e9, 3e9, 60e9, -1e9}).Draw(rt, "step")))
+						continue
+					case op == 1 && confirm:
+						got, want = fmt.Sprint(e.Reset(l, key)), fmt.Sprint(one.Reset(l, key))
+					case op == 2:
+						d1, err1 := e.Peek(l, key, cost)
+						d2, err2 := one.Peek(l, key, cost)
+						got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
+					case op == 3:
+						reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(rt, "limit2"), Key: key, Cost: 1}}
+						d1, all1, err1 := e.ApplyAll(reqs)
+						d2, all2, err2 := one.ApplyAll(reqs)
+						got, want = fmt.Sprintf("%+v %v %v", d1, all1, err1), fmt.Sprintf("%+v %v %v", d2, all2, err2)
+					default:
+						d1, err1 := e.Apply(l, key, cost)
+						d2, err2 := one.Apply(l, key, cost)
+						if !confirm && err1 == nil && err2 == nil && !d1.Allowed && !d2.Allowed &&
+							d1.Limit == d2.Limit && d1.Remaining >= d2.Remaining && d1.RetryAfter > 0 && d1.RetryAfter <= d2.RetryAfter {
+							d1 = d2 // a denial from a stale last-seen record, as conservative as it may be
+						}
+						got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
+					}
+					if got != want {
+						rt.Fatalf("op %d: the fleet on Redis answered\n %s\none engine on memory answers\n %s", i, got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestContentionAcrossClients: 4 stores (4 clients, as 4 processes have) ×
+// 16 goroutines spend one key of a fixed window, each trying far more
+// than the limit: together they admit exactly the limit, on the real
+// clock, every algorithm whose capacity cannot refill within the test.
+func TestContentionAcrossClients(t *testing.T) {
+	addr := server(t).Addr
+	for _, name := range algo.Names {
+		t.Run(name, func(t *testing.T) {
+			p := algo.Params{Limit: 100, Window: time.Hour}
+			l := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)}
+			o := redis.Options{KeyPrefix: prefix(t)}
+			var engines []*engine.Engine
+			for range 4 {
+				engines = append(engines, newEngine(t, open(t, []string{addr}, o), engine.Options{}))
+			}
+			var (
+				mu       sync.Mutex
+				admitted int
+				errs     []error
+				wg       sync.WaitGroup
+			)
+			for _, e := range engines {
+				for range 16 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range 20 {
+							d, err := e.Apply(l, "hot", 1)
+							mu.Lock()
+							if err != nil {
+								errs = append(errs, err)
+							} else if d.Allowed {
+								admitted++
+							}
+							mu.Unlock()
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			if len(errs) > 0 {
+				t.Fatalf("%d errors, the first: %v", len(errs), errs[0])
+			}
+			// The sliding counter weighs the previous window, which is
+			// empty here: its limit is exact too.
+			if admitted != 100 {
+				t.Fatalf("4 clients × 16 goroutines × 20 tries admitted %d, want exactly 100", admitted)
+			}
+		})
+	}
+}
+
+// TestCoalescingAndLocalDenials: 64 goroutines of one engine on one hot key
+// share compare-and-swaps (far fewer EVALSHA calls than decisions), and once
+// the key is denied, further requests cost Redis nothing until the denial's
+// RetryAfter.
+func TestCoalescingAndLocalDenials(t *testing.T) {
+	srv := server(t)
+	s := open(t, []string{srv.Addr}, redis.Options{})
+	e := newEngine(t, s, engine.Options{})
+	l := engine.Limit{Namespace: "hot", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 1000, Window: time.Hour})}
+	before := srv.CommandCalls(t)["evalsha"]
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if _, err := e.Apply(l, "k", 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	calls := srv.CommandCalls(t)["evalsha"] - before
+	st := e.Stats()
+	t.Logf("1280 decisions: %d EVALSHA, %d swaps, %d conflicts", calls, st.Swaps, st.Conflicts)
+	if calls >= 1280 {
+		t.Fatalf("1280 concurrent decisions on one key took %d EVALSHA calls: no coalescing", calls)
+	}
+	// Spend the rest, then hammer the denied key.
+	for range 1000 - 1280 + 1280 {
+		if d, _ := e.Apply(l, "k", 1); !d.Allowed {
+			break
+		}
+	}
+	if d, _ := e.Apply(l, "k", 1); d.Allowed {
+		t.Fatal("the key was not spent to denial")
+	}
+	before = srv.CommandCalls(t)["evalsha"]
+	local := e.Stats().LocalDenials
+	for range 500 {
+		if d, err := e.Apply(l, "k", 1); err != nil || d.Allowed || d.RetryAfter <= 0 {
+			t.Fatalf("a request on the denied key: %+v, %v; want a denial with a RetryAfter", d, err)
+		}
+	}
+	if calls := srv.CommandCalls(t)["evalsha"] - before; calls != 0 {
+		t.Fatalf("500 requests on a denied key sent %d EVALSHA calls, want 0", calls)
+	}
+	if got := e.Stats().LocalDenials - local; got != 500 {
+		t.Fatalf("LocalDenials moved by %d, want 500", got)
+	}
+}
+
+// TestResetReachesOthers: a key denied in two processes is reset by one of
+// them; the other learns of it through Pub/Sub and allows the key again
+// (it would otherwise deny it locally for the rest of the hour).
+func TestResetReachesOthers(t *testing.T) {
+	addr := server(t).Addr
+	o := redis.Options{KeyPrefix: prefix(t)}
+	a := newEngine(t, open(t, []string{addr}, o), engine.Options{})
+	b := newEngine(t, open(t, []string{addr}, o), engine.Options{})
+	l := engine.Limit{Namespace: "r", Algorithm: algo.MustNew(algo.SlidingLogName, algo.Params{Limit: 2, Window: time.Hour})}
+	for range 2 {
+		if d, err := a.Apply(l, "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	for _, e := range []*engine.Engine{a, b} {
+		if d, err := e.Apply(l, "k", 1); err != nil || d.Allowed {
+			t.Fatalf("third request: %+v, %v; want denied", d, err)
+		}
+	}
+	if d, _ := b.Apply(l, "k", 1); d.Allowed || b.Stats().LocalDenials == 0 {
+		t.Fatalf("b's repeated request was not denied locally: %+v, %+v", d, b.Stats())
+	}
+	if err := a.Reset(l, "k"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := b.Apply(l, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("10s after another process's Reset, b still denies the key")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRaisedLimitAdmitsAtOnce: a hot reload that raises a limit needs no
+// cache clearing: the new rule steps the last-seen record, and admits the
+// difference at once.
+func TestRaisedLimitAdmitsAtOnce(t *testing.T) {
+	e := newEngine(t, open(t, []string{server(t).Addr}, redis.Options{}), engine.Options{})
+	for _, name := range algo.Names {
+		small := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 2, Window: time.Hour})}
+		big := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 5, Window: time.Hour})}
+		for range 2 {
+			e.Apply(small, "k", 1)
+		}
+		if d, _ := e.Apply(small, "k", 1); d.Allowed {
+			t.Fatalf("%s: third of two allowed", name)
+		}
+		for i := range 3 {
+			if d, err := e.Apply(big, "k", 1); err != nil || !d.Allowed {
+				t.Fatalf("%s: request %d after raising the limit to 5: %+v, %v", name, i+3, d, err)
+			}
+		}
+		if d, _ := e.Apply(big, "k", 1); d.Allowed {
+			t.Fatalf("%s: sixth of five allowed", name)
+		}
+	}
+}
+
+// shiftedClock is the system clock moved by a fixed offset, as a gateway
+// whose clock is wrong tells the time.
+type shiftedClock time.Duration
+
+func (c shiftedClock) Now() int64 { return engine.SystemClock{}.Now() + int64(c) }
+
+// TestClocksTwoSecondsApart: two processes whose clocks differ by 2s (one
+// 1s fast, one 1s slow) share a sliding log of 5 per 1.5s. On their own
+// clocks the fast one would find the slow one's entries already 2s old,
+// expired, and admit 5 more; on the server's time they decide as one
+// process: 5 admitted in all, and the fast one's denial waits no longer
+// than the window.
+func TestClocksTwoSecondsApart(t *testing.T) {
+	addr := server(t).Addr
+	window := 1500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		o := redis.Options{KeyPrefix: fmt.Sprintf("%s%d:", prefix(t), attempt)}
+		slow := newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: shiftedClock(-time.Second)})
+		fast := newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: shiftedClock(time.Second)})
+		l := engine.Limit{Namespace: "log", Algorithm: algo.MustNew(algo.SlidingLogName, algo.Params{Limit: 5, Window: window})}
+		start := time.Now()
+		admitted := 0
+		var last algo.Decision
+		for i := range 10 {
+			e := slow
+			if i >= 5 {
+				e = fast
+			}
+			d, err := e.Apply(l, "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				admitted++
+			}
+			last = d
+		}
+		if elapsed := time.Since(start); elapsed > window/2 {
+			// The machine was too busy for the ten requests to fall in one
+			// window, so the count says nothing; try again.
+			if attempt == 5 {
+				t.Fatalf("ten requests took %v, more than half the window, five times", elapsed)
+			}
+			continue
+		}
+		if admitted != 5 || last.Allowed || last.RetryAfter > window {
+			t.Fatalf("admitted %d of 10 (want 5); the fast process's last answer %+v (want denied, RetryAfter ≤ %v)", admitted, last, window)
+		}
+		return
+	}
+}
+
+// TestKeysAndTTL: a record is one Redis string under the documented key,
+// holding the codec record, with a PX TTL equal to the decision's.
+func TestKeysAndTTL(t *testing.T) {
+	srv := server(t)
+	s := open(t, []string{srv.Addr}, redis.Options{KeyPrefix: "keys-test:"})
+	e := newEngine(t, s, engine.Options{})
+	l := engine.Limit{Namespace: "orders", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 5, Window: time.Hour})}
+	d, err := e.Apply(l, "user:{42}%", 1)
+	if err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	name := "keys-test:{user:%7B42%7D%25}:orders"
+	if got := srv.Do(t, "TYPE", name); got != "string\n" {
+		t.Fatalf("TYPE %s = %q, want string", name, got)
+	}
+	pttl, err := strconv.ParseInt(srv.Do(t, "PTTL", name)[:len(srv.Do(t, "PTTL", name))-1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := time.Duration(pttl) * time.Millisecond; ttl <= 0 || ttl > d.TTL+time.Millisecond || ttl < d.TTL-10*time.Second {
+		t.Fatalf("PTTL %v, want about the decision's TTL %v", ttl, d.TTL)
+	}
+	var keys []string
+	if err := s.Range(nil, func(r backend.Record) bool { keys = append(keys, string(r.Key)); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if want := string(engine.AppendKey(nil, "orders", "user:{42}%")); len(keys) != 1 || keys[0] != want {
+		t.Fatalf("Range listed %q, want [%q]", keys, want)
+	}
+}
+
