@@ -370,4 +370,3 @@ func TestKeysAndTTL(t *testing.T) {
 		t.Fatalf("Range listed %q, want [%q]", keys, want)
 	}
 }
-
