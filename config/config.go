@@ -2,11 +2,15 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,13 +28,21 @@ const (
 	BackendMemory = "memory"
 	BackendPebble = "pebble"
 	BackendBolt   = "bolt"
+	BackendRedis  = "redis"
 )
+
+// Backends lists the store backends a configuration may name.
+var Backends = []string{BackendMemory, BackendPebble, BackendBolt, BackendRedis}
 
 // Defaults a parsed Config holds for the store keys a file leaves out. The
 // identity section's are package identity's (identity.Config.WithDefaults).
+// The Redis ones are package backend/redis' own defaults.
 const (
-	DefaultBackend       = BackendMemory
-	DefaultFlushInterval = engine.DefaultFlushInterval
+	DefaultBackend        = BackendMemory
+	DefaultFlushInterval  = engine.DefaultFlushInterval
+	DefaultRedisTimeout   = 5 * time.Millisecond
+	DefaultRedisKeyPrefix = "sluice:"
+	DefaultFleetSize      = 1
 )
 
 // Config is a gateway's configuration, as read from a YAML file by Parse
@@ -45,8 +57,10 @@ type Config struct {
 	// Identity is the "identity" section, read straight into the identity
 	// package's configuration.
 	Identity identity.Config
-	// OnStoreError is "on_store_error": sluice.FailOpen (default) or
-	// sluice.FailClosed.
+	// OnStoreError is "on_store_error": sluice.FailOpen (default),
+	// sluice.FailClosed or sluice.FailLocal (decide in-process on each
+	// rule's share, the limit divided by Store.Redis.FleetSize: see
+	// sluice.Local).
 	OnStoreError sluice.StoreErrorPolicy
 	// Match is "match": sluice.MatchMostSpecific (default) or
 	// sluice.MatchAll.
@@ -60,9 +74,12 @@ type Config struct {
 }
 
 // Store is the "store" section: where the limiter keeps its state.
+//
+// It holds a []string, so compare two with Equal; its String leaves the
+// Redis password out.
 type Store struct {
-	// Backend is "backend": BackendMemory (default), BackendPebble or
-	// BackendBolt.
+	// Backend is "backend": BackendMemory (default), BackendPebble,
+	// BackendBolt or BackendRedis.
 	Backend string
 	// Dir is "dir", the state directory of a durable backend; required for
 	// pebble and bolt.
@@ -73,6 +90,115 @@ type Store struct {
 	// FlushInterval is "flush_interval", how often interval durability
 	// writes; DefaultFlushInterval (50ms) when left out.
 	FlushInterval time.Duration
+	// Redis is the "redis" section, for the redis backend only (a redis
+	// section under another backend is an error). Its defaults are
+	// filled in whatever the backend.
+	Redis Redis
+}
+
+// Redis is the store section's "redis" section: the Redis server (or
+// Cluster) a fleet of gateways shares, so that a caller's budget is one
+// across the fleet.
+type Redis struct {
+	// Addrs is "addrs", a list of host:port: one address is a standalone
+	// server, several the seed nodes of a Cluster. Required.
+	Addrs []string
+	// Username is "username", for Redis ACLs; empty for the default user.
+	Username string
+	// Password is the password: "password" itself, or read from the file
+	// "password_file" names (one line; the newline is not part of it), or
+	// from the environment variable "password_env" names. At most one of
+	// the three may be given; a file or variable that cannot be read is
+	// an error. Empty for none.
+	Password string
+	// DB is "db", the database of a standalone server; 0 (the default)
+	// for a Cluster, which has no other.
+	DB int
+	// TLS is "tls": true, or a mapping of ca_file, server_name and
+	// insecure_skip_verify (which imply true).
+	TLS RedisTLS
+	// Timeout is "timeout", every call's deadline; DefaultRedisTimeout
+	// (5ms) when left out. A call past it is a store error, to which
+	// on_store_error applies.
+	Timeout time.Duration
+	// KeyPrefix is "key_prefix", the start of every key the gateway
+	// writes; DefaultRedisKeyPrefix ("sluice:") when left out. Give each
+	// deployment sharing one Redis its own, and the same to every gateway
+	// of one fleet.
+	KeyPrefix string
+	// FleetSize is "fleet_size", the number of gateways sharing the
+	// store; under on_store_error local each limits alone to its share,
+	// the rule's limit and burst divided by it (rounded up). Default 1.
+	FleetSize int
+}
+
+// RedisTLS is the redis section's "tls": whether to connect with TLS and
+// how to check the server.
+type RedisTLS struct {
+	// Enabled is "tls: true", or implied by a tls mapping.
+	Enabled bool
+	// CAFile is "ca_file", a PEM file of the certificates that may sign
+	// the server's; empty means the system's roots. It is read and checked
+	// when the configuration is parsed.
+	CAFile string
+	// ServerName is "server_name", the name the server's certificate must
+	// carry; empty means the host of the address dialled.
+	ServerName string
+	// InsecureSkipVerify is "insecure_skip_verify": accept any
+	// certificate. For tests only.
+	InsecureSkipVerify bool
+
+	roots *x509.CertPool // CAFile's certificates, read by Parse
+}
+
+// Config returns the TLS configuration to dial Redis with, or nil when TLS
+// is not enabled.
+func (t RedisTLS) Config() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	switch {
+	case t.roots != nil:
+		c.RootCAs = t.roots
+	case t.CAFile != "":
+		roots, err := readCAFile(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		c.RootCAs = roots
+	}
+	return c, nil
+}
+
+// readCAFile reads a PEM file of certificates into a pool.
+func readCAFile(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return roots, nil
+}
+
+// Equal reports whether s and o say the same.
+func (s Store) Equal(o Store) bool {
+	s.Redis.TLS.roots, o.Redis.TLS.roots = nil, nil
+	return reflect.DeepEqual(s, o)
+}
+
+// String describes the store section for logs, leaving the password out:
+// it says only whether one is set.
+func (s Store) String() string {
+	if s.Backend != BackendRedis {
+		return fmt.Sprintf("{Backend:%s Dir:%s Durability:%v FlushInterval:%v}", s.Backend, s.Dir, s.Durability, s.FlushInterval)
+	}
+	r := s.Redis
+	return fmt.Sprintf("{Backend:redis Addrs:%v Username:%s Password:%s DB:%d TLS:%t KeyPrefix:%q Timeout:%v FleetSize:%d}",
+		r.Addrs, r.Username, map[bool]string{false: "(none)", true: "(set)"}[r.Password != ""], r.DB, r.TLS.Enabled, r.KeyPrefix, r.Timeout, r.FleetSize)
 }
 
 // Error reports a configuration that does not parse or validate, with the
@@ -172,7 +298,8 @@ func Parse(name string, data []byte) (*Config, error) {
 		return nil, p.errAt(root.Line, "", "the configuration is empty")
 	}
 	c := &Config{
-		Store:        Store{Backend: DefaultBackend, Durability: engine.Interval, FlushInterval: DefaultFlushInterval},
+		Store: Store{Backend: DefaultBackend, Durability: engine.Interval, FlushInterval: DefaultFlushInterval,
+			Redis: Redis{Timeout: DefaultRedisTimeout, KeyPrefix: DefaultRedisKeyPrefix, FleetSize: DefaultFleetSize}},
 		Identity:     identity.Config{}.WithDefaults(),
 		OnStoreError: sluice.FailOpen,
 		Match:        sluice.MatchMostSpecific,
@@ -380,7 +507,7 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			err = p.identity(v, field, &c.Identity)
 		case "on_store_error":
 			var s string
-			s, err = p.oneOf(v, field, string(sluice.FailOpen), string(sluice.FailClosed))
+			s, err = p.oneOf(v, field, string(sluice.FailOpen), string(sluice.FailClosed), string(sluice.FailLocal))
 			c.OnStoreError = sluice.StoreErrorPolicy(s)
 		case "match":
 			var s string
@@ -509,11 +636,15 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 
 func (p *parser) store(n *yaml.Node, path string, s *Store) error {
 	var dirGiven bool
+	lines := map[string]int{}
 	err := p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		lines[key] = v.Line
 		var err error
 		switch key {
 		case "backend":
-			s.Backend, err = p.oneOf(v, field, BackendMemory, BackendPebble, BackendBolt)
+			s.Backend, err = p.oneOf(v, field, Backends...)
+		case "redis":
+			err = p.redis(v, field, &s.Redis)
 		case "dir":
 			s.Dir, err = p.str(v, field)
 			dirGiven = true
@@ -539,10 +670,173 @@ func (p *parser) store(n *yaml.Node, path string, s *Store) error {
 	if err != nil {
 		return err
 	}
+	if s.Backend == BackendRedis {
+		for _, key := range []string{"dir", "durability", "flush_interval"} {
+			if line, given := lines[key]; given {
+				return p.errAt(line, join(path, key), "not used by the redis backend (it applies to pebble and bolt)")
+			}
+		}
+		if len(s.Redis.Addrs) == 0 {
+			return p.errAt(n.Line, join(path, "redis.addrs"), "required for the redis backend: one host:port, or several for a Cluster")
+		}
+		return nil
+	}
+	if line, given := lines["redis"]; given {
+		return p.errAt(line, join(path, "redis"), "only for the redis backend, but store.backend is %s (set backend: redis)", s.Backend)
+	}
 	if s.Backend != BackendMemory && !dirGiven {
 		return p.errAt(n.Line, join(path, "dir"), "required for the %s backend", s.Backend)
 	}
 	return nil
+}
+
+// redis reads the store's redis section.
+func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
+	var secret []string // the password keys given
+	lines := map[string]int{}
+	err := p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		lines[key] = v.Line
+		if key == "password" || key == "password_file" || key == "password_env" {
+			secret = append(secret, key)
+			if len(secret) > 1 {
+				return true, p.errAt(v.Line, field, "give one of password, password_file and password_env, not %s and %s", secret[0], secret[1])
+			}
+		}
+		var err error
+		switch key {
+		case "addrs":
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+				return true, p.errAt(v.Line, field, "want a list of host:port, such as [%s]", v.Value)
+			}
+			if v.Kind != yaml.SequenceNode {
+				return true, p.notSupported(v, field, "a list of host:port")
+			}
+			r.Addrs = make([]string, 0, len(v.Content))
+			for i, item := range v.Content {
+				f := fmt.Sprintf("%s[%d]", field, i)
+				a, err := p.str(item, f)
+				if err != nil {
+					return true, err
+				}
+				if reason := checkAddr(a); reason != "" {
+					return true, p.errAt(item.Line, f, "want host:port, such as 127.0.0.1:6379, got %q: %s", a, reason)
+				}
+				for j, prev := range r.Addrs {
+					if prev == a {
+						return true, p.errAt(item.Line, f, "%s is %s[%d] already", a, field, j)
+					}
+				}
+				r.Addrs = append(r.Addrs, a)
+			}
+			if len(r.Addrs) == 0 {
+				err = p.errAt(v.Line, field, "must list at least one host:port")
+			}
+		case "username":
+			r.Username, err = p.str(v, field)
+		case "password":
+			r.Password, err = p.str(v, field)
+		case "password_file":
+			var file string
+			if file, err = p.str(v, field); err == nil {
+				var data []byte
+				if data, err = os.ReadFile(file); err != nil {
+					err = p.errAt(v.Line, field, "cannot read the password: %v", err)
+				} else {
+					r.Password = strings.TrimRight(string(data), "\r\n")
+				}
+			}
+		case "password_env":
+			var name string
+			if name, err = p.str(v, field); err == nil {
+				var set bool
+				if r.Password, set = os.LookupEnv(name); !set {
+					err = p.errAt(v.Line, field, "the environment variable %s is not set", name)
+				}
+			}
+		case "db":
+			var db int64
+			db, err = p.integer(v, field)
+			if err == nil && (db < 0 || db > 1<<20) {
+				err = p.errAt(v.Line, field, "want a database number from 0, got %d", db)
+			}
+			r.DB = int(db)
+		case "tls":
+			err = p.redisTLS(v, field, &r.TLS)
+		case "timeout":
+			r.Timeout, err = p.duration(v, field)
+			if err == nil && r.Timeout <= 0 {
+				err = p.errAt(v.Line, field, "must be positive, got %v", r.Timeout)
+			}
+		case "key_prefix":
+			r.KeyPrefix, err = p.str(v, field)
+			if err == nil && r.KeyPrefix == "" {
+				err = p.errAt(v.Line, field, "must not be empty (leave it out for %q)", DefaultRedisKeyPrefix)
+			}
+		case "fleet_size":
+			var size int64
+			size, err = p.integer(v, field)
+			if err == nil && (size < 1 || size > 1<<20) {
+				err = p.errAt(v.Line, field, "want the number of gateways sharing the store, 1 or more, got %d", size)
+			}
+			r.FleetSize = int(size)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
+		return err
+	}
+	if r.DB != 0 && len(r.Addrs) > 1 {
+		return p.errAt(lines["db"], join(path, "db"), "a Cluster (several addrs) has database 0 only, got %d", r.DB)
+	}
+	return nil
+}
+
+// checkAddr says what is wrong with a Redis address, or "".
+func checkAddr(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return strings.TrimPrefix(err.Error(), "address "+a+": ")
+	}
+	if host == "" {
+		return "no host"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "the port must be a number from 1 to 65535"
+	}
+	return ""
+}
+
+// redisTLS reads the redis section's tls: a boolean or a mapping.
+func (p *parser) redisTLS(n *yaml.Node, path string, t *RedisTLS) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		var err error
+		t.Enabled, err = p.boolean(n, path)
+		return err
+	}
+	if n.Kind != yaml.MappingNode {
+		return p.notSupported(n, path, "true, false or a mapping of ca_file, server_name and insecure_skip_verify")
+	}
+	t.Enabled = true
+	return p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		var err error
+		switch key {
+		case "ca_file":
+			if t.CAFile, err = p.str(v, field); err == nil {
+				if t.roots, err = readCAFile(t.CAFile); err != nil {
+					err = p.errAt(v.Line, field, "%v", err)
+				}
+			}
+		case "server_name":
+			t.ServerName, err = p.str(v, field)
+		case "insecure_skip_verify":
+			t.InsecureSkipVerify, err = p.boolean(v, field)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
 }
 
 func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error {

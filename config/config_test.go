@@ -26,7 +26,7 @@ func TestLoadTheIssueConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Config{
-		Store: config.Store{Backend: "pebble", Dir: "./var/sluice", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
+		Store: config.Store{Backend: "pebble", Dir: "./var/sluice", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond, Redis: redisDefaults},
 		// No trusted proxy: the example is served on a port any local
 		// process can reach, and a trusted client may name any address.
 		Identity:     identity.Config{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", ForwardingHeader: identity.XForwardedFor, IPv6Prefix: 64},
@@ -55,13 +55,17 @@ func TestLoadTheIssueConfig(t *testing.T) {
 	}
 }
 
+// redisDefaults is the redis section a parsed Config holds when the file
+// has none.
+var redisDefaults = config.Redis{Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}
+
 func TestParseConfigDefaults(t *testing.T) {
 	c, err := config.Parse("min.yaml", []byte("rules: []\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := config.Config{
-		Store:        config.Store{Backend: "memory", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond},
+		Store:        config.Store{Backend: "memory", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond, Redis: redisDefaults},
 		Identity:     identity.Config{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", ForwardingHeader: identity.XForwardedFor, IPv6Prefix: 64},
 		OnStoreError: sluice.FailOpen,
 		Match:        sluice.MatchMostSpecific,
@@ -98,7 +102,7 @@ match: all
 	if c.Identity.UserHeader != "X-Caller" || c.Identity.APIKeyHeader != "X-API-Key" || c.Identity.IPv6Prefix != 48 || !c.Identity.HeadersFromTrustedProxiesOnly || c.Identity.ForwardingHeader != identity.Forwarded {
 		t.Errorf("Identity = %+v", c.Identity)
 	}
-	if c.Store != (config.Store{Backend: "bolt", Dir: "/tmp/s", Durability: engine.Sync, FlushInterval: time.Second}) {
+	if !c.Store.Equal(config.Store{Backend: "bolt", Dir: "/tmp/s", Durability: engine.Sync, FlushInterval: time.Second, Redis: redisDefaults}) {
 		t.Errorf("Store = %+v", c.Store)
 	}
 	if c.OnStoreError != sluice.FailClosed || c.Match != sluice.MatchAll {
@@ -150,8 +154,8 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 			`config.yaml:31: default.scope: rule "catch-all": must be one of [user api_key ip global], got "tenant"`, sluice.ErrInvalidRule},
 		{"path on the default", issueConfig(t, "  scope: ip", "  path_prefix: /x\n  scope: ip"),
 			"config.yaml:31: default.path_prefix: not allowed: the default covers every request no rule covers", nil},
-		{"bad backend", issueConfig(t, "backend: pebble", "backend: redis"),
-			`config.yaml:2: store.backend: want one of memory, pebble, bolt, got "redis"`, nil},
+		{"bad backend", issueConfig(t, "backend: pebble", "backend: etcd"),
+			`config.yaml:2: store.backend: want one of memory, pebble, bolt, redis, got "etcd"`, nil},
 		{"durable backend without dir", issueConfig(t, "  dir: ./var/sluice\n", ""),
 			"config.yaml:2: store.dir: required for the pebble backend", nil},
 		{"bad flush interval", issueConfig(t, "flush_interval: 50ms", "flush_interval: 50"),
@@ -165,7 +169,7 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 		{"bad header", issueConfig(t, "user_header: X-User-ID", "user_header: X User"),
 			`config.yaml:7: identity.user_header: want an HTTP header name, got "X User"`, nil},
 		{"bad policy", issueConfig(t, "on_store_error: open", "on_store_error: maybe"),
-			`config.yaml:11: on_store_error: want one of open, closed, got "maybe"`, nil},
+			`config.yaml:11: on_store_error: want one of open, closed, local, got "maybe"`, nil},
 		{"rules not a list", issueConfig(t, "match: most_specific", "match: [all]"),
 			"config.yaml:12: match: want a string, got a list", nil},
 		{"key twice", issueConfig(t, "    cost: 5", "    cost: 5\n    cost: 4"),

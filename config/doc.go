@@ -4,7 +4,10 @@
 // Parse and Load read the file (store, identity, on_store_error, match,
 // rules, default) into a Config holding every default filled in; every
 // error is an *Error naming the file, the line and the key at fault. The
-// identity section is an identity.Config as it stands. Watch reloads the
+// identity section is an identity.Config as it stands. The store section
+// names the backend (memory, pebble, bolt or redis) and its settings; a
+// redis section's password may come from a file or an environment
+// variable, and is left out of Store.String. Watch reloads the
 // file into a registry when it changes (fsnotify on its directory) or on
 // SIGHUP, rejecting an invalid file whole.
 //

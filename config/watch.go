@@ -282,9 +282,9 @@ func (w *Watcher) reload(force bool, cause string) error {
 		w.opts.Metrics.InitRuleset(rs)
 	}
 	w.reg.Swap(rs)
-	if cfg.Store != w.store {
+	if !cfg.Store.Equal(w.store) {
 		w.log.Warn("sluice: the store section changed; it takes effect only after a restart",
-			"file", w.path, "running", fmt.Sprintf("%+v", w.store), "file_says", fmt.Sprintf("%+v", cfg.Store))
+			"file", w.path, "running", w.store.String(), "file_says", cfg.Store.String())
 	}
 	n := len(cfg.Rules)
 	if cfg.Default != nil {

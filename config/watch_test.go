@@ -252,6 +252,31 @@ func TestWatcherStoreChangeWarns(t *testing.T) {
 	})
 }
 
+// A change of the redis section is warned about too (the addresses are a
+// list: compared whole), and the password never reaches the log.
+func TestWatcherRedisStoreChangeWarnsWithoutThePassword(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	redis := func(addrs string) string {
+		return "store:\n  backend: redis\n  redis:\n    addrs: [" + addrs + "]\n    password: hunter2-very-secret\n"
+	}
+	writeFile(t, path, reloadConfig(5, redis("10.0.0.1:6379")))
+	var logs lockedBuffer
+	reg, _ := startWatch(t, path, WatchOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// The same section: no warning.
+	writeFile(t, path, reloadConfig(6, redis("10.0.0.1:6379")))
+	eventually(t, "limit 6 in force", func() bool { return ordersLimit(reg) == 6 })
+	writeFile(t, path, reloadConfig(7, redis("10.0.0.1:6379, 10.0.0.2:6379")))
+	eventually(t, "limit 7 in force", func() bool { return ordersLimit(reg) == 7 })
+	eventually(t, "the store warning", func() bool { return strings.Contains(logs.String(), "takes effect only after a restart") })
+	if n := strings.Count(logs.String(), "takes effect only after a restart"); n != 1 {
+		t.Errorf("warned %d times, want once (the unchanged section is no change):\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "hunter2") {
+		t.Errorf("the password reached the log:\n%s", logs.String())
+	}
+}
+
 func TestWatcherExplicitReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, path, reloadConfig(5, ""))

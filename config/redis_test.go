@@ -1,0 +1,266 @@
+package config_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/backend/redis"
+	"github.com/sluice-go/sluice/config"
+)
+
+// The defaults a parsed Config holds are the Redis store's own.
+func TestRedisDefaultsAreTheStores(t *testing.T) {
+	if config.DefaultRedisTimeout != redis.DefaultTimeout || config.DefaultRedisKeyPrefix != redis.DefaultKeyPrefix {
+		t.Errorf("config's Redis defaults (%v, %q) differ from backend/redis' (%v, %q)",
+			config.DefaultRedisTimeout, config.DefaultRedisKeyPrefix, redis.DefaultTimeout, redis.DefaultKeyPrefix)
+	}
+}
+
+// redisConfig is a configuration whose store section is section (indented
+// under "store:").
+func redisConfig(section string) string {
+	return "store:\n" + section + "\non_store_error: local\nrules: []\n"
+}
+
+func TestParseRedisStore(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "password")
+	if err := os.WriteFile(pwFile, []byte("from-a-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caFile := writeCA(t, dir)
+	t.Setenv("SLUICE_TEST_REDIS_PASSWORD", "from-the-env")
+
+	for _, c := range []struct {
+		name, section string
+		want          config.Redis
+	}{
+		{"minimal", "  backend: redis\n  redis:\n    addrs: [127.0.0.1:6379]",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+		{"every field", `  backend: redis
+  redis:
+    addrs: [10.0.0.1:6379, "redis.internal:7000", "[::1]:6380"]
+    username: gateway
+    password: s3cret
+    tls: true
+    timeout: 20ms
+    key_prefix: "orders-api:"
+    fleet_size: 3`,
+			config.Redis{Addrs: []string{"10.0.0.1:6379", "redis.internal:7000", "[::1]:6380"}, Username: "gateway", Password: "s3cret",
+				TLS: config.RedisTLS{Enabled: true}, Timeout: 20 * time.Millisecond, KeyPrefix: "orders-api:", FleetSize: 3}},
+		{"db", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], db: 2}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, DB: 2, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+		{"password_file", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], password_file: " + pwFile + "}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Password: "from-a-file", Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+		{"password_env", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], password_env: SLUICE_TEST_REDIS_PASSWORD}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Password: "from-the-env", Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+		{"tls false", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], tls: false}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+		{"tls mapping", "  backend: redis\n  redis:\n    addrs: [127.0.0.1:6379]\n    tls: {ca_file: " + caFile + ", server_name: redis.internal, insecure_skip_verify: false}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, TLS: config.RedisTLS{Enabled: true, CAFile: caFile, ServerName: "redis.internal"},
+				Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := config.Parse("fleet.yaml", []byte(redisConfig(c.section)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Store.Backend != config.BackendRedis || cfg.OnStoreError != sluice.FailLocal {
+				t.Errorf("backend %q, on_store_error %q; want redis, local", cfg.Store.Backend, cfg.OnStoreError)
+			}
+			want := config.Store{Backend: config.BackendRedis, Durability: cfg.Store.Durability, FlushInterval: cfg.Store.FlushInterval, Redis: c.want}
+			if !cfg.Store.Equal(want) {
+				t.Errorf("redis section\n got %+v\nwant %+v", cfg.Store.Redis, c.want)
+			}
+			tc, err := cfg.Store.Redis.TLS.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tc != nil) != c.want.TLS.Enabled {
+				t.Errorf("TLS.Config() = %v, want one only when enabled", tc)
+			}
+			if tc != nil && c.want.TLS.CAFile != "" && (tc.RootCAs == nil || tc.ServerName != "redis.internal") {
+				t.Errorf("TLS.Config() = %+v, want the CA file's roots and the server name", tc)
+			}
+			// The password never reaches a log line.
+			if p := cfg.Store.Redis.Password; p != "" && strings.Contains(cfg.Store.String(), p) {
+				t.Errorf("Store.String() = %s shows the password", cfg.Store.String())
+			}
+			if p := cfg.Store.Redis.Password; p != "" && strings.Contains(fmt.Sprintf("%+v %v", cfg.Store, cfg.Store), p) {
+				t.Errorf("Store printed with %%+v shows the password")
+			}
+		})
+	}
+}
+
+func TestBadRedisStores(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	os.Unsetenv("SLUICE_TEST_UNSET")
+	for _, c := range []struct{ name, section, want string }{
+		{"no addrs", "  backend: redis",
+			"fleet.yaml:2: store.redis.addrs: required for the redis backend: one host:port, or several for a Cluster"},
+		{"no addrs in the section", "  backend: redis\n  redis: {username: u}",
+			"fleet.yaml:2: store.redis.addrs: required for the redis backend: one host:port, or several for a Cluster"},
+		{"empty addrs", "  backend: redis\n  redis: {addrs: []}",
+			"fleet.yaml:3: store.redis.addrs: must list at least one host:port"},
+		{"addrs a string", "  backend: redis\n  redis: {addrs: 127.0.0.1:6379}",
+			"fleet.yaml:3: store.redis.addrs: want a list of host:port, such as [127.0.0.1:6379]"},
+		{"addrs a mapping", "  backend: redis\n  redis: {addrs: {a: b}}",
+			"fleet.yaml:3: store.redis.addrs: want a list of host:port, got a mapping"},
+		{"no port", "  backend: redis\n  redis: {addrs: [127.0.0.1]}",
+			`fleet.yaml:3: store.redis.addrs[0]: want host:port, such as 127.0.0.1:6379, got "127.0.0.1": missing port in address`},
+		{"bad port", "  backend: redis\n  redis:\n    addrs: [127.0.0.1:6379, redis:http]",
+			`fleet.yaml:4: store.redis.addrs[1]: want host:port, such as 127.0.0.1:6379, got "redis:http": the port must be a number from 1 to 65535`},
+		{"no host", "  backend: redis\n  redis: {addrs: [\":6379\"]}",
+			`fleet.yaml:3: store.redis.addrs[0]: want host:port, such as 127.0.0.1:6379, got ":6379": no host`},
+		{"addr twice", "  backend: redis\n  redis: {addrs: [a:1, a:1]}",
+			"fleet.yaml:3: store.redis.addrs[1]: a:1 is store.redis.addrs[0] already"},
+		{"addr not a string", "  backend: redis\n  redis: {addrs: [[a:1]]}",
+			"fleet.yaml:3: store.redis.addrs[0]: want a string, got a list"},
+		{"unknown key", "  backend: redis\n  redis: {addrs: [a:1], adress: b}",
+			"fleet.yaml:3: store.redis.adress: unknown key"},
+		{"two passwords", "  backend: redis\n  redis:\n    addrs: [a:1]\n    password: x\n    password_file: /etc/p",
+			"fleet.yaml:6: store.redis.password_file: give one of password, password_file and password_env, not password and password_file"},
+		{"unreadable password file", "  backend: redis\n  redis: {addrs: [a:1], password_file: " + missing + "}",
+			"fleet.yaml:3: store.redis.password_file: cannot read the password: open " + missing + ": no such file or directory"},
+		{"unset password env", "  backend: redis\n  redis: {addrs: [a:1], password_env: SLUICE_TEST_UNSET}",
+			"fleet.yaml:3: store.redis.password_env: the environment variable SLUICE_TEST_UNSET is not set"},
+		{"password not a string", "  backend: redis\n  redis: {addrs: [a:1], password: [x]}",
+			"fleet.yaml:3: store.redis.password: want a string, got a list"},
+		{"negative db", "  backend: redis\n  redis: {addrs: [a:1], db: -1}",
+			"fleet.yaml:3: store.redis.db: want a database number from 0, got -1"},
+		{"db not a number", "  backend: redis\n  redis: {addrs: [a:1], db: one}",
+			`fleet.yaml:3: store.redis.db: want an integer, got "one"`},
+		{"db on a cluster", "  backend: redis\n  redis:\n    addrs: [a:1, b:1]\n    db: 3",
+			"fleet.yaml:5: store.redis.db: a Cluster (several addrs) has database 0 only, got 3"},
+		{"tls a string", "  backend: redis\n  redis: {addrs: [a:1], tls: yes please}",
+			`fleet.yaml:3: store.redis.tls: want true, false or a mapping of ca_file, server_name and insecure_skip_verify, got "yes please"`},
+		{"tls unknown key", "  backend: redis\n  redis: {addrs: [a:1], tls: {ca: x}}",
+			"fleet.yaml:3: store.redis.tls.ca: unknown key"},
+		{"tls missing ca file", "  backend: redis\n  redis: {addrs: [a:1], tls: {ca_file: " + missing + "}}",
+			"fleet.yaml:3: store.redis.tls.ca_file: open " + missing + ": no such file or directory"},
+		{"tls ca file not PEM", "  backend: redis\n  redis: {addrs: [a:1], tls: {ca_file: " + notPEM + "}}",
+			"fleet.yaml:3: store.redis.tls.ca_file: " + notPEM + " holds no PEM certificate"},
+		{"tls insecure not a bool", "  backend: redis\n  redis: {addrs: [a:1], tls: {insecure_skip_verify: 1}}",
+			"fleet.yaml:3: store.redis.tls.insecure_skip_verify: want true or false, got the integer 1"},
+		{"timeout not a duration", "  backend: redis\n  redis: {addrs: [a:1], timeout: 5}",
+			`fleet.yaml:3: store.redis.timeout: want a duration such as 1m or 500ms, got "5"`},
+		{"zero timeout", "  backend: redis\n  redis: {addrs: [a:1], timeout: 0s}",
+			"fleet.yaml:3: store.redis.timeout: must be positive, got 0s"},
+		{"empty key prefix", "  backend: redis\n  redis: {addrs: [a:1], key_prefix: \"\"}",
+			`fleet.yaml:3: store.redis.key_prefix: must not be empty (leave it out for "sluice:")`},
+		{"zero fleet", "  backend: redis\n  redis: {addrs: [a:1], fleet_size: 0}",
+			"fleet.yaml:3: store.redis.fleet_size: want the number of gateways sharing the store, 1 or more, got 0"},
+		{"fleet not a number", "  backend: redis\n  redis: {addrs: [a:1], fleet_size: three}",
+			`fleet.yaml:3: store.redis.fleet_size: want an integer, got "three"`},
+		{"redis not a mapping", "  backend: redis\n  redis: 127.0.0.1:6379",
+			`fleet.yaml:3: store.redis: want a mapping, got "127.0.0.1:6379"`},
+		{"redis section without the backend", "  redis: {addrs: [a:1]}",
+			"fleet.yaml:2: store.redis: only for the redis backend, but store.backend is memory (set backend: redis)"},
+		{"redis section under pebble", "  backend: pebble\n  dir: /tmp/x\n  redis: {addrs: [a:1]}",
+			"fleet.yaml:4: store.redis: only for the redis backend, but store.backend is pebble (set backend: redis)"},
+		{"dir with redis", "  backend: redis\n  dir: /tmp/x\n  redis: {addrs: [a:1]}",
+			"fleet.yaml:3: store.dir: not used by the redis backend (it applies to pebble and bolt)"},
+		{"durability with redis", "  backend: redis\n  durability: sync\n  redis: {addrs: [a:1]}",
+			"fleet.yaml:3: store.durability: not used by the redis backend (it applies to pebble and bolt)"},
+		{"flush interval with redis", "  backend: redis\n  flush_interval: 1s\n  redis: {addrs: [a:1]}",
+			"fleet.yaml:3: store.flush_interval: not used by the redis backend (it applies to pebble and bolt)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Parse("fleet.yaml", []byte(redisConfig(c.section)))
+			if err == nil {
+				t.Fatal("Parse = nil error, want one")
+			}
+			var ce *config.Error
+			if !errors.As(err, &ce) || !errors.Is(err, sluice.ErrInvalidConfig) {
+				t.Errorf("error %T %v, want a *config.Error matching ErrInvalidConfig", err, err)
+			}
+			if err.Error() != c.want {
+				t.Errorf("error\n got %s\nwant %s", err, c.want)
+			}
+		})
+	}
+}
+
+// on_store_error local needs no redis section: the fleet is then one.
+func TestLocalPolicyWithoutRedis(t *testing.T) {
+	cfg, err := config.Parse("x.yaml", []byte("on_store_error: local\nrules: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OnStoreError != sluice.FailLocal || cfg.Store.Redis.FleetSize != 1 {
+		t.Errorf("on_store_error %q, fleet size %d; want local, 1", cfg.OnStoreError, cfg.Store.Redis.FleetSize)
+	}
+}
+
+// Equal compares every field, the addresses included.
+func TestStoreEqual(t *testing.T) {
+	a := config.Store{Backend: config.BackendRedis, Redis: config.Redis{Addrs: []string{"a:1", "b:1"}, FleetSize: 3}}
+	b := a
+	b.Redis.Addrs = []string{"a:1", "b:1"}
+	if !a.Equal(b) {
+		t.Error("equal stores compare unequal")
+	}
+	for _, change := range []func(*config.Store){
+		func(s *config.Store) { s.Redis.Addrs = []string{"a:1"} },
+		func(s *config.Store) { s.Redis.Password = "x" },
+		func(s *config.Store) { s.Redis.FleetSize = 4 },
+		func(s *config.Store) { s.Redis.TLS.Enabled = true },
+		func(s *config.Store) { s.Backend = config.BackendMemory },
+	} {
+		c := a
+		c.Redis.Addrs = slicesClone(a.Redis.Addrs)
+		change(&c)
+		if a.Equal(c) {
+			t.Errorf("%+v and %+v compare equal", a.Redis, c.Redis)
+		}
+	}
+	if !reflect.DeepEqual(config.Backends, []string{"memory", "pebble", "bolt", "redis"}) {
+		t.Errorf("Backends = %v", config.Backends)
+	}
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+// writeCA writes a self-signed CA certificate in PEM to dir and returns
+// its path.
+func writeCA(t *testing.T, dir string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
