@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -433,12 +434,18 @@ func (s *Store) call(fn func(ctx context.Context) error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	err := fn(ctx)
+	late := ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)
 	cancel()
 	s.brk.done(err)
-	if err != nil {
+	switch {
+	case err == nil:
+		return nil
+	case late && !errors.Is(err, context.DeadlineExceeded):
+		// go-redis reports a deadline met on the socket as an i/o timeout.
+		return fmt.Errorf("sluice/backend/redis: %w after %v: %w", context.DeadlineExceeded, s.timeout, err)
+	default:
 		return fmt.Errorf("sluice/backend/redis: %w", err)
 	}
-	return nil
 }
 
 // SwapGroup implements backend.Grouper: on a Cluster, keys swap together
