@@ -25,6 +25,7 @@ vet:
 	$(GO) vet ./...
 
 race:
+	@command -v redis-server >/dev/null || echo "*** redis-server not found: the Redis tests are SKIPPED (install it: apt-get install -y redis-server) ***"
 	$(GO) test -race -count=1 ./...
 
 bench-compile:
