@@ -158,3 +158,25 @@ func TestOpenFailsClearly(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestSentinel: with MasterName, the store finds its primary through a
+// Sentinel and decides on it.
+func TestSentinel(t *testing.T) {
+	primary := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, primary, "sluice-primary")
+	s, err := redis.Open(redis.ClientOptions{Addrs: []string{sentinel.Addr}, MasterName: "sluice-primary"}, &redis.Options{Timeout: testTimeout, KeyPrefix: prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, s, engine.Options{})
+	l := engine.Limit{Namespace: "s", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Hour})}
+	for i := range 3 {
+		d, err := e.Apply(l, "k", 1)
+		if err != nil || d.Allowed != (i < 2) {
+			t.Fatalf("request %d through the Sentinel: %+v, %v", i+1, d, err)
+		}
+	}
+	if calls := primary.CommandCalls(t)["evalsha"]; calls == 0 {
+		t.Fatal("the primary ran no EVALSHA: the decisions went elsewhere")
+	}
+}

@@ -162,8 +162,12 @@ func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error
 // ClientOptions say how Open reaches Redis.
 type ClientOptions struct {
 	// Addrs are host:port addresses: one for a standalone server, several
-	// for the seed nodes of a Cluster.
+	// for the seed nodes of a Cluster, or the Sentinels when MasterName is
+	// set.
 	Addrs []string
+	// MasterName, when set, is the name of the primary that the Sentinels
+	// at Addrs watch: the store follows it across failovers.
+	MasterName string
 	// Username and Password authenticate (ACL or requirepass); empty for
 	// none.
 	Username, Password string
@@ -178,7 +182,8 @@ type ClientOptions struct {
 
 // Open connects to Redis as o says and returns a store over the client it
 // makes, which Close closes. One address is a standalone server, several
-// the seed nodes of a Cluster.
+// the seed nodes of a Cluster; with MasterName, the addresses are
+// Sentinels.
 func Open(o ClientOptions, opts *Options) (*Store, error) {
 	if len(o.Addrs) == 0 {
 		return nil, errors.New("sluice/backend/redis: no address")
@@ -191,13 +196,20 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 	// context deadline.
 	io := max(timeout, 100*time.Millisecond)
 	var c goredis.UniversalClient
-	if len(o.Addrs) == 1 {
+	switch {
+	case o.MasterName != "":
+		c = goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName: o.MasterName, SentinelAddrs: o.Addrs, Username: o.Username, Password: o.Password, DB: o.DB,
+			TLSConfig: o.TLS, PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
+			DialTimeout: DefaultConnectTimeout, MaxRetries: -1,
+		})
+	case len(o.Addrs) == 1:
 		c = goredis.NewClient(&goredis.Options{
 			Addr: o.Addrs[0], Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
 			PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
 			DialTimeout: DefaultConnectTimeout, MaxRetries: -1,
 		})
-	} else {
+	default:
 		if o.DB != 0 {
 			return nil, errors.New("sluice/backend/redis: a Cluster has no databases but 0")
 		}

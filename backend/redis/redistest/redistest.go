@@ -48,6 +48,7 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	conf string // a Sentinel's configuration file
 
 	mu  sync.Mutex // guards cmd
 	cmd *exec.Cmd
@@ -101,12 +102,13 @@ func (s *Server) Start() error {
 	if _, err := os.Stat(s.dir); err != nil {
 		return fmt.Errorf("redistest: %s was killed and cannot start again", s.Addr)
 	}
-	args := append([]string{
+	args := append([]string{}, []string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--save", "", "--appendonly", "no",
 		"--protected-mode", "no", "--daemonize", "no",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
+	}...)
+	args = append(args, s.args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -164,6 +166,54 @@ func (s *Server) signal(sig syscall.Signal) {
 	defer s.mu.Unlock()
 	if s.cmd != nil {
 		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+// StartSentinel starts a Sentinel on a free loopback port watching primary
+// under the name master, and stops it when tb ends.
+func StartSentinel(tb testing.TB, primary *Server, master string) *Server {
+	tb.Helper()
+	Skip(tb)
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	host, pport, _ := net.SplitHostPort(primary.Addr)
+	text := fmt.Sprintf("sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\n", master, host, pport, master)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, conf: conf}
+	// A Sentinel has no --save or --appendonly; it rewrites its own file.
+	if err := s.startSentinel(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Kill)
+	return s
+}
+
+func (s *Server) startSentinel() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := exec.Command("redis-server", s.conf, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--protected-mode", "no", "--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: starting a Sentinel: %w", err)
+	}
+	s.cmd = cmd
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if out, err := cli(s.Addr, "SENTINEL", "MASTERS"); err == nil && strings.Contains(out, "127.0.0.1") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("redistest: the Sentinel on %s did not report its primary in 10s; its log:\n%s", s.Addr, log)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
