@@ -267,11 +267,12 @@ func TestSwapRetriesAreBounded(t *testing.T) {
 	}
 }
 
-// TestSwapDenialIsConfirmed: a denial is never answered from the last-seen
-// record alone. One engine spends a key to denial; another process resets
-// it; the first engine's next request is allowed (and a denial's Remaining
-// and RetryAfter are those of the stored record).
-func TestSwapDenialIsConfirmed(t *testing.T) {
+// TestSwapDenialAfterResetElsewhere: one engine spends a key to denial and
+// then denies it locally; another engine resets it, and the store's
+// backend.Watcher tells the first, whose next request is allowed. A
+// request the last-seen record allows but the store's record denies is
+// denied with the store's Remaining and RetryAfter.
+func TestSwapDenialAfterResetElsewhere(t *testing.T) {
 	clock := engine.NewFakeClock(t0)
 	store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now})
 	a := newSwapEngine(t, store, clock, nil)
@@ -285,6 +286,10 @@ func TestSwapDenialIsConfirmed(t *testing.T) {
 	}
 	if d, _ := a.Apply(l, "k", 1); d.Allowed {
 		t.Fatal("third request of two allowed")
+	}
+	calls := store.Calls()
+	if d, _ := a.Apply(l, "k", 1); d.Allowed || store.Calls() != calls || a.Stats().LocalDenials == 0 {
+		t.Fatalf("a request on the denied key: %+v, %d compare-and-swaps, %+v; want a local denial", d, store.Calls()-calls, a.Stats())
 	}
 	if err := b.Reset(l, "k"); err != nil {
 		t.Fatal(err)
