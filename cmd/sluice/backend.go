@@ -1,46 +1,152 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/bolt"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/backend/pebble"
+	"github.com/sluice-go/sluice/backend/redis"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 )
 
 // backendFlags choose and configure the store under a command's engine:
 // from the command line (addBackendFlags) or a configuration's store
-// section (serve).
+// section (storeFlags), or both (over).
 type backendFlags struct {
-	name       string            // --backend: memory (the default), pebble or bolt
+	name       string            // --backend: memory (the default), pebble, bolt or redis
 	dir        string            // --dir: a durable backend's state directory
 	durability engine.Durability // --durability, when durable is set
 	durable    bool              // a durability was asked for; otherwise the backend's default
+	// redis says how to reach Redis with name redis: Addrs and KeyPrefix
+	// from --redis-addr and --redis-prefix, the rest from a
+	// configuration's redis section.
+	redis config.Redis
+	// given holds the names of the flags given on the command line (nil
+	// when none were parsed).
+	given map[string]bool
 	// fakeClock reports that a FakeClock drives the engine, so the store
-	// must not sweep by the wall clock (set by the command, not a flag).
+	// must not sweep by the wall clock, and Redis must not supply the time
+	// (set by the command, not a flag).
 	fakeClock bool
 }
 
-// addBackendFlags registers --backend, --dir and --durability on fs and
-// returns where their values land.
+// defaultRedis is a redis section with every default and no address.
+func defaultRedis() config.Redis {
+	return config.Redis{Timeout: config.DefaultRedisTimeout, KeyPrefix: config.DefaultRedisKeyPrefix, FleetSize: config.DefaultFleetSize}
+}
+
+// addBackendFlags registers --backend, --dir, --durability, --redis-addr and
+// --redis-prefix on fs and returns where their values land.
 func addBackendFlags(fs *flag.FlagSet) *backendFlags {
-	f := &backendFlags{}
-	fs.StringVar(&f.name, "backend", "memory", "the `store`: memory, pebble or bolt")
-	fs.StringVar(&f.dir, "dir", "", "a durable backend's state `directory` (required for pebble and bolt)")
-	fs.Func("durability", "a durable backend's `promise`: sync (every decision on disk before it is printed) or interval (flushed every 50ms; the default)", func(s string) error {
+	f := &backendFlags{name: config.BackendMemory, redis: defaultRedis(), given: map[string]bool{}}
+	given := func(name string, set func(string) error) func(string) error {
+		return func(s string) error {
+			if err := set(s); err != nil {
+				return err
+			}
+			f.given[name] = true
+			return nil
+		}
+	}
+	fs.Func("backend", "the `store`: memory (the default), pebble, bolt or redis", given("backend", func(s string) error {
+		f.name = s
+		return nil
+	}))
+	fs.Func("dir", "a durable backend's state `directory` (required for pebble and bolt)", given("dir", func(s string) error {
+		f.dir = s
+		return nil
+	}))
+	fs.Func("durability", "a durable backend's `promise`: sync (every decision on disk before it is answered) or interval (flushed every 50ms; the default)", given("durability", func(s string) error {
 		d, err := engine.ParseDurability(s)
 		if err != nil {
 			return errors.New("want sync or interval")
 		}
 		f.durability, f.durable = d, true
 		return nil
-	})
+	}))
+	addRedisFlags(fs, &f.redis, given)
 	return f
+}
+
+// addRedisFlags registers --redis-addr and --redis-prefix on fs, setting r's
+// Addrs and KeyPrefix; wrap marks a flag given.
+func addRedisFlags(fs *flag.FlagSet, r *config.Redis, wrap func(string, func(string) error) func(string) error) {
+	fs.Func("redis-addr", "with --backend redis: the Redis server's `host:port`; several, comma-separated, are the seed nodes of a Cluster", wrap("redis-addr", func(s string) error {
+		addrs, err := parseRedisAddrs(s)
+		if err != nil {
+			return err
+		}
+		r.Addrs = addrs
+		return nil
+	}))
+	fs.Func("redis-prefix", "with --backend redis: the `prefix` of every Redis key (default \"sluice:\"); give each deployment sharing a Redis its own", wrap("redis-prefix", func(s string) error {
+		if s == "" {
+			return errors.New("must not be empty")
+		}
+		r.KeyPrefix = s
+		return nil
+	}))
+}
+
+// parseRedisAddrs reads --redis-addr: host:port[,host:port...].
+func parseRedisAddrs(s string) ([]string, error) {
+	var addrs []string
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		host, port, err := net.SplitHostPort(a)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("want host:port[,host:port...] such as 127.0.0.1:6379, got %q", a)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+// storeFlags returns the store a configuration's store section describes.
+func storeFlags(s config.Store) backendFlags {
+	f := backendFlags{name: s.Backend, dir: s.Dir, redis: s.Redis}
+	if s.Backend == config.BackendPebble || s.Backend == config.BackendBolt {
+		f.durability, f.durable = s.Durability, true
+	}
+	return f
+}
+
+// over returns base (a configuration's store) with the flags given in f put
+// over it. A --backend other than base's starts from that backend's
+// defaults: the file's settings are another backend's.
+func (f *backendFlags) over(base backendFlags) backendFlags {
+	out := base
+	if f.given["backend"] && f.name != base.name {
+		out = backendFlags{name: f.name, redis: defaultRedis()}
+	}
+	if f.given["dir"] {
+		out.dir = f.dir
+	}
+	if f.given["durability"] {
+		out.durability, out.durable = f.durability, true
+	}
+	if f.given["redis-addr"] {
+		out.redis.Addrs = f.redis.Addrs
+	}
+	if f.given["redis-prefix"] {
+		out.redis.KeyPrefix = f.redis.KeyPrefix
+	}
+	out.given, out.fakeClock = f.given, f.fakeClock
+	return out
 }
 
 // usageError is a mistake in the command line, reported with exit status 2.
@@ -52,13 +158,27 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// checkRedisFlags refuses --redis-addr and --redis-prefix for a store other
+// than redis.
+func (f *backendFlags) checkRedisFlags() error {
+	for _, name := range []string{"redis-addr", "redis-prefix"} {
+		if f.given[name] && f.name != config.BackendRedis {
+			return usagef("--%s: only with --backend redis (the store is %s)", name, f.name)
+		}
+	}
+	return nil
+}
+
 // openBackend opens the store f describes and returns it with the engine
 // options it needs. A *usageError reports a flag that names no store this
-// build can open.
+// build can open, or a setting that does not fit the store.
 func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 	var opts engine.Options
 	if f.durable {
 		opts.Durability = f.durability
+	}
+	if err := f.checkRedisFlags(); err != nil {
+		return nil, opts, err
 	}
 	// A fake clock's times mean nothing to a sweeper reading the wall clock.
 	sweep := time.Duration(0)
@@ -66,7 +186,7 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 		sweep = -1
 	}
 	switch f.name {
-	case "memory":
+	case config.BackendMemory:
 		if f.dir != "" {
 			return nil, opts, usagef("--dir: the memory backend keeps nothing on disk")
 		}
@@ -74,7 +194,7 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 			return nil, opts, usagef("--durability: the memory backend is not durable")
 		}
 		return memory.New(&memory.Options{SweepInterval: sweep}), opts, nil
-	case "pebble", "bolt":
+	case config.BackendPebble, config.BackendBolt:
 		if f.dir == "" {
 			return nil, opts, usagef("--dir: required with --backend %s", f.name)
 		}
@@ -82,7 +202,7 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 			b   backend.Backend
 			err error
 		)
-		if f.name == "pebble" {
+		if f.name == config.BackendPebble {
 			b, err = pebble.Open(f.dir, &pebble.Options{SweepInterval: sweep})
 		} else {
 			b, err = bolt.Open(f.dir, &bolt.Options{SweepInterval: sweep})
@@ -91,7 +211,53 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 			return nil, opts, err
 		}
 		return b, opts, nil
+	case config.BackendRedis:
+		if f.dir != "" {
+			return nil, opts, usagef("--dir: the redis backend keeps nothing on disk (give --redis-addr)")
+		}
+		if f.durable {
+			return nil, opts, usagef("--durability: applies to pebble and bolt; Redis keeps its records as its own persistence says")
+		}
+		s, err := openRedis(f.redis, &redis.Options{KeyPrefix: f.redis.KeyPrefix, Timeout: f.redis.Timeout, EngineClock: f.fakeClock})
+		if err != nil {
+			return nil, opts, err
+		}
+		return s, opts, nil
 	default:
-		return nil, opts, usagef("--backend %s: unknown backend (want memory, pebble or bolt)", f.name)
+		return nil, opts, usagef("--backend %s: unknown backend (want memory, pebble, bolt or redis)", f.name)
 	}
 }
+
+// openRedis connects to the Redis r describes. Without an address it is a
+// usage error; a Redis that does not answer within the connect timeout is
+// an error naming the addresses.
+func openRedis(r config.Redis, opts *redis.Options) (*redis.Store, error) {
+	if len(r.Addrs) == 0 {
+		return nil, usagef("--redis-addr: required with --backend redis")
+	}
+	tlsConfig, err := r.TLS.Config()
+	if err != nil {
+		return nil, fmt.Errorf("redis tls: %w", err)
+	}
+	s, err := redis.Open(redis.ClientOptions{
+		Addrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB, TLS: tlsConfig,
+	}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("Redis at %s: %w", strings.Join(r.Addrs, ","), err)
+	}
+	return s, nil
+}
+
+// redisLogger passes the go-redis client's own log lines (a pool that
+// cannot dial, say) to a slog.Logger at warning level; nil discards them.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if l.log != nil {
+		l.log.Warn("redis client: " + strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	}
+}
+
+// setRedisLogger sends the go-redis client's log lines to log (nil:
+// nowhere). The client has one logger per process.
+func setRedisLogger(log *slog.Logger) { goredis.SetLogger(redisLogger{log}) }

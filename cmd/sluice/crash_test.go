@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	if sluiceBin.dir != "" {
 		os.RemoveAll(sluiceBin.dir)
 	}
+	if sharedRedis.server != nil {
+		sharedRedis.server.Kill()
+	}
 	os.Exit(code)
 }
 

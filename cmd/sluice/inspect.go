@@ -21,22 +21,30 @@ import (
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/bolt"
 	"github.com/sluice-go/sluice/backend/pebble"
+	"github.com/sluice-go/sluice/backend/redis"
 	"github.com/sluice-go/sluice/codec"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 )
 
 const inspectUsage = `Usage: sluice inspect --backend pebble|bolt --dir DIR [--namespace NS] [--key K]
        [--limit N] [--now TIME] [--json]
+       sluice inspect --backend redis --redis-addr HOST:PORT[,HOST:PORT...] [--redis-prefix P] ...
+       sluice inspect --config FILE ...
 
-Inspect lists the rate-limit records a durable store holds, in key order: for
-each one the rule's namespace, the caller key, the algorithm, the stored state
-in human terms, when the record expires and how long that is from now.
+Inspect lists the rate-limit records a store holds, in key order: for each
+one the rule's namespace, the caller key, the algorithm, the stored state in
+human terms, when the record expires and how long that is from now.
 Expired records a sweeper has not removed yet are listed too, as expired.
+--config reads the store (backend, dir, or the redis section with its
+password) from a gateway's configuration file; the flags override it.
 
-Stop the process using the store first. Neither store is opened read-only:
-inspect opens the directory as the gateway does (with its sweeper off, and it
-writes no record), so while a gateway or a simulate process holds the
-directory inspect fails with the store's "locked" error and exit status 1.
+Stop the process using a Pebble or bbolt store first. Neither is opened
+read-only: inspect opens the directory as the gateway does (with its sweeper
+off, and it writes no record), so while a gateway or a simulate process holds
+the directory inspect fails with the store's "locked" error and exit status 1.
+A Redis store is listed while the fleet runs (SCAN under the key prefix, on
+every primary of a Cluster): a listing, not a snapshot.
 
 The stored state is shown as it was last written: a bucket's level is the
 level at its "updated" time, before any refill or drain since, and a sliding
@@ -64,12 +72,14 @@ const defaultInspectLimit = 100
 type inspectFlags struct {
 	backend   string
 	dir       string
-	namespace string // with hasNS: list only this rule's records
+	redis     config.Redis // with backend redis
+	namespace string       // with hasNS: list only this rule's records
 	hasNS     bool
 	key       string // with hasKey: list only this caller's records
 	hasKey    bool
-	limit     int   // at most this many records; 0 means all
-	now       int64 // Unix ns the TTLs are measured from
+	config    string // --config: the configuration file to read the store from
+	limit     int    // at most this many records; 0 means all
+	now       int64  // Unix ns the TTLs are measured from
 	json      bool
 }
 
@@ -90,7 +100,7 @@ func runInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice inspect: %v\nRun 'sluice inspect -h' for usage.\n", err)
 		return 2
 	}
-	s, err := openInspectStore(f.backend, f.dir)
+	s, err := openInspectStore(f)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice inspect: %v\n", err)
 		if errors.Is(err, backend.ErrLocked) {
@@ -110,12 +120,14 @@ func runInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func newInspectFlags() (*flag.FlagSet, *inspectFlags, *string) {
-	f := &inspectFlags{}
+	f := &inspectFlags{redis: defaultRedis()}
 	fs := flag.NewFlagSet("sluice inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by runInspect
 	fs.Usage = func() {}
-	fs.StringVar(&f.backend, "backend", "", "the `store`: pebble or bolt (required)")
-	fs.StringVar(&f.dir, "dir", "", "the store's state `directory` (required)")
+	fs.StringVar(&f.backend, "backend", "", "the `store`: pebble, bolt or redis (required, unless --config names it)")
+	fs.StringVar(&f.dir, "dir", "", "the state `directory` of a pebble or bolt store (required for them)")
+	addRedisFlags(fs, &f.redis, func(_ string, set func(string) error) func(string) error { return set })
+	fs.StringVar(&f.config, "config", "", "read the store section of this gateway configuration `file`; the flags override it")
 	fs.StringVar(&f.namespace, "namespace", "", "list only the records of this rule `namespace` (simulate uses \"simulate\")")
 	fs.StringVar(&f.key, "key", "", "list only the records of this caller `key`, in any namespace")
 	fs.IntVar(&f.limit, "limit", defaultInspectLimit, "list at most `N` records; 0 lists them all")
@@ -143,16 +155,46 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	switch f.backend {
-	case "pebble", "bolt":
-	case "":
-		return inspectFlags{}, usagef("--backend: required (pebble or bolt)")
-	case "memory":
-		return inspectFlags{}, usagef("--backend memory: the memory backend keeps nothing on disk to inspect")
-	default:
-		return inspectFlags{}, usagef("--backend %s: unknown backend (want pebble or bolt)", f.backend)
+	if f.config != "" {
+		cfg, err := config.Load(f.config)
+		if err != nil {
+			return inspectFlags{}, usagef("--config: %v", err)
+		}
+		file := inspectFlags{backend: cfg.Store.Backend, dir: cfg.Store.Dir, redis: cfg.Store.Redis}
+		if set["backend"] && f.backend != file.backend {
+			file = inspectFlags{backend: f.backend, redis: defaultRedis()} // the file's store is another
+		}
+		if set["dir"] {
+			file.dir = f.dir
+		}
+		if set["redis-addr"] {
+			file.redis.Addrs = f.redis.Addrs
+		}
+		if set["redis-prefix"] {
+			file.redis.KeyPrefix = f.redis.KeyPrefix
+		}
+		f.backend, f.dir, f.redis = file.backend, file.dir, file.redis
 	}
-	if f.dir == "" {
+	switch f.backend {
+	case "pebble", "bolt", "redis":
+	case "":
+		return inspectFlags{}, usagef("--backend: required (pebble, bolt or redis)")
+	case "memory":
+		return inspectFlags{}, usagef("--backend memory: the memory backend keeps nothing to inspect")
+	default:
+		return inspectFlags{}, usagef("--backend %s: unknown backend (want pebble, bolt or redis)", f.backend)
+	}
+	for _, name := range []string{"redis-addr", "redis-prefix"} {
+		if set[name] && f.backend != "redis" {
+			return inspectFlags{}, usagef("--%s: only with --backend redis (the store is %s)", name, f.backend)
+		}
+	}
+	switch {
+	case f.backend == "redis" && f.dir != "":
+		return inspectFlags{}, usagef("--dir: the redis backend keeps nothing on disk (give --redis-addr)")
+	case f.backend == "redis" && len(f.redis.Addrs) == 0:
+		return inspectFlags{}, usagef("--redis-addr: required with --backend redis")
+	case f.backend != "redis" && f.dir == "":
 		return inspectFlags{}, usagef("--dir: required")
 	}
 	if f.limit < 0 {
@@ -174,10 +216,18 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	return *f, nil
 }
 
-// openInspectStore opens the store in dir without its sweeper. It refuses a
-// directory that holds no store rather than create an empty one there, as
-// the backends' Open would.
-func openInspectStore(name, dir string) (rangeStore, error) {
+// inspectRedisTimeout is each Redis call's deadline under inspect.
+const inspectRedisTimeout = 5 * time.Second
+
+// openInspectStore opens the store f names: a Pebble or bbolt directory
+// without its sweeper, or Redis. It refuses a directory that holds no store
+// rather than create an empty one there, as the backends' Open would.
+func openInspectStore(f inspectFlags) (rangeStore, error) {
+	if f.backend == "redis" {
+		setRedisLogger(nil) // a failure is reported once, by the error
+		return openRedis(f.redis, &redis.Options{KeyPrefix: f.redis.KeyPrefix, Timeout: inspectRedisTimeout})
+	}
+	name, dir := f.backend, f.dir
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("--dir %s: %w", dir, err)

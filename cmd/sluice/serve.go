@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
@@ -39,10 +41,26 @@ const maxIdleUpstreamConns = 1024
 
 // serveUsage is what "sluice serve --help" prints before the flags.
 const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR]
+       [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
+        --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P]
 
 Serve is a rate-limiting reverse proxy: each request is decided under the
 rules of the configuration file and, when allowed, passed to the upstream;
 a denied one is answered 429 with Retry-After.
+
+The store is the configuration's store section; the store flags override
+it (a --backend other than the file's starts from that backend's defaults).
+With the redis backend every gateway of a fleet pointed at one Redis (one
+address: a standalone server; several: a Cluster's seed nodes) and one key
+prefix spends one budget per caller. Serve does not start when Redis does
+not answer within 5s: the error names the address.
+
+When the store fails (Redis down or slower than store.redis.timeout), the
+configuration's on_store_error applies: open passes the request, closed
+answers 503, local decides it in-process on the rule divided by
+store.redis.fleet_size (ceil(limit/fleet_size) per gateway) and goes back
+to Redis as soon as it answers; /metrics counts each (store errors by
+policy, sluice_local_decisions_total).
 
 Reloading: the rules, the default, the match mode, the identity section and
 on_store_error are reloaded when the file changes (it is watched, renames and
@@ -104,6 +122,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	listen := fs.String("listen", "", "the `address` the proxy listens on, such as :8080; required")
 	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
 	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules); none when empty")
+	storeFlagsGiven := addBackendFlags(fs)
+	fs.Lookup("backend").Usage = "the `store`, over the configuration's store.backend: memory, pebble, bolt or redis"
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
@@ -151,18 +171,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	}
 	logger := slog.New(slog.NewTextHandler(errw, nil))
 
-	// The store: read at start only.
-	bf := backendFlags{name: cfg.Store.Backend, dir: cfg.Store.Dir}
-	if cfg.Store.Backend != config.BackendMemory {
-		bf.durability, bf.durable = cfg.Store.Durability, true
+	// The store: read at start only, the flags over the file's section.
+	bf := storeFlagsGiven.over(storeFlags(cfg.Store))
+	if bf.name == config.BackendRedis {
+		setRedisLogger(logger)
 	}
 	b, opts, err := openBackend(bf)
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
-			return fail(2, "%s: store: %v", *configPath, err)
+			return fail(2, "%v (the store section of %s, with the store flags over it)", err, *configPath)
 		}
-		return fail(1, "opening the %s store: %v", cfg.Store.Backend, err)
+		return fail(1, "opening the %s store: %v", bf.name, err)
 	}
 	opts.FlushInterval = cfg.Store.FlushInterval
 	opts.Logger = logger
@@ -176,6 +196,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			fmt.Fprintf(errw, "sluice serve: closing the store: %v\n", err)
 		}
 	}()
+	// The in-process engine on_store_error local decides on when the
+	// store fails. It is made whatever the policy, since a reload may
+	// turn local on, and kept across reloads with what callers spent.
+	localEng, err := engine.New(memory.New(nil), &engine.Options{Logger: logger})
+	if err != nil {
+		return fail(1, "starting the local engine: %v", err)
+	}
+	defer localEng.Close()
+	fleet := 1
+	if bf.name == config.BackendRedis {
+		fleet = bf.redis.FleetSize
+	}
+	local, err := sluice.NewLocal(localEng, fleet)
+	if err != nil {
+		return fail(2, "%s: store.redis.fleet_size: %v", *configPath, err)
+	}
 
 	reg := sluice.NewRegistry(rs)
 	counts := metrics.New(nil)
@@ -200,6 +236,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			Identifier:   id,
 			Metrics:      counts,
 			OnStoreError: cfg.OnStoreError,
+			Local:        local,
 			Logger:       logger,
 		})
 		if err != nil {
@@ -273,8 +310,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	for i, s := range servers {
 		go func() { errc <- s.Serve(listeners[i]) }()
 	}
-	logger.Info("sluice serve: listening", "listen", ln.Addr().String(), "admin", adminAddr,
-		"upstream", up.String(), "config", *configPath, "store", cfg.Store.Backend)
+	storeAttrs := []any{"store", bf.name}
+	switch bf.name {
+	case config.BackendPebble, config.BackendBolt:
+		storeAttrs = append(storeAttrs, "dir", bf.dir)
+	case config.BackendRedis:
+		storeAttrs = append(storeAttrs, "redis", strings.Join(bf.redis.Addrs, ","), "key_prefix", bf.redis.KeyPrefix, "fleet_size", fleet)
+	}
+	logger.Info("sluice serve: listening", append([]any{"listen", ln.Addr().String(), "admin", adminAddr,
+		"upstream", up.String(), "config", *configPath, "on_store_error", string(cfg.OnStoreError)}, storeAttrs...)...)
 	if ready != nil {
 		ready(ln.Addr().String(), adminAddr)
 	}

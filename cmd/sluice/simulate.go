@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -21,6 +24,7 @@ const simulateNamespace = "simulate"
 
 const simulateUsage = `Usage: sluice simulate --algorithm NAME --limit N --window DUR [--burst N]
        [--backend memory|pebble|bolt --dir DIR --durability sync|interval]
+       [--backend redis --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P]
 
 Simulate reads one JSON request per line from stdin,
 
@@ -33,6 +37,12 @@ and writes one JSON decision per line to stdout, as soon as it is decided:
 or {"error": "<message>"} for a cost the limiter refuses (zero or less, or
 above the capacity). The engine's clock is set to each request's t; times
 and durations are exact seconds. Blank lines are skipped.
+
+With --backend redis the records live in Redis under a key prefix of the
+run's own (the --redis-prefix, then simulate:<random>:), stepped on the
+trace's clock rather than Redis' (so the answers are those of --backend
+memory), and are deleted when the trace ends. A run killed part-way leaves
+its records for Redis to expire (an hour at least).
 
 Flags:
 `
@@ -49,6 +59,14 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	bf.fakeClock = true
+	if bf.name == "redis" {
+		setRedisLogger(nil) // errors are reported with the line at fault
+		// A prefix of the run's own, so that runs sharing a Redis never
+		// see each other's records; the trace is not on a request path,
+		// so a call may take its time.
+		bf.redis.KeyPrefix += "simulate:" + randomHex(8) + ":"
+		bf.redis.Timeout = simulateRedisTimeout
+	}
 	b, opts, err := openBackend(bf)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
@@ -67,11 +85,49 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	code := simulate(eng, clock, limit, stdin, stdout, stderr)
+	if bf.name == "redis" {
+		if err := deleteAll(eng.Backend()); err != nil && code == 0 {
+			fmt.Fprintf(stderr, "sluice simulate: deleting the run's records from Redis: %v\n", err)
+			code = 1
+		}
+	}
 	if err := eng.Close(); err != nil && code == 0 {
 		fmt.Fprintf(stderr, "sluice simulate: closing the store: %v\n", err)
 		code = 1
 	}
 	return code
+}
+
+// simulateRedisTimeout is each Redis call's deadline under simulate.
+const simulateRedisTimeout = 5 * time.Second
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// deleteAll deletes every record b lists (a store under a prefix of its
+// own).
+func deleteAll(b backend.Backend) error {
+	r, ok := b.(backend.Ranger)
+	if !ok {
+		return fmt.Errorf("%T cannot list its records", b)
+	}
+	var keys [][]byte
+	if err := r.Range(nil, func(rec backend.Record) bool {
+		keys = append(keys, rec.Key)
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64, *backendFlags) {
