@@ -121,18 +121,20 @@ type Process struct {
 var listening = regexp.MustCompile(`msg="sluice serve: listening" listen=(\S+) admin=(\S+)`)
 
 // Start runs bin serve with the configuration file config, proxying to
-// upstream, both listeners on 127.0.0.1 with ports the system picks. The
-// process's standard error is written to logPath. Start returns once the
-// process has logged its addresses and answered /healthz, within timeout;
-// otherwise it kills the process and returns an error wrapping
-// ErrNotStarted with the log's tail.
-func Start(bin, config, upstream, logPath string, timeout time.Duration) (*Process, error) {
+// upstream, both listeners on 127.0.0.1 with ports the system picks, and
+// extra flags after those (such as "--backend", "redis"). The process's
+// standard error is written to logPath. Start returns once the process has
+// logged its addresses and answered /healthz, within timeout; otherwise it
+// kills the process and returns an error wrapping ErrNotStarted with the
+// log's tail.
+func Start(bin, config, upstream, logPath string, timeout time.Duration, extra ...string) (*Process, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--config", config, "--listen", "127.0.0.1:0",
-		"--upstream", upstream, "--admin", "127.0.0.1:0")
+	args := append([]string{"serve", "--config", config, "--listen", "127.0.0.1:0",
+		"--upstream", upstream, "--admin", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	cmd.Stdout = lf
