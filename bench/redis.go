@@ -79,16 +79,16 @@ func RedisLibraries() []RedisLibrary {
 			New: func(cfg RedisConfig, r Rate) (Limiter, error) { return NewRedisSluice(cfg, name, r) },
 		})
 	}
-	// Two variants of one algorithm: a last-seen cache that holds every
-	// key of the 100,000-key workload, and the store over go-redis'
-	// auto-pipelining.
+	// Two variants of one algorithm: a last-seen cache (SwapCacheSize
+	// 2^18) that holds every key of the 100,000-key workload, and that
+	// with the store over go-redis' auto-pipelining.
 	libs = append(libs,
-		RedisLibrary{Name: "sluice-gcra-cache256k", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {
+		RedisLibrary{Name: "sluice-gcra+cache256k", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {
 			cfg.SwapCacheSize = 1 << 18
 			return NewRedisSluice(cfg, algo.GCRAName, r)
 		}},
-		RedisLibrary{Name: "sluice-gcra-autopipeline", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {
-			cfg.AutoPipeline = true
+		RedisLibrary{Name: "sluice-gcra+cache256k+autopipeline", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {
+			cfg.SwapCacheSize, cfg.AutoPipeline = 1<<18, true
 			return NewRedisSluice(cfg, algo.GCRAName, r)
 		}},
 	)
