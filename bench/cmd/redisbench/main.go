@@ -555,6 +555,7 @@ func report(w io.Writer, c config, libs []bench.RedisLibrary, results map[cellKe
 	fmt.Fprintf(w, "- Date: %s (the run took %s)\n", began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
 	fmt.Fprintf(w, "- Machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "- Go: %s; redis-server %s on loopback, started by the program (no persistence), shared by client and server on the same CPUs\n", runtime.Version(), version)
+	fmt.Fprintf(w, "- Sluice: %s\n", sluiceRevision())
 	fmt.Fprintf(w, "- Command (in bench/): `go run ./cmd/redisbench %s`\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(w, "- Each cell: a closed loop of N callers for %s, the median of %d rounds; libraries interleaved within each round; a fresh limiter over an emptied server per library and workload, warmed first (on many keys: one pass over every key)\n", c.duration, c.rounds)
 	fmt.Fprintf(w, "- Sluice: redis.Open with Timeout %s, engine options at their defaults", c.timeout)
@@ -712,6 +713,20 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
 	}
 	return fmt.Sprintf("%dns", d)
+}
+
+// sluiceRevision names the commit of the working tree the program runs in,
+// and whether files in it had changed since, as far as git can tell.
+func sluiceRevision() string {
+	rev, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "revision unknown (not run in its git work tree)"
+	}
+	s := "commit " + strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		s += ", with changes not yet committed in the work tree"
+	}
+	return s
 }
 
 func cpuModel() string {
