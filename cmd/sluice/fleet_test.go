@@ -1,0 +1,265 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/backend/redis/redistest"
+	"github.com/sluice-go/sluice/internal/loadgen/serveproc"
+)
+
+// These tests run a fleet of real `sluice serve` processes on one real
+// redis-server, each proxying to a real upstream over loopback HTTP, and
+// spread a test's requests over them as a load balancer would.
+
+// fleetClient is the HTTP client of the fleet tests: enough idle
+// connections for every concurrent client of the contention test.
+var fleetClient = &http.Client{
+	Timeout:   10 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+}
+
+// fleet is a set of serve processes sharing one configuration file.
+type fleet struct {
+	procs []*serveproc.Process
+	cfg   string
+}
+
+// startFleet starts n serve processes on the configuration file cfg,
+// proxying to a trivial upstream, and stops them when the test ends.
+func startFleet(t *testing.T, n int, cfg string) *fleet {
+	t.Helper()
+	bin := sluiceBinary(t)
+	up := upstream(t)
+	f := &fleet{cfg: cfg}
+	dir := t.TempDir()
+	for i := range n {
+		p, err := serveproc.Start(bin, cfg, up.URL, filepath.Join(dir, fmt.Sprintf("serve-%d.log", i)), processTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if code, err := p.Stop(10 * time.Second); err != nil || code != 0 {
+				t.Errorf("serve %d: exit %d, %v; log:\n%s", i, code, err, p.Log())
+			}
+		})
+		f.procs = append(f.procs, p)
+	}
+	return f
+}
+
+// order sends one POST /api/orders as user to process i and returns the
+// status and headers.
+func (f *fleet) order(t *testing.T, i int, user string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+f.procs[i].Listen+"/api/orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User-ID", user)
+	resp, err := fleetClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// roundRobin sends n orders as user, the k-th to process (start+k) mod
+// the fleet's size, and returns the statuses; every 429 must carry a
+// Retry-After of at least a second.
+func (f *fleet) roundRobin(t *testing.T, user string, start, n int) []int {
+	t.Helper()
+	var codes []int
+	for k := range n {
+		code, h := f.order(t, (start+k)%len(f.procs), user)
+		if code == 429 {
+			if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 1 {
+				t.Errorf("%s's 429 from process %d: Retry-After %q, want whole seconds, at least 1", user, (start+k)%len(f.procs), h.Get("Retry-After"))
+			}
+		}
+		codes = append(codes, code)
+	}
+	return codes
+}
+
+// metric reads one series from process i's /metrics (0 when absent).
+func (f *fleet) metric(t *testing.T, i int, series string) float64 {
+	t.Helper()
+	return metricValue(t, f.procs[i].Admin, series)
+}
+
+// waitEach waits until cond holds for every process, within a generous
+// ceiling: conditions are the processes' own counters and answers, never
+// the wall clock.
+func (f *fleet) waitEach(t *testing.T, what string, cond func(i int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := range f.procs {
+		for !cond(i) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d: %s: not within 30s; log:\n%s", i, what, f.procs[i].Log())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// wantExactly checks that codes are limit 200s followed by 429s.
+func wantExactly(t *testing.T, who string, codes []int, limit int) {
+	t.Helper()
+	for k, c := range codes {
+		want := 200
+		if k >= limit {
+			want = 429
+		}
+		if c != want {
+			t.Errorf("%s: %v, want exactly %d × 200 then 429s", who, codes, limit)
+			return
+		}
+	}
+}
+
+// Three gateways on one Redis: each user gets exactly the limit across
+// the three. With Redis stopped, on_store_error closed answers 503 and
+// local limits each gateway to its share, ceil(10/3) = 4; with Redis back,
+// a fresh user gets exactly the shared limit again.
+func TestFleetSharesOneBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a fleet")
+	}
+	rs := redistest.Start(t)
+	waitAwayFromDayBoundary(t)
+	cfg := filepath.Join(t.TempDir(), "fleet.yaml")
+	prefix := testPrefix(t)
+	writeFile(t, cfg, redisGateway(rs.Addr, prefix, "closed", 10, 3))
+	f := startFleet(t, 3, cfg)
+
+	// Several users, their requests interleaved and spread over the three.
+	users := []string{"ann", "bob", "cy", "dee", "eve"}
+	got := make(map[string][]int)
+	for k := range 13 {
+		for u, user := range users {
+			code, h := f.order(t, (u+k)%3, user)
+			if code == 429 && h.Get("Retry-After") == "" {
+				t.Errorf("%s's 429 has no Retry-After", user)
+			}
+			got[user] = append(got[user], code)
+		}
+	}
+	for _, user := range users {
+		wantExactly(t, user+" across three gateways", got[user], 10)
+	}
+
+	// Redis stops: closed answers 503 on every gateway.
+	rs.Stop()
+	for i := range f.procs {
+		if code, _ := f.order(t, i, "closed-user"); code != 503 {
+			t.Errorf("process %d with Redis down under closed: %d, want 503", i, code)
+		}
+	}
+
+	// The policy reloads to local: each gateway limits alone, to its
+	// share of 4, and counts it.
+	ok := `sluice_config_reloads_total{result="ok"}`
+	replaceFile(t, cfg, redisGateway(rs.Addr, prefix, "local", 10, 3))
+	f.waitEach(t, "the reload to local", func(i int) bool { return f.metric(t, i, ok) >= 1 })
+	for i := range f.procs {
+		var codes []int
+		for range 6 {
+			code, _ := f.order(t, i, "local-user")
+			codes = append(codes, code)
+		}
+		wantExactly(t, fmt.Sprintf("local-user on process %d with Redis down", i), codes, 4)
+		if a, d := f.metric(t, i, `sluice_local_decisions_total{decision="allowed",rule="orders"}`), f.metric(t, i, `sluice_local_decisions_total{decision="denied",rule="orders"}`); a != 4 || d != 2 {
+			t.Errorf("process %d: local decisions %v allowed, %v denied; want 4 and 2", i, a, d)
+		}
+		if n := f.metric(t, i, `sluice_store_errors_total{policy="local",rule="orders"}`); n < 6 {
+			t.Errorf("process %d: %v store errors under local, want at least 6", i, n)
+		}
+	}
+
+	// Redis is back (empty: it keeps nothing on disk here). Each gateway
+	// returns to it by itself: its next decision is Redis' (the limit
+	// header is the rule's 10, not the share's 4) once the breaker lets a
+	// probe through.
+	if err := rs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	probe := 0
+	f.waitEach(t, "a decision by Redis again", func(i int) bool {
+		probe++
+		code, h := f.order(t, i, fmt.Sprintf("probe-%d", probe))
+		return code == 200 && h.Get("X-RateLimit-Limit") == "10"
+	})
+	for u, user := range []string{"back-1", "back-2"} {
+		wantExactly(t, user+" across three gateways once Redis is back", f.roundRobin(t, user, u, 13), 10)
+	}
+}
+
+// Four gateways × 16 concurrent clients on one user key under a fixed
+// window of 100: exactly 100 allowed across the fleet, every other request
+// denied, none failed.
+func TestFleetContention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a fleet")
+	}
+	rs := redistest.Start(t)
+	waitAwayFromDayBoundary(t)
+	cfg := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFile(t, cfg, redisGateway(rs.Addr, testPrefix(t), "closed", 100, 4))
+	f := startFleet(t, 4, cfg)
+
+	const clients, each = 16, 8 // 4 × 16 × 8 = 512 requests for a budget of 100
+	var (
+		mu     sync.Mutex
+		counts = map[int]int{}
+		wg     sync.WaitGroup
+		start  = make(chan struct{})
+	)
+	for i := range f.procs {
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range each {
+					req, _ := http.NewRequest("POST", "http://"+f.procs[i].Listen+"/api/orders", nil)
+					req.Header.Set("X-User-ID", "hot")
+					resp, err := fleetClient.Do(req)
+					code := -1
+					if err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						code = resp.StatusCode
+					}
+					mu.Lock()
+					counts[code]++
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	total := len(f.procs) * clients * each
+	if counts[200] != 100 || counts[429] != total-100 {
+		t.Errorf("statuses %v over %d requests, want exactly 100 × 200 and %d × 429", counts, total, total-100)
+	}
+	allowed := 0.0
+	for i := range f.procs {
+		allowed += f.metric(t, i, `sluice_decisions_total{decision="allowed",rule="orders"}`)
+	}
+	if allowed != 100 {
+		t.Errorf("the processes counted %v allowed in all, want 100", allowed)
+	}
+}

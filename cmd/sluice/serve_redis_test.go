@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// redisGateway is a configuration with one rule, fixed_window limit per
+// day per user on POST /api/orders, over a redis store section (addrs
+// empty: none in the file) and the given policy.
+func redisGateway(addr, prefix, policy string, limit, fleet int) string {
+	addrs := ""
+	if addr != "" {
+		addrs = fmt.Sprintf("    addrs: [%s]\n", addr)
+	}
+	return fmt.Sprintf(`store:
+  backend: redis
+  redis:
+%s    key_prefix: %q
+    timeout: 1s
+    fleet_size: %d
+on_store_error: %s
+rules:
+  - name: orders
+    method: POST
+    path_prefix: /api/orders
+    scope: user
+    algorithm: fixed_window
+    limit: %d
+    window: 24h
+`, addrs, prefix, fleet, policy, limit)
+}
+
+// Two in-process gateways on one Redis share each user's budget: the
+// store section of the file, or the store flags over a memory file.
+func TestServeRedisSharesTheBudget(t *testing.T) {
+	s := redisServer(t)
+	waitAwayFromDayBoundary(t)
+	up := upstream(t)
+	dir := t.TempDir()
+
+	t.Run("from the file", func(t *testing.T) {
+		cfg := filepath.Join(dir, "file.yaml")
+		writeFile(t, cfg, redisGateway(s.Addr, testPrefix(t), "closed", 5, 2))
+		a := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL)
+		b := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL)
+		got := fmt.Sprint(statuses(t, a, "ann", 3), statuses(t, b, "ann", 3))
+		if got != "[200 200 200] [200 200 429]" {
+			t.Errorf("ann on two gateways: %s, want 5 allowed in all", got)
+		}
+		if !strings.Contains(a.stderr.String(), "store=redis redis="+s.Addr) {
+			t.Errorf("the start line does not name the store:\n%s", a.stderr)
+		}
+	})
+	t.Run("from the flags", func(t *testing.T) {
+		cfg := filepath.Join(dir, "flags.yaml")
+		writeFile(t, cfg, serveConfig(memoryStore, 4)) // the file says memory
+		args := []string{"--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL,
+			"--backend", "redis", "--redis-addr", s.Addr, "--redis-prefix", testPrefix(t)}
+		a := startServe(t, args...)
+		b := startServe(t, args...)
+		got := fmt.Sprint(statuses(t, a, "bo", 2), statuses(t, b, "bo", 3))
+		if got != "[200 200] [200 200 429]" {
+			t.Errorf("bo on two gateways: %s, want 4 allowed in all", got)
+		}
+	})
+	t.Run("address flag over the file", func(t *testing.T) {
+		cfg := filepath.Join(dir, "over.yaml")
+		writeFile(t, cfg, redisGateway(closedAddr(t), testPrefix(t), "closed", 2, 1))
+		a := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--redis-addr", s.Addr)
+		if got := fmt.Sprint(statuses(t, a, "cy", 3)); got != "[200 200 429]" {
+			t.Errorf("cy: %s", got)
+		}
+	})
+}
+
+// Store flags that do not fit the store are usage errors naming the flag;
+// a broken redis section is a configuration error naming the line.
+func TestServeRedisUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	memCfg := filepath.Join(dir, "memory.yaml")
+	writeFile(t, memCfg, serveConfig(memoryStore, 5))
+	redisCfg := filepath.Join(dir, "redis.yaml")
+	writeFile(t, redisCfg, redisGateway("127.0.0.1:1", "p:", "local", 5, 3))
+	noAddr := filepath.Join(dir, "noaddr.yaml")
+	writeFile(t, noAddr, redisGateway("", "p:", "local", 5, 3))
+	broken := filepath.Join(dir, "broken.yaml")
+	writeFile(t, broken, strings.Replace(redisGateway("127.0.0.1:6379", "p:", "local", 5, 3), "timeout: 1s", "timeout: fast", 1))
+	base := []string{"--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--config", memCfg, "--redis-addr", "127.0.0.1:6379"}, 2, "--redis-addr: only with --backend redis (the store is memory)"},
+		{[]string{"--config", memCfg, "--redis-prefix", "x:"}, 2, "--redis-prefix: only with --backend redis (the store is memory)"},
+		{[]string{"--config", memCfg, "--backend", "redis"}, 2, "--redis-addr: required with --backend redis"},
+		{[]string{"--config", memCfg, "--backend", "redis", "--redis-addr", "127.0.0.1:6379", "--dir", dir}, 2, "--dir: the redis backend keeps nothing on disk"},
+		{[]string{"--config", memCfg, "--backend", "etcd"}, 2, "--backend etcd: unknown backend (want memory, pebble, bolt or redis)"},
+		{[]string{"--config", memCfg, "--backend", "redis", "--redis-addr", "localhost"}, 2, `invalid value "localhost" for flag -redis-addr`},
+		{[]string{"--config", redisCfg, "--dir", dir}, 2, "--dir: the redis backend keeps nothing on disk"},
+		{[]string{"--config", noAddr}, 2, noAddr + ":2: store.redis.addrs: required for the redis backend"},
+		{[]string{"--config", broken}, 2, broken + ":6: store.redis.timeout: want a duration such as 1m or 500ms, got \"fast\""},
+	} {
+		var stderr bytes.Buffer
+		code := runServe(context.Background(), append(c.args, base...), io.Discard, &stderr, func(string, string) { t.Errorf("serve %q listened", c.args) })
+		if code != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("serve %q: exit %d, stderr %q; want %d and %q", c.args, code, stderr.String(), c.code, c.want)
+		}
+	}
+}
+
+// A Redis that does not answer at start stops serve at once with exit
+// status 1 and a line naming the address; it never listens.
+func TestServeRedisDownAtStart(t *testing.T) {
+	redisServer(t) // skips without redis-server, as every Redis test
+	addr := closedAddr(t)
+	cfg := filepath.Join(t.TempDir(), "down.yaml")
+	writeFile(t, cfg, redisGateway(addr, "p:", "local", 5, 3))
+	var stderr bytes.Buffer
+	code := runServe(context.Background(), []string{"--config", cfg, "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"},
+		io.Discard, &stderr, func(string, string) { t.Error("serve listened with Redis down") })
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if want := "sluice serve: opening the redis store: Redis at " + addr + ": "; !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "connection refused") {
+		t.Errorf("stderr %q, want it to contain %q and the cause", stderr.String(), want)
+	}
+}
+
+// waitAwayFromDayBoundary waits, when the next UTC midnight is less than
+// a minute away, until it has passed, so that a test counting exactly a
+// day window's budget never straddles two windows.
+func waitAwayFromDayBoundary(t *testing.T) {
+	t.Helper()
+	next := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	if left := time.Until(next); left < time.Minute {
+		t.Logf("waiting %v for the day window to turn", left)
+		time.Sleep(left + time.Second)
+	}
+}
