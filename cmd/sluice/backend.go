@@ -37,6 +37,9 @@ type backendFlags struct {
 	// given holds the names of the flags given on the command line (nil
 	// when none were parsed).
 	given map[string]bool
+	// from names where the store came from when not from the flags (such
+	// as "gateway.yaml's store section"), for errors.
+	from string
 	// fakeClock reports that a FakeClock drives the engine, so the store
 	// must not sweep by the wall clock, and Redis must not supply the time
 	// (set by the command, not a flag).
@@ -132,6 +135,8 @@ func (f *backendFlags) over(base backendFlags) backendFlags {
 	out := base
 	if f.given["backend"] && f.name != base.name {
 		out = backendFlags{name: f.name, redis: defaultRedis()}
+	} else if !f.given["backend"] {
+		out.from = base.from
 	}
 	if f.given["dir"] {
 		out.dir = f.dir
@@ -163,6 +168,9 @@ func usagef(format string, args ...any) error {
 func (f *backendFlags) checkRedisFlags() error {
 	for _, name := range []string{"redis-addr", "redis-prefix"} {
 		if f.given[name] && f.name != config.BackendRedis {
+			if f.from != "" {
+				return usagef("--%s: only with --backend redis (the store is %s, from %s)", name, f.name, f.from)
+			}
 			return usagef("--%s: only with --backend redis (the store is %s)", name, f.name)
 		}
 	}
@@ -243,7 +251,7 @@ func openRedis(r config.Redis, opts *redis.Options) (*redis.Store, error) {
 		Addrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB, TLS: tlsConfig,
 	}, opts)
 	if err != nil {
-		return nil, fmt.Errorf("Redis at %s: %w", strings.Join(r.Addrs, ","), err)
+		return nil, fmt.Errorf("Redis at %s: %w (is it running there? the address is store.redis.addrs, or --redis-addr)", strings.Join(r.Addrs, ","), err)
 	}
 	return s, nil
 }

@@ -63,6 +63,12 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice demo: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	switch bf.name {
+	case "memory", "pebble", "bolt":
+	default:
+		fmt.Fprintf(stderr, "sluice demo: --backend %s: the demo runs on pebble, bolt or memory\n", bf.name)
+		return 2
+	}
 	if bf.name == "memory" {
 		if *resume {
 			fmt.Fprintln(stderr, "sluice demo: --resume: the memory backend keeps nothing across processes")

@@ -33,6 +33,7 @@ func TestRunDispatch(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
 		{"demo with an unknown flag", []string{"demo", "--verbose"}, 2, "", "-verbose"},
+		{"demo on redis", []string{"demo", "--backend", "redis"}, 2, "", "--backend redis: the demo runs on pebble, bolt or memory"},
 		{"version", []string{"version"}, 0, "sluice ", ""},
 		{"--version", []string{"--version"}, 0, runtime.Version(), ""},
 		{"version with an argument", []string{"version", "x"}, 2, "", `unexpected argument "x"`},

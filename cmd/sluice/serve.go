@@ -172,7 +172,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	logger := slog.New(slog.NewTextHandler(errw, nil))
 
 	// The store: read at start only, the flags over the file's section.
-	bf := storeFlagsGiven.over(storeFlags(cfg.Store))
+	fileStore := storeFlags(cfg.Store)
+	fileStore.from = *configPath
+	bf := storeFlagsGiven.over(fileStore)
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
 	}
@@ -180,7 +182,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
-			return fail(2, "%v (the store section of %s, with the store flags over it)", err, *configPath)
+			return fail(2, "%v", err)
 		}
 		return fail(1, "opening the %s store: %v", bf.name, err)
 	}

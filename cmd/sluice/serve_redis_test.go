@@ -98,8 +98,9 @@ func TestServeRedisUsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--config", memCfg, "--redis-addr", "127.0.0.1:6379"}, 2, "--redis-addr: only with --backend redis (the store is memory)"},
-		{[]string{"--config", memCfg, "--redis-prefix", "x:"}, 2, "--redis-prefix: only with --backend redis (the store is memory)"},
+		{[]string{"--config", memCfg, "--redis-addr", "127.0.0.1:6379"}, 2, "--redis-addr: only with --backend redis (the store is memory, from " + memCfg + ")"},
+		{[]string{"--config", memCfg, "--redis-prefix", "x:"}, 2, "--redis-prefix: only with --backend redis (the store is memory, from " + memCfg + ")"},
+		{[]string{"--config", redisCfg, "--backend", "memory", "--redis-addr", "127.0.0.1:6379"}, 2, "--redis-addr: only with --backend redis (the store is memory)\n"},
 		{[]string{"--config", memCfg, "--backend", "redis"}, 2, "--redis-addr: required with --backend redis"},
 		{[]string{"--config", memCfg, "--backend", "redis", "--redis-addr", "127.0.0.1:6379", "--dir", dir}, 2, "--dir: the redis backend keeps nothing on disk"},
 		{[]string{"--config", memCfg, "--backend", "etcd"}, 2, "--backend etcd: unknown backend (want memory, pebble, bolt or redis)"},
@@ -129,7 +130,8 @@ func TestServeRedisDownAtStart(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if want := "sluice serve: opening the redis store: Redis at " + addr + ": "; !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "connection refused") {
+	if want := "sluice serve: opening the redis store: Redis at " + addr + ": "; !strings.Contains(stderr.String(), want) ||
+		!strings.Contains(stderr.String(), "connection refused") || !strings.Contains(stderr.String(), "store.redis.addrs, or --redis-addr") {
 		t.Errorf("stderr %q, want it to contain %q and the cause", stderr.String(), want)
 	}
 }
