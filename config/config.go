@@ -101,8 +101,13 @@ type Store struct {
 // across the fleet.
 type Redis struct {
 	// Addrs is "addrs", a list of host:port: one address is a standalone
-	// server, several the seed nodes of a Cluster. Required.
+	// server, several the seed nodes of a Cluster; with MasterName, the
+	// Sentinels. Required.
 	Addrs []string
+	// MasterName is "master_name", the name of the primary the Sentinels
+	// at Addrs watch: the store follows it across failovers. Empty for no
+	// Sentinel.
+	MasterName string
 	// Username is "username", for Redis ACLs; empty for the default user.
 	Username string
 	// Password is the password: "password" itself, or read from the file
@@ -111,8 +116,9 @@ type Redis struct {
 	// the three may be given; a file or variable that cannot be read is
 	// an error. Empty for none.
 	Password string
-	// DB is "db", the database of a standalone server; 0 (the default)
-	// for a Cluster, which has no other.
+	// DB is "db", the database of a standalone server (or of the
+	// Sentinels' primary); 0 (the default) for a Cluster, which has no
+	// other.
 	DB int
 	// TLS is "tls": true, or a mapping of ca_file, server_name and
 	// insecure_skip_verify (which imply true).
@@ -197,8 +203,8 @@ func (s Store) String() string {
 		return fmt.Sprintf("{Backend:%s Dir:%s Durability:%v FlushInterval:%v}", s.Backend, s.Dir, s.Durability, s.FlushInterval)
 	}
 	r := s.Redis
-	return fmt.Sprintf("{Backend:redis Addrs:%v Username:%s Password:%s DB:%d TLS:%t KeyPrefix:%q Timeout:%v FleetSize:%d}",
-		r.Addrs, r.Username, map[bool]string{false: "(none)", true: "(set)"}[r.Password != ""], r.DB, r.TLS.Enabled, r.KeyPrefix, r.Timeout, r.FleetSize)
+	return fmt.Sprintf("{Backend:redis Addrs:%v MasterName:%s Username:%s Password:%s DB:%d TLS:%t KeyPrefix:%q Timeout:%v FleetSize:%d}",
+		r.Addrs, r.MasterName, r.Username, map[bool]string{false: "(none)", true: "(set)"}[r.Password != ""], r.DB, r.TLS.Enabled, r.KeyPrefix, r.Timeout, r.FleetSize)
 }
 
 // Error reports a configuration that does not parse or validate, with the
@@ -731,6 +737,11 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 			if len(r.Addrs) == 0 {
 				err = p.errAt(v.Line, field, "must list at least one host:port")
 			}
+		case "master_name":
+			r.MasterName, err = p.str(v, field)
+			if err == nil && r.MasterName == "" {
+				err = p.errAt(v.Line, field, "must not be empty (leave it out for no Sentinel)")
+			}
 		case "username":
 			r.Username, err = p.str(v, field)
 		case "password":
@@ -787,7 +798,7 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 	if err != nil {
 		return err
 	}
-	if r.DB != 0 && len(r.Addrs) > 1 {
+	if r.DB != 0 && len(r.Addrs) > 1 && r.MasterName == "" {
 		return p.errAt(lines["db"], join(path, "db"), "a Cluster (several addrs) has database 0 only, got %d", r.DB)
 	}
 	return nil

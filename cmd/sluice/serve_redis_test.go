@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice/backend/redis/redistest"
 )
 
 // redisGateway is a configuration with one rule, fixed_window limit per
@@ -68,6 +70,21 @@ func TestServeRedisSharesTheBudget(t *testing.T) {
 		got := fmt.Sprint(statuses(t, a, "bo", 2), statuses(t, b, "bo", 3))
 		if got != "[200 200] [200 200 429]" {
 			t.Errorf("bo on two gateways: %s, want 4 allowed in all", got)
+		}
+	})
+	t.Run("through a Sentinel", func(t *testing.T) {
+		primary := redistest.Start(t)
+		sentinel := redistest.StartSentinel(t, primary, "sluice-primary")
+		cfg := filepath.Join(dir, "sentinel.yaml")
+		writeFile(t, cfg, strings.Replace(redisGateway(sentinel.Addr, testPrefix(t), "closed", 3, 1),
+			"  redis:\n", "  redis:\n    master_name: sluice-primary\n", 1))
+		a := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL)
+		b := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL)
+		if got := fmt.Sprint(statuses(t, a, "di", 2), statuses(t, b, "di", 2)); got != "[200 200] [200 429]" {
+			t.Errorf("di on two gateways through a Sentinel: %s, want 3 allowed in all", got)
+		}
+		if keys := redisKeys(t, primary, testPrefix(t)); len(keys) != 1 {
+			t.Errorf("the primary holds %v under the prefix, want di's one record", keys)
 		}
 	})
 	t.Run("address flag over the file", func(t *testing.T) {
