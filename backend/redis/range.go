@@ -102,12 +102,20 @@ func (s *Store) engineKey(name string) ([]byte, bool) {
 	if end < 0 {
 		return nil, false
 	}
+	if strings.IndexByte(rest[1:end], '{') >= 0 {
+		return nil, false // redisKey escapes braces
+	}
 	key, ok := unescape(rest[1:end])
 	if !ok {
 		return nil, false
 	}
 	tail := rest[end+1:]
 	if tail == "" {
+		// A plain key; one that reads as a namespaced key would have been
+		// stored under the namespaced form.
+		if n, w := binary.Uvarint([]byte(key)); w > 0 && n <= uint64(len(key)-w) {
+			return nil, false
+		}
 		return []byte(key), true
 	}
 	ns, ok := strings.CutPrefix(tail, ":")
