@@ -84,8 +84,8 @@ func main() {
 	var callers, workloads, libs string
 	flag.StringVar(&c.addr, "addr", "", "host:port of a redis-server to use (it is flushed before every run); empty starts one")
 	flag.StringVar(&c.out, "out", "", "file to write the markdown report to (default: standard output)")
-	flag.DurationVar(&c.duration, "duration", 1500*time.Millisecond, "how long each library runs each workload at each number of callers, per round")
-	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each figure is the median over them")
+	flag.DurationVar(&c.duration, "duration", 1200*time.Millisecond, "how long each library runs each workload at each number of callers, per round")
+	flag.IntVar(&c.rounds, "rounds", 4, "rounds; each figure is the median over them")
 	flag.StringVar(&callers, "callers", "1,16,64", "numbers of concurrent callers, comma-separated")
 	flag.StringVar(&workloads, "workloads", "hot,keys100k", "workloads, comma-separated: hot (one key), keys100k (100,000 keys in turn)")
 	flag.StringVar(&libs, "libs", "", "libraries, comma-separated (default: all; see -list)")
