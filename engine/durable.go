@@ -102,7 +102,27 @@ type tierStripe struct {
 	// ticket is the commit ticket of the last write made by the caller
 	// holding the stripe.
 	ticket uint64
+	// known holds, by hash, keys this process has loaded or written: the
+	// disk's record of such a key is never newer than the cache's, so when
+	// the cache has none (it expired, or was swept as expired), the disk's
+	// has expired too and need not be read. A slot holds one key's hash
+	// (with the low bit set, so that zero means empty); a key whose slot
+	// another has taken is read from disk as before.
+	known []uint64
 }
+
+// knownSlots is the number of hashes each tier remembers in all (1 MiB):
+// enough for the keys a busy process cycles through, and a miss costs only
+// the disk read that every miss cost before.
+const knownSlots = 1 << 17
+
+// knownSlot picks the slot from the hash's high bits: the low ones chose
+// the stripe.
+func (st *tierStripe) knownSlot(h uint64) *uint64 { return &st.known[(h>>32)%uint64(len(st.known))] }
+
+func (st *tierStripe) isKnown(h uint64) bool { return *st.knownSlot(h) == h|1 }
+
+func (st *tierStripe) remember(h uint64) { *st.knownSlot(h) = h | 1 }
 
 type dirtyRecord struct {
 	hash      uint64
@@ -145,6 +165,10 @@ func newTier(disk backend.Backend, o *Options, clock Clock) (*tier, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	perStripe := max(1, knownSlots/len(t.stripes))
+	for i := range t.stripes {
+		t.stripes[i].known = make([]uint64, perStripe)
+	}
 	t.commit.batch = batch
 	t.commit.onFail = t.remark
 	t.commit.cond.L = &t.commit.mu
@@ -165,7 +189,8 @@ func (t *tier) Unlock(i int) { t.cache.Unlock(i) }
 
 // GetLocked returns the cached record, loading it from disk on a miss. The
 // disk read is the only I/O done under a stripe lock, once per key per
-// process lifetime (or per expiry).
+// process lifetime: a key the tier has seen and whose cached record expired
+// is known to be expired on disk too.
 func (t *tier) GetLocked(h uint64, k []byte, now int64) ([]byte, error) {
 	v, err := t.cache.GetLocked(h, k, now)
 	if v != nil || err != nil {
@@ -181,9 +206,16 @@ func (t *tier) GetLocked(h uint64, k []byte, now int64) ([]byte, error) {
 		}
 		delete(st.deletes, string(k))
 	}
+	if st.isKnown(h) {
+		return nil, nil // the cache's record expired, so the disk's has too
+	}
 	v, exp, err := t.load.Load(k, now)
-	if err != nil || v == nil {
+	if err != nil {
 		return nil, err
+	}
+	st.remember(h)
+	if v == nil {
+		return nil, nil
 	}
 	if err := t.cache.PutLocked(h, k, v, exp); err != nil {
 		return v, nil // serve the loaded copy; it is the caller's to step
@@ -197,6 +229,7 @@ func (t *tier) PutLocked(h uint64, k, v []byte, exp int64) error {
 		return err
 	}
 	st := t.stripe(h)
+	st.remember(h)
 	if t.mode == Sync {
 		st.ticket = t.commit.enqueue(backend.Write{Key: clone(k), Value: clone(v), ExpiresAt: exp}, h)
 		return nil

@@ -254,3 +254,46 @@ func TestBackpressureBoundsTheDirtySet(t *testing.T) {
 		t.Fatal("no flush happened")
 	}
 }
+
+// TestExpiredKnownKeyIsNotReadFromDisk: a key whose cached record expired is
+// decided afresh without a disk read, since the disk's copy is never newer
+// than the cache's; a key the process has not seen since it started is
+// still read from disk, so spending recorded before a restart counts.
+func TestExpiredKnownKeyIsNotReadFromDisk(t *testing.T) {
+	for _, d := range durables {
+		for _, mode := range modes {
+			t.Run(fmt.Sprintf("%s/%v", d.name, mode), func(t *testing.T) {
+				dir := t.TempDir()
+				clock := engine.NewFakeClock(t0)
+				l := limit(algo.GCRAName, algo.Params{Limit: 2, Window: time.Second}, "g")
+				b, f := faulty.Wrap(d.open(t, dir))
+				e := openDurable(t, b, clock, mode)
+				for range 2 {
+					e.Apply(l, "k", 1)
+				}
+				loads := f.Calls(faulty.OpLoad)
+				clock.Advance(time.Hour) // the record has long expired
+				if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
+					t.Fatalf("after the record expired: %+v, %v", d, err)
+				}
+				if n := f.Calls(faulty.OpLoad) - loads; n != 0 {
+					t.Fatalf("an expired known key read the disk %d times", n)
+				}
+				e.Apply(l, "k", 1)
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// A new process has seen nothing: it reads the disk.
+				b2, f2 := faulty.Wrap(d.open(t, dir))
+				e2 := openDurable(t, b2, clock, mode)
+				defer e2.Close()
+				if d, err := e2.Apply(l, "k", 1); err != nil || d.Allowed {
+					t.Fatalf("after a restart the spent key answered %+v, %v; want denied", d, err)
+				}
+				if f2.Calls(faulty.OpLoad) == 0 {
+					t.Fatal("after a restart the key was not read from disk")
+				}
+			})
+		}
+	}
+}

@@ -193,21 +193,28 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 		timeout = opts.Timeout
 	}
 	// The socket deadlines are a backstop: every call carries its own
-	// context deadline.
-	io := max(timeout, 100*time.Millisecond)
+	// context deadline, which go-redis applies when it is the sooner. They
+	// are long enough for New's first call (ConnectTimeout). A failed dial
+	// is not retried within a call: a stopped Redis then fails each call
+	// with "connection refused" at once, not at its deadline.
+	io := DefaultConnectTimeout
+	if opts != nil && opts.ConnectTimeout > 0 {
+		io = opts.ConnectTimeout
+	}
+	io = max(io, timeout)
 	var c goredis.UniversalClient
 	switch {
 	case o.MasterName != "":
 		c = goredis.NewFailoverClient(&goredis.FailoverOptions{
 			MasterName: o.MasterName, SentinelAddrs: o.Addrs, Username: o.Username, Password: o.Password, DB: o.DB,
 			TLSConfig: o.TLS, PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
-			DialTimeout: DefaultConnectTimeout, MaxRetries: -1,
+			DialTimeout: io, DialerRetries: 1, MaxRetries: -1,
 		})
 	case len(o.Addrs) == 1:
 		c = goredis.NewClient(&goredis.Options{
 			Addr: o.Addrs[0], Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
 			PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
-			DialTimeout: DefaultConnectTimeout, MaxRetries: -1,
+			DialTimeout: io, DialerRetries: 1, MaxRetries: -1,
 		})
 	default:
 		if o.DB != 0 {
@@ -216,7 +223,7 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 		c = goredis.NewClusterClient(&goredis.ClusterOptions{
 			Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
 			PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
-			DialTimeout: DefaultConnectTimeout, MaxRetries: -1,
+			DialTimeout: io, DialerRetries: 1, MaxRetries: -1,
 		})
 	}
 	s, err := newStore(c, opts, true)
