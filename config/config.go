@@ -136,6 +136,11 @@ type Redis struct {
 	// store; under on_store_error local each limits alone to its share,
 	// the rule's limit and burst divided by it (rounded up). Default 1.
 	FleetSize int
+	// AutoPipeline is "auto_pipeline": send concurrent decisions' calls
+	// together, one write per connection; about twice the decisions per
+	// second at 64 concurrent callers over many keys, a quarter fewer with
+	// one caller. Default false.
+	AutoPipeline bool
 }
 
 // RedisTLS is the redis section's "tls": whether to connect with TLS and
@@ -790,6 +795,8 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 				err = p.errAt(v.Line, field, "want the number of gateways sharing the store, 1 or more, got %d", size)
 			}
 			r.FleetSize = int(size)
+		case "auto_pipeline":
+			r.AutoPipeline, err = p.boolean(v, field)
 		default:
 			return false, nil
 		}

@@ -59,9 +59,10 @@ func TestParseRedisStore(t *testing.T) {
     tls: true
     timeout: 20ms
     key_prefix: "orders-api:"
-    fleet_size: 3`,
+    fleet_size: 3
+    auto_pipeline: true`,
 			config.Redis{Addrs: []string{"10.0.0.1:6379", "redis.internal:7000", "[::1]:6380"}, Username: "gateway", Password: "s3cret",
-				TLS: config.RedisTLS{Enabled: true}, Timeout: 20 * time.Millisecond, KeyPrefix: "orders-api:", FleetSize: 3}},
+				TLS: config.RedisTLS{Enabled: true}, Timeout: 20 * time.Millisecond, KeyPrefix: "orders-api:", FleetSize: 3, AutoPipeline: true}},
 		{"sentinel", "  backend: redis\n  redis: {addrs: [10.0.0.1:26379, 10.0.0.2:26379], master_name: mymaster, db: 1}",
 			config.Redis{Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, MasterName: "mymaster", DB: 1, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"db", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], db: 2}",
@@ -172,6 +173,8 @@ func TestBadRedisStores(t *testing.T) {
 			"fleet.yaml:3: store.redis.timeout: must be positive, got 0s"},
 		{"empty key prefix", "  backend: redis\n  redis: {addrs: [a:1], key_prefix: \"\"}",
 			`fleet.yaml:3: store.redis.key_prefix: must not be empty (leave it out for "sluice:")`},
+		{"auto_pipeline not a boolean", "  backend: redis\n  redis: {addrs: [a:1], auto_pipeline: sometimes}",
+			`fleet.yaml:3: store.redis.auto_pipeline: want true or false, got "sometimes"`},
 		{"zero fleet", "  backend: redis\n  redis: {addrs: [a:1], fleet_size: 0}",
 			"fleet.yaml:3: store.redis.fleet_size: want the number of gateways sharing the store, 1 or more, got 0"},
 		{"fleet not a number", "  backend: redis\n  redis: {addrs: [a:1], fleet_size: three}",

@@ -17,7 +17,7 @@ import (
 // Defaults for the swap path's options.
 const (
 	DefaultSwapRetries   = 16
-	DefaultSwapCacheSize = 1 << 16
+	DefaultSwapCacheSize = 1 << 18
 )
 
 // swapPath is the engine over a backend.Swapper, a store that cannot lend a
@@ -373,13 +373,18 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, batch []*waiter) {
 	}
 }
 
-// backoff waits before the next compare-and-swap after a conflict: a
-// random time up to 25µs doubled per conflict, at most 2ms, so that
-// processes contending for one key stop colliding in lockstep (callers
-// arriving meanwhile join the key's queue, so the next commit carries
-// more of them).
+// backoff waits before the next compare-and-swap after a conflict. The
+// first conflict is retried at once: it is most often no contention at all,
+// only a last-seen record this process did not have, and the retry expects
+// the record the store just returned. Later ones wait a random time up to
+// 25µs doubled per conflict, at most 2ms, so that processes contending for
+// one key stop colliding in lockstep (callers arriving meanwhile join the
+// key's queue, so the next commit carries more of them).
 func backoff(attempt int) {
-	ceiling := min(25*time.Microsecond<<attempt, 2*time.Millisecond)
+	if attempt == 0 {
+		return
+	}
+	ceiling := min(25*time.Microsecond<<(attempt-1), 2*time.Millisecond)
 	time.Sleep(rand.N(ceiling) + 1)
 }
 

@@ -50,7 +50,7 @@ func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
 		mu.Unlock()
 		return it.Err()
 	}
-	if cc, ok := s.c.(*goredis.ClusterClient); ok {
+	if cc, ok := s.base.(*goredis.ClusterClient); ok {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error { return scan(ctx, n) })
 	} else {
 		err = scan(ctx, s.c)

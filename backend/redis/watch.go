@@ -32,7 +32,7 @@ func (s *Store) WatchDeletes(fn func(key []byte)) (func(), error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultConnectTimeout)
 	defer cancel()
-	ps := s.c.Subscribe(ctx, s.resetChannel())
+	ps := s.base.Subscribe(ctx, s.resetChannel())
 	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
 		ps.Close()
 		return nil, fmt.Errorf("sluice/backend/redis: subscribing to %s: %w", s.resetChannel(), err)

@@ -249,6 +249,7 @@ func openRedis(r config.Redis, opts *redis.Options) (*redis.Store, error) {
 	}
 	s, err := redis.Open(redis.ClientOptions{
 		Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password, DB: r.DB, TLS: tlsConfig,
+		AutoPipeline: r.AutoPipeline,
 	}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("Redis at %s: %w (is it running there? the address is store.redis.addrs, or --redis-addr)", strings.Join(r.Addrs, ","), err)
