@@ -80,7 +80,7 @@ type Store struct {
 	c       goredis.UniversalClient // the commands' client: base, or its auto-pipeliner
 	base    goredis.UniversalClient // the client: Pub/Sub, Cluster walks, Close
 	pipe    *goredis.AutoPipeliner  // closed by Close when Open made it
-	own     bool // Open made c, so Close closes it
+	own     bool                    // Open made c, so Close closes it
 	cluster bool
 	prefix  string
 	timeout time.Duration
