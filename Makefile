@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test vet race demo bench bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test vet race demo bench bench-redis bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -45,6 +45,14 @@ bench:
 	mkdir -p bench/out
 	cd bench && { echo "command: $(BENCHCMD)"; echo "date: $$(date -u '+%F %H:%M UTC')"; $(BENCHCMD); } | tee out/bench.txt
 	$(MAKE) accuracy load
+
+## bench-redis: the Redis-backed limiters side by side against one local
+## redis-server that the program starts (decisions/s, p50/p99, round trips
+## per decision, accuracy across processes), about 10 minutes; the report
+## is bench/out/redis.md, its headline tables bench/REDIS.md.
+bench-redis:
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/redisbench -out out/redis.md
 
 ## accuracy: every algorithm of every library on one bursty trace.
 accuracy:
