@@ -60,17 +60,17 @@
 // The Redis-backed limiters are measured apart, by a program rather than
 // testing.B, since their figures need concurrency levels and latency
 // quantiles of their own: cmd/redisbench runs Sluice over backend/redis
-// with each algorithm (sluice-<algorithm>, defaults as users run it; and
-// sluice-gcra+cache256k, whose last-seen cache holds all 100,000 keys, and
-// sluice-gcra+cache256k+autopipeline, its store over go-redis'
-// AutoPipeline), the Redis peers the module proxy serves (redis_rate v10,
-// throttled's go-redis v9 store, ulule's Redis store; go-redisstore,
-// httprate-redis and rueidislimiter are refused by it) and three floors, one
-// EVALSHA of a trivial script per call through go-redis, its AutoPipeline
-// and rueidis, on one hot key and on 100,000 keys at 1, 16 and 64 callers
-// against one redis-server it starts, with round trips per decision from the
-// server's counters; then 4 processes of 16 goroutines on one key per
-// library, admitted against the limit. It needs redis-server on PATH
+// with each algorithm (sluice-<algorithm>, defaults as users run it, whose
+// last-seen cache holds all 100,000 keys; and sluice-gcra+autopipeline, its
+// store opened with redis.ClientOptions.AutoPipeline), the Redis peers the
+// module proxy serves (redis_rate v10, throttled's go-redis v9 store,
+// ulule's Redis store; go-redisstore, httprate-redis and rueidislimiter are
+// refused by it) and three floors, one EVALSHA of a trivial script per call
+// through go-redis, its AutoPipeline and rueidis, on one hot key and on
+// 100,000 keys at 1, 16 and 64 callers against one redis-server it starts,
+// with round trips per decision from the server's counters; then 4
+// processes of 16 goroutines on one key per library, admitted against the
+// limit. It needs redis-server on PATH
 // (apt-get install -y redis-server) and takes about ten minutes:
 //
 //	cd bench && go run ./cmd/redisbench -out out/redis.md

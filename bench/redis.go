@@ -22,7 +22,8 @@ import (
 // The Redis-backed limiters below all reach one redis-server at an address,
 // each through its own client, built the way the library's documentation
 // shows with the client's defaults (go-redis: a pool of ten connections per
-// CPU; rueidis: auto-pipelining). Every limiter is a fresh one: it holds no
+// CPU; rueidis: auto-pipelining; Sluice: the client redis.Open makes, a pool
+// of redis.DefaultPoolSize). Every limiter is a fresh one: it holds no
 // record in memory that another limiter could have written.
 
 // RedisConfig says how a Redis-backed limiter reaches Redis.
@@ -36,9 +37,9 @@ type RedisConfig struct {
 	// SwapCacheSize is Sluice's engine.Options.SwapCacheSize, the last-seen
 	// records it keeps; zero means the engine's default.
 	SwapCacheSize int
-	// AutoPipeline runs Sluice's store over go-redis' blocking
-	// AutoPipeline (redis.New over the client's *AutoPipeliner) rather
-	// than the client redis.Open makes.
+	// AutoPipeline is Sluice's redis.ClientOptions.AutoPipeline: the
+	// store sends its calls through go-redis' AutoPipeliner over the
+	// client redis.Open makes.
 	AutoPipeline bool
 }
 
@@ -79,19 +80,14 @@ func RedisLibraries() []RedisLibrary {
 			New: func(cfg RedisConfig, r Rate) (Limiter, error) { return NewRedisSluice(cfg, name, r) },
 		})
 	}
-	// Two variants of one algorithm: a last-seen cache (SwapCacheSize
-	// 2^18) that holds every key of the 100,000-key workload, and that
-	// with the store over go-redis' auto-pipelining.
-	libs = append(libs,
-		RedisLibrary{Name: "sluice-gcra+cache256k", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {
-			cfg.SwapCacheSize = 1 << 18
-			return NewRedisSluice(cfg, algo.GCRAName, r)
-		}},
-		RedisLibrary{Name: "sluice-gcra+cache256k+autopipeline", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {
-			cfg.SwapCacheSize, cfg.AutoPipeline = 1<<18, true
-			return NewRedisSluice(cfg, algo.GCRAName, r)
-		}},
-	)
+	// One variant of one algorithm: the store over go-redis'
+	// auto-pipelining (redis.ClientOptions.AutoPipeline). The engine's
+	// default last-seen cache (engine.DefaultSwapCacheSize, 2^18) already
+	// holds every key of the 100,000-key workload.
+	libs = append(libs, RedisLibrary{Name: "sluice-gcra+autopipeline", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {
+		cfg.AutoPipeline = true
+		return NewRedisSluice(cfg, algo.GCRAName, r)
+	}})
 	return append(libs,
 		RedisLibrary{Name: "redis_rate", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) { return NewRedisRate(cfg, r) }},
 		RedisLibrary{Name: "throttled-goredis", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) { return NewThrottledRedis(cfg, r) }},
@@ -114,48 +110,29 @@ var RefusedRedisPeers = []struct{ Module, Answer string }{
 // under the namespace "bench", through the public API only: redis.Open,
 // engine.New and engine.Apply.
 type RedisSluice struct {
-	e      *engine.Engine
-	l      engine.Limit
-	closer func() // closes the client of an auto-pipelined store
+	e *engine.Engine
+	l engine.Limit
 }
 
 // NewRedisSluice returns Sluice over the Redis at cfg.Addr applying the named
 // algorithm at r, with the system clock (the store's TIME rules, as in
-// production) and every other option at its default.
+// production) and every other option at its default but those cfg sets.
 func NewRedisSluice(cfg RedisConfig, name string, r Rate) (*RedisSluice, error) {
 	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
 	if err != nil {
 		return nil, err
 	}
 	opts := &redis.Options{KeyPrefix: "sluice:", Timeout: cfg.Timeout}
-	var (
-		st     *redis.Store
-		closer = func() {}
-	)
-	if cfg.AutoPipeline {
-		// The client as redis.Open makes it, then its auto-pipeliner.
-		io := max(cfg.Timeout, 100*time.Millisecond)
-		c := goredis.NewClient(&goredis.Options{Addr: cfg.Addr, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io, MaxRetries: -1})
-		ap, err := c.AutoPipeline()
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		closer = func() { ap.Close(); c.Close() }
-		if st, err = redis.New(ap, opts); err != nil {
-			closer()
-			return nil, err
-		}
-	} else if st, err = redis.Open(redis.ClientOptions{Addrs: []string{cfg.Addr}}, opts); err != nil {
+	st, err := redis.Open(redis.ClientOptions{Addrs: []string{cfg.Addr}, AutoPipeline: cfg.AutoPipeline}, opts)
+	if err != nil {
 		return nil, err
 	}
 	e, err := engine.New(st, &engine.Options{SwapCacheSize: cfg.SwapCacheSize})
 	if err != nil {
 		st.Close()
-		closer()
 		return nil, err
 	}
-	return &RedisSluice{e: e, l: engine.Limit{Namespace: "bench", Algorithm: a}, closer: closer}, nil
+	return &RedisSluice{e: e, l: engine.Limit{Namespace: "bench", Algorithm: a}}, nil
 }
 
 // Allow applies the limit to key at cost 1.
@@ -170,11 +147,8 @@ func (s *RedisSluice) SwapStats() SwapStats {
 	return SwapStats{Swaps: st.Swaps, Conflicts: st.Conflicts}
 }
 
-// Close closes the engine and its store.
-func (s *RedisSluice) Close() {
-	_ = s.e.Close()
-	s.closer()
-}
+// Close closes the engine and its store, which closes the client.
+func (s *RedisSluice) Close() { _ = s.e.Close() }
 
 // newGoRedis returns a go-redis client of the Redis at cfg.Addr with
 // go-redis' defaults, as the peers' examples make it.

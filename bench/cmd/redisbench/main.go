@@ -50,6 +50,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/backend/redis"
 	"github.com/sluice-go/sluice/backend/redis/redistest"
 	"github.com/sluice-go/sluice/bench"
 )
@@ -578,7 +579,7 @@ func report(w io.Writer, c config, libs []bench.RedisLibrary, results map[cellKe
 	if c.cacheSize != 0 {
 		fmt.Fprintf(w, " but SwapCacheSize %d", c.cacheSize)
 	}
-	fmt.Fprintf(w, "; peers: a go-redis client with its defaults (pool of 10 per CPU)\n\n")
+	fmt.Fprintf(w, ", its client as redis.Open makes it (pool of %d); peers: a go-redis client with its defaults (pool of 10 per CPU)\n\n", redis.DefaultPoolSize)
 	fmt.Fprintf(w, "Refused by the module proxy (not measured):\n\n")
 	for _, p := range bench.RefusedRedisPeers {
 		fmt.Fprintf(w, "- %s: %s\n", p.Module, p.Answer)
