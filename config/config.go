@@ -137,9 +137,9 @@ type Redis struct {
 	// the rule's limit and burst divided by it (rounded up). Default 1.
 	FleetSize int
 	// AutoPipeline is "auto_pipeline": send concurrent decisions' calls
-	// together, one write per connection; about twice the decisions per
-	// second at 64 concurrent callers over many keys, a quarter fewer with
-	// one caller. Default false.
+	// together, one write per connection (redis.ClientOptions.AutoPipeline:
+	// it helps many callers over many keys, not one hot key). Default
+	// false.
 	AutoPipeline bool
 }
 

@@ -16,7 +16,7 @@ import (
 
 // Defaults for the swap path's options.
 const (
-	DefaultSwapRetries   = 16
+	DefaultSwapRetries   = 32
 	DefaultSwapCacheSize = 1 << 18
 )
 

@@ -183,9 +183,11 @@ type ClientOptions struct {
 	PoolSize int
 	// AutoPipeline sends the calls of concurrent decisions on different
 	// keys together, in one write per connection (go-redis'
-	// AutoPipeliner): about twice the decisions per second at 64
-	// concurrent callers over many keys, about a quarter fewer with one
-	// caller (bench/REDIS.md).
+	// AutoPipeliner). It helps many callers over many keys (up to twice
+	// the decisions per second at 64 callers over 100,000 keys in
+	// bench/REDIS.md's runs) and costs on one hot key, whose decisions the
+	// engine already coalesces into one call; measure it on yours (make
+	// bench-redis).
 	AutoPipeline bool
 }
 
