@@ -178,6 +178,69 @@ func AppendGCRA(dst []byte, s GCRA) []byte {
 	return b
 }
 
+// GCRAFormat is the version 2 layout of GCRA records counted in one
+// interval, worked out once, so that a step can read and rewrite a record
+// in that interval without decoding or encoding its uvarint: Read compares
+// the record's length, header and interval bytes with the format's in a few
+// instructions. Read and Append give exactly what DecodeGCRA and AppendGCRA
+// give for such records. The zero value matches no record.
+type GCRAFormat struct {
+	size int    // the record's length; 0 when the format cannot be read fast
+	mask uint64 // the bits of the record's last 8 bytes, read little-endian, that hold the interval
+	tail uint64 // those bits' value
+}
+
+// NewGCRAFormat returns the format of version 2 records counted in
+// interval, which must be positive. An interval of 2^56 ns or more, whose
+// uvarint takes 9 bytes, gives a format whose Read always reports false
+// (such records are read with DecodeGCRA) and whose Append is AppendGCRA.
+func NewGCRAFormat(interval int64) GCRAFormat {
+	if interval <= 0 {
+		return GCRAFormat{}
+	}
+	n := uvarintLen(uint64(interval))
+	if n > 8 {
+		return GCRAFormat{size: -1, tail: uint64(interval)}
+	}
+	var b [8]byte
+	putUvarint(b[8-n:], uint64(interval))
+	return GCRAFormat{
+		size: GCRASize + n,
+		mask: ^uint64(0) << (8 * (8 - n)),
+		tail: binary.LittleEndian.Uint64(b[:]),
+	}
+}
+
+// Read returns the TAT of src and true when src is a whole version 2 GCRA
+// record counted in f's interval; otherwise it returns false, and src is to
+// be read with DecodeGCRA.
+func (f *GCRAFormat) Read(src []byte) (int64, bool) {
+	n := f.size
+	if n <= 0 || len(src) != n || src[0] != gcraV2 ||
+		binary.LittleEndian.Uint64(src[n-8:])&f.mask != f.tail {
+		return 0, false
+	}
+	return i64(src[1:]), true
+}
+
+// Append encodes the version 2 record of TAT tat in f's interval into
+// dst's backing array when it is large enough, or a new one, and returns
+// it: what AppendGCRA(dst, GCRA{tat, interval}) returns.
+func (f *GCRAFormat) Append(dst []byte, tat int64) []byte {
+	n := f.size
+	if n <= 0 {
+		return AppendGCRA(dst, GCRA{TAT: tat, Interval: int64(f.tail)})
+	}
+	b := grow(dst, n)
+	b[0] = gcraV2
+	put64(b[1:], tat)
+	// The interval's bytes end the record; the last 8 bytes hold them and
+	// the TAT's low bytes just written.
+	t := b[n-8:]
+	binary.LittleEndian.PutUint64(t, binary.LittleEndian.Uint64(t)&^f.mask|f.tail)
+	return b
+}
+
 // DecodeGCRA decodes a GCRA record of either version. A version 2 interval
 // must be positive and written in as few bytes as it takes.
 func DecodeGCRA(src []byte) (GCRA, error) {
@@ -250,6 +313,16 @@ func AppendTokenBucket(dst []byte, s TokenBucket) []byte {
 // negative. A version 1 record (tokens left, read with DecodeBucket) gives
 // ErrVersion.
 func DecodeTokenBucket(src []byte) (TokenBucket, error) {
+	// A whole version 2 record, the common case, is read without a call.
+	if len(src) == BucketSize && src[0] == tokenV2 {
+		if s := (TokenBucket{Updated: i64(src[1:]), Spent: i64(src[9:])}); s.Spent >= 0 {
+			return s, nil
+		}
+	}
+	return decodeTokenBucket(src)
+}
+
+func decodeTokenBucket(src []byte) (TokenBucket, error) {
 	if err := check(src, 2, TagTokenBucket, BucketSize); err != nil {
 		return TokenBucket{}, err
 	}
