@@ -186,13 +186,14 @@ func (a *LeakyBucket) StepInto(state []byte, now, cost int64, d *Decision) []byt
 // at the rate it was spent at, and a denial's RetryAfter counts with that.
 type GCRA struct {
 	rate
-	interval int64 // window/limit rounded up: the nanoseconds one token is worth
-	tau      int64 // capacity·interval: the burst tolerance
+	interval int64            // window/limit rounded up: the nanoseconds one token is worth
+	tau      int64            // capacity·interval: the burst tolerance
+	format   codec.GCRAFormat // the layout of records counted in interval
 }
 
 func newGCRA(r rate) *GCRA {
 	interval := clampI64(mulDivCeil(1, uint64(r.window), uint64(r.limit)))
-	return &GCRA{rate: r, interval: interval, tau: r.capacity * interval}
+	return &GCRA{rate: r, interval: interval, tau: r.capacity * interval, format: codec.NewGCRAFormat(interval)}
 }
 
 // Name returns "gcra".
@@ -209,15 +210,22 @@ func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 func (a *GCRA) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	s, err := codec.DecodeGCRA(state)
-	corrupt := err != nil && isCorrupt(state)
-	if err != nil {
-		s = codec.GCRA{TAT: now}
+	// A record counted in this rule's interval, the common case, is read
+	// and rewritten without decoding its interval.
+	stored, ok := a.format.Read(state)
+	corrupt := false
+	if !ok {
+		s, err := codec.DecodeGCRA(state)
+		corrupt = err != nil && isCorrupt(state)
+		if err != nil {
+			s = codec.GCRA{TAT: now}
+		}
+		if s.Interval != a.interval && s.Interval != 0 {
+			return a.stepConverted(state, s, now, cost, d)
+		}
+		stored = s.TAT
 	}
-	tat := max(s.TAT, now) // a TAT in the past is a full bucket
-	if s.Interval != a.interval && s.Interval != 0 {
-		return a.stepConverted(state, s, now, cost, d)
-	}
+	tat := max(stored, now) // a TAT in the past is a full bucket
 	// capacity·interval is bounded by New, so only a nonsense TAT saturates.
 	next := satAdd(tat, a.clampCost(cost)*a.interval)
 	allowAt := next - a.tau
@@ -226,7 +234,7 @@ func (a *GCRA) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 		return nil
 	}
 	ttl := until(next, now)
-	out := codec.AppendGCRA(state, codec.GCRA{TAT: next, Interval: a.interval})
+	out := a.format.Append(state, next)
 	a.allowInto(d, corrupt, a.available(next, now), ttl, 0)
 	return out
 }
