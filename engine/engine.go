@@ -581,7 +581,13 @@ func (e *Engine) Sweep(budget int) (int, error) {
 	if sw == nil {
 		return 0, nil
 	}
-	n, err := sw.Sweep(e.now(), budget)
+	now := e.now()
+	if sp := e.store.swap; sp != nil {
+		// The store forgets what expired by now: the last-seen records
+		// must not answer a denial for an earlier time after it.
+		sp.observe(now)
+	}
+	n, err := sw.Sweep(now, budget)
 	if err != nil {
 		return n, e.storeError("sweep", err)
 	}

@@ -157,12 +157,7 @@ func (p *swapPath) cas(e *Engine, swaps []backend.Swap) (bool, [][]byte, error) 
 	} else {
 		storeNow = local + p.offset.Load()
 	}
-	for {
-		l := p.latest.Load()
-		if storeNow <= l || p.latest.CompareAndSwap(l, storeNow) {
-			break
-		}
-	}
+	p.observe(storeNow)
 	p.timed.Store(true)
 	if !ok {
 		p.conflicts.Add(1)
@@ -171,6 +166,16 @@ func (p *swapPath) cas(e *Engine, swaps []backend.Swap) (bool, [][]byte, error) 
 		}
 	}
 	return ok, cur, nil
+}
+
+// observe records t as a time the store has seen: a reply's, or a sweep's.
+func (p *swapPath) observe(t int64) {
+	for {
+		l := p.latest.Load()
+		if t <= l || p.latest.CompareAndSwap(l, t) {
+			return
+		}
+	}
 }
 
 func (p *swapPath) shard(k []byte) *swapShard { return &p.shards[xxhash.Sum64(k)&p.mask] }
