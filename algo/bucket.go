@@ -234,7 +234,13 @@ func (a *GCRA) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 		return nil
 	}
 	ttl := until(next, now)
-	out := a.format.Append(state, next)
+	var out []byte
+	if ok {
+		a.format.Put(state, next)
+		out = state
+	} else {
+		out = a.format.Append(state, next)
+	}
 	a.allowInto(d, corrupt, a.available(next, now), ttl, 0)
 	return out
 }

@@ -241,6 +241,10 @@ func (f *GCRAFormat) Append(dst []byte, tat int64) []byte {
 	return b
 }
 
+// Put rewrites, in place, the TAT of a record that Read accepted: the
+// record's interval bytes are already f's.
+func (f *GCRAFormat) Put(record []byte, tat int64) { put64(record[1:], tat) }
+
 // DecodeGCRA decodes a GCRA record of either version. A version 2 interval
 // must be positive and written in as few bytes as it takes.
 func DecodeGCRA(src []byte) (GCRA, error) {

@@ -38,6 +38,14 @@ func TestGCRAFormatAppend(t *testing.T) {
 		if back, ok := f.Read(got); interval < 1<<56 && (!ok || back != tat) {
 			t.Fatalf("Read(Append(%d)) = %d, %v", tat, back, ok)
 		}
+		// Put rewrites the TAT of a record Read accepted, in place.
+		if _, ok := f.Read(got); ok {
+			later := anyTime.Draw(t, "later")
+			f.Put(got, later)
+			if want := codec.AppendGCRA(nil, codec.GCRA{TAT: later, Interval: interval}); !bytes.Equal(got, want) {
+				t.Fatalf("Put(%d) = %x, want %x", later, got, want)
+			}
+		}
 	})
 }
 
