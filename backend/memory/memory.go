@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/bits"
 	"math/rand/v2"
@@ -262,6 +263,89 @@ func (s *Store) DeleteLocked(hash uint64, key []byte) error {
 		return backend.ErrEmptyKey
 	}
 	return s.deleteLocked(&s.shards[hash&s.mask], hash, key)
+}
+
+// Ref locates a key's entry in the store, for the caller holding the key's
+// stripe lock that found it with LookupLocked: the PutRefLocked that follows
+// writes the entry without looking the key up again. A Ref is valid only
+// until the lock is released or the shard is written by any other call. The
+// zero Ref is no entry.
+type Ref struct {
+	sh          *shard
+	off, val, n uint32 // the entry, its value and the value's length
+}
+
+// LookupLocked is GetLocked that also returns the key's entry. record is
+// the slice GetLocked returns, or, when the key has no record or it has
+// expired at now, an empty one whose spare capacity (the shard's own 32
+// bytes) a new record may be built in before it is passed to PutRefLocked,
+// so that a key's first record costs no allocation. ref locates the entry,
+// expired or not, and is zero when the key has none. A caller that steps
+// the record in place passes ref to PutRefLocked, which then writes only
+// the expiry when the length is unchanged. Like GetLocked it remembers the
+// entry it found, so that a hot key is not probed for again; unlike it, it
+// takes no note of now (a full store reclaims with the now PutRefLocked is
+// given).
+func (s *Store) LookupLocked(hash uint64, key []byte, now int64) (record []byte, ref Ref, err error) {
+	sh := &s.shards[hash&s.mask]
+	if sh.closed {
+		return nil, Ref{}, backend.ErrClosed
+	}
+	fp := uint32(hash >> 32)
+	var off, val, n uint32
+	if sh.isHot(fp, key) {
+		// A hot key looked up again: no probe.
+		off, val, n = sh.hotOff, sh.hotVal, sh.hotVlen
+	} else {
+		slot, o, v, vn, vcap, ok := sh.lookup(fp, key)
+		if !ok {
+			return sh.scratch[:0], Ref{}, nil
+		}
+		off, val, n = o, v, vn
+		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, slot, off, val
+		sh.hotVlen, sh.hotVcap, sh.hotFP, sh.hotKlen = n, vcap, fp, uint32(len(key))
+	}
+	a := sh.arena
+	if e := int64(binary.LittleEndian.Uint64(a[off:])); e > 0 && e <= now {
+		return sh.scratch[:0], Ref{sh, off, val, n}, nil
+	}
+	return a[val : val+n : val+n], Ref{sh, off, val, n}, nil
+}
+
+// SetExpiryLocked writes expiresAt as the expiry of the entry ref locates
+// and reports true when record is that entry's own value, as LookupLocked
+// returned it (stepped in place, its length unchanged): what PutRefLocked
+// does then, small enough to be inlined in the caller. Otherwise it writes
+// nothing and reports false, and the caller calls PutRefLocked.
+func (r Ref) SetExpiryLocked(record []byte, expiresAt int64) bool {
+	if r.sh == nil || uint32(len(record)) != r.n || len(record) == 0 || &record[0] != &r.sh.arena[r.val] {
+		return false
+	}
+	binary.LittleEndian.PutUint64(r.sh.arena[r.off:], uint64(expiresAt))
+	return true
+}
+
+// PutRefLocked is PutLocked for the entry ref, which LookupLocked returned
+// for key in the same hold of the stripe lock (zero when the key had
+// none), at now, the time the lookup was made. A value of the length the
+// entry holds, the common case, is written in place with its expiry and
+// nothing else: not even copied when it is the slice LookupLocked returned,
+// stepped in place. A full store (Options.MaxKeys) reclaims room for a new
+// key with now.
+func (s *Store) PutRefLocked(hash uint64, ref Ref, key, value []byte, now, expiresAt int64) error {
+	if sh := ref.sh; sh != nil && uint32(len(value)) == ref.n {
+		a := sh.arena
+		binary.LittleEndian.PutUint64(a[ref.off:], uint64(expiresAt))
+		if len(value) > 0 && &value[0] != &a[ref.val] {
+			copy(a[ref.val:ref.val+ref.n], value)
+		}
+		return nil
+	}
+	sh := &s.shards[hash&s.mask]
+	if s.maxKeys > 0 && now > sh.now {
+		sh.now = now
+	}
+	return s.putLocked(sh, hash, key, value, expiresAt)
 }
 
 // Len returns the number of keys held, including expired ones not yet swept.

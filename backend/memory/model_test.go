@@ -82,6 +82,47 @@ func TestModelInternals(t *testing.T) {
 				}
 				m[k] = rec{want, 0}
 			},
+			"StepRef": func(rt *rapid.T) {
+				// LookupLocked, the record stepped where it lies (or
+				// replaced by one of another length, or a new one built in
+				// the room it lends), then SetExpiryLocked or PutRefLocked:
+				// the engine's in-process decision.
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				h := xxhash.Sum64([]byte(k))
+				i := int(h & s.mask)
+				s.Lock(i)
+				defer s.Unlock(i)
+				v, ref, err := s.LookupLocked(h, []byte(k), now)
+				if err != nil || !bytes.Equal(v, live(k)) || v == nil {
+					rt.Fatalf("LookupLocked(%q) = %x, %v, want %x (never nil)", k, v, err, live(k))
+				}
+				if len(v) == 0 && cap(v) < 32 {
+					rt.Fatalf("LookupLocked(%q) lent %d bytes of room, want 32", k, cap(v))
+				}
+				e := rapid.SampledFrom([]int64{0, now + 1, now + 5}).Draw(rt, "exp")
+				next := v
+				switch grow := rapid.IntRange(-1, 2).Draw(rt, "grow"); {
+				case len(v) == 0:
+					next = append(v, bytes.Repeat([]byte{9}, rapid.IntRange(1, 32).Draw(rt, "fresh"))...)
+				case grow == 0:
+					for j := range next {
+						next[j]++
+					}
+				case grow > 0:
+					next = append(bytes.Clone(v), bytes.Repeat([]byte{7}, grow*20)...)
+				default:
+					next = bytes.Clone(v[:max(1, len(v)/2)])
+				}
+				want := bytes.Clone(next)
+				if set := ref.SetExpiryLocked(next, e); set != (len(v) > 0 && len(next) == len(v) && &next[0] == &v[0]) {
+					rt.Fatalf("SetExpiryLocked(%q) = %v for a record of %d bytes stepped to %d", k, set, len(v), len(next))
+				} else if !set {
+					if err := s.PutRefLocked(h, ref, []byte(k), next, now, e); err != nil {
+						rt.Fatalf("PutRefLocked(%q) = %v", k, err)
+					}
+				}
+				m[k] = rec{want, e}
+			},
 			"PutLocked": func(rt *rapid.T) {
 				// Writes of several lengths under one lock, no read between.
 				k := rapid.SampledFrom(keys).Draw(rt, "key")

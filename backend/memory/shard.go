@@ -75,14 +75,17 @@ type shard struct {
 	cursor int   // next slot the sweeper examines
 	now    int64 // latest now passed to a read; used to reclaim when full
 
-	_ [32]byte // pads the shard to 192 bytes: no two shards share a cache line
+	// Room for a key's first record, which LookupLocked lends and the
+	// store copies from; it also pads the shard to 192 bytes, so no two
+	// shards share a cache line.
+	scratch [32]byte
 }
 
 // isHot reports whether key is the entry the last GetLocked found and
 // nothing has moved since.
 func (sh *shard) isHot(fp uint32, key []byte) bool {
 	return sh.hotGen == sh.gen && sh.hotFP == fp && int(sh.hotKlen) == len(key) &&
-		string(sh.arena[sh.hotVal-sh.hotKlen:sh.hotVal]) == string(key)
+		sameKey(sh.arena[sh.hotVal-sh.hotKlen:sh.hotVal], key)
 }
 
 // isHotWrite is isHot for PutLocked writing value under key. A value that
@@ -196,6 +199,66 @@ func (sh *shard) find(fp uint32, key []byte) (slot int, off, val, vlen, vcap uin
 			i = 0
 		}
 	}
+}
+
+// lookup is find for a caller that only reads or rewrites the key's entry
+// in place: it returns the offsets of the entry and of its value, the
+// value's length, and whether the key was found.
+func (sh *shard) lookup(fp uint32, key []byte) (slot int, off, val, vlen, vcap uint32, ok bool) {
+	slots := sh.slots
+	n := len(slots)
+	if n == 0 {
+		return 0, 0, 0, 0, 0, false
+	}
+	a := sh.arena
+	for i := home(fp, sh.seed, n); ; {
+		s := slots[i]
+		if s == 0 {
+			return 0, 0, 0, 0, 0, false
+		}
+		if uint32(s>>32) == fp {
+			off := uint32(s)
+			// The three lengths are one byte each unless the key or the
+			// value is 128 bytes or more.
+			p := off + 8
+			klen, vcap, vlen := uint32(a[p]), uint32(a[p+1]), uint32(a[p+2])
+			if klen|vcap|vlen >= 0x80 {
+				klen, p = uvarintAt(a, p)
+				vcap, p = uvarintAt(a, p)
+				vlen, p = uvarintAt(a, p)
+			} else {
+				p += 3
+			}
+			if int(klen) == len(key) && sameKey(a[p:p+klen], key) {
+				return i, off, p + klen, vlen, vcap, true
+			}
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+// sameKey reports whether a and b, of the same length, hold the same bytes.
+// A key of 8 to 32 bytes is compared in at most four 8-byte loads on each
+// side (the last overlapping), without a call; others through the runtime.
+func sameKey(a, b []byte) bool {
+	n := len(b)
+	if len(a) != n {
+		return false
+	}
+	if n < 8 || n > 32 {
+		return string(a) == string(b)
+	}
+	x := binary.LittleEndian.Uint64(a[n-8:]) ^ binary.LittleEndian.Uint64(b[n-8:])
+	x |= binary.LittleEndian.Uint64(a[:8]) ^ binary.LittleEndian.Uint64(b[:8])
+	if n > 16 {
+		x |= binary.LittleEndian.Uint64(a[8:16]) ^ binary.LittleEndian.Uint64(b[8:16])
+		if n > 24 {
+			x |= binary.LittleEndian.Uint64(a[16:24]) ^ binary.LittleEndian.Uint64(b[16:24])
+		}
+	}
+	return x == 0
 }
 
 // expiresAt returns the expiry of the entry at off.

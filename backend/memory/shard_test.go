@@ -298,3 +298,27 @@ func TestTickCoversEveryShard(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestSameKey: the word-wise comparison agrees with bytes.Equal at every
+// length around its 8-, 16-, 24- and 32-byte steps, whichever byte differs.
+func TestSameKey(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		a := make([]byte, n)
+		for i := range a {
+			a[i] = byte(i*7 + 1)
+		}
+		if !sameKey(a, bytes.Clone(a)) {
+			t.Fatalf("sameKey of two copies of %d bytes = false", n)
+		}
+		for i := range n {
+			b := bytes.Clone(a)
+			b[i] ^= 0x40
+			if sameKey(a, b) {
+				t.Fatalf("sameKey of %d bytes differing at %d = true", n, i)
+			}
+		}
+		if n > 0 && sameKey(a, a[:n-1]) {
+			t.Fatalf("sameKey of %d and %d bytes = true", n, n-1)
+		}
+	}
+}
