@@ -290,6 +290,10 @@ func (e *Engine) check(l Limit, cost int64) error {
 func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err error) {
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
+	if e.store.mem != nil {
+		err = e.applyMemory(l, key, cost, &d)
+		return d, err
+	}
 	err = e.apply(l, key, cost, true, &d)
 	return d, err
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -351,5 +352,35 @@ func TestSplitKeyInvertsAppendKey(t *testing.T) {
 func TestStripesMustBeAPowerOfTwo(t *testing.T) {
 	if _, err := engine.New(newMapBackend(), &engine.Options{Stripes: 12}); err == nil {
 		t.Fatal("12 stripes accepted")
+	}
+}
+
+// TestInvalidCostOverACorruptRecord: a cost that can never be allowed is an
+// error before anything is decided, also where the stored record is corrupt
+// (which a decision would drop and count): the record stays, uncounted.
+func TestInvalidCostOverACorruptRecord(t *testing.T) {
+	for _, bk := range backends {
+		t.Run(bk.name, func(t *testing.T) {
+			clock := engine.NewFakeClock(t0)
+			b := bk.open(clock)
+			e := newEngine(t, b, clock)
+			l := limit(algo.TokenBucketName, fivePerMinute, "x")
+			k := engine.AppendKey(nil, l.Namespace, "k")
+			if err := b.Put(k, []byte{0xff}, 0); err != nil {
+				t.Fatal(err)
+			}
+			for _, cost := range []int64{6, 0} {
+				d, err := e.Apply(l, "k", cost)
+				if !errors.Is(err, engine.ErrCostExceedsCapacity) && !errors.Is(err, engine.ErrInvalidCost) || d != (algo.Decision{}) {
+					t.Fatalf("Apply(cost %d) over a corrupt record = %+v, %v; want a zero decision and a cost error", cost, d, err)
+				}
+			}
+			if got, err := b.Get(k, clock.Now()); err != nil || !bytes.Equal(got, []byte{0xff}) {
+				t.Fatalf("the corrupt record is now %x, %v; want it untouched", got, err)
+			}
+			if n := e.Stats().CorruptRecords; n != 0 {
+				t.Fatalf("CorruptRecords = %d after refused costs, want 0", n)
+			}
+		})
 	}
 }

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"github.com/sluice-go/sluice/algo"
+)
+
+// The in-process decision: Apply over a bare *memory.Store, the path every
+// decision of an embedded limiter takes, written as one function so that
+// nothing on it is an interface call, a copy of the key or a second lookup.
+// The store lends its shard lock and its entry (memory.Ref): the record is
+// stepped where it lies, and a record that keeps its size costs the store
+// only the write of its expiry.
+
+// applyMemory is apply over a bare memory store, spending. The key is built
+// on the stack and stays there; a key's first record is built in the room
+// the store lends for it, and copied by the store.
+func (e *Engine) applyMemory(l Limit, key string, cost int64, d *algo.Decision) error {
+	// A cost outside 1..capacity is refused with an error before anything
+	// is read; the step denies such a cost too, so the capacity is looked up
+	// only after a denial (see below), not on every call.
+	if l.Algorithm == nil || cost <= 0 || e.closed.Load() {
+		return e.check(l, cost)
+	}
+	// The key's namespaced form (AppendKey's), written without growth
+	// checks in the common case: a namespace under 128 bytes, whose length
+	// takes one byte, and a key that fits after it.
+	var buf [128]byte
+	var k []byte
+	if n := len(l.Namespace); n < 0x80 && n+len(key) < len(buf) {
+		buf[0] = byte(n)
+		copy(buf[1:], l.Namespace)
+		copy(buf[1+n:], key)
+		k = buf[:1+n+len(key)]
+	} else {
+		k = AppendKey(buf[:0], l.Namespace, key)
+	}
+	now := e.now()
+	h := hashKey(k)
+	m := e.store.mem
+	i := int(h & e.mask)
+	m.Lock(i)
+	state, ref, err := m.LookupLocked(h, k, now)
+	if err != nil {
+		m.Unlock(i)
+		return e.storeError("read", err)
+	}
+	next := algo.StepInto(l.Algorithm, state, now, cost, d)
+	if !d.Allowed && cost > algo.Capacity(l.Algorithm) {
+		// Refused, not denied: nothing is written, not even the removal
+		// of a corrupt record the step found.
+		m.Unlock(i)
+		*d = algo.Decision{}
+		return e.check(l, cost)
+	}
+	switch {
+	case next != nil && d.TTL > 0:
+		if !ref.SetExpiryLocked(next, now+int64(d.TTL)) {
+			err = m.PutRefLocked(h, ref, k, next, now, now+int64(d.TTL))
+		}
+	case next != nil || d.CorruptState:
+		// Equivalent to no record already, or a corrupt one to drop.
+		err = m.DeleteLocked(h, k)
+	}
+	m.Unlock(i)
+	if d.CorruptState {
+		e.noteCorrupt(l.Namespace, key)
+	}
+	if err != nil {
+		*d = algo.Decision{}
+		return e.storeError("write", err)
+	}
+	return nil
+}
