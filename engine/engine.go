@@ -54,8 +54,15 @@ type Options struct {
 	// DefaultStripes. It is ignored over a backend.Striped backend, whose
 	// own partitions are the stripes.
 	Stripes int
-	// Clock tells the time; nil means SystemClock.
+	// Clock tells the time; nil means SystemClock, or a CoarseClock when
+	// ClockTick is set.
 	Clock Clock
+	// ClockTick, when positive and Clock is nil, makes the engine read the
+	// time from a CoarseClock of this tick, which it starts in New and stops
+	// in Close: a decision then costs an atomic load instead of a clock
+	// read, and resolves to the tick (see CoarseClock for exactly what that
+	// changes). Zero means the system clock, read at every decision.
+	ClockTick time.Duration
 	// Logger receives warnings such as corrupt records, at most one line a
 	// second; nil means slog.Default().
 	Logger *slog.Logger
@@ -106,6 +113,30 @@ type Limit struct {
 	Algorithm algo.Algorithm
 }
 
+// Key is a caller's key prepared under one namespace: its namespaced form
+// (AppendKey's) and that form's hash, computed once by Limit.Key so that
+// ApplyKey, deciding the same caller again and again, builds and hashes
+// nothing. Prepare a key where it is known for longer than one decision
+// (a connection's peer, a session, a key decided under several costs or
+// in a loop); for a key met once, Apply costs the same. A Key is immutable
+// and safe for concurrent use. The zero Key is the empty key under the
+// empty namespace, prepared at each use.
+type Key struct {
+	namespace, key string
+	form           []byte // AppendKey(nil, namespace, key); nil in the zero Key
+	hash           uint64 // the store's hash of form
+}
+
+// Key prepares key under l's namespace for ApplyKey. It allocates the
+// namespaced form once.
+func (l Limit) Key(key string) Key {
+	form := AppendKey(nil, l.Namespace, key)
+	return Key{namespace: l.Namespace, key: key, form: form, hash: hashKey(form)}
+}
+
+// String returns the caller's key, without its namespace.
+func (k Key) String() string { return k.key }
+
 // Stats are counters of events the engine has seen since it was opened.
 type Stats struct {
 	// CorruptRecords counts stored records that did not decode and were
@@ -150,7 +181,9 @@ type Engine struct {
 	stripes []stripe
 	mask    uint64
 	clock   Clock
-	system  bool // clock is SystemClock: read it without an interface call
+	system  bool         // clock is SystemClock: read it without an interface call
+	coarse  *CoarseClock // clock, when it is a CoarseClock: read it without an interface call
+	owned   *CoarseClock // the CoarseClock New started for Options.ClockTick, stopped by Close
 	log     *slog.Logger
 
 	closed   atomic.Bool
@@ -186,12 +219,20 @@ func New(b backend.Backend, opts *Options) (*Engine, error) {
 	if n != 0 && (n < 0 || bits.OnesCount(uint(n)) != 1) {
 		return nil, fmt.Errorf("sluice/engine: stripes must be a power of two, got %d", n)
 	}
-	n, err := e.choose(b, &o, n)
-	if err != nil {
-		return nil, err
+	if o.Clock == nil && o.ClockTick > 0 {
+		e.owned = NewCoarseClock(o.ClockTick)
+		e.clock, e.system = e.owned, false
 	}
-	if n <= 0 || bits.OnesCount(uint(n)) != 1 {
-		return nil, fmt.Errorf("sluice/engine: stripes must be a power of two, got %d", n)
+	e.coarse, _ = e.clock.(*CoarseClock)
+	n, err := e.choose(b, &o, n)
+	if err == nil && (n <= 0 || bits.OnesCount(uint(n)) != 1) {
+		err = fmt.Errorf("sluice/engine: stripes must be a power of two, got %d", n)
+	}
+	if err != nil {
+		if e.owned != nil {
+			e.owned.Close()
+		}
+		return nil, err
 	}
 	e.stripes = make([]stripe, n)
 	e.mask = uint64(n - 1)
@@ -291,11 +332,24 @@ func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err er
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
 	if e.store.mem != nil {
-		err = e.applyMemory(l, key, cost, &d)
+		err = e.applyMemory(l, key, nil, cost, &d)
 		return d, err
 	}
 	err = e.apply(l, key, cost, true, &d)
 	return d, err
+}
+
+// ApplyKey is Apply for a key prepared with Limit.Key: the same decision,
+// the same errors, without building or hashing the namespaced key (over the
+// memory backend; other stores take Apply's path). A key prepared under
+// another namespace than l's is decided under l's, as Apply(l, k.String(),
+// cost) decides it.
+func (e *Engine) ApplyKey(l Limit, k Key, cost int64) (d algo.Decision, err error) {
+	if e.store.mem != nil && k.form != nil && k.namespace == l.Namespace {
+		err = e.applyMemory(l, k.key, &k, cost, &d)
+		return d, err
+	}
+	return e.Apply(l, k.key, cost)
 }
 
 // Peek answers what Apply would, without spending anything.
@@ -513,6 +567,11 @@ func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
+	if e.owned != nil {
+		// Stopped when the engine is closed: the clock stands still at its
+		// last tick for whatever the closing still decides or flushes.
+		defer e.owned.Close()
+	}
 	if sp := e.store.swap; sp != nil {
 		sp.close() // waits for the calls in flight
 		return e.b.Close()
@@ -530,6 +589,9 @@ func (e *Engine) Close() error {
 
 // now reads the engine's clock.
 func (e *Engine) now() int64 {
+	if c := e.coarse; c != nil {
+		return c.now.Load()
+	}
 	if e.system {
 		return SystemClock{}.Now()
 	}

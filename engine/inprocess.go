@@ -14,7 +14,7 @@ import (
 // applyMemory is apply over a bare memory store, spending. The key is built
 // on the stack and stays there; a key's first record is built in the room
 // the store lends for it, and copied by the store.
-func (e *Engine) applyMemory(l Limit, key string, cost int64, d *algo.Decision) error {
+func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.Decision) error {
 	// A cost outside 1..capacity is refused with an error before anything
 	// is read; the step denies such a cost too, so the capacity is looked up
 	// only after a denial (see below), not on every call.
@@ -26,7 +26,11 @@ func (e *Engine) applyMemory(l Limit, key string, cost int64, d *algo.Decision) 
 	// takes one byte, and a key that fits after it.
 	var buf [128]byte
 	var k []byte
-	if n := len(l.Namespace); n < 0x80 && n+len(key) < len(buf) {
+	if pk != nil {
+		// Prepared under l's namespace (the caller checked): built and
+		// hashed already.
+		k = pk.form
+	} else if n := len(l.Namespace); n < 0x80 && n+len(key) < len(buf) {
 		buf[0] = byte(n)
 		copy(buf[1:], l.Namespace)
 		copy(buf[1+n:], key)
@@ -34,8 +38,18 @@ func (e *Engine) applyMemory(l Limit, key string, cost int64, d *algo.Decision) 
 	} else {
 		k = AppendKey(buf[:0], l.Namespace, key)
 	}
-	now := e.now()
-	h := hashKey(k)
+	var now int64
+	if c := e.coarse; c != nil {
+		now = c.now.Load()
+	} else {
+		now = e.now()
+	}
+	var h uint64
+	if pk != nil {
+		h = pk.hash
+	} else {
+		h = hashKey(k)
+	}
 	m := e.store.mem
 	i := int(h & e.mask)
 	m.Lock(i)

@@ -1,0 +1,85 @@
+package engine_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// TestApplyKeyIsApply: over every kind of store, an engine deciding prepared
+// keys with ApplyKey answers exactly as a twin deciding the same requests
+// with Apply, for every algorithm, random costs (invalid ones too) and clock
+// steps, keys prepared under the right namespace, under another one, and
+// the zero Key.
+func TestApplyKeyIsApply(t *testing.T) {
+	stores := []struct {
+		name string
+		open func() backend.Backend
+	}{
+		{"memory", func() backend.Backend { return memory.New(&memory.Options{SweepInterval: -1, Shards: 4}) }},
+		{"plain", func() backend.Backend { return newMapBackend() }},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			rapid.Check(t, func(t *rapid.T) {
+				limits := genLimits(t)
+				clock := engine.NewFakeClock(t0)
+				ek, err := engine.New(st.open(), &engine.Options{Clock: clock})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ek.Close()
+				ea, err := engine.New(st.open(), &engine.Options{Clock: clock})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ea.Close()
+				for i := range rapid.IntRange(1, 60).Draw(t, "requests") {
+					l := rapid.SampledFrom(limits).Draw(t, "limit")
+					key := rapid.SampledFrom(propKeys).Draw(t, "key")
+					var k engine.Key
+					switch rapid.IntRange(0, 4).Draw(t, "prepared") {
+					case 0:
+						k = rapid.SampledFrom(limits).Draw(t, "other limit").Key(key)
+					case 1:
+						key = "" // the zero Key's
+					default:
+						k = l.Key(key)
+					}
+					clock.Advance(genStep(t))
+					cost := rapid.Int64Range(-1, l.Algorithm.Params().Capacity()+1).Draw(t, "cost")
+					got, gerr := ek.ApplyKey(l, k, cost)
+					want, werr := ea.Apply(l, key, cost)
+					if got != want || !errors.Is(gerr, werr) && (gerr == nil || werr == nil || gerr.Error() != werr.Error()) {
+						t.Fatalf("request %d, %s %q cost %d: ApplyKey = %+v, %v; Apply = %+v, %v", i, l.Namespace, key, cost, got, gerr, want, werr)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestApplyKeyDoesNotAllocate: a prepared key's decision over the memory
+// backend allocates nothing, allowed or denied.
+func TestApplyKeyDoesNotAllocate(t *testing.T) {
+	clock := engine.NewFakeClock(time.Unix(1_700_000_000, 0))
+	e := benchEngine(t, clock)
+	for _, p := range []algo.Params{unlimited, exhausted} {
+		l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(algo.GCRAName, p)}
+		k := l.Key("user-0000000000000001")
+		e.ApplyKey(l, k, 1)
+		if allocs := testing.AllocsPerRun(200, func() { e.ApplyKey(l, k, 1) }); allocs != 0 {
+			t.Errorf("%+v: %.1f allocations per ApplyKey, want 0", p, allocs)
+		}
+	}
+	if got := (engine.Limit{Namespace: "n"}).Key("caller").String(); got != "caller" {
+		t.Errorf("Key.String() = %q, want the caller's key", got)
+	}
+}
