@@ -113,7 +113,7 @@ type Store struct {
 	now     func() int64
 	minDead int // dead arena bytes below which no shard compacts
 
-	keys        atomic.Int64  // keys held in all shards
+	keys        atomic.Int64  // keys held in all shards, counted only under MaxKeys (see release)
 	evicted     atomic.Uint64 // keys removed by sweeping
 	compactions atomic.Uint64 // arena compactions
 	sweptAt     atomic.Int64  // start of the last complete background sweep
@@ -349,7 +349,15 @@ func (s *Store) PutRefLocked(hash uint64, ref Ref, key, value []byte, now, expir
 }
 
 // Len returns the number of keys held, including expired ones not yet swept.
-func (s *Store) Len() int { return int(s.keys.Load()) }
+// It sums the shards' counts, taking no lock: keys added or removed while it
+// runs may or may not be counted.
+func (s *Store) Len() int {
+	n := int64(0)
+	for i := range s.shards {
+		n += s.shards[i].held.Load()
+	}
+	return int(n)
+}
 
 var (
 	_ backend.Striped         = (*Store)(nil)
@@ -365,7 +373,7 @@ func (s *Store) Evictions() uint64 { return s.evicted.Load() }
 // Stats returns the store's counters. It takes no lock.
 func (s *Store) Stats() Stats {
 	return Stats{
-		Keys:        int(s.keys.Load()),
+		Keys:        s.Len(),
 		Evicted:     s.evicted.Load(),
 		Compactions: s.compactions.Load(),
 		SweptAt:     s.sweptAt.Load(),
@@ -389,8 +397,9 @@ func (s *Store) Close() error {
 		sh.mu.Lock()
 		sh.closed = true
 		sh.gen++
-		s.keys.Add(-int64(sh.count))
+		s.release(sh.count)
 		sh.slots, sh.arena, sh.count, sh.dead, sh.cursor = nil, nil, 0, 0, 0
+		sh.held.Store(0)
 		sh.mu.Unlock()
 	}
 	return nil
@@ -490,11 +499,12 @@ func (s *Store) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 	}
 	noff, err := sh.appendEntry(key, value, expiresAt, n)
 	if err != nil {
-		s.keys.Add(-1)
+		s.release(1)
 		return err
 	}
 	sh.slots[slot] = uint64(fp)<<32 | uint64(noff)
 	sh.count++
+	sh.held.Store(int64(sh.count))
 	sh.gen++
 	return nil
 }
@@ -505,7 +515,6 @@ func (s *Store) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 // expired keys; moved reports that it did, so slot positions have changed.
 func (s *Store) reserve(sh *shard) (ok, moved bool) {
 	if s.maxKeys == 0 {
-		s.keys.Add(1)
 		return true, false
 	}
 	if s.keys.Add(1) <= s.maxKeys {
@@ -538,9 +547,18 @@ func (s *Store) deleteLocked(sh *shard, hash uint64, key []byte) error {
 		return nil
 	}
 	sh.removeSlot(slot)
-	s.keys.Add(-1)
+	s.release(1)
 	s.tidy(sh)
 	return nil
+}
+
+// release gives back n keys' places under Options.MaxKeys. Only a bounded
+// store keeps the one count of keys that every shard writes; Len sums the
+// shards' own.
+func (s *Store) release(n int) {
+	if s.maxKeys > 0 {
+		s.keys.Add(-int64(n))
+	}
 }
 
 func putInt64(b []byte, v int64) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // This file holds one shard's data structures: the arena of entries and the
@@ -59,7 +60,10 @@ type shard struct {
 	hotVcap uint32 // its value reserve
 	hotFP   uint32 // its fingerprint
 	hotKlen uint32 // its key length
-	_       [8]byte
+	// held is count, stored at each change, so that Len reads every
+	// shard's without its lock: per-shard counts summed on read, rather
+	// than one counter that every new key in every shard would write.
+	held atomic.Int64
 
 	// Read by every call, written only when the index or arena is
 	// reallocated.
@@ -334,6 +338,7 @@ func (sh *shard) removeSlot(i int) {
 	vcap, _ := uvarintAt(sh.arena, p)
 	sh.dead += entrySize(klen, vcap)
 	sh.count--
+	sh.held.Store(int64(sh.count))
 	sh.gen++
 
 	j := i

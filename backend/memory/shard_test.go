@@ -322,3 +322,36 @@ func TestSameKey(t *testing.T) {
 		}
 	}
 }
+
+// TestCountsPerShard: an unbounded store counts its keys in each shard and
+// sums them on read, writing no counter that other shards' writes share; a
+// bounded one (MaxKeys) also keeps the store-wide count it reserves room
+// with, and the two agree.
+func TestCountsPerShard(t *testing.T) {
+	for _, maxKeys := range []int{0, 5000} {
+		s := New(&Options{Shards: 8, SweepInterval: -1, MaxKeys: maxKeys})
+		for i := range 1000 {
+			if err := s.Put(fmt.Appendf(nil, "k%d", i), []byte("v"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 300 {
+			s.Delete(fmt.Appendf(nil, "k%d", i))
+		}
+		if got := s.Len(); got != 700 {
+			t.Errorf("MaxKeys %d: Len() = %d, want 700", maxKeys, got)
+		}
+		want := int64(0)
+		if maxKeys > 0 {
+			want = 700
+		}
+		if got := s.keys.Load(); got != want {
+			t.Errorf("MaxKeys %d: the store-wide count is %d, want %d", maxKeys, got, want)
+		}
+		checkInvariants(t, s)
+		s.Close()
+		if got := s.Len(); got != 0 {
+			t.Errorf("MaxKeys %d: Len() after Close = %d", maxKeys, got)
+		}
+	}
+}

@@ -54,7 +54,7 @@ func (s *Store) sweep(now int64, budget int) (examined, removed int) {
 		examined += e
 		removed += r
 		if r > 0 {
-			s.keys.Add(-int64(r))
+			s.release(r)
 			s.evicted.Add(uint64(r))
 		}
 	}
@@ -116,7 +116,7 @@ func (s *Store) tick() {
 			sh.mu.Unlock()
 			done += examined
 			if removed > 0 {
-				s.keys.Add(-int64(removed))
+				s.release(removed)
 				s.evicted.Add(uint64(removed))
 			}
 		}
