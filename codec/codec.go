@@ -40,7 +40,7 @@ var layouts = [16]layout{
 	TagTokenBucket:    {"token_bucket", 2, validTokenBucket},
 	TagLeakyBucket:    {"leaky_bucket", 1, func(b []byte) error { _, err := DecodeBucket(b, TagLeakyBucket); return err }},
 	TagFixedWindow:    {"fixed_window", 1, func(b []byte) error { _, err := DecodeWindow(b); return err }},
-	TagSlidingLog:     {"sliding_log", 2, func(b []byte) error { _, err := DecodeLog(b); return err }},
+	TagSlidingLog:     {"sliding_log", 4, func(b []byte) error { _, err := DecodeLog(b); return err }},
 	TagSlidingCounter: {"sliding_counter", 1, func(b []byte) error { _, err := DecodeCounter(b); return err }},
 	TagGCRA:           {"gcra", 2, func(b []byte) error { _, err := DecodeGCRA(b); return err }},
 }
@@ -54,8 +54,8 @@ func (t Tag) String() string {
 }
 
 // Latest returns the layout version this release writes for records of tag
-// t, and 0 for a tag it does not know. Every version from Version to Latest
-// is read.
+// t, and 0 for a tag it does not know. Every version of the tag from Version
+// to Latest is read (the sliding log has no version 3).
 func Latest(t Tag) int {
 	if int(t) < len(layouts) {
 		return layouts[t].latest

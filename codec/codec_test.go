@@ -682,6 +682,7 @@ func FuzzDecode(f *testing.F) {
 	lw.Add(-5e9 + 1)
 	lw.Add(-4e9)
 	f.Add(lw.Bytes())
+	f.Add(codec.AppendLogTable(nil, []int64{-5e9, -5e9 + 1, -4e9}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkDecodeAll(t, b)
 	})

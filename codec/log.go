@@ -9,7 +9,10 @@ import (
 // The sliding log's layouts. Version 1 kept entry times rounded up to a
 // resolution of 1<<shift nanoseconds (a shift chosen from the window), which
 // made the log deny a request exactly one window after an entry. Version 2
-// keeps them to the nanosecond.
+// keeps them to the nanosecond, as deltas of variable length. Version 4
+// (logtable.go), which this release writes, keeps them to the nanosecond as
+// offsets of one fixed width, which a step reads without walking a chain.
+// There is no version 3.
 const (
 	logV1 = 0x14 // header(1, TagSlidingLog)
 	logV2 = 0x24 // header(2, TagSlidingLog)
@@ -161,28 +164,41 @@ func DeltaSize(d uint64) int {
 	return len(appendDelta(buf[:0], d))
 }
 
-// Log is a decoded view of a sliding-log record of either version: the
-// oldest entry, the encoded deltas that follow, how many entries there are
-// and the newest. It aliases the record's bytes.
+// Log is a decoded view of a sliding-log record of any version: the oldest
+// entry, the encoded entries that follow, how many entries there are and
+// the newest. It aliases the record's bytes.
 type Log struct {
 	Oldest int64
 	// Shift is a version 1 log's resolution: its deltas count units of
-	// 1<<Shift nanoseconds. It is zero for version 2, whose deltas are
-	// nanoseconds.
+	// 1<<Shift nanoseconds. It is zero for versions 2 and 4, whose times
+	// are nanoseconds.
 	Shift uint8
-	// Deltas holds one encoded delta per entry after the oldest.
+	// Deltas holds, for versions 1 and 2, one encoded delta per entry after
+	// the oldest; for version 4, every entry's offset from Base, Width
+	// bytes each.
 	Deltas []byte
 	// Len is the number of entries, Newest the time of the last one.
 	Len    int
 	Newest int64
-	// Version is the record's layout version, 1 or 2.
+	// Version is the record's layout version, 1, 2 or 4.
 	Version int
+	// Base and Width are a version 4 log's base time and offset width
+	// (both zero for the earlier versions).
+	Base  int64
+	Width int
 }
 
-// DecodeLog validates a sliding-log record of either version and returns
-// its view. Every delta is checked, so the entries can then be walked
-// without further error checks.
+// DecodeLog validates a sliding-log record of any version and returns its
+// view. Every entry is checked, so the entries can then be walked without
+// further error checks.
 func DecodeLog(src []byte) (Log, error) {
+	if len(src) > 0 && src[0] == logV4 {
+		l, _, err := ReadLogTable(src, math.MinInt64)
+		if err != nil {
+			return Log{}, err
+		}
+		return Log{Oldest: l.At(0), Deltas: src[LogTableHeaderSize:], Len: l.Len, Newest: l.Newest(), Version: 4, Base: l.Base, Width: l.Width}, nil
+	}
 	if len(src) > 0 && src[0] == logV2 {
 		s, err := SplitLog(src, math.MaxInt64)
 		if err != nil {
@@ -224,7 +240,7 @@ func logHeader(src []byte, v, size int) error {
 	if got := Tag(src[0] & 0x0f); got != TagSlidingLog {
 		return fmt.Errorf("%w: %s record read as sliding_log", ErrTag, got)
 	}
-	if got := int(src[0] >> 4); got != 1 && got != 2 {
+	if got := int(src[0] >> 4); got != 1 && got != 2 && got != 4 {
 		return fmt.Errorf("%w: %d", ErrVersion, got)
 	}
 	if got := int(src[0] >> 4); got != v {
@@ -364,10 +380,15 @@ type LogIter struct {
 	shift uint8
 	first bool
 	v1    bool
+	base  int64 // a version 4 log's base
+	width int   // a version 4 log's offset width; 0 for the earlier versions
 }
 
 // Iter returns an iterator over the log's entries.
 func (l Log) Iter() LogIter {
+	if l.Version == 4 {
+		return LogIter{rest: l.Deltas, base: l.Base, width: l.Width}
+	}
 	return LogIter{rest: l.Deltas, t: l.Oldest, shift: l.Shift, first: true, v1: l.Version == 1}
 }
 
@@ -379,6 +400,15 @@ func (it *LogIter) Next() (int64, bool) {
 	}
 	if len(it.rest) == 0 {
 		return 0, false
+	}
+	if w := it.width; w > 0 {
+		var x uint64
+		for _, c := range it.rest[:w] {
+			x = x<<8 | uint64(c)
+		}
+		it.rest = it.rest[w:]
+		it.t = it.base + int64(x)
+		return it.t, true
 	}
 	if it.v1 {
 		d, n := binary.Uvarint(it.rest)
