@@ -12,9 +12,13 @@ import (
 //
 // Entry times are kept to the nanosecond, so an entry ages out exactly one
 // window after it was made, as in the reference design: a request arriving
-// exactly then finds its room. A record of the first layout, whose entries
-// were rounded up to window/2^21, is carried over at the times it stored,
-// which are never earlier than the real ones.
+// exactly then finds its room. The record (codec's version 4) keeps them as
+// offsets of one width from a base, so that a step reads any entry directly
+// and checks them all in a loop that does not wait on itself; a record of an
+// earlier layout is read as it stands (the first layout's
+// entries, rounded up to window/2^21, at the times it stored, which are
+// never earlier than the real ones) and rewritten in the current one by the
+// next admission.
 type SlidingLog struct{ rate }
 
 // Name returns "sliding_log".
@@ -31,20 +35,54 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 //
-// It walks the record once: codec.SplitLog validates it, counts the live
-// entries and finds the oldest of them in the same pass. Only a denial
-// walks the live entries again, as far as the one whose ageing out makes
-// room.
+// It walks the record once: codec.ReadLogTable validates it and counts the
+// entries that have aged out in the same pass; a denial then reads the one
+// entry whose ageing out makes room, and an admission moves the live
+// entries up in one copy and adds its own.
 func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	horizon := satAdd(now, -a.window) // entries at or before it have aged out
-	l, err := codec.SplitLog(state, horizon)
+	l, aged, err := codec.ReadLogTable(state, horizon)
+	if err != nil {
+		return a.stepOther(state, horizon, now, cost, d)
+	}
+	alive := int64(l.Len - aged)
+	if !a.validCost(cost) || alive+cost > a.capacity {
+		retry := a.window
+		if a.validCost(cost) {
+			// The request fits once the entry at this index (among the
+			// live ones) has aged out.
+			retry = until(satAdd(l.At(aged+int(alive+cost-a.capacity-1)), a.window), now)
+		}
+		reset := int64(0)
+		if alive > 0 {
+			reset = until(satAdd(l.Newest(), a.window), now)
+		}
+		a.denyInto(d, false, 0, retry, reset)
+		return nil
+	}
+	// Entries never go backwards: a clock behind the newest live entry
+	// adds at its time.
+	t := now
+	if alive > 0 {
+		t = max(now, l.Newest())
+	}
+	next := l.Rewrite(state, aged, int(cost), t)
+	a.allowInto(d, false, a.capacity-alive-cost, until(satAdd(t, a.window), now), 0)
+	return next
+}
+
+// stepOther is StepInto for a record that is not a version 4 log: none, a
+// log of an earlier layout (read as it stands, and rewritten in the current
+// one by an admission), or anything else, which is absent and, unless it is
+// another algorithm's valid record, corrupt.
+func (a *SlidingLog) stepOther(state []byte, horizon, now, cost int64, d *Decision) []byte {
 	corrupt := false
+	l, err := codec.SplitLog(state, horizon)
 	if err != nil && len(state) != 0 {
-		// A record of the first layout is rewritten once, in a new array;
+		// A record of the first layout is read through the second's;
 		// anything else that does not split is absent.
 		if migrated, merr := codec.MigrateLog(state); merr == nil {
-			state = migrated
-			l, err = codec.SplitLog(state, horizon)
+			l, err = codec.SplitLog(migrated, horizon)
 		} else {
 			corrupt = isCorrupt(state)
 		}
@@ -56,8 +94,6 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 	if !a.validCost(cost) || alive+cost > a.capacity {
 		retry := a.window
 		if a.validCost(cost) {
-			// The request fits once the entry at this index (among the
-			// live ones) has aged out.
 			it := l.Iter()
 			t, _ := it.Next()
 			for range alive + cost - a.capacity - 1 {
@@ -72,20 +108,27 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 		a.denyInto(d, corrupt, 0, retry, reset)
 		return nil
 	}
-	var w codec.LogWriter
+	t := now
+	if alive > 0 {
+		t = max(now, l.Newest)
+	}
+	var next []byte
 	if alive == 0 {
-		w = codec.NewLogWriter(state, now)
+		next = codec.NewLogTable(state, int(cost), t)
 	} else {
-		// The live entries keep their encoding; they move to follow the
-		// new header in the same array (a forward copy: Rest lies after it).
-		w = codec.NewLogWriter(state, l.First)
-		w.AddRaw(l.Rest, l.Newest)
-		w.Add(now)
+		// The live entries of the old layout, then the request's, in the
+		// current layout (in state's array when it has room: the entries
+		// are read out first). This happens once per key.
+		times := make([]int64, 0, alive+cost)
+		for it, i := l.Iter(), int64(0); i < alive; i++ {
+			v, _ := it.Next()
+			times = append(times, v)
+		}
+		for range cost {
+			times = append(times, t)
+		}
+		next = codec.AppendLogTable(state, times)
 	}
-	for range cost - 1 {
-		w.Add(now)
-	}
-	ttl := until(satAdd(w.Last(), a.window), now)
-	a.allowInto(d, corrupt, a.capacity-alive-cost, ttl, 0)
-	return w.Bytes()
+	a.allowInto(d, corrupt, a.capacity-alive-cost, until(satAdd(t, a.window), now), 0)
+	return next
 }
