@@ -210,9 +210,28 @@ func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 func (a *GCRA) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	// A record counted in this rule's interval, the common case, is read
-	// and rewritten without decoding its interval.
+	// A record counted in this rule's interval at a valid cost, the common
+	// case, is read and rewritten without decoding its interval, in code
+	// that calls nothing (so that nothing is saved to the stack around a
+	// call); every other case is stepRecord's. Both answer alike.
 	stored, ok := a.format.Read(state)
+	if !ok || !a.validCost(cost) {
+		return a.stepRecord(state, stored, ok, now, cost, d)
+	}
+	tat := max(stored, now) // a TAT in the past is a full bucket
+	next := satAdd(tat, cost*a.interval)
+	if allowAt := next - a.tau; now < allowAt {
+		a.denyInto(d, false, a.available(tat, now), until(allowAt, now), until(tat, now))
+		return nil
+	}
+	a.format.Put(state, next)
+	a.allowInto(d, false, a.available(next, now), until(next, now), 0)
+	return state
+}
+
+// stepRecord is StepInto for any record and cost: stored and ok are what
+// the format read of state.
+func (a *GCRA) stepRecord(state []byte, stored int64, ok bool, now, cost int64, d *Decision) []byte {
 	corrupt := false
 	if !ok {
 		s, err := codec.DecodeGCRA(state)
