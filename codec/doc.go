@@ -33,23 +33,32 @@
 //	| 0x15 | window start int64 | count int64 | previous int64 |
 //	+------+--------------------+-------------+----------------+
 //
-//	sliding log (tag 4), version 2: 9 bytes + one delta per further entry
-//	+------+-------------------------+------------------+
-//	| 0x24 | oldest entry time int64 | delta ... delta  |
-//	+------+-------------------------+------------------+
+//	sliding log (tag 4), version 4: 10 bytes + width bytes per entry
+//	+------+------------+-------+--------------------------------------+
+//	| 0x44 | base int64 | width | offset ... offset (width bytes each) |
+//	+------+------------+-------+--------------------------------------+
 //
-// A sliding log holds at least one entry. Entry i+1 is entry i plus its
-// delta in nanoseconds, exactly; a delta takes 1 to 9 bytes, its length
-// told by its first byte (see log.go), and an entry repeated at the same
-// instant (a request of cost n adds n entries) is one byte. Entries of a
-// log no older than an hour cost at most 10 bytes plus 5 per entry,
-// however they are spread.
+// A sliding log holds at least one entry. Entry i is the base plus its
+// offset in nanoseconds, exactly; offsets never decrease and all take the
+// same width, 1 to 8 bytes (see logtable.go), so a step reads any entry at
+// once and checks them all in a loop that does not wait on itself. The
+// width is what the offset of the newest entry from the base needs: the
+// base is at or before the oldest entry and moves to the oldest entry kept
+// when an offset outgrows the width, so the width is about that of the
+// window in nanoseconds: 3 bytes for windows up to 16 ms, 4 up to 4.2
+// seconds, 5 up to 18 minutes, 6 up to 78 hours; an entry repeated at the
+// same instant (a request of cost n adds n entries) costs the width too.
+// There is no version 3.
 //
 // The GCRA interval is the one the TAT was counted in, so that a rule whose
 // rate changed carries the tokens spent over into its own interval; it
 // costs 1 byte per 7 bits (4 bytes at 10 per second, 6 at one per hour).
 //
 // Earlier layouts, still read:
+//
+//	sliding log version 2: 0x24, oldest int64, then one delta per further
+//	  entry, exact, of 1 to 9 bytes told by its first byte (see log.go); an
+//	  entry repeated at the same instant is one byte
 //
 //	GCRA version 1 (9 bytes): 0x16, TAT int64, no interval (read in the
 //	  rule's current interval)
