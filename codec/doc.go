@@ -45,7 +45,7 @@
 // width is what the offset of the newest entry from the base needs: the
 // base is at or before the oldest entry and moves to the oldest entry kept
 // when an offset outgrows the width, so the width is about that of the
-// window in nanoseconds: 3 bytes for windows up to 16 ms, 4 up to 4.2
+// window in nanoseconds: 3 bytes for windows up to 16 ms, 4 up to 4.3
 // seconds, 5 up to 18 minutes, 6 up to 78 hours; an entry repeated at the
 // same instant (a request of cost n adds n entries) costs the width too.
 // There is no version 3.
