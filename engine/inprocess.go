@@ -58,7 +58,26 @@ func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.D
 		m.Unlock(i)
 		return e.storeError("read", err)
 	}
-	next := algo.StepInto(l.Algorithm, state, now, cost, d)
+	// algo.StepInto's dispatch, here so that the step is called directly:
+	// one call fewer on every decision. An algorithm of another package, or
+	// one added to package algo and not here, takes algo.StepInto.
+	var next []byte
+	switch a := l.Algorithm.(type) {
+	case *algo.GCRA:
+		next = a.StepInto(state, now, cost, d)
+	case *algo.TokenBucket:
+		next = a.StepInto(state, now, cost, d)
+	case *algo.FixedWindow:
+		next = a.StepInto(state, now, cost, d)
+	case *algo.SlidingCounter:
+		next = a.StepInto(state, now, cost, d)
+	case *algo.LeakyBucket:
+		next = a.StepInto(state, now, cost, d)
+	case *algo.SlidingLog:
+		next = a.StepInto(state, now, cost, d)
+	default:
+		next = algo.StepInto(a, state, now, cost, d)
+	}
 	if !d.Allowed && cost > algo.Capacity(l.Algorithm) {
 		// Refused, not denied: nothing is written, not even the removal
 		// of a corrupt record the step found.
