@@ -40,7 +40,12 @@
 // value without leaving most of a sizeable reserve idle. GetLocked remembers
 // the entry it found, so the PutLocked that follows for the same key, and
 // the next GetLocked of a hot key, skip the probe (the key is still
-// compared). A value that no longer fits is
+// compared). The engine's own decision takes a shorter way: LookupLocked
+// returns the record with a Ref to its entry, the record is stepped where
+// it lies, and Ref.SetExpiryLocked, inlined in the caller, writes only its
+// expiry (PutRefLocked covers every other case, with no second lookup). A
+// key's first record is built in 32 bytes the shard lends and copied in. A
+// value that no longer fits is
 // appended as a new entry with a quarter of headroom and the old one becomes
 // dead bytes. When dead bytes exceed half of a shard's arena (and 4 KiB),
 // that shard alone is compacted: its live entries are copied into a
@@ -73,6 +78,10 @@
 //
 // A Store is safe for concurrent use. Get, Put and Delete take their shard's
 // lock themselves; the *Locked methods of backend.Striped expect the caller
-// to hold it. Close is idempotent, waits for the sweeper to stop and frees
+// to hold it. A decision on a key the store holds writes only its shard's
+// lock line (the lock and the memo of the entry last found share it) and
+// the record's own bytes: no count shared by the shards (keys are counted
+// per shard and summed by Len; only a store bounded by MaxKeys also keeps
+// the store-wide count it reserves room with, which only new keys write). Close is idempotent, waits for the sweeper to stop and frees
 // every shard; all later calls return backend.ErrClosed.
 package memory
