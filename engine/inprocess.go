@@ -62,6 +62,7 @@ func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.D
 	// one call fewer on every decision. An algorithm of another package, or
 	// one added to package algo and not here, takes algo.StepInto.
 	var next []byte
+	own := true // one of package algo's, whose decisions carry the capacity as Limit
 	switch a := l.Algorithm.(type) {
 	case *algo.GCRA:
 		next = a.StepInto(state, now, cost, d)
@@ -76,9 +77,9 @@ func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.D
 	case *algo.SlidingLog:
 		next = a.StepInto(state, now, cost, d)
 	default:
-		next = algo.StepInto(a, state, now, cost, d)
+		next, own = algo.StepInto(a, state, now, cost, d), false
 	}
-	if !d.Allowed && cost > algo.Capacity(l.Algorithm) {
+	if !d.Allowed && (own && cost > d.Limit || !own && cost > algo.Capacity(l.Algorithm)) {
 		// Refused, not denied: nothing is written, not even the removal
 		// of a corrupt record the step found.
 		m.Unlock(i)
