@@ -76,12 +76,16 @@ func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 func (a *TokenBucket) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	full := a.capacity * unit
-	s, err := codec.DecodeTokenBucket(state)
+	// A whole current record, the common case, is read inline.
+	s, ok := codec.ReadTokenBucket(state)
 	corrupt := false
-	if err != nil {
-		s, corrupt = a.fromOther(state, now)
+	if !ok {
+		var err error
+		if s, err = codec.DecodeTokenBucket(state); err != nil {
+			s, corrupt = a.fromOther(state, now)
+		}
 	}
+	full := a.capacity * unit
 	stored := s
 	refilled, anchor := a.accrue(s.Updated, now, s.Spent)
 	s.Spent -= refilled

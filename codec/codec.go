@@ -337,6 +337,17 @@ func decodeTokenBucket(src []byte) (TokenBucket, error) {
 	return s, nil
 }
 
+// ReadTokenBucket returns the state of src and true when src is a whole
+// version 2 token bucket, the common case, in a few instructions a caller
+// inlines; otherwise false, and src is to be read with DecodeTokenBucket.
+func ReadTokenBucket(src []byte) (TokenBucket, bool) {
+	if len(src) != BucketSize || src[0] != tokenV2 {
+		return TokenBucket{}, false
+	}
+	s := TokenBucket{Updated: i64(src[1:]), Spent: i64(src[9:])}
+	return s, s.Spent >= 0
+}
+
 // IsTokenBucketV1 reports whether src is a whole version 1 token bucket
 // record (read it with DecodeBucket).
 func IsTokenBucketV1(src []byte) bool { return len(src) == BucketSize && src[0] == tokenV1 }

@@ -93,3 +93,20 @@ func TestGCRAFormatZero(t *testing.T) {
 		t.Error("NewGCRAFormat(0) read a record")
 	}
 }
+
+// TestReadTokenBucket: on any bytes, the inline read answers true only for
+// what DecodeTokenBucket decodes, with the same state, and for every whole
+// version 2 record it decodes.
+func TestReadTokenBucket(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := rapid.SliceOfN(rapid.Byte(), 0, 20).Draw(t, "bytes")
+		if rapid.Bool().Draw(t, "a record") {
+			b = codec.AppendTokenBucket(nil, codec.TokenBucket{Updated: anyTime.Draw(t, "updated"), Spent: rapid.Int64().Draw(t, "spent")})
+		}
+		s, ok := codec.ReadTokenBucket(b)
+		w, err := codec.DecodeTokenBucket(b)
+		if ok != (err == nil) || ok && s != w {
+			t.Fatalf("ReadTokenBucket(%x) = %+v, %v; DecodeTokenBucket = %+v, %v", b, s, ok, w, err)
+		}
+	})
+}
