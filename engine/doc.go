@@ -1,9 +1,11 @@
 // Package engine applies rate-limit algorithms to keys held in a backend,
 // atomically per key.
 //
-// For each call the engine reads the clock once, prefixes the limit's
-// namespace to the caller's key (so two rules never share a counter), and
-// steps the key's record with the limit's algorithm. New chooses, once, by
+// For each call the engine reads the clock once (Options.Clock: SystemClock
+// by default, or with Options.ClockTick a CoarseClock that a goroutine
+// advances every tick, so that decisions resolve to the tick), prefixes the
+// limit's namespace to the caller's key (so two rules never share a
+// counter), and steps the key's record with the limit's algorithm. New chooses, once, by
 // the capabilities the backend implements, how that step is made atomic.
 // The dispatch lives in one file (store.go); no call re-decides it.
 //
@@ -18,10 +20,15 @@
 //
 //   - over a backend.Striped (the memory backend), the store's own
 //     partition lock: one lock per decision, and the record is stepped in
-//     place without an allocation. A bare *memory.Store is called without an
-//     interface (the same calls, devirtualised, so the key stays on the
-//     stack); any other Striped store, such as the memory store behind a
-//     test's fault-injecting wrapper, takes the same path through the
+//     place without an allocation. Over a bare *memory.Store, Apply is one
+//     function (inprocess.go): the key is built on the stack, looked up
+//     once under the shard lock, stepped where it lies by the algorithm's
+//     own step, and only its expiry written back through the store's Ref;
+//     the limit's capacity is read only to explain a denial. ApplyKey
+//     decides a Key prepared once with Limit.Key exactly as Apply decides
+//     the rule and caller it was made from, without building or hashing the
+//     key again. Any other Striped store, such as the memory store behind a
+//     test's fault-injecting wrapper, takes the same steps through the
 //     interface.
 //   - over a durable backend (backend.Batcher and backend.Loader: Pebble,
 //     bbolt), the partition lock of the in-memory tier, which holds the
