@@ -39,6 +39,14 @@ const serveShutdownTimeout = 10 * time.Second
 // maxIdleUpstreamConns bounds the idle connections kept to the upstream.
 const maxIdleUpstreamConns = 1024
 
+// copyBufferSize is the size of the buffers the proxy copies response
+// bodies through: httputil.ReverseProxy's own default.
+const copyBufferSize = 32 << 10
+
+// maxPooledCopyBuffers bounds the copy buffers kept between requests
+// (8 MiB of them): as many as requests in flight have needed, up to this.
+const maxPooledCopyBuffers = 256
+
 // serveUsage is what "sluice serve --help" prints before the flags.
 const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR]
        [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
@@ -221,6 +229,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
 	proxy.Transport = upstreamTransport()
+	proxy.BufferPool = newCopyBuffers(maxPooledCopyBuffers)
 	upstreamErrs := &upstreamErrors{log: logger}
 	proxy.ErrorHandler = upstreamErrs.handle
 	// limited builds the rate-limited proxy from a configuration's identity
@@ -361,11 +370,48 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 // requests in flight have needed. The default keeps two per host, so under
 // concurrency every request past the second would dial a new connection
 // and leave it in TIME_WAIT.
+//
+// Compression is left to the client and the upstream: the client's
+// Accept-Encoding (or its absence) reaches the upstream unchanged and the
+// body comes back as the upstream sent it. (By default the transport would
+// ask a client's gzip for it, then decompress it again for a client that
+// never asked.)
 func upstreamTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 0 // no limit across hosts; there is one host
 	t.MaxIdleConnsPerHost = maxIdleUpstreamConns
+	t.DisableCompression = true
 	return t
+}
+
+// copyBuffers is the proxy's httputil.BufferPool: a bounded free list of
+// copyBufferSize buffers, so that a response body is not copied through a
+// fresh 32 KiB allocation each request (ReverseProxy's behaviour without a
+// pool). A channel rather than a sync.Pool: putting a slice in a sync.Pool
+// allocates its header.
+type copyBuffers chan []byte
+
+func newCopyBuffers(n int) copyBuffers { return make(copyBuffers, n) }
+
+// Get implements httputil.BufferPool.
+func (c copyBuffers) Get() []byte {
+	select {
+	case b := <-c:
+		return b
+	default:
+		return make([]byte, copyBufferSize)
+	}
+}
+
+// Put implements httputil.BufferPool.
+func (c copyBuffers) Put(b []byte) {
+	if cap(b) < copyBufferSize {
+		return
+	}
+	select {
+	case c <- b[:copyBufferSize]:
+	default: // full: let the collector have it
+	}
 }
 
 // upstreamErrors is the proxy's ErrorHandler: it answers a request the
