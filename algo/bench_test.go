@@ -85,3 +85,30 @@ func BenchmarkStepLimit10(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepLimit10Denied is BenchmarkStepLimit10's denied path: ten
+// requests a millisecond apart fill a limit of 10 per second, and the key
+// is asked again at the instant of the last; nothing is written.
+func BenchmarkStepLimit10Denied(b *testing.B) {
+	for _, name := range []string{TokenBucketName, SlidingLogName} {
+		b.Run(name, func(b *testing.B) {
+			a := MustNew(name, Params{Limit: 10, Window: time.Second})
+			now := int64(benchStart)
+			state := make([]byte, 0, 128)
+			for range 10 {
+				now += int64(time.Millisecond)
+				next, d := a.Step(state, now, 1)
+				if !d.Allowed {
+					b.Fatalf("denied at %d: %+v", now, d)
+				}
+				state = next
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, d := a.Step(state, now, 1); d.Allowed {
+					b.Fatal("admitted")
+				}
+			}
+		})
+	}
+}

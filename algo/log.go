@@ -1,6 +1,8 @@
 package algo
 
 import (
+	"math"
+
 	"github.com/sluice-go/sluice/codec"
 )
 
@@ -35,27 +37,34 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 //
-// It walks the record once: codec.ReadLogTable validates it and counts the
-// entries that have aged out in the same pass; a denial then reads the one
+// It walks the record once: codec's LogTable.Read validates it and counts
+// the entries that have aged out; a denial then reads the one
 // entry whose ageing out makes room, and an admission moves the live
 // entries up in one copy and adds its own.
 func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	horizon := satAdd(now, -a.window) // entries at or before it have aged out
-	l, aged, err := codec.ReadLogTable(state, horizon)
+	// Entries at or before the horizon have aged out.
+	horizon := now - a.window
+	if now < math.MinInt64+a.window {
+		horizon = math.MinInt64
+	}
+	var l codec.LogTable
+	aged, err := l.Read(state, horizon)
 	if err != nil {
 		return a.stepOther(state, horizon, now, cost, d)
 	}
+	// The request is admitted when cost is in 1..capacity and fits beside
+	// the live entries: cost <= capacity-alive, which cannot overflow.
 	alive := int64(l.Len - aged)
-	if !a.validCost(cost) || alive+cost > a.capacity {
+	if cost <= 0 || cost > a.capacity-alive {
 		retry := a.window
 		if a.validCost(cost) {
 			// The request fits once the entry at this index (among the
 			// live ones) has aged out.
-			retry = until(satAdd(l.At(aged+int(alive+cost-a.capacity-1)), a.window), now)
+			retry = until(later(l.At(aged+int(alive+cost-a.capacity-1)), a.window), now)
 		}
 		reset := int64(0)
 		if alive > 0 {
-			reset = until(satAdd(l.Newest(), a.window), now)
+			reset = until(later(l.Newest(), a.window), now)
 		}
 		a.denyInto(d, false, 0, retry, reset)
 		return nil
@@ -67,8 +76,17 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 		t = max(now, l.Newest())
 	}
 	next := l.Rewrite(state, aged, int(cost), t)
-	a.allowInto(d, false, a.capacity-alive-cost, until(satAdd(t, a.window), now), 0)
+	a.allowInto(d, false, a.capacity-alive-cost, until(later(t, a.window), now), 0)
 	return next
+}
+
+// later returns t+window for a window of at least 0, saturating rather
+// than wrapping (only a record holding nonsense times gets there).
+func later(t, window int64) int64 {
+	if t > math.MaxInt64-window {
+		return math.MaxInt64
+	}
+	return t + window
 }
 
 // stepOther is StepInto for a record that is not a version 4 log: none, a

@@ -35,7 +35,8 @@ const (
 )
 
 // LogTable is a version 4 sliding log, validated by ReadLogTable. It aliases
-// the record's bytes.
+// the record's bytes. It is six words, so that ReadLogTable returns it, the
+// count and the error in registers.
 type LogTable struct {
 	// Base is the time the offsets count from, at or before the oldest
 	// entry.
@@ -43,9 +44,8 @@ type LogTable struct {
 	// Width is the size of one offset in bytes, 1 to 8.
 	Width int
 	// Len is the number of entries, at least 1.
-	Len    int
-	rec    []byte
-	newest int64 // the newest entry's time
+	Len int
+	rec []byte
 }
 
 // offsetMask keeps the low width bytes of an 8-byte big-endian load.
@@ -55,60 +55,107 @@ func offsetMask(width int) uint64 { return ^uint64(0) >> ((64 - 8*width) & 63) }
 func widthOf(x uint64) int { return max(1, (bits.Len64(x)+7)/8) }
 
 // ReadLogTable validates a version 4 sliding-log record and returns it with
-// the number of its entries at or before horizon (the ones aged out: they
-// come first, since entries never go backwards), in one pass over the
-// entries.
+// the number of its entries at or before horizon: the ones aged out, which
+// come first, since entries never go backwards. It is Read returning the
+// view.
 func ReadLogTable(src []byte, horizon int64) (LogTable, int, error) {
-	if len(src) < LogTableHeaderSize+1 || src[0] != logV4 {
-		if err := logHeader(src, 4, LogTableHeaderSize+1); err != nil {
-			return LogTable{}, 0, err
-		}
-	}
-	w := int(src[9])
-	if w < 1 || w > 8 {
-		return LogTable{}, 0, fmt.Errorf("%w: sliding_log offset width %d", ErrInvalid, w)
-	}
-	base := i64(src[1:])
-	// Entries at or before the horizon are those whose offset is at most
-	// lim; none when the horizon is before the base.
-	lim, aging := uint64(horizon)-uint64(base), horizon >= base
-	n, end, last, aged, ok := scanOffsets(src, w, lim, aging)
-	switch {
-	case end-w != len(src):
-		return LogTable{}, 0, fmt.Errorf("%w: sliding_log of %d-byte offsets cut short", ErrTruncated, w)
-	case !ok:
-		return LogTable{}, 0, fmt.Errorf("%w: sliding_log entry before the one before it", ErrInvalid)
-	case last > uint64(math.MaxInt64)-uint64(base): // MaxInt64-base, without wrapping
-		return LogTable{}, 0, fmt.Errorf("%w: sliding_log newest entry overflows", ErrInvalid)
-	}
-	return LogTable{Base: base, Width: w, Len: n, rec: src, newest: base + int64(last)}, aged, nil
+	var l LogTable
+	aged, err := l.Read(src, horizon)
+	return l, aged, err
 }
 
-// scanOffsets is ReadLogTable's pass over the offsets of src, of width w:
-// it returns how many there are, where the last ends, the last, how many
-// are at most lim (none unless aging), and whether none is below the one
-// before it. It is a function of its own so that the loop, its iterations
-// independent but for the previous offset, keeps everything in registers:
-// each offset is read as the 8 bytes that end it (the header lies before
-// the first), masked to its width.
+// Read validates src as a version 4 sliding-log record, makes l its view,
+// and returns how many of its entries are at or before horizon, as
+// ReadLogTable does; on an error l is left as it was.
+//
+// It is the read of a sliding log's step, so it is written for speed: l is
+// filled where it lies (a view of six words is returned through memory),
+// and the whole read is scanLogTable, which calls nothing, so that its loop
+// keeps everything in registers; only a record that does not read goes on
+// to logTableError, which says why.
+func (l *LogTable) Read(src []byte, horizon int64) (int, error) {
+	base, w, n, aged, ok := scanLogTable(src, horizon)
+	if !ok {
+		return 0, logTableError(src)
+	}
+	l.Base, l.Width, l.Len, l.rec = base, w, n, src
+	return aged, nil
+}
+
+// scanLogTable is Read without the error: the base, width and number of
+// entries of the record src, how many are at or before horizon, and whether
+// it is valid. It checks the entries in one pass that does nothing else:
+// each offset is read as the 8 bytes that end it (the header's 10 bytes
+// lie before the first, and len(src) >= 11), masked to its width, and
+// compared with the one before it. It then counts the entries aged out
+// from the oldest, which in a log kept at its limit is one or two reads.
 //
 //go:noinline
-func scanOffsets(src []byte, w int, lim uint64, aging bool) (n, end int, last uint64, aged int, ok bool) {
+func scanLogTable(src []byte, horizon int64) (base int64, w, n, aged int, ok bool) {
+	if len(src) < LogTableHeaderSize+1 || src[0] != logV4 {
+		return 0, 0, 0, 0, false
+	}
+	w = int(src[9])
+	if w < 1 || w > 8 {
+		return 0, 0, 0, 0, false
+	}
 	mask := offsetMask(w)
-	ok = true
-	end = LogTableHeaderSize + w
-	for ; end <= len(src); end += w {
-		x := binary.BigEndian.Uint64(src[end-8:end]) & mask
+	var last uint64
+	ordered := true
+	// p is where the 8 bytes that end the next offset start; stop is the
+	// last place 8 bytes can start.
+	first, stop := LogTableHeaderSize+w-8, len(src)-8
+	p := first
+	for ; p <= stop; p += w {
+		x := binary.BigEndian.Uint64(src[p:]) & mask
 		if x < last {
-			ok = false
-		}
-		if aging && x <= lim {
-			aged++
+			ordered = false
 		}
 		last = x
 		n++
 	}
-	return n, end, last, aged, ok
+	base = i64(src[1:])
+	// A record of whole offsets ends 8-w bytes after where the next 8
+	// would start; the newest entry, base+last, must fit an int64
+	// (last <= MaxInt64-base, written so that it does not wrap).
+	if p != stop+w || !ordered || last > uint64(math.MaxInt64)-uint64(base) {
+		return 0, 0, 0, 0, false
+	}
+	// Entries at or before the horizon are those whose offset is at most
+	// lim; none when the horizon is before the base.
+	if horizon >= base {
+		lim := uint64(horizon) - uint64(base)
+		for p := first; p <= stop && binary.BigEndian.Uint64(src[p:])&mask <= lim; p += w {
+			aged++
+		}
+	}
+	return base, w, n, aged, true
+}
+
+// logTableError says why src is not a valid version 4 sliding log.
+func logTableError(src []byte) error {
+	if err := logHeader(src, 4, LogTableHeaderSize+1); err != nil {
+		return err
+	}
+	w := int(src[9])
+	if w < 1 || w > 8 {
+		return fmt.Errorf("%w: sliding_log offset width %d", ErrInvalid, w)
+	}
+	if (len(src)-LogTableHeaderSize)%w != 0 {
+		return fmt.Errorf("%w: sliding_log of %d-byte offsets cut short", ErrTruncated, w)
+	}
+	var prev uint64
+	for i := LogTableHeaderSize; i < len(src); i += w {
+		var x uint64
+		for _, c := range src[i : i+w] {
+			x = x<<8 | uint64(c)
+		}
+		if x < prev {
+			return fmt.Errorf("%w: sliding_log entry %d before the one before it", ErrInvalid, (i-LogTableHeaderSize)/w)
+		}
+		prev = x
+	}
+	return fmt.Errorf("%w: sliding_log newest entry overflows", ErrInvalid)
 }
 
 // offset returns entry i's offset.
@@ -121,7 +168,7 @@ func (l *LogTable) offset(i int) uint64 {
 func (l *LogTable) At(i int) int64 { return l.Base + int64(l.offset(i)) }
 
 // Newest returns the newest entry's time.
-func (l *LogTable) Newest() int64 { return l.newest }
+func (l *LogTable) Newest() int64 { return l.Base + int64(l.offset(l.Len-1)) }
 
 // Rewrite returns the version 4 log of l's entries from index from on
 // (from may be Len: none), followed by n entries at t, which must not be
@@ -135,6 +182,69 @@ func (l *LogTable) Newest() int64 { return l.newest }
 // what the offsets from it need, and a record that must grow its width is
 // written into a new array.
 func (l *LogTable) Rewrite(dst []byte, from, n int, t int64) []byte {
+	keep := l.Len - from
+	w := l.Width
+	x := uint64(t) - uint64(l.Base) // the new entries' offset, if the base stays
+	size := LogTableHeaderSize + w*(keep+n)
+	if keep == 0 || x&^offsetMask(w) != 0 || cap(dst) < size {
+		return l.rebase(dst, from, n, t)
+	}
+	// The common case: base and width stay, and dst has room.
+	b, src := dst[:size], l.rec
+	if &b[0] != &src[0] {
+		copy(b, src[:LogTableHeaderSize])
+	}
+	moveAppend(b, src[LogTableHeaderSize+from*w:LogTableHeaderSize+l.Len*w], x, w)
+	return b
+}
+
+// moveAppend moves the offsets run, which lie at or after their new place
+// in b's array or in another array, to the start of b's entries, and
+// writes offset x, of width w, for every entry of b after them. It is a
+// leaf function, so that its loops keep everything in registers: the
+// offsets are moved 8 bytes at a time, forward (each word is read before
+// any write reaches it), the last 8 read first; each new offset is written
+// as the 8 bytes that end it, the bytes before it kept (the header lies
+// before the first entry).
+//
+//go:noinline
+func moveAppend(b, run []byte, x uint64, w int) {
+	k := len(run)
+	if k > 0 && len(b) >= LogTableHeaderSize+k && &run[0] != &b[LogTableHeaderSize] {
+		to := b[LogTableHeaderSize : LogTableHeaderSize+k]
+		if k < 8 {
+			for i := range run {
+				to[i] = run[i]
+			}
+		} else {
+			last := binary.LittleEndian.Uint64(run[k-8 : k])
+			for i := 0; i < k-8; i += 8 {
+				binary.LittleEndian.PutUint64(to[i:i+8], binary.LittleEndian.Uint64(run[i:i+8]))
+			}
+			binary.LittleEndian.PutUint64(to[k-8:k], last)
+		}
+	}
+	mask := offsetMask(w)
+	for end := LogTableHeaderSize + k + w; end <= len(b); end += w {
+		e := b[end-8 : end]
+		binary.BigEndian.PutUint64(e, binary.BigEndian.Uint64(e)&^mask|x)
+	}
+}
+
+// putOffsets writes offset x, of width w, for every entry of b after the
+// first keep, as moveAppend does.
+func putOffsets(b []byte, keep int, x uint64, w int) {
+	mask := offsetMask(w)
+	for end := LogTableHeaderSize + (keep+1)*w; end <= len(b); end += w {
+		e := b[end-8 : end]
+		binary.BigEndian.PutUint64(e, binary.BigEndian.Uint64(e)&^mask|x)
+	}
+}
+
+// rebase is Rewrite when the base or the width changes, or dst has no room:
+// the base moves to the oldest entry kept (or to t when none is) when the
+// newest offset would outgrow the width.
+func (l *LogTable) rebase(dst []byte, from, n int, t int64) []byte {
 	keep := l.Len - from
 	base, w := l.Base, l.Width
 	var shift uint64 // subtracted from each offset kept
@@ -167,13 +277,7 @@ func (l *LogTable) Rewrite(dst []byte, from, n int, t int64) []byte {
 			putOffset(b[LogTableHeaderSize+i*w:], x, w)
 		}
 	}
-	// The new entries, each written as the 8 bytes that end it, the bytes
-	// before it kept: the header lies before the first.
-	x, mask := uint64(t)-uint64(base), offsetMask(w)
-	for end := LogTableHeaderSize + (keep+1)*w; end <= size; end += w {
-		e := b[end-8 : end]
-		binary.BigEndian.PutUint64(e, binary.BigEndian.Uint64(e)&^mask|x)
-	}
+	putOffsets(b, keep, uint64(t)-uint64(base), w)
 	b[0] = logV4
 	put64(b[1:], base)
 	b[9] = byte(w)
