@@ -81,7 +81,12 @@ type tier struct {
 	dirty   atomic.Int64 // records marked dirty in all stripes
 	commit  committer    // Sync mode's group commit
 
-	flushMu     sync.Mutex // serialises flushes: at most one batch in flight
+	flushMu sync.Mutex // serialises flushes: at most one batch in flight
+	// The flush's buffers, kept from one flush to the next (flushMu).
+	fbuf        []byte
+	fspans      []flushSpan
+	fhashes     []uint64
+	fwrites     []backend.Write
 	flushes     atomic.Uint64
 	flushErrors atomic.Uint64
 	flushNanos  atomic.Uint64 // total time spent in flush writes
@@ -94,7 +99,7 @@ type tier struct {
 type tierStripe struct {
 	// dirty holds the keys whose cached record the disk lacks: every
 	// changed key in Interval mode, keys whose commit failed in Sync mode.
-	dirty map[string]*dirtyRecord
+	dirty dirtySet
 	// deletes holds, in Sync mode, keys whose deletion is enqueued but not
 	// yet committed, with its ticket: until then the disk still has the
 	// old record and must not be read for them.
@@ -107,27 +112,113 @@ type tierStripe struct {
 	// the cache has none (it expired, or was swept as expired), the disk's
 	// has expired too and need not be read. A slot holds one key's hash
 	// (with the low bit set, so that zero means empty); a key whose slot
-	// another has taken is read from disk as before.
+	// another has taken is read from disk as before, unless the cache
+	// still holds its expired entry, which tells the same.
 	known []uint64
 }
 
-// knownSlots is the number of hashes each tier remembers in all (1 MiB):
-// enough for the keys a busy process cycles through, and a miss costs only
-// the disk read that every miss cost before.
-const knownSlots = 1 << 17
-
-// knownSlot picks the slot from the hash's high bits: the low ones chose
-// the stripe.
-func (st *tierStripe) knownSlot(h uint64) *uint64 { return &st.known[(h>>32)%uint64(len(st.known))] }
-
-func (st *tierStripe) isKnown(h uint64) bool { return *st.knownSlot(h) == h|1 }
-
-func (st *tierStripe) remember(h uint64) { *st.knownSlot(h) = h | 1 }
+// dirtySet is one stripe's set of dirty keys, built so that marking a key
+// costs no allocation once the stripe has held as many: the keys' bytes
+// live in one buffer, their entries in one slice, and a map from hash to
+// entry finds them. All three keep their room when the set is emptied by a
+// flush, so a key dirtied again every interval is marked without growing
+// anything.
+type dirtySet struct {
+	idx  map[uint64]int32 // hash → the last entry added with that hash
+	ents []dirtyRecord
+	keys []byte // every entry's key, back to back
+}
 
 type dirtyRecord struct {
 	hash      uint64
 	expiresAt int64
+	off, n    uint32 // the key, in dirtySet.keys
+	next      int32  // the entry added before this one with the same hash, or -1
 	deleted   bool
+}
+
+// find returns k's entry, or nil.
+func (d *dirtySet) find(h uint64, k []byte) *dirtyRecord {
+	j, ok := d.idx[h]
+	if !ok {
+		return nil
+	}
+	for j >= 0 {
+		e := &d.ents[j]
+		if string(d.keys[e.off:e.off+e.n]) == string(k) {
+			return e
+		}
+		j = e.next
+	}
+	return nil
+}
+
+// add adds k, which find did not find, and returns its entry.
+func (d *dirtySet) add(h uint64, k []byte) *dirtyRecord {
+	if d.idx == nil {
+		d.idx = map[uint64]int32{}
+	}
+	next, ok := d.idx[h]
+	if !ok {
+		next = -1
+	}
+	off := len(d.keys)
+	d.keys = append(d.keys, k...)
+	d.ents = append(d.ents, dirtyRecord{hash: h, off: uint32(off), n: uint32(len(k)), next: next})
+	d.idx[h] = int32(len(d.ents) - 1)
+	return &d.ents[len(d.ents)-1]
+}
+
+// key returns e's key, valid until the set is reset.
+func (d *dirtySet) key(e *dirtyRecord) []byte { return d.keys[e.off : e.off+e.n : e.off+e.n] }
+
+func (d *dirtySet) len() int { return len(d.ents) }
+
+// reset empties the set, keeping its room.
+func (d *dirtySet) reset() {
+	d.ents, d.keys = d.ents[:0], d.keys[:0]
+	clear(d.idx)
+}
+
+// knownSlots is the number of hashes each tier remembers in all (2 MiB),
+// in sets of knownWays: enough for the keys a busy process cycles through
+// (100,000 keys fill it to 38%, and lose about one in a hundred to a full
+// set), and a miss costs only the disk read that every miss cost before.
+const (
+	knownSlots = 1 << 18
+	knownWays  = 4
+)
+
+// knownSet returns the set of slots h may be remembered in, picked by the
+// hash's high bits: the low ones chose the stripe.
+func (st *tierStripe) knownSet(h uint64) []uint64 {
+	i := int((h>>32)%uint64(len(st.known)/knownWays)) * knownWays
+	return st.known[i : i+knownWays : i+knownWays]
+}
+
+func (st *tierStripe) isKnown(h uint64) bool {
+	for _, v := range st.knownSet(h) {
+		if v == h|1 {
+			return true
+		}
+	}
+	return false
+}
+
+// remember records h in its set: in an empty slot, or, the set full, in
+// place of one of the others, chosen by bits of h the set was not.
+func (st *tierStripe) remember(h uint64) {
+	set := st.knownSet(h)
+	for i, v := range set {
+		if v == h|1 {
+			return
+		}
+		if v == 0 {
+			set[i] = h | 1
+			return
+		}
+	}
+	set[(h>>16)%knownWays] = h | 1
 }
 
 var _ backend.Striped = (*tier)(nil)
@@ -165,7 +256,7 @@ func newTier(disk backend.Backend, o *Options, clock Clock) (*tier, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	perStripe := max(1, knownSlots/len(t.stripes))
+	perStripe := max(knownWays, knownSlots/len(t.stripes))
 	for i := range t.stripes {
 		t.stripes[i].known = make([]uint64, perStripe)
 	}
@@ -197,7 +288,7 @@ func (t *tier) GetLocked(h uint64, k []byte, now int64) ([]byte, error) {
 		return v, err
 	}
 	st := t.stripe(h)
-	if _, ok := st.dirty[string(k)]; ok {
+	if st.dirty.find(h, k) != nil {
 		return nil, nil // deleted or expired here since the disk last heard of it
 	}
 	if tk, ok := st.deletes[string(k)]; ok {
@@ -208,6 +299,12 @@ func (t *tier) GetLocked(h uint64, k []byte, now int64) ([]byte, error) {
 	}
 	if st.isKnown(h) {
 		return nil, nil // the cache's record expired, so the disk's has too
+	}
+	if _, ref, _ := t.cache.LookupLocked(h, k, now); ref != (memory.Ref{}) {
+		// The cache holds the key's entry, expired (GetLocked found no
+		// live record): the same as a known key, whose slot another key
+		// has taken. The lookup finds the entry GetLocked just found.
+		return nil, nil
 	}
 	v, exp, err := t.load.Load(k, now)
 	if err != nil {
@@ -228,8 +325,10 @@ func (t *tier) PutLocked(h uint64, k, v []byte, exp int64) error {
 	if err := t.cache.PutLocked(h, k, v, exp); err != nil {
 		return err
 	}
+	// Not remembered here: every decision reads the key before it writes
+	// it, and the read that loaded it remembered it; a write of a key never
+	// read (Put) leaves it to be read from disk once, as before.
 	st := t.stripe(h)
-	st.remember(h)
 	if t.mode == Sync {
 		st.ticket = t.commit.enqueue(backend.Write{Key: clone(k), Value: clone(v), ExpiresAt: exp}, h)
 		return nil
@@ -257,15 +356,12 @@ func (t *tier) DeleteLocked(h uint64, k []byte) error {
 }
 
 func (t *tier) markDirty(st *tierStripe, h uint64, k []byte, exp int64, deleted bool) {
-	if d, ok := st.dirty[string(k)]; ok {
-		d.expiresAt, d.deleted = exp, deleted
-		return
+	d := st.dirty.find(h, k)
+	if d == nil {
+		d = st.dirty.add(h, k)
+		t.dirty.Add(1)
 	}
-	if st.dirty == nil {
-		st.dirty = map[string]*dirtyRecord{}
-	}
-	st.dirty[string(k)] = &dirtyRecord{hash: h, expiresAt: exp, deleted: deleted}
-	t.dirty.Add(1)
+	d.expiresAt, d.deleted = exp, deleted
 }
 
 // Get, Put and Delete serve callers that do not hold a stripe lock.
@@ -335,6 +431,12 @@ func (t *tier) flusher(interval time.Duration) {
 
 // flush writes every dirty record to the disk in one batch. Records that
 // fail to write stay dirty and are retried by the next flush.
+//
+// The batch is built in buffers the tier keeps from one flush to the next
+// (guarded by flushMu): every key and record is copied, under its stripe
+// lock, into one byte buffer, so a flush of n records costs no allocation
+// per record, and none at all once the buffers have grown to the size the
+// flushes take.
 func (t *tier) flush() error {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
@@ -342,28 +444,40 @@ func (t *tier) flush() error {
 		return t.recommit()
 	}
 	now := t.clock.Now()
-	var writes []backend.Write
-	var hashes []uint64
+	buf, spans, hashes := t.fbuf[:0], t.fspans[:0], t.fhashes[:0]
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		t.cache.Lock(i)
-		for k, d := range st.dirty {
-			w := backend.Write{Key: []byte(k), ExpiresAt: d.expiresAt, Delete: d.deleted}
+		for j := range st.dirty.ents {
+			d := &st.dirty.ents[j]
+			k := st.dirty.key(d)
+			sp := flushSpan{koff: len(buf), kn: len(k), expiresAt: d.expiresAt, deleted: d.deleted}
+			buf = append(buf, k...)
 			if !d.deleted {
-				v, _ := t.cache.GetLocked(d.hash, w.Key, now)
+				v, _ := t.cache.GetLocked(d.hash, k, now)
 				if v == nil {
-					w.Delete = true // expired: the disk copy may go too
+					sp.deleted = true // expired: the disk copy may go too
 				} else {
-					w.Value = clone(v)
+					sp.voff, sp.vn = len(buf), len(v)
+					buf = append(buf, v...)
 				}
 			}
-			writes = append(writes, w)
+			spans = append(spans, sp)
 			hashes = append(hashes, d.hash)
 		}
-		t.dirty.Add(-int64(len(st.dirty)))
-		clear(st.dirty)
+		t.dirty.Add(-int64(st.dirty.len()))
+		st.dirty.reset()
 		t.cache.Unlock(i)
 	}
+	writes := t.fwrites[:0]
+	for _, sp := range spans {
+		w := backend.Write{Key: buf[sp.koff : sp.koff+sp.kn : sp.koff+sp.kn], ExpiresAt: sp.expiresAt, Delete: sp.deleted}
+		if !sp.deleted {
+			w.Value = buf[sp.voff : sp.voff+sp.vn : sp.voff+sp.vn]
+		}
+		writes = append(writes, w)
+	}
+	t.fbuf, t.fspans, t.fhashes, t.fwrites = buf, spans, hashes, writes
 	if len(writes) == 0 {
 		return nil
 	}
@@ -379,6 +493,13 @@ func (t *tier) flush() error {
 	return nil
 }
 
+// flushSpan is one record of a flush, located in the flush's buffer.
+type flushSpan struct {
+	koff, kn, voff, vn int
+	expiresAt          int64
+	deleted            bool
+}
+
 // remark marks the keys of writes that did not reach the disk dirty again,
 // unless a newer change has marked them since.
 func (t *tier) remark(writes []backend.Write, hashes []uint64) {
@@ -386,7 +507,7 @@ func (t *tier) remark(writes []backend.Write, hashes []uint64) {
 		i := int(hashes[j] & uint64(len(t.stripes)-1))
 		t.cache.Lock(i)
 		st := &t.stripes[i]
-		if _, ok := st.dirty[string(w.Key)]; !ok {
+		if st.dirty.find(hashes[j], w.Key) == nil {
 			t.markDirty(st, hashes[j], w.Key, w.ExpiresAt, w.Delete)
 		}
 		t.cache.Unlock(i)
@@ -405,8 +526,9 @@ func (t *tier) recommit() error {
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		t.cache.Lock(i)
-		for k, d := range st.dirty {
-			w := backend.Write{Key: []byte(k), ExpiresAt: d.expiresAt, Delete: d.deleted}
+		for j := range st.dirty.ents {
+			d := &st.dirty.ents[j]
+			w := backend.Write{Key: clone(st.dirty.key(d)), ExpiresAt: d.expiresAt, Delete: d.deleted}
 			if v, _ := t.cache.GetLocked(d.hash, w.Key, now); v != nil && !d.deleted {
 				w.Value = clone(v)
 			} else {
@@ -414,8 +536,8 @@ func (t *tier) recommit() error {
 			}
 			last = t.commit.enqueue(w, d.hash)
 		}
-		t.dirty.Add(-int64(len(st.dirty)))
-		clear(st.dirty)
+		t.dirty.Add(-int64(st.dirty.len()))
+		st.dirty.reset()
 		// Forget committed deletions while the stripe is held.
 		for k, tk := range st.deletes {
 			if t.commit.committed(tk) {

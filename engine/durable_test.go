@@ -297,3 +297,34 @@ func TestExpiredKnownKeyIsNotReadFromDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestManyExpiredKnownKeysAreNotReadFromDisk: what
+// TestExpiredKnownKeyIsNotReadFromDisk checks for one key holds for 20,000
+// keys too, after a flush: a key this process loaded is not read from disk
+// again when its record has expired, however many other keys it has seen.
+func TestManyExpiredKnownKeysAreNotReadFromDisk(t *testing.T) {
+	const keys = 20_000
+	clock := engine.NewFakeClock(t0)
+	l := limit(algo.TokenBucketName, algo.Params{Limit: 2, Window: time.Second}, "m")
+	b, f := faulty.Wrap(durables[0].open(t, t.TempDir()))
+	e := openDurable(t, b, clock, engine.Interval)
+	defer e.Close()
+	for i := range keys {
+		if d, err := e.Apply(l, fmt.Sprintf("k-%d", i), 1); err != nil || !d.Allowed {
+			t.Fatalf("key %d: %+v, %v", i, d, err)
+		}
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	loads := f.Calls(faulty.OpLoad)
+	clock.Advance(time.Hour) // every record has long expired
+	for i := range keys {
+		if d, err := e.Apply(l, fmt.Sprintf("k-%d", i), 1); err != nil || !d.Allowed || d.Remaining != 1 {
+			t.Fatalf("key %d after its record expired: %+v, %v", i, d, err)
+		}
+	}
+	if n := f.Calls(faulty.OpLoad) - loads; n != 0 {
+		t.Fatalf("%d of %d expired known keys were read from disk again", n, keys)
+	}
+}

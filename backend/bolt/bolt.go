@@ -1,10 +1,12 @@
 package bolt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -312,11 +314,23 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 		s.gate.Leave()
 		return nil
 	}
+	// Writes go to the tree in key order, so that one transaction walks
+	// each page it dirties once, in order, instead of seeking from the
+	// root into pages all over the file; the sort is stable, and of the
+	// writes to one key only the last, the one that wins, is made.
+	order := make([]int32, len(writes))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(writes[a].Key, writes[b].Key) })
 	// bbolt keeps the values it is given until the commit: encode them all
 	// into one buffer first.
 	buf := make([]byte, 0, size)
 	err := s.update(func(b *bbolt.Bucket) error {
-		for i := range writes {
+		for j, i := range order {
+			if j+1 < len(order) && bytes.Equal(writes[order[j+1]].Key, writes[i].Key) {
+				continue // a later write to the key wins
+			}
 			w := &writes[i]
 			if w.Delete {
 				if err := b.Delete(w.Key); err != nil {
