@@ -37,6 +37,33 @@
 // unkeyed limiter on HotKey only (floor-uberratelimit: it never denies, it
 // sleeps in Take, so it runs at a rate at which it never sleeps).
 //
+// On the six memory workloads (HotKey, HotKeyDenied, Keys100k,
+// Keys100kDenied, Parallel10k, Parallel10kDenied) the token bucket and
+// GCRA also run in the opt-in variants a user may choose, named by
+// suffixes (Variant):
+//
+//   - sluice-<algorithm>+coarse: the engine reads its time from an
+//     engine.CoarseClock of engine.DefaultClockTick (1ms), set with
+//     engine.Options.ClockTick: one atomic load per decision instead of a
+//     clock read. Its decisions resolve to the tick: every request within
+//     one tick is decided as if it arrived at the tick's start, so over any
+//     real interval a limit may admit what it admits in that interval plus
+//     one tick, and a request repeated exactly RetryAfter later may be
+//     denied for up to one tick more (engine.CoarseClock says exactly).
+//   - sluice-<algorithm>+key: each key is prepared once, before the timer
+//     starts, with engine.Limit.Key and decided with engine.ApplyKey, as a
+//     caller that holds its key for many decisions does (a connection's
+//     peer, a session): the namespaced key is neither built nor hashed per
+//     decision. The decisions are exactly Apply's.
+//   - sluice-<algorithm>+coarse+key: both.
+//
+// cmd/report computes, per workload, the best Sluice row of any variant
+// (the fakeclock row excepted: no deployment has a clock that never moves)
+// against the fastest peer, beside the default rows' best; `make
+// bench-quick` (cmd/quick) runs those workloads for the default and
+// variant rows and the two fastest peers only, and prints the same ratios
+// in about three minutes.
+//
 // Accuracy is measured apart from speed: cmd/accuracy replays one bursty
 // trace, with a burst on each side of a window boundary, through every
 // algorithm of every library and writes out/accuracy.md (allowed against
