@@ -12,7 +12,7 @@
 //
 // Usage, from bench/ (or `make bench-quick` from the repository's root):
 //
-//	go run ./cmd/quick [-rounds 5] [-benchtime 200ms] [-raw out/quick.txt]
+//	go run ./cmd/quick [-rounds 5] [-benchtime 250ms] [-raw out/quick.txt]
 //
 // With -scaling it runs Parallel10k and Parallel10kDenied at -cpu 1,2,4,8
 // instead (-cpus changes the list) and prints each implementation's ns/op
@@ -63,7 +63,7 @@ func main() {
 func run(args []string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("quick", flag.ContinueOnError)
 	rounds := flags.Int("rounds", 5, "rounds; each runs every benchmark once, and the table shows the median of the rounds")
-	benchtime := flags.String("benchtime", "200ms", "-test.benchtime of each run")
+	benchtime := flags.String("benchtime", "250ms", "-test.benchtime of each run")
 	impls := flags.String("impls", DefaultImpls, "regexp of the Sluice rows to run (the peers always run)")
 	scaling := flags.Bool("scaling", false, "run Parallel10k and Parallel10kDenied at each of -cpus instead, and print the scaling table")
 	cpus := flags.String("cpus", "1,2,4,8", "GOMAXPROCS values of -scaling, as go test's -cpu")
