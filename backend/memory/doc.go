@@ -5,8 +5,8 @@
 //
 // # Layout
 //
-// The store is split into shards (256 by default, or 64 per GOMAXPROCS where that is more), chosen by the low bits of
-// the key's xxhash.Sum64. The engine uses the shards as its stripes, through
+// The store is split into shards (256 by default, or 64 per GOMAXPROCS
+// where that is more), chosen by the low bits of the key's xxhash.Sum64. The engine uses the shards as its stripes, through
 // backend.Striped, so one lock covers a whole read-step-write. Each shard
 // holds a mutex, an index and an arena:
 //
