@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test vet race demo bench bench-redis bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test vet race demo bench bench-quick bench-redis bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -45,6 +45,12 @@ bench:
 	mkdir -p bench/out
 	cd bench && { echo "command: $(BENCHCMD)"; echo "date: $$(date -u '+%F %H:%M UTC')"; $(BENCHCMD); } | tee out/bench.txt
 	$(MAKE) accuracy load
+
+## bench-quick: the six memory workloads for Sluice (defaults and opt-in
+## variants) against go-limiter and x/time/rate, in interleaved rounds,
+## about 3 minutes; prints per workload the best Sluice ÷ fastest peer.
+bench-quick:
+	cd bench && $(GO) run ./cmd/quick
 
 ## bench-redis: the Redis-backed limiters side by side against one local
 ## redis-server that the program starts (decisions/s, p50/p99, round trips

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // TestMain prints, before the benchmarks' own header, the configuration
@@ -119,7 +120,12 @@ type workload struct {
 	floor     bool            // add floor-stripedmap, which always allows
 	mem       *memory.Options // the memory backend's options; nil means defaults
 	single    bool            // add floor-uberratelimit: one key, allowed path only
+	variants  bool            // add the opt-in Variants of variantAlgorithms
 }
+
+// variantAlgorithms are the algorithms whose opt-in Variants run beside
+// their default: the two the targets are about.
+var variantAlgorithms = []string{algo.TokenBucketName, algo.GCRAName}
 
 // impls returns the implementations of a workload, every one limited at
 // w.rate (the sliding log at SlidingLogUnlimited where w.rate is beyond its
@@ -132,6 +138,15 @@ func impls(w workload) []impl {
 			r = SlidingLogUnlimited
 		}
 		out = append(out, impl{"sluice-" + name, func() (Limiter, error) { return NewSluice(name, r, nil, w.mem) }})
+	}
+	if w.variants {
+		for _, name := range variantAlgorithms {
+			for _, v := range Variants[1:] {
+				out = append(out, impl{"sluice-" + name + v.Suffix(), func() (Limiter, error) {
+					return NewSluiceVariant(name, w.rate, v, w.mem)
+				}})
+			}
+		}
 	}
 	if w.fakeClock {
 		out = append(out, impl{"sluice-token_bucket-fakeclock", func() (Limiter, error) {
@@ -188,10 +203,30 @@ func warm(b *testing.B, l Limiter, keys []string) {
 	runtime.GC() // the copies, and whatever the warming left, before the timer starts
 }
 
+// prepared returns keys prepared by l when l is a KeyPreparer to be called
+// through AllowKey, else nil. The keys are prepared before the timer starts,
+// as a caller prepares a key once and decides it many times.
+func prepared(l Limiter, keys []string) (KeyPreparer, []engine.Key) {
+	p, ok := l.(KeyPreparer)
+	if !ok || !p.Prepared() {
+		return nil, nil
+	}
+	ks := make([]engine.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = p.Prepare(k)
+	}
+	return p, ks
+}
+
 // runKeys calls Allow for keys in turn, starting over at the end, and fails
-// unless every call answered wantAllowed.
+// unless every call answered wantAllowed. A KeyPreparer that asks for it is
+// called through AllowKey with the keys prepared.
 func runKeys(b *testing.B, l Limiter, keys []string, wantAllowed bool) {
 	b.Helper()
+	if p, ks := prepared(l, keys); p != nil {
+		runPrepared(b, p, ks, wantAllowed)
+		return
+	}
 	wrong, i := 0, 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -214,11 +249,33 @@ func runKeys(b *testing.B, l Limiter, keys []string, wantAllowed bool) {
 // hotKey is the key of the single-key workloads, 20 bytes like the others.
 var hotKey = []string{"user-000000000000042"}
 
+// runPrepared is runKeys for prepared keys.
+func runPrepared(b *testing.B, p KeyPreparer, keys []engine.Key, wantAllowed bool) {
+	b.Helper()
+	wrong, i := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ok, err := p.AllowKey(&keys[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ok != wantAllowed {
+			wrong++
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+	if wrong > 0 {
+		b.Fatalf("%d of %d calls answered allowed=%v; this workload measures allowed=%v", wrong, b.N, !wantAllowed, wantAllowed)
+	}
+}
+
 // BenchmarkHotKey: one key from one goroutine, every call allowed. The
 // budget is Unlimited: a billion units refilling over ten years, so no run
 // can spend it and the key's record stays live, stepped in place.
 func BenchmarkHotKey(b *testing.B) {
-	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, single: true}) {
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, single: true, variants: true}) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, hotKey)
@@ -230,7 +287,7 @@ func BenchmarkHotKey(b *testing.B) {
 // BenchmarkHotKeyDenied: one key that has spent its one call an hour, every
 // call denied.
 func BenchmarkHotKeyDenied(b *testing.B) {
-	for _, im := range impls(workload{rate: Exhausted, fakeClock: true}) {
+	for _, im := range impls(workload{rate: Exhausted, fakeClock: true, variants: true}) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, hotKey)
@@ -243,7 +300,7 @@ func BenchmarkHotKeyDenied(b *testing.B) {
 // call allowed, every key created before the run.
 func BenchmarkKeys100k(b *testing.B) {
 	keys := Keys(100_000)
-	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true}) {
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, keys)
@@ -256,7 +313,7 @@ func BenchmarkKeys100k(b *testing.B) {
 // denied: a limiter under attack mostly denies.
 func BenchmarkKeys100kDenied(b *testing.B) {
 	keys := Keys(100_000)
-	for _, im := range impls(workload{rate: Exhausted, fakeClock: true}) {
+	for _, im := range impls(workload{rate: Exhausted, fakeClock: true, variants: true}) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, keys)
@@ -286,7 +343,7 @@ func BenchmarkKeys100kRefilled(b *testing.B) {
 // walking them from its own offset, every call allowed.
 func BenchmarkParallel10k(b *testing.B) {
 	keys := Keys(10_000)
-	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true}) {
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, keys)
@@ -299,7 +356,7 @@ func BenchmarkParallel10k(b *testing.B) {
 // call denied.
 func BenchmarkParallel10kDenied(b *testing.B) {
 	keys := Keys(10_000)
-	for _, im := range impls(workload{rate: Exhausted, fakeClock: true}) {
+	for _, im := range impls(workload{rate: Exhausted, fakeClock: true, variants: true}) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, keys)
@@ -313,6 +370,7 @@ func BenchmarkParallel10kDenied(b *testing.B) {
 func runParallel(b *testing.B, l Limiter, keys []string, wantAllowed bool) {
 	b.Helper()
 	var goroutines, wrong atomic.Int64
+	p, ks := prepared(l, keys)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -321,7 +379,13 @@ func runParallel(b *testing.B, l Limiter, keys []string, wantAllowed bool) {
 		i := int(goroutines.Add(1)-1) * 2503 % len(keys)
 		n := int64(0)
 		for pb.Next() {
-			ok, err := l.Allow(keys[i])
+			var ok bool
+			var err error
+			if p != nil {
+				ok, err = p.AllowKey(&ks[i])
+			} else {
+				ok, err = l.Allow(keys[i])
+			}
 			if err != nil {
 				b.Error(err)
 				return

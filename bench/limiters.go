@@ -72,13 +72,55 @@ var SlidingLogUnlimited = Rate{Limit: 100, Window: time.Microsecond}
 type Sluice struct {
 	e *engine.Engine
 	l engine.Limit
+	v Variant
 }
+
+// Variant is how a Sluice engine is set up and called, beyond its
+// algorithm: the opt-in ways of deciding faster that a user may choose. The
+// zero Variant is the default, engine.Apply with the system clock.
+type Variant struct {
+	// Coarse reads the time from an engine.CoarseClock of
+	// engine.DefaultClockTick (engine.Options.ClockTick): one atomic load
+	// per decision instead of a clock read, decisions resolving to the
+	// tick (see engine.CoarseClock for what that changes).
+	Coarse bool
+	// Prepared decides keys prepared once with engine.Limit.Key, through
+	// engine.ApplyKey, as a caller that holds its key for many decisions
+	// does: the namespaced key is neither built nor hashed per decision.
+	Prepared bool
+}
+
+// Suffix names the variant in a benchmark: "" for the default, else
+// "+coarse", "+key" or "+coarse+key".
+func (v Variant) Suffix() string {
+	s := ""
+	if v.Coarse {
+		s += "+coarse"
+	}
+	if v.Prepared {
+		s += "+key"
+	}
+	return s
+}
+
+// Variants are every Variant, the default first.
+var Variants = []Variant{{}, {Coarse: true}, {Prepared: true}, {Coarse: true, Prepared: true}}
 
 // NewSluice returns an engine over memory.New(mopts) (nil means defaults)
 // applying the named algorithm at r, reading clock (nil means the system
 // clock, the engine's default). A clock given is also the backend's sweeper
 // clock.
 func NewSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options) (*Sluice, error) {
+	return newSluice(name, r, clock, mopts, Variant{})
+}
+
+// NewSluiceVariant is NewSluice with the system clock, set up and called as
+// v says.
+func NewSluiceVariant(name string, r Rate, v Variant, mopts *memory.Options) (*Sluice, error) {
+	return newSluice(name, r, nil, mopts, v)
+}
+
+func newSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options, v Variant) (*Sluice, error) {
 	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
 	if err != nil {
 		return nil, err
@@ -93,16 +135,47 @@ func NewSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options) (
 		m.Now = clock.Now
 		mopts = &m
 	}
+	if v.Coarse {
+		opts = &engine.Options{ClockTick: engine.DefaultClockTick}
+	}
 	e, err := engine.New(memory.New(mopts), opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Sluice{e: e, l: engine.Limit{Namespace: "bench", Algorithm: a}}, nil
+	return &Sluice{e: e, l: engine.Limit{Namespace: "bench", Algorithm: a}, v: v}, nil
 }
 
 // Allow applies the limit to key at cost 1.
 func (s *Sluice) Allow(key string) (bool, error) {
 	d, err := s.e.Apply(s.l, key, 1)
+	return d.Allowed, err
+}
+
+// KeyPreparer is a Limiter whose keys may be prepared once and then decided
+// many times, as a caller that holds one key for many decisions does.
+type KeyPreparer interface {
+	Limiter
+	// Prepared reports whether the limiter is to be called through
+	// AllowKey: a workload then prepares its keys before the timer starts.
+	Prepared() bool
+	// Prepare returns key prepared for AllowKey.
+	Prepare(key string) engine.Key
+	// AllowKey is Allow for a prepared key.
+	AllowKey(k *engine.Key) (bool, error)
+}
+
+var _ KeyPreparer = (*Sluice)(nil)
+
+// Prepared reports whether s was built with Variant.Prepared.
+func (s *Sluice) Prepared() bool { return s.v.Prepared }
+
+// Prepare returns key prepared under s's limit (engine.Limit.Key).
+func (s *Sluice) Prepare(key string) engine.Key { return s.l.Key(key) }
+
+// AllowKey applies the limit to a key from Prepare at cost 1, through
+// engine.ApplyKey.
+func (s *Sluice) AllowKey(k *engine.Key) (bool, error) {
+	d, err := s.e.ApplyKey(s.l, *k, 1)
 	return d.Allowed, err
 }
 

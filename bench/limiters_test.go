@@ -29,19 +29,25 @@ func TestWorkloadRates(t *testing.T) {
 		{Exhausted, []bool{true, false, false}},
 		{Typical, typical},
 	} {
-		for _, im := range impls(workload{rate: tc.rate, fakeClock: true, floor: tc.rate != Exhausted && tc.rate != Typical}) {
+		for _, im := range impls(workload{rate: tc.rate, fakeClock: true, floor: tc.rate != Exhausted && tc.rate != Typical, variants: true}) {
 			l, err := im.new()
 			if err != nil {
 				t.Fatalf("%s at %+v: %v", im.name, tc.rate, err)
 			}
+			// A variant deciding prepared keys is called as the
+			// workloads call it.
+			allow := l.Allow
+			if p, ok := l.(KeyPreparer); ok && p.Prepared() {
+				allow = func(key string) (bool, error) { k := p.Prepare(key); return p.AllowKey(&k) }
+			}
 			for i, want := range tc.want {
-				got, err := l.Allow("user-000000000000042")
+				got, err := allow("user-000000000000042")
 				if err != nil || got != want {
 					t.Errorf("%s at %+v: call %d: Allow = %v, %v; want %v, nil", im.name, tc.rate, i, got, err, want)
 				}
 			}
 			// Another key has its own budget.
-			if got, err := l.Allow("user-000000000000043"); err != nil || !got {
+			if got, err := allow("user-000000000000043"); err != nil || !got {
 				t.Errorf("%s at %+v: a second key's first call: Allow = %v, %v; want true, nil", im.name, tc.rate, got, err)
 			}
 			l.Close()

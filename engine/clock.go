@@ -53,11 +53,22 @@ func (SystemClock) Now() int64 { return clockBase + int64(time.Since(clockStart)
 // goroutine then wakes a thousand times a second. Close stops it. A
 // CoarseClock is safe for concurrent use.
 type CoarseClock struct {
+	// now is every decision's read and the ticking goroutine's only
+	// write; the padding on each side keeps any other object's writes off
+	// its cache line, wherever the allocator puts the clock, so a decision
+	// misses on it only once a tick.
+	_    [cacheLine - 8]byte
 	now  atomic.Int64 // the time last stored, Unix nanoseconds
+	_    [cacheLine - 8]byte
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
+
+// cacheLine is the cache line size the layouts assume: 64 bytes on amd64
+// and most arm64 cores (128-byte lines, or adjacent-line prefetching, make
+// padding of 64 halve false sharing rather than end it).
+const cacheLine = 64
 
 // DefaultClockTick is the tick of NewCoarseClock when it is given zero or
 // less.

@@ -176,6 +176,10 @@ type stripe struct {
 
 // Engine applies algorithms to keys atomically. See the package doc.
 type Engine struct {
+	// Read by every decision and written only by New and Close: the lines
+	// every core keeps a copy of. The padding keeps another object's
+	// writes off the first of them, and the counters below off the last.
+	_       [cacheLine]byte
 	b       backend.Backend
 	store   storeSet // the path and capabilities New chose for b
 	stripes []stripe
@@ -185,8 +189,10 @@ type Engine struct {
 	coarse  *CoarseClock // clock, when it is a CoarseClock: read it without an interface call
 	owned   *CoarseClock // the CoarseClock New started for Options.ClockTick, stopped by Close
 	log     *slog.Logger
+	closed  atomic.Bool
+	_       [cacheLine]byte
 
-	closed   atomic.Bool
+	// Written by rare events only (a corrupt record, a store error).
 	corrupt  atomic.Uint64
 	storeErr atomic.Uint64
 	lastWarn atomic.Int64 // Unix ns of the last corrupt-record warning

@@ -5,10 +5,11 @@
 //
 // # Layout
 //
-// The store is split into shards (256 by default), chosen by the low bits of
-// the key's xxhash.Sum64. The engine uses the shards as its stripes, through
-// backend.Striped, so one lock covers a whole read-step-write. Each shard
-// holds a mutex, an index and an arena:
+// The store is split into shards (256 by default, or 64 per GOMAXPROCS
+// where that is more), chosen by the low bits of the key's xxhash.Sum64.
+// The engine uses the shards as its stripes, through backend.Striped, so
+// one lock covers a whole read-step-write. Each shard holds a mutex, an
+// index and an arena:
 //
 //	index  []uint64, linear probing, load kept between 1/5 and 4/5
 //	       slot = fp<<32 | off     fp = hash>>32, off = entry offset; 0 = empty

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +21,14 @@ var ErrTooLarge = errors.New("sluice/backend/memory: record too large")
 
 // Defaults used for the zero value of each Options field.
 const (
-	// DefaultShards is the number of shards when Options.Shards is zero.
+	// DefaultShards is the fewest shards when Options.Shards is zero: the
+	// store then has DefaultShards, or ShardsPerProc per GOMAXPROCS when
+	// that is more (see Options.Shards).
 	DefaultShards = 256
+	// ShardsPerProc is how many shards per GOMAXPROCS a store has by
+	// default, so that the chance of a decision finding its shard locked by
+	// another core stays the same on 2 cores and on 64.
+	ShardsPerProc = 64
 	// DefaultSweepInterval is the sweeper's period when
 	// Options.SweepInterval is zero.
 	DefaultSweepInterval = time.Second
@@ -39,7 +46,13 @@ type Options struct {
 	// Shards is the number of partitions, each with its own lock, index
 	// and arena; the engine uses them as its stripes. A value that is not a
 	// power of two is rounded up to the next one; values above 65536 are
-	// lowered to 65536. Zero or less means 256.
+	// lowered to 65536. Zero or less means 256, or 64 per GOMAXPROCS (as
+	// New finds it) where that is more: 4096 on 64 cores. Two decisions
+	// contend only when they fall on one shard at once, which happens to
+	// about (GOMAXPROCS-1)/Shards of decisions times the share of a
+	// decision spent under the lock; shards in proportion to the cores
+	// keep that share constant, where a fixed 256 would let 64 busy cores
+	// collide on one decision in ten.
 	Shards int
 
 	// MaxKeys bounds the number of keys held, expired or not. When the
@@ -106,25 +119,34 @@ type Stats struct {
 // by the Store itself at any time; the engine may hold several, taken in
 // stripe order.
 type Store struct {
+	// Read by every call and written only by New: a line every core keeps
+	// a copy of. The padding keeps another object's writes off it, and the
+	// counters below, which new keys, sweeps and compactions write, off
+	// the line of shards and mask.
+	_       [cacheLine]byte
 	shards  []shard
 	mask    uint64
 	maxKeys int64
 	batch   int
 	now     func() int64
-	minDead int // dead arena bytes below which no shard compacts
+	minDead int           // dead arena bytes below which no shard compacts
+	closed  atomic.Bool   // set once by Close
+	stop    chan struct{} // closed by Close to stop the sweeper; nil if none
+	done    chan struct{} // closed by the sweeper when it returns
+	_       [cacheLine]byte
 
 	keys        atomic.Int64  // keys held in all shards, counted only under MaxKeys (see release)
 	evicted     atomic.Uint64 // keys removed by sweeping
 	compactions atomic.Uint64 // arena compactions
 	sweptAt     atomic.Int64  // start of the last complete background sweep
-	closed      atomic.Bool   // set once by Close
 
 	sweepMu   sync.Mutex // guards sweepNext and serialises sweeps
 	sweepNext int        // next shard Sweep visits
-
-	stop chan struct{} // closed by Close to stop the sweeper; nil if none
-	done chan struct{} // closed by the sweeper when it returns
 }
+
+// cacheLine is the cache line size the layouts assume: 64 bytes on amd64
+// and most arm64 cores.
+const cacheLine = 64
 
 var (
 	_ backend.Backend = (*Store)(nil)
@@ -142,7 +164,8 @@ func New(opts *Options) *Store {
 	n := o.Shards
 	switch {
 	case n <= 0:
-		n = DefaultShards
+		n = max(DefaultShards, 1<<bits.Len(uint(ShardsPerProc*runtime.GOMAXPROCS(0)-1)))
+		n = min(n, maxShards)
 	case n > maxShards:
 		n = maxShards
 	default:

@@ -25,10 +25,15 @@ func open(t testing.TB, opts *memory.Options) *memory.Store {
 }
 
 func TestShardsOption(t *testing.T) {
+	// By default 256, or 64 per GOMAXPROCS rounded up to a power of two.
+	def := 256
+	for def < memory.ShardsPerProc*runtime.GOMAXPROCS(0) && def < 1<<16 {
+		def *= 2
+	}
 	tests := []struct {
 		shards, want int
 	}{
-		{0, 256}, {-3, 256}, {1, 1}, {2, 2}, {3, 4}, {100, 128}, {256, 256}, {257, 512},
+		{0, def}, {-3, def}, {1, 1}, {2, 2}, {3, 4}, {100, 128}, {256, 256}, {257, 512},
 		{1 << 16, 1 << 16}, {1<<16 + 1, 1 << 16}, {1 << 30, 1 << 16},
 	}
 	for _, tt := range tests {
@@ -480,5 +485,20 @@ func TestSweeperIsNotOutrun(t *testing.T) {
 	}
 	if st := s.Stats(); st.Evicted != 10_000 {
 		t.Errorf("Stats().Evicted = %d, want 10,000", st.Evicted)
+	}
+}
+
+// TestShardsFollowProcs checks that the default shard count grows with
+// GOMAXPROCS: 64 per P, never under 256.
+func TestShardsFollowProcs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	for _, tt := range []struct{ procs, want int }{{1, 256}, {4, 256}, {5, 512}, {16, 1024}, {64, 4096}} {
+		runtime.GOMAXPROCS(tt.procs)
+		s := memory.New(&memory.Options{SweepInterval: -1})
+		if got := s.Stripes(); got != tt.want {
+			t.Errorf("GOMAXPROCS %d: New(nil).Stripes() = %d, want %d", tt.procs, got, tt.want)
+		}
+		s.Close()
 	}
 }

@@ -599,6 +599,8 @@ func Write(w io.Writer, res *Results, opt Options) {
 		}
 	}
 
+	writeBest(w, res, names)
+
 	fmt.Fprintf(w, "\n## Medians\n\n")
 	fmt.Fprintf(w, "*kind*: **Sluice** rows are this library, *floor* rows the least a limiter could cost (a striped map doing get-modify-put, or the bare handler), *peer* rows other libraries. ")
 	fmt.Fprintf(w, "*÷ fastest peer* divides by the fastest peer's median in the same workload, *÷ floor* by the (first) floor's, and *− floor* subtracts it: a middleware's overhead over the bare handler.\n")
@@ -613,6 +615,39 @@ func Write(w io.Writer, res *Results, opt Options) {
 		writeDurable(w, res, order, names)
 	}
 	writeUnmeasurable(w)
+}
+
+// writeBest writes, for each of PeerWorkloads that ran, the best Sluice
+// row of any variant and the best default row against the fastest peer.
+func writeBest(w io.Writer, res *Results, names map[string][]string) {
+	var rows []string
+	for _, wl := range PeerWorkloads {
+		im, v, ok := res.bestSluice(names[wl], false)
+		if !ok {
+			continue
+		}
+		peer, pv, ok := res.fastestPeer(names[wl], "ns/op")
+		if !ok {
+			continue
+		}
+		def, dcell := "–", "–"
+		if dim, dv, ok := res.bestSluice(names[wl], true); ok {
+			def, dcell = fmt.Sprintf("%s %s", dim, num(dv)), fmt.Sprintf("%.2f×", dv/pv)
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s %s | %s | %s %s | %.2f× | %s | %s |",
+			wl, im, num(v), Variant(im), peer, num(pv), v/pv, def, dcell))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## Best Sluice against the fastest peer\n\n")
+	fmt.Fprintf(w, "The fastest Sluice row of any variant (`+coarse`: the coarse clock, decisions resolving to its 1ms tick; `+key`: keys prepared with `Limit.Key`, decided by `ApplyKey`; see `doc.go`), ")
+	fmt.Fprintf(w, "and of the defaults (`Apply`, the system clock), each divided by the fastest peer's median ns/op in the same workload. Target: ≤ %s× on every workload.\n\n", trim(MaxBestRatio))
+	fmt.Fprintf(w, "| workload | best Sluice, ns/op | variant | fastest peer, ns/op | ratio | best default, ns/op | default ratio |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | ---: | --- | ---: |\n")
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
 }
 
 // headline are the Sluice implementations the fastest-peer table shows.

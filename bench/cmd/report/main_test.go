@@ -449,3 +449,56 @@ func TestRunErrors(t *testing.T) {
 		}
 	}
 }
+
+// variantSample has default and variant Sluice rows, a fakeclock row faster
+// than all of them, and x/time/rate beside the fastest peer.
+const variantSample = `BenchmarkParallel10k/sluice-token_bucket-2 	1000	 120.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkParallel10k/sluice-gcra-2 	1000	 110.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkParallel10k/sluice-gcra+coarse+key-2 	1000	 60.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkParallel10k/sluice-gcra+key-2 	1000	 90.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkParallel10k/sluice-token_bucket-fakeclock-2 	1000	 20.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkParallel10k/xtimerate-2 	1000	 100.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkParallel10k/golimiter-2 	1000	 80.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkHotKey/sluice-gcra-2 	1000	 50.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkHotKey/sluice-gcra+coarse-2 	1000	 30.0 ns/op	 8 B/op	 1 allocs/op
+BenchmarkHotKey/golimiter-2 	1000	 40.0 ns/op	 0 B/op	 0 allocs/op
+`
+
+func TestBestSluice(t *testing.T) {
+	lines := targetLines(t, variantSample, nil)
+	for goal, want := range map[string]string{
+		// 60 against golimiter's 80 is 0.75×, under 0.85 by 12%; the
+		// fakeclock row is never the best.
+		"Parallel10k: the best Sluice row ≤ 0.85× the fastest peer's ns/op, 0 allocs/op": "**hit** — Parallel10k: the best Sluice row ≤ 0.85× the fastest peer's ns/op, 0 allocs/op: sluice-gcra+coarse+key 60.0 ns/op = 0.75× golimiter's 80.0, 0 allocs/op (default: sluice-gcra 1.38×) — hit by 12%",
+		// The fastest row allocates: missed whatever its time.
+		"HotKey: the best Sluice row ≤ 0.85× the fastest peer's ns/op, 0 allocs/op":   "**missed** — HotKey: the best Sluice row ≤ 0.85× the fastest peer's ns/op, 0 allocs/op: sluice-gcra+coarse 30.0 ns/op = 0.75× golimiter's 40.0, 1 allocs/op (default: sluice-gcra 1.25×) — missed by 1 allocs/op (0 required; time hit by 12%)",
+		"Keys100k: the best Sluice row ≤ 0.85× the fastest peer's ns/op, 0 allocs/op": "**not measured in this run** — Keys100k: the best Sluice row ≤ 0.85× the fastest peer's ns/op, 0 allocs/op",
+		// Against x/time/rate alone: 0.60× and, for the defaults, 1.10×.
+		"Parallel10k: the best Sluice row ≤ 0.85× xtimerate's ns/op":         "**hit** — Parallel10k: the best Sluice row ≤ 0.85× xtimerate's ns/op: sluice-gcra+coarse+key 60.0 ns/op = 0.60× xtimerate's 100 — hit by 29%",
+		"Parallel10k: the best default Sluice row ≤ 0.85× xtimerate's ns/op": "**missed** — Parallel10k: the best default Sluice row ≤ 0.85× xtimerate's ns/op: sluice-gcra 110 ns/op = 1.10× xtimerate's 100 — missed by 29%",
+	} {
+		if got := lines[goal]; got != want {
+			t.Errorf("target %q:\n got %s\nwant %s", goal, got, want)
+		}
+	}
+
+	res, err := Parse(strings.NewReader(variantSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	Write(&b, res, Options{})
+	for _, want := range []string{
+		"| Parallel10k | sluice-gcra+coarse+key 60.0 | +coarse+key | golimiter 80.0 | 0.75× | sluice-gcra 110 | 1.38× |",
+		"| HotKey | sluice-gcra+coarse 30.0 | +coarse | golimiter 40.0 | 0.75× | sluice-gcra 50.0 | 1.25× |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks the row\n%s", want)
+		}
+	}
+	for impl, want := range map[string]string{"sluice-gcra": "default", "sluice-gcra+key": "+key", "sluice-token_bucket+coarse+key": "+coarse+key"} {
+		if got := Variant(impl); got != want {
+			t.Errorf("Variant(%q) = %q, want %q", impl, got, want)
+		}
+	}
+}

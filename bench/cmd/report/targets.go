@@ -111,6 +111,10 @@ func PeerTargets(res *Results, load *Fragment) []Line {
 			out = append(out, fasterThanPeers(res, names[wl], wl, a))
 		}
 	}
+	for _, wl := range PeerWorkloads {
+		out = append(out, bestRatio(res, names[wl], wl))
+	}
+	out = append(out, parallelAgainst(res, names["Parallel10k"], false), parallelAgainst(res, names["Parallel10k"], true))
 	for _, a := range PeerAlgorithms {
 		out = append(out, bytesPerKey(res, names["BytesPerKey"], a))
 	}
@@ -139,6 +143,102 @@ func fasterThanPeers(res *Results, names []string, wl, algo string) Line {
 		l.Status, l.Margin = allocMiss(a, l.Status, l.Margin)
 	}
 	return l
+}
+
+// MaxBestRatio bounds, on every PeerWorkload, the best Sluice row's ns/op
+// (any variant) over the fastest peer's.
+const MaxBestRatio = 0.85
+
+// ParallelPeer is the peer Parallel10k is held against by MaxBestRatio.
+const ParallelPeer = "xtimerate"
+
+// isDefault reports whether a Sluice implementation runs as users run it by
+// default: engine.Apply with the system clock, no "+variant" suffix.
+func isDefault(impl string) bool {
+	return kindOf(impl) == KindSluice && !strings.Contains(impl, "+") && !isFake(impl)
+}
+
+// isFake reports whether impl runs with a clock that never moves, which no
+// deployment has: it shows the clock's share, and is never "best".
+func isFake(impl string) bool { return strings.HasSuffix(impl, "-fakeclock") }
+
+// bestSluice returns, among names, the Sluice implementation with the
+// smallest median ns/op: of every variant, or only of the defaults.
+func (r *Results) bestSluice(names []string, defaults bool) (impl string, v float64, ok bool) {
+	for _, n := range names {
+		_, im := split(n)
+		if kindOf(im) != KindSluice || isFake(im) || defaults && !isDefault(im) {
+			continue
+		}
+		if m, found := r.Median(n, "ns/op"); found && (!ok || m < v) {
+			impl, v, ok = im, m, true
+		}
+	}
+	return impl, v, ok
+}
+
+// Variant returns the variant suffix of a Sluice implementation, "default"
+// when it has none: "sluice-gcra+coarse+key" is "+coarse+key".
+func Variant(impl string) string {
+	if i := strings.IndexByte(impl, '+'); i >= 0 {
+		return impl[i:]
+	}
+	return "default"
+}
+
+func bestRatio(res *Results, names []string, wl string) Line {
+	l := Line{Goal: fmt.Sprintf("%s: the best Sluice row ≤ %s× the fastest peer's ns/op, 0 allocs/op", wl, trim(MaxBestRatio))}
+	im, v, ok := res.bestSluice(names, false)
+	if !ok {
+		return l
+	}
+	peer, pv, ok := res.fastestPeer(names, "ns/op")
+	if !ok {
+		l.Margin = "no peer measured"
+		return l
+	}
+	n := benchName(wl, im)
+	a, _ := res.Median(n, "allocs/op")
+	l.Measured = fmt.Sprintf("%s %s ns/op = %.2f× %s's %s, %s allocs/op", im, num(v), v/pv, peer, num(pv), trim(a))
+	if dim, dv, ok := res.bestSluice(names, true); ok {
+		l.Measured += fmt.Sprintf(" (default: %s %.2f×)", dim, dv/pv)
+	}
+	l.Status, l.Margin = atMost(v/pv, MaxBestRatio)
+	if a != 0 {
+		l.Status, l.Margin = allocMiss(a, l.Status, l.Margin)
+	}
+	return l
+}
+
+// parallelAgainst checks Parallel10k against x/time/rate alone: the best
+// Sluice row, or the best default row.
+func parallelAgainst(res *Results, names []string, defaults bool) Line {
+	which := "the best Sluice row"
+	if defaults {
+		which = "the best default Sluice row"
+	}
+	l := Line{Goal: fmt.Sprintf("Parallel10k: %s ≤ %s× %s's ns/op", which, trim(MaxBestRatio), ParallelPeer)}
+	im, v, ok := res.bestSluice(names, defaults)
+	if !ok {
+		return l
+	}
+	pv, ok := res.Median(benchName("Parallel10k", ParallelPeer), "ns/op")
+	if !ok {
+		l.Margin = ParallelPeer + " not measured"
+		return l
+	}
+	l.Measured = fmt.Sprintf("%s %s ns/op = %.2f× %s's %s", im, num(v), v/pv, ParallelPeer, num(pv))
+	l.Status, l.Margin = atMost(v/pv, MaxBestRatio)
+	return l
+}
+
+// atMost compares a ratio that must not exceed bound; the margin is
+// relative to the bound.
+func atMost(ratio, bound float64) (Status, string) {
+	if ratio <= bound {
+		return Hit, pct((bound - ratio) / bound)
+	}
+	return Missed, pct((ratio - bound) / bound)
 }
 
 func bytesPerKey(res *Results, names []string, algo string) Line {
