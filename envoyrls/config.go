@@ -530,6 +530,7 @@ type rawLimit struct {
 	algorithmLine       int
 	burst               int64
 	burstLine, multLine int
+	rpuLine             int
 }
 
 func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth int) error {
@@ -633,7 +634,7 @@ func (p *parser) rateLimit(n *yaml.Node, field string) (*rawLimit, error) {
 			rl.unitField, rl.unitLine = f, v.Line
 		case "requests_per_unit":
 			rl.rpu, err = p.uint(v, f, math.MaxUint32)
-			rl.hasRPU = true
+			rl.hasRPU, rl.rpuLine = true, v.Line
 		case "unit_multiplier":
 			rl.mult, err = p.uint(v, f, math.MaxUint32)
 			rl.hasMult, rl.multLine = true, v.Line
@@ -759,7 +760,15 @@ func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
 		case errors.As(err, &pe) && pe.Field == "burst":
 			return nil, &config.Error{File: p.file, Line: rl.burstLine, Field: join(rl.field, "burst"), Reason: pe.Reason, Err: err}
 		case errors.As(err, &pe):
-			return nil, &config.Error{File: p.file, Line: rl.line, Field: rl.field, Reason: pe.Field + ": " + pe.Reason, Err: err}
+			field := map[string]string{"limit": "requests_per_unit", "window": "unit"}[pe.Field]
+			if field == "" {
+				field = pe.Field
+			}
+			line := rl.line
+			if field == "requests_per_unit" {
+				line = rl.rpuLine
+			}
+			return nil, &config.Error{File: p.file, Line: line, Field: join(rl.field, field), Reason: pe.Reason, Err: err}
 		default:
 			return nil, &config.Error{File: p.file, Line: rl.algorithmLine, Field: join(rl.field, "algorithm"), Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, l.Algorithm), Err: err}
 		}

@@ -38,6 +38,7 @@ func TestParseErrors(t *testing.T) {
 		{"burst on a window", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burst: 5\n", `f.yaml:7: descriptors[0].rate_limit.burst:`},
 		{"multiplier 0", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      unit_multiplier: 0\n", `f.yaml:7: descriptors[0].rate_limit.unit_multiplier: must be at least 1`},
 		{"window too long", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: year\n      requests_per_unit: 1\n      unit_multiplier: 11\n", `f.yaml:7: descriptors[0].rate_limit.unit_multiplier: a window of 11 years`},
+		{"too many", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 4000000000\n", `f.yaml:6: descriptors[0].rate_limit.requests_per_unit: must be at most`},
 		{"not a list", "domain: d\ndescriptors: {key: k}\n", "f.yaml:2: descriptors: want a list of descriptors, got a mapping"},
 		{"a list of strings", "domain: d\ndescriptors: [k]\n", "f.yaml:2: descriptors[0]: config error, yaml file contains list of type other than map"},
 		{"given twice", "domain: d\ndomain: e\n", "f.yaml:2: domain: given twice"},
