@@ -35,11 +35,19 @@ func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 	}
 	n := d.root
 	var found *node
+	size := 0
+	dynamic := false // the metric label depends on the request's values
+	var path [8]step // the nodes walked, for the second pass
 	for i, e := range entries {
-		next, _ := n.child(e.GetKey(), e.GetValue())
+		next, byPattern := n.child(e.GetKey(), e.GetValue())
 		if next == nil {
 			return Match{}
 		}
+		if i < len(path) {
+			path[i] = step{next, byPattern}
+		}
+		size += len(e.GetKey()) + len(e.GetValue()) + 8
+		dynamic = dynamic || next.valueToMetric || (byPattern && next.shareThreshold)
 		if i == len(entries)-1 {
 			found = next
 			break
@@ -54,22 +62,29 @@ func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 	if l.Unlimited {
 		return m
 	}
-	// The key and the metric walk the path again, knowing now that it
-	// leads to a limit: a request that matches nothing costs no allocation.
-	var key []byte
+	// The key and the metric are built from the path, known now to lead
+	// to a limit: a request that matches nothing costs no allocation.
+	key := make([]byte, 0, size)
 	var metric strings.Builder
-	dynamic := l.DetailedMetric
+	dynamic = dynamic || l.DetailedMetric
 	n = d.root
-	for _, e := range entries {
-		next, byPattern := n.child(e.GetKey(), e.GetValue())
+	for i, e := range entries {
+		var next *node
+		var byPattern bool
+		if i < len(path) {
+			next, byPattern = path[i].n, path[i].byPattern
+		} else {
+			next, byPattern = n.child(e.GetKey(), e.GetValue())
+		}
 		v := e.GetValue()
 		if byPattern && next.shareThreshold {
 			v = next.value
 		}
 		key = appendField(key, e.GetKey())
 		key = appendField(key, v)
-		if l.DetailedMetric || next.valueToMetric {
-			dynamic = true
+		n = next
+		if !dynamic {
+			continue
 		}
 		if metric.Len() > 0 {
 			metric.WriteByte('.')
@@ -85,13 +100,18 @@ func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 		case next.value != "":
 			metric.WriteString("_" + next.value)
 		}
-		n = next
 	}
 	m.Key = string(key)
 	if dynamic {
 		m.Metric = metric.String()
 	}
 	return m
+}
+
+// step is one level of a walk down the tree.
+type step struct {
+	n         *node
+	byPattern bool
 }
 
 // child returns the child of n that an entry lands on, and whether it was

@@ -29,7 +29,7 @@ type fixture struct {
 
 // newFixture serves the YAML files given (one domain each) on a memory
 // engine driven by a fake clock at t0.
-func newFixture(t *testing.T, opts Options, files ...string) *fixture {
+func newFixture(t testing.TB, opts Options, files ...string) *fixture {
 	t.Helper()
 	var ds []*Domain
 	for i, f := range files {
