@@ -599,3 +599,23 @@ func TestRLSUsage(t *testing.T) {
 		}
 	}
 }
+
+// Two rls processes on one Redis spend one budget: dave's 5 a day are 5 in
+// all, whichever process answers.
+func TestRLSProcessRedisSharesTheBudget(t *testing.T) {
+	s := redisServer(t)
+	waitAwayFromDayBoundary(t)
+	args := []string{"--config", "testdata/rls/sluice", "--backend", "redis", "--redis-addr", s.Addr, "--redis-prefix", testPrefix(t)}
+	a, b := startRLS(t, args...), startRLS(t, args...)
+	var got []string
+	for i := 0; i < 6; i++ {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		got = append(got, rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "dave"))))
+	}
+	if want := "OK: OK,OK: OK,OK: OK,OK: OK,OK: OK,OVER_LIMIT: OVER_LIMIT"; strings.Join(got, ",") != want {
+		t.Errorf("dave across two processes: %v, want five allowed in all", got)
+	}
+}
