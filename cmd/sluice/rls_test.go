@@ -23,9 +23,10 @@ import (
 
 // The tests below run `sluice rls` as a real process and drive it with
 // go-control-plane's generated client over loopback gRPC. Limits whose
-// budget a test exhausts are per hour or per day; where a window could
-// still roll during a test (a minute or an hour), the test sees it in
-// duration_until_reset and runs the sequence again.
+// budget a test exhausts are per day (and the test starts away from
+// midnight) or, in the README's and the repository's examples, per minute
+// or hour: there the test sees a window roll in duration_until_reset and
+// runs the sequence again or excuses the step.
 
 var (
 	rlsBinOnce sync.Once
@@ -190,6 +191,7 @@ func inOneWindow(t *testing.T, seq func() (first, last time.Duration)) {
 // unchanged, answers as the README says.
 func TestRLSProcessReadmeExamples(t *testing.T) {
 	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
 	p := startRLS(t, "--config", "testdata/rls/readme")
 
 	// Which limit applies is in each status's current_limit.
@@ -397,6 +399,7 @@ func TestRLSProcessRepositoryExample(t *testing.T) {
 // metrics, and the health service.
 func TestRLSProcessSluiceConfig(t *testing.T) {
 	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
 	p := startRLS(t, "--config", "testdata/rls/sluice")
 	user := func(u string) *rlv3.RateLimitDescriptor { return rd("tenant", "acme", "user", u) }
 	tenant := rd("tenant", "acme")
@@ -483,6 +486,7 @@ func TestRLSProcessSluiceConfig(t *testing.T) {
 // process on the same directory refuses what was spent.
 func TestRLSProcessPebbleRestart(t *testing.T) {
 	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
 	state := filepath.Join(t.TempDir(), "state")
 	args := []string{"--config", "testdata/rls/sluice", "--backend", "pebble", "--dir", state}
 	p := startRLS(t, args...)
@@ -519,6 +523,7 @@ func (p *rlsProcess) waitLog(t *testing.T, s string, n int) {
 // and the configuration in force stays.
 func TestRLSProcessReload(t *testing.T) {
 	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
 	dir := t.TempDir()
 	file := filepath.Join(dir, "api.yaml")
 	write := func(body string) {
