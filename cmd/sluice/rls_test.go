@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -479,6 +481,26 @@ func TestRLSProcessSluiceConfig(t *testing.T) {
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("grpc health: %v %v", h, err)
 	}
+	// Server reflection lists the service, as grpcurl would ask.
+	rc, err := reflectionpb.NewServerReflectionClient(p.conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := rc.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var services []string
+	for _, s := range lr.GetListServicesResponse().GetService() {
+		services = append(services, s.GetName())
+	}
+	if !slices.Contains(services, rlspb.RateLimitService_ServiceDesc.ServiceName) {
+		t.Errorf("reflection lists %v, without the rate-limit service", services)
+	}
+	rc.CloseSend()
 	p.stop(t)
 }
 
