@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test vet race demo bench bench-quick bench-redis bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test vet race demo bench bench-quick bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -59,6 +59,13 @@ bench-quick:
 bench-redis:
 	mkdir -p bench/out
 	cd bench && $(GO) run ./cmd/redisbench -out out/redis.md
+
+## bench-rls: `sluice rls` decisions/s and p50/p99 over loopback gRPC at
+## 1, 16 and 64 concurrent callers, memory and Pebble, about a minute; the
+## report is bench/out/rls.md.
+bench-rls:
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/rlsbench -out out/rls.md
 
 ## accuracy: every algorithm of every library on one bursty trace.
 accuracy:

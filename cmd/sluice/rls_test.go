@@ -1,0 +1,648 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// The tests below run `sluice rls` as a real process and drive it with
+// go-control-plane's generated client over loopback gRPC. Limits whose
+// budget a test exhausts are per day (and the test starts away from
+// midnight) or, in the README's and the repository's examples, per minute
+// or hour: there the test sees a window roll in duration_until_reset and
+// runs the sequence again or excuses the step.
+
+var (
+	rlsBinOnce sync.Once
+	rlsBin     string
+	rlsBinErr  error
+)
+
+// rlsBinary builds the binary once for the rls tests.
+func rlsBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	rlsBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-rls-test")
+		if err != nil {
+			rlsBinErr = err
+			return
+		}
+		rlsBin = filepath.Join(dir, "sluice")
+		if out, err := exec.Command("go", "build", "-o", rlsBin, ".").CombinedOutput(); err != nil {
+			rlsBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if rlsBinErr != nil {
+		t.Fatal(rlsBinErr)
+	}
+	return rlsBin
+}
+
+type rlsProcess struct {
+	cmd         *exec.Cmd
+	grpc, admin string
+	exited      chan error
+	stderr      *syncBuffer
+	client      rlspb.RateLimitServiceClient
+	conn        *grpc.ClientConn
+}
+
+var rlsListeningRE = regexp.MustCompile(`msg="sluice rls: listening" grpc=(\S+) admin=(\S*)`)
+
+// startRLS starts `sluice rls` with args (plus --grpc and --admin on
+// loopback ports of its choosing) and connects a client to it.
+func startRLS(t *testing.T, args ...string) *rlsProcess {
+	t.Helper()
+	bin := rlsBinary(t)
+	args = append([]string{"rls", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)
+	p := &rlsProcess{cmd: exec.Command(bin, args...), exited: make(chan error, 1), stderr: &syncBuffer{}}
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.conn != nil {
+			p.conn.Close()
+		}
+		p.cmd.Process.Kill()
+		<-p.exited
+		p.exited <- nil
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := rlsListeningRE.FindStringSubmatch(p.stderr.String()); m != nil {
+			p.grpc, p.admin = m[1], strings.Trim(m[2], `"`)
+			break
+		}
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			t.Fatalf("rls exited (%v) before it listened:\n%s", err, p.stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rls did not listen within 20s:\n%s", p.stderr)
+		}
+	}
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.conn, p.client = conn, rlspb.NewRateLimitServiceClient(conn)
+	return p
+}
+
+// stop sends SIGTERM and waits for exit status 0.
+func (p *rlsProcess) stop(t *testing.T) {
+	t.Helper()
+	p.conn.Close()
+	p.conn = nil
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			t.Fatalf("rls after SIGTERM: %v, want exit 0:\n%s", err, p.stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("rls still running 20s after SIGTERM:\n%s", p.stderr)
+	}
+}
+
+// rd builds a descriptor from key, value pairs.
+func rd(kv ...string) *rlv3.RateLimitDescriptor {
+	d := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func (p *rlsProcess) ask(t *testing.T, domain string, hits uint32, ds ...*rlv3.RateLimitDescriptor) *rlspb.RateLimitResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: hits})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit(%s): %v\n%s", domain, err, p.stderr)
+	}
+	if len(resp.Statuses) != len(ds) {
+		t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(ds))
+	}
+	return resp
+}
+
+// rlsAnswer renders a response as "OVERALL: status status ...".
+func rlsAnswer(r *rlspb.RateLimitResponse) string {
+	var b strings.Builder
+	b.WriteString(r.OverallCode.String() + ":")
+	for _, s := range r.Statuses {
+		b.WriteString(" " + s.Code.String())
+	}
+	return b.String()
+}
+
+// limitOf renders a status's current limit as "10/SECOND", or "-".
+func limitOf(s *rlspb.RateLimitResponse_DescriptorStatus) string {
+	if s.CurrentLimit == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%s", s.CurrentLimit.RequestsPerUnit, s.CurrentLimit.Unit)
+}
+
+// inOneWindow runs seq until a run sees no window roll: seq returns the
+// duration_until_reset of its first and last answers, and a later one
+// longer than the first means a new window began during the run.
+func inOneWindow(t *testing.T, seq func() (first, last time.Duration)) {
+	t.Helper()
+	for try := 0; try < 3; try++ {
+		first, last := seq()
+		if last <= first {
+			return
+		}
+		t.Logf("the window rolled during run %d; running again", try)
+	}
+	t.Fatal("the window rolled during three runs")
+}
+
+// Every example configuration of envoyproxy/ratelimit's README, loaded
+// unchanged, answers as the README says.
+func TestRLSProcessReadmeExamples(t *testing.T) {
+	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
+	p := startRLS(t, "--config", "testdata/rls/readme")
+
+	// Which limit applies is in each status's current_limit.
+	limits := []struct {
+		domain string
+		desc   *rlv3.RateLimitDescriptor
+		want   string
+	}{
+		{"mongo_cps", rd("database", "users"), "500/SECOND"},
+		{"mongo_cps", rd("database", "default"), "500/SECOND"},
+		{"mongo_cps", rd("database", "other"), "-"},
+		{"messaging", rd("message_type", "marketing", "to_number", "2061111111"), "5/DAY"},
+		{"messaging", rd("to_number", "2061111111"), "100/DAY"},
+		{"edge_proxy_per_ip", rd("remote_address", "50.0.0.1"), "10/SECOND"},
+		{"edge_proxy_per_ip", rd("remote_address", "50.0.0.5"), "0/SECOND"},
+		{"example4", rd("key", "value", "subkey", "subvalue"), "-"},
+		{"internal", rd("azure", "x"), "100/MINUTE"},
+		{"example6", rd("service", "auth-service", "user", "user-a"), "10/SECOND"},
+		{"example6", rd("service", "auth-service", "user", "user-b"), "20/SECOND"},
+		{"example7", rd("key_1", "value_1", "user", "bkthomps"), "5/SECOND"},
+		{"example7", rd("key_2", "value_2", "user", "bkthomps"), "10/SECOND"},
+		{"example8", rd("key1", "unspecified_value"), "10/MINUTE"},
+		{"example8", rd("key1", "value1"), "20/MINUTE"},
+		{"example9", rd("key1", "value1"), "20/MINUTE"},
+		{"example9", rd("key1", "valueXYZ"), "20/MINUTE"},
+		{"example9", rd("key1", "other"), "-"},
+		{"example10", rd("route", "api", "http_method", "GET", "subject_id", "123"), "60/MINUTE"},
+		{"example10_wildcard", rd("user", "alice", "action", "readfile", "resource", "documents"), "100/MINUTE"},
+		{"example10_wildcard", rd("user", "alice", "action", "write", "resource", "documents"), "-"},
+		{"example11", rd("files_no_share", "files_no_share/z.pdf"), "10/HOUR"},
+		{"example11_metrics", rd("route", "api/v1", "method", "GET"), "60/MINUTE"},
+	}
+	for _, l := range limits {
+		if got := limitOf(p.ask(t, l.domain, 0, l.desc).Statuses[0]); got != l.want {
+			t.Errorf("%s %v: current_limit %s, want %s", l.domain, l.desc.Entries, got, l.want)
+		}
+	}
+
+	// Example 2: five marketing messages a day to a number; the sixth is
+	// refused, and the refusal spends nothing of the 100 a day.
+	marketing := rd("message_type", "marketing", "to_number", "2062222222")
+	number := rd("to_number", "2062222222")
+	for i := 1; i <= 5; i++ {
+		if got := rlsAnswer(p.ask(t, "messaging", 0, marketing, number)); got != "OK: OK OK" {
+			t.Fatalf("example 2, message %d: %s", i, got)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if got := rlsAnswer(p.ask(t, "messaging", 0, marketing, number)); got != "OVER_LIMIT: OVER_LIMIT OK" {
+			t.Fatalf("example 2, refused message %d: %s", i, got)
+		}
+	}
+	if got := p.ask(t, "messaging", 0, number).Statuses[0].LimitRemaining; got != 94 {
+		t.Errorf("example 2: the number has %d left, want 94 (5 sent, the 3 refused spent nothing, this one 1)", got)
+	}
+
+	// Example 3: the blocked address is always over.
+	if got := rlsAnswer(p.ask(t, "edge_proxy_per_ip", 0, rd("remote_address", "50.0.0.5"))); got != "OVER_LIMIT: OVER_LIMIT" {
+		t.Errorf("example 3, the blocked address: %s", got)
+	}
+
+	// Example 5: unlimited is OK with LimitRemaining MaxUint32.
+	for i := 0; i < 50; i++ {
+		r := p.ask(t, "internal", 0, rd("ldap", "cn=x"))
+		if rlsAnswer(r) != "OK: OK" || r.Statuses[0].LimitRemaining != 1<<32-1 {
+			t.Fatalf("example 5, ldap %d: %s remaining %d", i, rlsAnswer(r), r.Statuses[0].LimitRemaining)
+		}
+	}
+
+	// Example 6: user-a's shadow limit never refuses.
+	for i := 0; i < 30; i++ {
+		if got := rlsAnswer(p.ask(t, "example6", 0, rd("service", "auth-service", "user", "user-a"))); got != "OK: OK" {
+			t.Fatalf("example 6, user-a %d: %s", i, got)
+		}
+	}
+
+	// Example 7: both descriptors: the replaced limit is dropped.
+	r := p.ask(t, "example7", 0, rd("key_1", "value_1", "user", "bkthomps"), rd("key_2", "value_2", "user", "bkthomps"))
+	if limitOf(r.Statuses[0]) != "-" || limitOf(r.Statuses[1]) != "10/SECOND" {
+		t.Errorf("example 7: limits %s %s, want - 10/SECOND", limitOf(r.Statuses[0]), limitOf(r.Statuses[1]))
+	}
+
+	// Example 11: files/* shares one budget of 10 an hour; files_no_share/*
+	// has one per value.
+	var first, last time.Duration
+	for i := 0; i < 5; i++ {
+		for _, f := range []string{"files/a.pdf", "files/b.csv"} {
+			r := p.ask(t, "example11", 0, rd("files", f))
+			if rlsAnswer(r) != "OK: OK" {
+				t.Fatalf("example 11, %s #%d: %s", f, i, rlsAnswer(r))
+			}
+			if first == 0 {
+				first = r.Statuses[0].DurationUntilReset.AsDuration()
+			}
+		}
+	}
+	r = p.ask(t, "example11", 0, rd("files", "files/c.txt"))
+	last = r.Statuses[0].DurationUntilReset.AsDuration()
+	if last <= first && rlsAnswer(r) != "OVER_LIMIT: OVER_LIMIT" {
+		t.Errorf("example 11: files/c.txt after 10 shared hits: %s, want OVER_LIMIT", rlsAnswer(r))
+	}
+	for i := 0; i < 10; i++ {
+		p.ask(t, "example11", 0, rd("files_no_share", "files_no_share/a.pdf"))
+	}
+	if got := rlsAnswer(p.ask(t, "example11", 0, rd("files_no_share", "files_no_share/b.csv"))); got != "OK: OK" {
+		t.Errorf("example 11: files_no_share/b.csv after a.pdf's 10: %s, want OK", got)
+	}
+
+	// The README's other configurations of repeated domains.
+	p2 := startRLS(t, "--config", "testdata/rls/readme-2")
+	if got := limitOf(p2.ask(t, "example4", 0, rd("key", "value", "subkey", "subvalue")).Statuses[0]); got != "300/SECOND" {
+		t.Errorf("example 4's second configuration: %s, want 300/SECOND", got)
+	}
+	for v, want := range map[string]string{"/api/123/action": "20/MINUTE", "/api/user-id/action": "20/MINUTE", "/api/123/other": "-"} {
+		if got := limitOf(p2.ask(t, "example9", 0, rd("path", v)).Statuses[0]); got != want {
+			t.Errorf("example 9, path %s: %s, want %s", v, got, want)
+		}
+	}
+	p3 := startRLS(t, "--config", "testdata/rls/readme-3")
+	for v, want := range map[string]string{"/api/v1/resource/123/action": "20/MINUTE", "/api/v2/resource/456/action": "20/MINUTE", "/api/v1/other/1/action": "-"} {
+		if got := limitOf(p3.ask(t, "example9", 0, rd("route", v)).Statuses[0]); got != want {
+			t.Errorf("example 9, route %s: %s, want %s", v, got, want)
+		}
+	}
+}
+
+// The repository's example configuration (examples/ratelimit/config):
+// nested limits, replaces, a zero limit, shadow_mode, unlimited,
+// quota_mode and metadata, all per minute or second; each run takes fresh
+// values, and one that sees its minute roll is run again.
+func TestRLSProcessRepositoryExample(t *testing.T) {
+	t.Parallel()
+	p := startRLS(t, "--config", "testdata/rls/examples/example.yaml")
+	run := 0
+	inOneWindow(t, func() (first, last time.Duration) {
+		run++
+		v := fmt.Sprintf("run-%d", run)
+		reset := func(r *rlspb.RateLimitResponse) time.Duration {
+			for _, s := range r.Statuses {
+				if s.CurrentLimit != nil && s.CurrentLimit.Unit == rlspb.RateLimitResponse_RateLimit_MINUTE {
+					return s.DurationUntilReset.AsDuration()
+				}
+			}
+			return 0
+		}
+		steps := []struct {
+			ds   []*rlv3.RateLimitDescriptor
+			want string
+		}{
+			// foo/bar bkthomps allows 1 a minute.
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "bar", "bkthomps")}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "bar", "bkthomps")}, "OVER_LIMIT: OVER_LIMIT"},
+			// foo alone: 2 a minute.
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v)}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v)}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v)}, "OVER_LIMIT: OVER_LIMIT"},
+			// banned: 0 a minute.
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "bar", "banned")}, "OVER_LIMIT: OVER_LIMIT"},
+			// override replaces banned_limit: the banned descriptor is dropped.
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "bar", "banned"), rd("source_cluster", "proxy", "destination_cluster", "override")}, "OK: OK OK"},
+			// shady is shadow_mode, 3 a minute: never refused.
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "baz", "shady")}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "baz", "shady")}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "baz", "shady")}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "baz", "shady")}, "OK: OK"},
+			// bay is unlimited.
+			{[]*rlv3.RateLimitDescriptor{rd("foo", v, "bay", "x")}, "OK: OK"},
+			// unspec: 2 a minute per value (detailed_metric).
+			{[]*rlv3.RateLimitDescriptor{rd("unspec", v)}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("unspec", v)}, "OK: OK"},
+			{[]*rlv3.RateLimitDescriptor{rd("unspec", v)}, "OVER_LIMIT: OVER_LIMIT"},
+		}
+		for i, s := range steps {
+			r := p.ask(t, "rl", 0, s.ds...)
+			if i == 0 {
+				first = reset(r)
+			}
+			last = max(last, reset(r))
+			if got := rlsAnswer(r); got != s.want && last <= first {
+				t.Errorf("run %d step %d %v: %s, want %s", run, i, s.ds, got, s.want)
+			}
+		}
+		return first, last
+	})
+	// quota_mode services 1 and 2 (1 and 2 a minute): refused only when
+	// both are over. Their budgets are shared by all runs, so this runs
+	// once, and only a rolled minute excuses it.
+	want := []string{"OK: OK OK", "OK: OVER_LIMIT OK", "OVER_LIMIT: OVER_LIMIT OVER_LIMIT"}
+	var first time.Duration
+	for i, w := range want {
+		r := p.ask(t, "rl", 0, rd("service", "service_1"), rd("service", "service_2"))
+		d := r.Statuses[0].DurationUntilReset.AsDuration()
+		if i == 0 {
+			first = d
+		}
+		if got := rlsAnswer(r); got != w && d <= first {
+			t.Errorf("quota_mode request %d: %s, want %s", i, got, w)
+		}
+	}
+}
+
+// Sluice's own configuration: all-or-nothing across nested and plain
+// descriptors, shadow_mode, hits_addend (the request's and the
+// descriptor's), a token bucket with a burst, unlimited, the headers, the
+// metrics, and the health service.
+func TestRLSProcessSluiceConfig(t *testing.T) {
+	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
+	p := startRLS(t, "--config", "testdata/rls/sluice")
+	user := func(u string) *rlv3.RateLimitDescriptor { return rd("tenant", "acme", "user", u) }
+	tenant := rd("tenant", "acme")
+
+	// alice spends her 5; each of her requests also spends the tenant's 8.
+	for i := 0; i < 5; i++ {
+		if got := rlsAnswer(p.ask(t, "api", 0, user("alice"), tenant)); got != "OK: OK OK" {
+			t.Fatalf("alice %d: %s", i, got)
+		}
+	}
+	r := p.ask(t, "api", 0, user("alice"), tenant)
+	if got := rlsAnswer(r); got != "OVER_LIMIT: OVER_LIMIT OK" {
+		t.Fatalf("alice's 6th: %s", got)
+	}
+	hdr := map[string]string{}
+	for _, h := range r.ResponseHeadersToAdd {
+		hdr[h.Key] = h.Value
+	}
+	if !strings.HasPrefix(hdr["RateLimit"], `"per-user";r=0;t=`) || hdr["RateLimit-Policy"] != `"per-user";q=5;w=86400` || hdr["X-RateLimit-Limit"] != "5" || hdr["Retry-After"] == "" {
+		t.Errorf("the refusal's headers: %v", hdr)
+	}
+	// bob with a request-level hits_addend of 3: the tenant has 3 left
+	// (alice's refused 6th spent nothing), so it passes exactly.
+	r = p.ask(t, "api", 3, user("bob"), tenant)
+	if got := rlsAnswer(r); got != "OK: OK OK" || r.Statuses[1].LimitRemaining != 0 || r.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("bob's 3 hits: %s, remaining %d and %d, want 2 and 0", got, r.Statuses[0].LimitRemaining, r.Statuses[1].LimitRemaining)
+	}
+	// Now the tenant is spent: carol's request is refused whole, and her
+	// own budget is untouched.
+	if got := rlsAnswer(p.ask(t, "api", 0, user("carol"), tenant)); got != "OVER_LIMIT: OK OVER_LIMIT" {
+		t.Fatalf("carol with the tenant spent: %s", got)
+	}
+	if got := p.ask(t, "api", 0, user("carol")).Statuses[0].LimitRemaining; got != 4 {
+		t.Errorf("carol alone: %d left, want 4 (the refusal spent nothing)", got)
+	}
+
+	// shadow_mode: the trial plan's 2 a day never refuse, and count.
+	for i := 0; i < 5; i++ {
+		r := p.ask(t, "api", 0, rd("plan", "trial"))
+		if rlsAnswer(r) != "OK: OK" || len(r.ResponseHeadersToAdd) != 0 {
+			t.Fatalf("trial %d: %s, headers %v", i, rlsAnswer(r), r.ResponseHeadersToAdd)
+		}
+	}
+	// A descriptor's own hits_addend, and a token bucket's burst of 10
+	// (refilled at one an hour).
+	up := rd("uploads", "u1")
+	up.HitsAddend = wrapperspb.UInt64(7)
+	if r := p.ask(t, "api", 0, up); rlsAnswer(r) != "OK: OK" || r.Statuses[0].LimitRemaining != 3 {
+		t.Fatalf("7 uploads: %s remaining %d, want OK 3", rlsAnswer(r), r.Statuses[0].LimitRemaining)
+	}
+	if r := p.ask(t, "api", 4, rd("uploads", "u1")); rlsAnswer(r) != "OVER_LIMIT: OVER_LIMIT" {
+		t.Fatalf("4 more uploads with 3 in the bucket: %s", rlsAnswer(r))
+	}
+	// Unlimited, and a descriptor matching nothing.
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("health", "x"), rd("nothing", "here"))); got != "OK: OK OK" {
+		t.Errorf("unlimited and unmatched: %s", got)
+	}
+
+	for series, want := range map[string]float64{
+		`sluice_rls_hits_total{descriptor="tenant.user",domain="api"}`:       11, // alice 6, bob 3, carol 2
+		`sluice_rls_over_limit_total{descriptor="tenant.user",domain="api"}`: 1,
+		`sluice_rls_shadow_mode_total{descriptor="plan_trial",domain="api"}`: 3,
+		`sluice_rls_over_limit_total{descriptor="tenant",domain="api"}`:      1,
+		`sluice_rls_requests_total{code="over_limit",domain="api"}`:          3,
+	} {
+		if got := metricValue(t, p.admin, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if code, body := get(t, "http://"+p.admin+"/healthz"); code != 200 || body != "ok" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	hc := healthpb.NewHealthClient(p.conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: rlspb.RateLimitService_ServiceDesc.ServiceName})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("grpc health: %v %v", h, err)
+	}
+	// Server reflection lists the service, as grpcurl would ask.
+	rc, err := reflectionpb.NewServerReflectionClient(p.conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := rc.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var services []string
+	for _, s := range lr.GetListServicesResponse().GetService() {
+		services = append(services, s.GetName())
+	}
+	if !slices.Contains(services, rlspb.RateLimitService_ServiceDesc.ServiceName) {
+		t.Errorf("reflection lists %v, without the rate-limit service", services)
+	}
+	rc.CloseSend()
+	p.stop(t)
+}
+
+// Budgets survive a restart on Pebble: SIGTERM flushes, and the next
+// process on the same directory refuses what was spent.
+func TestRLSProcessPebbleRestart(t *testing.T) {
+	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
+	state := filepath.Join(t.TempDir(), "state")
+	args := []string{"--config", "testdata/rls/sluice", "--backend", "pebble", "--dir", state}
+	p := startRLS(t, args...)
+	for i := 0; i < 5; i++ {
+		if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "dave"))); got != "OK: OK" {
+			t.Fatalf("dave %d: %s", i, got)
+		}
+	}
+	p.stop(t)
+	p = startRLS(t, args...)
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "dave"))); got != "OVER_LIMIT: OVER_LIMIT" {
+		t.Errorf("dave after a restart: %s, want OVER_LIMIT (his 5 a day are spent)", got)
+	}
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "erin"))); got != "OK: OK" {
+		t.Errorf("erin after a restart: %s", got)
+	}
+	p.stop(t)
+}
+
+// waitLog waits until the process's log holds n lines containing s.
+func (p *rlsProcess) waitLog(t *testing.T, s string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(p.stderr.String(), s) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d lines %q within 20s:\n%s", n, s, p.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A changed file is reloaded: a valid one is put in force keeping the
+// budgets spent; an invalid one is rejected with its file, line and field,
+// and the configuration in force stays.
+func TestRLSProcessReload(t *testing.T) {
+	t.Parallel()
+	waitAwayFromDayBoundary(t) // their budgets are per day
+	dir := t.TempDir()
+	file := filepath.Join(dir, "api.yaml")
+	write := func(body string) {
+		t.Helper()
+		tmp := file + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil { // as editors and ConfigMaps do
+			t.Fatal(err)
+		}
+	}
+	conf := func(n int) string {
+		return fmt.Sprintf("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      requests_per_unit: %d\n", n)
+	}
+	write(conf(3))
+	p := startRLS(t, "--config", dir)
+	for i := 0; i < 3; i++ {
+		p.ask(t, "api", 0, rd("user", "frank"))
+	}
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("user", "frank"))); got != "OVER_LIMIT: OVER_LIMIT" {
+		t.Fatalf("frank's 4th of 3: %s", got)
+	}
+	write(conf(5))
+	p.waitLog(t, "configuration reloaded", 1)
+	for i, want := range []string{"OK: OK", "OK: OK", "OVER_LIMIT: OVER_LIMIT"} {
+		if got := rlsAnswer(p.ask(t, "api", 0, rd("user", "frank"))); got != want {
+			t.Errorf("after the limit went to 5, frank's request %d: %s, want %s (3 spent kept)", i, got, want)
+		}
+	}
+	write("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 100\n")
+	p.waitLog(t, "configuration rejected", 1)
+	if !strings.Contains(p.stderr.String(), `api.yaml:5: descriptors[0].rate_limit.unit: invalid rate limit unit \"fortnight\"`) {
+		t.Errorf("the rejection does not name file, line and field:\n%s", p.stderr)
+	}
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("user", "frank"))); got != "OVER_LIMIT: OVER_LIMIT" {
+		t.Errorf("after a rejected file: %s, want the limit of 5 still in force", got)
+	}
+	// SIGHUP reloads too.
+	write(conf(7))
+	p.waitLog(t, "configuration reloaded", 2)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitLog(t, "configuration reloaded", 3)
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("user", "frank"))); got != "OK: OK" {
+		t.Errorf("after the limit went to 7: %s", got)
+	}
+	if got := metricValue(t, p.admin, `sluice_config_reloads_total{result="error"}`); got < 1 {
+		t.Errorf("reload errors counted: %v", got)
+	}
+}
+
+// Usage errors and an invalid configuration exit 2 with a clear message.
+func TestRLSUsage(t *testing.T) {
+	t.Parallel()
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("domain: d\ndescriptors:\n  - key: \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"rls", "--help"}, 0, ""},
+		{[]string{"rls", "--grpc", ":0"}, 2, "--config is required"},
+		{[]string{"rls", "--config", "testdata/rls/sluice"}, 2, "--grpc is required"},
+		{[]string{"rls", "--config", bad, "--grpc", "127.0.0.1:0"}, 2, "bad.yaml:3: descriptors[0].key: required"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--headers", "all"}, 2, "--headers: want both"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "pebble"}, 2, "--dir: required"},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runCmd(t, "", tt.args...)
+		if code != tt.code || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr, tt.code, tt.want)
+		}
+		if tt.code == 0 && !strings.Contains(stdout, "Usage: sluice rls") {
+			t.Errorf("%v: stdout %q", tt.args, stdout)
+		}
+	}
+}
+
+// Two rls processes on one Redis spend one budget: dave's 5 a day are 5 in
+// all, whichever process answers.
+func TestRLSProcessRedisSharesTheBudget(t *testing.T) {
+	s := redisServer(t)
+	waitAwayFromDayBoundary(t)
+	args := []string{"--config", "testdata/rls/sluice", "--backend", "redis", "--redis-addr", s.Addr, "--redis-prefix", testPrefix(t)}
+	a, b := startRLS(t, args...), startRLS(t, args...)
+	var got []string
+	for i := 0; i < 6; i++ {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		got = append(got, rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "dave"))))
+	}
+	if want := "OK: OK,OK: OK,OK: OK,OK: OK,OK: OK,OVER_LIMIT: OVER_LIMIT"; strings.Join(got, ",") != want {
+		t.Errorf("dave across two processes: %v, want five allowed in all", got)
+	}
+}

@@ -1,0 +1,514 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// Headers says which rate-limit headers a response asks Envoy to add.
+type Headers string
+
+// The header sets.
+const (
+	// HeadersBoth, the default, adds the IETF draft fields and the
+	// X-RateLimit-* ones.
+	HeadersBoth Headers = "both"
+	// HeadersIETF adds RateLimit-Policy and RateLimit (and Retry-After to
+	// a denial).
+	HeadersIETF Headers = "ietf"
+	// HeadersX adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (and Retry-After to a denial).
+	HeadersX Headers = "x-ratelimit"
+	// HeadersNone adds none.
+	HeadersNone Headers = "none"
+)
+
+// ParseHeaders reads a Headers by its name; empty is HeadersBoth.
+func ParseHeaders(s string) (Headers, error) {
+	switch h := Headers(s); h {
+	case "":
+		return HeadersBoth, nil
+	case HeadersBoth, HeadersIETF, HeadersX, HeadersNone:
+		return h, nil
+	}
+	return "", fmt.Errorf("want %s, %s, %s or %s, got %q", HeadersBoth, HeadersIETF, HeadersX, HeadersNone, s)
+}
+
+// Options configure a Server. Engine is required; the zero value of every
+// other field is its default.
+type Options struct {
+	// Engine decides and keeps the budgets. Required.
+	Engine *engine.Engine
+	// Metrics, if not nil, counts each decision.
+	Metrics *Metrics
+	// Headers chooses the rate-limit headers of each response; empty means
+	// HeadersBoth. They describe the most restrictive limited descriptor:
+	// the denying one with the longest wait, or else the one with the
+	// least remaining.
+	Headers Headers
+	// ShadowHeaders makes shadow_mode limits take part in the headers;
+	// by default a shadow_mode limit is invisible to the caller.
+	ShadowHeaders bool
+	// ShadowMode puts every limit in shadow mode: decided and counted, the
+	// request always answered OK (envoyproxy/ratelimit's SHADOW_MODE).
+	ShadowMode bool
+	// Logger receives store errors, at most one line a second; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a RateLimitService server over a Config and an engine. Make one
+// with NewServer; it is safe for concurrent use.
+type Server struct {
+	rlspb.UnimplementedRateLimitServiceServer
+
+	cfg  atomic.Pointer[Config]
+	opts Options
+	eng  *engine.Engine
+	log  *slog.Logger
+
+	overrides sync.Map // overrideKey → *Limit, the limits requests bring
+	nOverride atomic.Int64
+	lastLog   atomic.Int64 // unix ns of the last store error logged
+}
+
+// maxOverrides bounds the request-borne limits a Server keeps built.
+const maxOverrides = 4096
+
+// NewServer returns a Server answering under cfg.
+func NewServer(cfg *Config, opts Options) (*Server, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("envoyrls: NewServer needs an engine")
+	}
+	if cfg == nil {
+		return nil, errors.New("envoyrls: NewServer needs a configuration")
+	}
+	h, err := ParseHeaders(string(opts.Headers))
+	if err != nil {
+		return nil, fmt.Errorf("envoyrls: Options.Headers: %w", err)
+	}
+	opts.Headers = h
+	s := &Server{opts: opts, eng: opts.Engine, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.SetConfig(cfg)
+	return s, nil
+}
+
+// SetConfig puts cfg in force: requests in flight finish under the
+// configuration they took, later ones see cfg. A limit that keeps its path
+// keeps what callers spent under it.
+func (s *Server) SetConfig(cfg *Config) {
+	s.opts.Metrics.InitConfig(cfg)
+	s.cfg.Store(cfg)
+}
+
+// Config returns the configuration in force.
+func (s *Server) Config() *Config { return s.cfg.Load() }
+
+// item is one descriptor of a request being decided.
+type item struct {
+	limit   *Limit
+	key     string
+	metric  string
+	cost    int64
+	d       algo.Decision
+	denied  bool // over its limit
+	shadow  bool // never denies the request
+	spent   bool
+	checkOK bool // hits_addend 0: checked, never denied
+}
+
+// ShouldRateLimit decides a request: see the package doc. A request with
+// no domain or no descriptor is an InvalidArgument error; a store failure
+// is an Unavailable error, which Envoy answers by its failure_mode_deny
+// setting (by default the request passes).
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	cfg := s.cfg.Load()
+	domain := req.GetDomain()
+	known := cfg.Domain(domain) != nil
+	if !known {
+		if m := s.opts.Metrics; m != nil {
+			m.unknownDomain.Add(1)
+		}
+	}
+	descs := req.GetDescriptors()
+	items := make([]item, len(descs))
+	var replaced map[string]bool
+	for i, desc := range descs {
+		it := &items[i]
+		it.cost = max(1, int64(req.GetHitsAddend()))
+		if h := desc.GetHitsAddend(); h != nil {
+			it.cost = int64(min(h.GetValue(), math.MaxInt64))
+		}
+		if desc.GetIsNegativeHits() || !known {
+			continue // spending never refunds: a negative hit changes nothing
+		}
+		if desc.GetLimit() != nil {
+			it.limit, it.key, it.metric = s.override(domain, desc)
+		} else {
+			m := cfg.Match(domain, desc.GetEntries())
+			it.limit, it.key, it.metric = m.Limit, m.Key, m.Metric
+		}
+		if it.limit != nil {
+			for _, r := range it.limit.Replaces {
+				if replaced == nil {
+					replaced = map[string]bool{}
+				}
+				replaced[r] = true
+			}
+		}
+	}
+	for i := range items {
+		if l := items[i].limit; l != nil && l.Name != "" && replaced[l.Name] {
+			items[i].limit = nil
+		}
+	}
+
+	// Sort the descriptors: those decided without the engine, and the
+	// candidates for one ApplyAll.
+	now := s.eng.Clock().Now()
+	var active []int
+	quotaTotal := 0
+	for i := range items {
+		it := &items[i]
+		l := it.limit
+		if l == nil || l.Unlimited {
+			continue
+		}
+		it.shadow = l.Shadow || s.opts.ShadowMode
+		if l.Quota {
+			quotaTotal++
+		}
+		switch {
+		case l.RequestsPerUnit == 0:
+			w := int64(l.Window)
+			it.d = algo.Decision{RetryAfter: time.Duration(w - now%w), Reset: time.Duration(w - now%w)}
+			it.denied = true
+		case it.cost == 0, it.cost > l.Capacity():
+			d, err := s.eng.Peek(l.limit, it.key, 1)
+			if err != nil {
+				return nil, s.storeError(err)
+			}
+			if d.Allowed {
+				d.Remaining++
+			}
+			it.d = d
+			if it.cost == 0 {
+				it.checkOK = true
+			} else {
+				it.denied = true
+				it.d.Allowed, it.d.RetryAfter = false, d.Reset
+			}
+		default:
+			active = append(active, i)
+		}
+	}
+	fatal := func() bool {
+		quotaDenied := 0
+		for i := range items {
+			it := &items[i]
+			if !it.denied {
+				continue
+			}
+			switch {
+			case it.shadow:
+			case it.limit.Quota:
+				quotaDenied++
+			default:
+				return true
+			}
+		}
+		return quotaTotal > 0 && quotaDenied == quotaTotal
+	}
+
+	over := fatal()
+	reqs := make([]engine.Request, 0, len(active))
+	for !over && len(active) > 0 {
+		reqs = reqs[:0]
+		for _, i := range active {
+			reqs = append(reqs, engine.Request{Limit: items[i].limit.limit, Key: items[i].key, Cost: items[i].cost})
+		}
+		ds, all, err := s.eng.ApplyAll(reqs)
+		if err != nil {
+			return nil, s.storeError(err)
+		}
+		for j, i := range active {
+			items[i].d = ds[j]
+		}
+		if all {
+			for _, i := range active {
+				items[i].spent = true
+			}
+			break
+		}
+		// Denials that do not deny the request (shadow_mode, quota_mode
+		// short of all) leave the others to be decided again without
+		// them: the request passes and spends where it is allowed.
+		rest := active[:0]
+		for j, i := range active {
+			if ds[j].Allowed {
+				rest = append(rest, i)
+			} else {
+				items[i].denied = true
+			}
+		}
+		active = rest
+		over = fatal()
+	}
+	if over {
+		// Nothing was spent; the decisions of the others say what they
+		// would have answered. Those not yet decided are peeked.
+		for _, i := range active {
+			it := &items[i]
+			if it.d.Limit == 0 {
+				d, err := s.eng.Peek(it.limit.limit, it.key, it.cost)
+				if err != nil {
+					return nil, s.storeError(err)
+				}
+				it.d = d
+				it.denied = !d.Allowed
+			}
+		}
+	}
+	return s.answer(domain, items, over), nil
+}
+
+// answer builds the response and counts the decisions.
+func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(items))}
+	if over {
+		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	m := s.opts.Metrics
+	pick := -1
+	for i := range items {
+		it := &items[i]
+		l := it.limit
+		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		if l == nil {
+			continue
+		}
+		var c *counters
+		if m != nil {
+			c = m.of(domain, it.metric)
+			c.hits.Add(uint64(it.cost))
+		}
+		if l.Unlimited {
+			st.LimitRemaining = math.MaxUint32
+			if c != nil {
+				c.within.Add(uint64(it.cost))
+			}
+			continue
+		}
+		st.CurrentLimit = l.proto
+		st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
+		wait := it.d.Reset
+		if it.denied {
+			wait = it.d.RetryAfter
+			if !it.shadow {
+				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+			}
+		}
+		st.DurationUntilReset = durationpb.New(wait)
+		if c != nil {
+			switch {
+			case it.denied:
+				c.over.Add(uint64(it.cost))
+				if it.shadow {
+					c.shadow.Add(uint64(it.cost))
+				}
+			case it.spent || it.checkOK:
+				c.within.Add(uint64(it.cost))
+				capacity := l.Capacity()
+				used := capacity - it.d.Remaining
+				near := int64(math.Floor(float64(capacity) * NearLimitRatio))
+				if used > near {
+					c.near.Add(uint64(min(it.cost, used-near)))
+				}
+			}
+		}
+		if it.shadow && !s.opts.ShadowHeaders {
+			continue
+		}
+		if pick < 0 || s.moreRestrictive(it, &items[pick], over) {
+			pick = i
+		}
+	}
+	if m != nil {
+		c := m.of(domain, "")
+		if over {
+			c.requestsOver.Add(1)
+		} else {
+			c.requestsOK.Add(1)
+		}
+	}
+	if pick >= 0 && s.opts.Headers != HeadersNone {
+		resp.ResponseHeadersToAdd = s.headers(&items[pick], over)
+	}
+	return resp
+}
+
+// moreRestrictive reports whether a describes the request better than b in
+// the headers: in a denied request the denying limit with the longest wait,
+// else the one with the least remaining.
+func (s *Server) moreRestrictive(a, b *item, over bool) bool {
+	da, db := a.denied && !a.shadow, b.denied && !b.shadow
+	if over && da != db {
+		return da
+	}
+	if over && da {
+		return a.d.RetryAfter > b.d.RetryAfter
+	}
+	return a.d.Remaining < b.d.Remaining
+}
+
+// headers renders the rate-limit fields of the chosen descriptor.
+func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
+	l := it.limit
+	capacity := strconv.FormatInt(l.Capacity(), 10)
+	remaining := strconv.FormatInt(max(it.d.Remaining, 0), 10)
+	wait := it.d.Reset
+	if it.denied {
+		wait = it.d.RetryAfter
+	}
+	reset := strconv.FormatInt(ceilSeconds(wait), 10)
+	var hs []*corev3.HeaderValue
+	add := func(k, v string) { hs = append(hs, &corev3.HeaderValue{Key: k, Value: v}) }
+	if s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersIETF {
+		name := sfString(l.policy)
+		add("RateLimit-Policy", name+";q="+capacity+";w="+strconv.FormatInt(ceilSeconds(l.Window), 10))
+		add("RateLimit", name+";r="+remaining+";t="+reset)
+	}
+	if s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersX {
+		add("X-RateLimit-Limit", capacity)
+		add("X-RateLimit-Remaining", remaining)
+		add("X-RateLimit-Reset", reset)
+	}
+	if over {
+		add("Retry-After", strconv.FormatInt(max(ceilSeconds(it.d.RetryAfter), 1), 10))
+	}
+	return hs
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// sfString renders s as a structured-field string (RFC 8941): quoted, with
+// characters outside printable ASCII replaced by "_".
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('_')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// storeError logs (at most once a second) and counts a failed decision and
+// returns the gRPC error that answers it.
+func (s *Server) storeError(err error) error {
+	if m := s.opts.Metrics; m != nil {
+		m.storeErrors.Add(1)
+	}
+	now := time.Now().UnixNano()
+	if last := s.lastLog.Load(); now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now) {
+		s.log.Error("envoyrls: the store failed; answering UNAVAILABLE", "err", err)
+	}
+	return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+}
+
+// overrideKey identifies a limit a request brings.
+type overrideKey struct {
+	domain string
+	rpu    uint32
+	unit   rlspb.RateLimitResponse_RateLimit_Unit
+	mult   uint32
+}
+
+// override returns the limit a descriptor's own limit field sets (Envoy's
+// dynamic limit override), and the descriptor's key under it. Its budget
+// is a fixed window of its own, never a configured limit's, and it is
+// never in shadow mode, as in envoyproxy/ratelimit.
+func (s *Server) override(domain string, desc *rlv3.RateLimitDescriptor) (*Limit, string, string) {
+	o := desc.GetLimit()
+	k := overrideKey{domain: domain, rpu: o.GetRequestsPerUnit(), unit: rlspb.RateLimitResponse_RateLimit_Unit(o.GetUnit()), mult: max(1, o.GetUnitMultiplier().GetValue())}
+	var key []byte
+	var path strings.Builder
+	path.WriteString(domain)
+	for _, e := range desc.GetEntries() {
+		key = appendField(key, e.GetKey())
+		key = appendField(key, e.GetValue())
+		path.WriteString("." + e.GetKey())
+		if e.GetValue() != "" {
+			path.WriteString("_" + e.GetValue())
+		}
+	}
+	metric := strings.TrimPrefix(path.String(), domain+".")
+	if l, ok := s.overrides.Load(k); ok {
+		return l.(*Limit), string(key), metric
+	}
+	unitLen := unitLength(k.unit)
+	l := &Limit{Domain: domain, Path: "override:" + domain, RequestsPerUnit: k.rpu, Unit: k.unit, UnitMultiplier: k.mult, Algorithm: algo.FixedWindowName}
+	l.metric = metric
+	l.proto = &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: k.rpu, Unit: k.unit}
+	if o.GetUnitMultiplier() != nil {
+		l.proto.UnitMultiplier = wrapperspb.UInt32(k.mult)
+	}
+	if unitLen == 0 || uint64(k.mult) > uint64(algo.MaxWindow/unitLen) {
+		// An unknown unit, or a window too long: the override cannot be
+		// enforced and is ignored.
+		return nil, "", ""
+	}
+	l.Window = unitLen * time.Duration(k.mult)
+	l.policy = "override"
+	// The namespace holds the rate, so two overrides of one descriptor
+	// with different rates never share a record.
+	l.Path = fmt.Sprintf("override:%s:%d/%d*%d", domain, k.rpu, k.unit, k.mult)
+	if k.rpu > 0 {
+		l.limit = engine.Limit{Namespace: l.Path, Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: int64(k.rpu), Window: l.Window})}
+	}
+	if s.nOverride.Add(1) <= maxOverrides {
+		s.overrides.Store(k, l)
+	}
+	return l, string(key), metric
+}
