@@ -60,6 +60,13 @@ type Config struct {
 	// retry-after: the call passes). False by default: a shadow rule is
 	// invisible to clients.
 	ShadowMetadata bool
+	// DenialMetadataOnly, when true, sends the rate-limit metadata on
+	// denied calls only: an allowed call goes without it. Building the
+	// metadata is most of what an allowed call costs the interceptor, and
+	// many clients read it only from a refusal. False by default: every
+	// limited call carries it, as every limited HTTP response carries the
+	// headers.
+	DenialMetadataOnly bool
 	// Logger receives store errors (at most one line a second), contained
 	// panics of the IdentityFunc and Cost, and other internal errors; nil
 	// means slog.Default().
@@ -104,6 +111,7 @@ type Limiter struct {
 	local    *sluice.Local // with policy FailLocal
 	cost     func(context.Context, string, *sluice.CompiledRule) int64
 	shadowMD bool
+	denialMD bool // DenialMetadataOnly
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
 	lastLog  atomic.Int64  // Unix ns of the last store error logged
@@ -129,8 +137,8 @@ type Limiter struct {
 //
 // # What a decision sends
 //
-// The response header metadata of every limited call, allowed or denied,
-// carries the fields package httplimit sends as headers, in lower case:
+// The response header metadata of every limited call, allowed or denied
+// (denied only, with Config.DenialMetadataOnly), carries the fields package httplimit sends as headers, in lower case:
 // x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset (seconds
 // until the full capacity is back, rounded up), ratelimit-policy
 // ("orders";q=5;w=60) and ratelimit ("orders";r=3;t=24). A denied call ends
@@ -193,6 +201,7 @@ func New(cfg Config) (*Limiter, error) {
 		local:    cfg.Local,
 		cost:     cfg.Cost,
 		shadowMD: cfg.ShadowMetadata,
+		denialMD: cfg.DenialMetadataOnly,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
 	}
@@ -345,8 +354,8 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 			}
 		}
 	}
-	if rule == nil {
-		return nil, 0, nil
+	if rule == nil || l.denialMD {
+		return nil, delay, nil
 	}
 	return decisionMD(rule, d), delay, nil
 }

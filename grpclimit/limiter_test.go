@@ -663,3 +663,19 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// With DenialMetadataOnly an allowed call carries no rate-limit metadata
+// and a denied one carries it all.
+func TestDenialMetadataOnly(t *testing.T) {
+	s := newServer(t, []sluice.Rule{checkRule}, serverOpts{config: func(c *Config) { c.DenialMetadataOnly = true }})
+	for i := range 5 {
+		md, err := s.check(t, "x-user-id", "ann")
+		if err != nil || len(md.Get(MetadataPolicy)) != 0 || len(md.Get(MetadataRateLimit)) != 0 {
+			t.Fatalf("call %d: %v, metadata %v; want allowed without rate-limit fields", i+1, err, md)
+		}
+	}
+	md, err := s.check(t, "x-user-id", "ann")
+	if status.Code(err) != codes.ResourceExhausted || get(t, md, MetadataRetryAfter) != "12" || get(t, md, MetadataRateLimit) != `"check";r=0;t=60` {
+		t.Errorf("denied: %v, metadata %v; want ResourceExhausted with retry-after 12 and ratelimit", err, md)
+	}
+}
