@@ -2,8 +2,10 @@ package sluice
 
 import "time"
 
-// StoreErrorPolicy says what a door (package httplimit's middleware) does
-// with a request when the store fails and no decision can be made.
+// StoreErrorPolicy says what a door (package httplimit's middleware,
+// package grpclimit's interceptors) does with a request when the store
+// fails and no decision can be made. A shadow rule (Rule.Shadow) never
+// refuses a request, whatever the policy.
 type StoreErrorPolicy string
 
 // The store error policies.
@@ -11,7 +13,8 @@ const (
 	// FailOpen, the default, lets the request pass (the error is logged
 	// and counted).
 	FailOpen StoreErrorPolicy = "open"
-	// FailClosed refuses the request (503 Service Unavailable over HTTP).
+	// FailClosed refuses the request (503 Service Unavailable over HTTP,
+	// codes.Unavailable over gRPC).
 	FailClosed StoreErrorPolicy = "closed"
 	// FailLocal decides the request in-process instead, with a Local: on
 	// an in-process engine, under the rule divided by the fleet's size, so
@@ -63,4 +66,19 @@ type LocalObserver interface {
 	// ObserveLocalDecision records that a decision under the named rule,
 	// allowed or denied, was made in-process because the store failed.
 	ObserveLocalDecision(rule string, allowed bool)
+}
+
+// ShadowObserver is an Observer that is also told what shadow rules
+// (Rule.Shadow) would have denied. A door tells ObserveDecisionCost of a
+// shadow rule's allowed decisions, as of any rule's, and
+// ObserveShadowDenial, not ObserveDecisionCost, of its would-be denials:
+// those requests passed, so a count of denials stays a count of requests
+// refused. An Observer that is not a ShadowObserver is not told of
+// would-be denials at all.
+type ShadowObserver interface {
+	Observer
+	// ObserveShadowDenial records that the named shadow rule would have
+	// denied a request of the given cost, which passed and spent nothing
+	// under the rule; d is the time the engine took to decide.
+	ObserveShadowDenial(rule string, cost int64, d time.Duration)
 }

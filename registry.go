@@ -27,10 +27,19 @@ const (
 func (m MatchMode) Valid() bool { return m == MatchMostSpecific || m == MatchAll }
 
 // Ruleset is an immutable, validated set of rules: what a Registry holds.
+//
+// Its shadow rules (Rule.Shadow) are kept apart from the enforced ones:
+// Match and AppendMatch return enforced rules only, chosen as if there
+// were no shadow rules, and MatchShadow and AppendMatchShadow return the
+// shadow rules, chosen among themselves by the same mode. So a shadow rule
+// more specific than an enforced one is decided beside it, and never
+// takes its place.
 type Ruleset struct {
-	rules []*CompiledRule // most specific first; ties in the order given
-	def   *CompiledRule   // nil when there is no default
-	mode  MatchMode
+	rules  []*CompiledRule // the enforced rules, most specific first; ties in the order given
+	shadow []*CompiledRule // the shadow rules, in the same order
+	all    []*CompiledRule // both, in the same order
+	def    *CompiledRule   // nil when there is no default
+	mode   MatchMode
 }
 
 // NewRuleset validates and compiles rules, the optional default rule def
@@ -42,7 +51,10 @@ type Ruleset struct {
 // its Index (an unknown mode is an error wrapping ErrInvalidConfig). Besides each
 // rule's own validation, duplicate names are refused (they would share
 // counters), as is, in MatchMostSpecific mode, a rule with the same method
-// and path prefix as an earlier one (it could never apply).
+// and path prefix as an earlier one of the same kind, enforced or shadow
+// (it could never apply). A shadow rule may repeat an enforced rule's
+// method and path prefix: that is how a new limit for the same requests is
+// tried out.
 func NewRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, error) {
 	rs, i, err := compileRuleset(rules, def, mode)
 	var re *RuleError
@@ -61,7 +73,7 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 	if !mode.Valid() {
 		return nil, -1, fmt.Errorf("%w: match mode must be %q or %q, got %q", ErrInvalidConfig, MatchMostSpecific, MatchAll, string(mode))
 	}
-	rs := &Ruleset{rules: make([]*CompiledRule, 0, len(rules)), mode: mode}
+	rs := &Ruleset{all: make([]*CompiledRule, 0, len(rules)), mode: mode}
 	seen := make(map[string]int, len(rules)+1)
 	for i, r := range rules {
 		c, err := r.compile()
@@ -73,15 +85,26 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 		}
 		seen[r.Name] = i
 		if mode == MatchMostSpecific {
-			for _, o := range rs.rules {
-				if o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix {
-					return nil, i, r.fail("path_prefix", "rule %q has the same method and path prefix and always wins in %s mode", o.rule.Name, mode)
+			for _, o := range rs.all {
+				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix {
+					kind := ""
+					if c.rule.Shadow {
+						kind = "shadow "
+					}
+					return nil, i, r.fail("path_prefix", "%srule %q has the same method and path prefix and always wins in %s mode", kind, o.rule.Name, mode)
 				}
 			}
 		}
-		rs.rules = append(rs.rules, c)
+		rs.all = append(rs.all, c)
 	}
-	slices.SortStableFunc(rs.rules, moreSpecific)
+	slices.SortStableFunc(rs.all, moreSpecific)
+	for _, c := range rs.all {
+		if c.rule.Shadow {
+			rs.shadow = append(rs.shadow, c)
+		} else {
+			rs.rules = append(rs.rules, c)
+		}
+	}
 	if def != nil {
 		d := *def
 		d.Method, d.PathPrefix = AnyMethod, "/"
@@ -100,16 +123,22 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 // Mode returns the ruleset's match mode.
 func (rs *Ruleset) Mode() MatchMode { return rs.mode }
 
-// Rules returns the compiled rules, most specific first, without the
-// default. The slice is a copy.
-func (rs *Ruleset) Rules() []*CompiledRule { return slices.Clone(rs.rules) }
+// Rules returns the compiled rules, enforced and shadow, most specific
+// first, without the default. The slice is a copy.
+func (rs *Ruleset) Rules() []*CompiledRule { return slices.Clone(rs.all) }
+
+// HasShadow reports whether the ruleset holds a shadow rule (the default
+// included), so that a door can skip MatchShadow when it holds none.
+func (rs *Ruleset) HasShadow() bool {
+	return len(rs.shadow) > 0 || rs.def != nil && rs.def.rule.Shadow
+}
 
 // Default returns the default rule, or nil when there is none.
 func (rs *Ruleset) Default() *CompiledRule { return rs.def }
 
 // Rule returns the rule (or default) with the given name, or nil.
 func (rs *Ruleset) Rule(name string) *CompiledRule {
-	for _, c := range rs.rules {
+	for _, c := range rs.all {
 		if c.rule.Name == name {
 			return c
 		}
@@ -120,10 +149,12 @@ func (rs *Ruleset) Rule(name string) *CompiledRule {
 	return nil
 }
 
-// Match returns the rules that apply to a request: in MatchMostSpecific
-// mode the most specific rule covering it, in MatchAll mode every rule
-// covering it, most specific first; in both, the default alone when no rule
-// covers it, and nothing (nil) when there is no default either.
+// Match returns the enforced rules that apply to a request: in
+// MatchMostSpecific mode the most specific enforced rule covering it, in
+// MatchAll mode every enforced rule covering it, most specific first; in
+// both, when no enforced rule covers it, the default alone if it is an
+// enforced one, and otherwise nothing (nil). Shadow rules are not
+// returned, nor considered: see MatchShadow.
 //
 // The result must not be modified. In MatchMostSpecific mode it is not
 // allocated; use AppendMatch to avoid the allocation in MatchAll mode.
@@ -134,7 +165,7 @@ func (rs *Ruleset) Match(method, path string) []*CompiledRule {
 				return c.alone
 			}
 		}
-		if rs.def != nil {
+		if rs.def != nil && !rs.def.rule.Shadow {
 			return rs.def.alone
 		}
 		return nil
@@ -145,7 +176,48 @@ func (rs *Ruleset) Match(method, path string) []*CompiledRule {
 // AppendMatch appends the rules Match would return to dst.
 func (rs *Ruleset) AppendMatch(dst []*CompiledRule, method, path string) []*CompiledRule {
 	n := len(dst)
-	for _, c := range rs.rules {
+	dst = rs.appendCovering(dst, rs.rules, method, path)
+	if len(dst) == n && rs.def != nil && !rs.def.rule.Shadow {
+		dst = append(dst, rs.def)
+	}
+	return dst
+}
+
+// MatchShadow returns the shadow rules that apply to a request, chosen
+// among the shadow rules alone as Match chooses among the enforced ones:
+// the most specific covering it, or in MatchAll mode every one covering it.
+// A shadow default applies to a request that no rule at all, enforced or
+// shadow, covers. The result must not be modified; in MatchMostSpecific
+// mode it is not allocated.
+func (rs *Ruleset) MatchShadow(method, path string) []*CompiledRule {
+	if rs.mode == MatchMostSpecific {
+		for _, c := range rs.shadow {
+			if c.matches(method, path) {
+				return c.alone
+			}
+		}
+		if rs.shadowDefault(method, path) {
+			return rs.def.alone
+		}
+		return nil
+	}
+	return rs.AppendMatchShadow(nil, method, path)
+}
+
+// AppendMatchShadow appends the rules MatchShadow would return to dst.
+func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, method, path string) []*CompiledRule {
+	n := len(dst)
+	dst = rs.appendCovering(dst, rs.shadow, method, path)
+	if len(dst) == n && rs.shadowDefault(method, path) {
+		dst = append(dst, rs.def)
+	}
+	return dst
+}
+
+// appendCovering appends the rules of from that cover a request: the
+// first only in MatchMostSpecific mode.
+func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, method, path string) []*CompiledRule {
+	for _, c := range from {
 		if c.matches(method, path) {
 			dst = append(dst, c)
 			if rs.mode == MatchMostSpecific {
@@ -153,10 +225,22 @@ func (rs *Ruleset) AppendMatch(dst []*CompiledRule, method, path string) []*Comp
 			}
 		}
 	}
-	if len(dst) == n && rs.def != nil {
-		dst = append(dst, rs.def)
-	}
 	return dst
+}
+
+// shadowDefault reports whether the default is a shadow rule and no
+// enforced rule covers the request (the caller has found no shadow rule
+// that does).
+func (rs *Ruleset) shadowDefault(method, path string) bool {
+	if rs.def == nil || !rs.def.rule.Shadow {
+		return false
+	}
+	for _, c := range rs.rules {
+		if c.matches(method, path) {
+			return false
+		}
+	}
+	return true
 }
 
 // Registry holds the ruleset in force and replaces it whole: a reload
@@ -207,4 +291,9 @@ func (g *Registry) Replace(rules []Rule, def *Rule, mode MatchMode) error {
 // Match is Ruleset().Match(method, path).
 func (g *Registry) Match(method, path string) []*CompiledRule {
 	return g.Ruleset().Match(method, path)
+}
+
+// MatchShadow is Ruleset().MatchShadow(method, path).
+func (g *Registry) MatchShadow(method, path string) []*CompiledRule {
+	return g.Ruleset().MatchShadow(method, path)
 }

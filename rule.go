@@ -85,6 +85,14 @@ type Rule struct {
 	// Cost is what one request spends; zero means 1. It may not exceed the
 	// capacity (Burst, or Limit), since such a request could never pass.
 	Cost int64
+	// Shadow, when true, makes the rule a trial: its requests are decided
+	// and spent as under any rule, but it never denies one. A door counts
+	// what it would have denied (ShadowObserver) and, unless told to,
+	// sends no rate-limit fields for it. Shadow rules are matched apart
+	// from the enforced ones (see Ruleset.Match), so adding one never
+	// changes what the enforced rules decide: the way to roll out a new
+	// limit, or a tighter one, and watch what it would do first.
+	Shadow bool
 }
 
 // RuleError reports what is wrong with one rule. It matches
@@ -211,6 +219,10 @@ func (c *CompiledRule) Scope() Scope { return c.rule.Scope }
 
 // Cost returns what one request spends under the rule.
 func (c *CompiledRule) Cost() int64 { return c.rule.Cost }
+
+// Shadow reports whether the rule is a shadow rule: decided and counted,
+// but never denying (Rule.Shadow).
+func (c *CompiledRule) Shadow() bool { return c.rule.Shadow }
 
 // Limit returns the engine limit that enforces the rule: its namespace is
 // the rule's name, its algorithm the rule's. Rules that keep their name and

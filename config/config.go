@@ -65,7 +65,9 @@ type Config struct {
 	// Match is "match": sluice.MatchMostSpecific (default) or
 	// sluice.MatchAll.
 	Match sluice.MatchMode
-	// Rules is "rules", in file order.
+	// Rules is "rules", in file order. A rule's keys are its fields' names
+	// in snake case (name, method, path_prefix, scope, algorithm, limit,
+	// window, burst, cost, shadow); "shadow: true" sets Rule.Shadow.
 	Rules []sluice.Rule
 	// Default is "default", the rule for requests no rule covers, or nil.
 	Default *sluice.Rule
@@ -624,6 +626,8 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			if err == nil && r.Cost <= 0 {
 				err = p.errAt(v.Line, field, "must be positive when given, got %d", r.Cost)
 			}
+		case "shadow":
+			r.Shadow, err = p.boolean(v, field)
 		default:
 			return false, nil
 		}

@@ -7,7 +7,9 @@
 // identity section is an identity.Config as it stands. The store section
 // names the backend (memory, pebble, bolt or redis) and its settings; a
 // redis section's password may come from a file or an environment
-// variable, and is left out of Store.String. Watch reloads the
+// variable, and is left out of Store.String. A rule (or the default) with
+// "shadow: true" is a sluice.Rule with Shadow set: decided and counted, but
+// never denying. Watch reloads the
 // file into a registry when it changes (fsnotify on its directory) or on
 // SIGHUP, rejecting an invalid file whole.
 //

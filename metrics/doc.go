@@ -1,6 +1,7 @@
 // Package metrics counts what a gateway decides and exports it to
 // Prometheus: per rule, the allowed and denied decisions, the cost spent,
-// the decision latency and the store errors; the configuration reloads; and,
+// the decision latency, the store errors and the would-be denials of shadow
+// rules; the configuration reloads; and,
 // through Collector, the engine's own counters. A *Metrics is the
 // sluice.Observer a door is given and the reload counter of a configuration
 // watcher.

@@ -26,13 +26,17 @@ type Options struct {
 	Buckets []float64
 }
 
-// Metrics is a sluice.LocalObserver.
-var _ sluice.LocalObserver = (*Metrics)(nil)
+// Metrics is a sluice.LocalObserver and a sluice.ShadowObserver.
+var (
+	_ sluice.LocalObserver  = (*Metrics)(nil)
+	_ sluice.ShadowObserver = (*Metrics)(nil)
+)
 
 // Metrics counts what a gateway decides: per rule, the allowed and denied
 // decisions, the cost the allowed ones spent, their latency and the store
-// errors met, by the policy that applied, and the decisions made locally
-// under the local policy; and the configuration reloads. Snapshot reads the counters as
+// errors met, by the policy that applied, the decisions made locally
+// under the local policy and the would-be denials of shadow rules; and the
+// configuration reloads. Snapshot reads the counters as
 // a plain value; Collector exposes them, with the engine's own counters, to
 // Prometheus.
 //
@@ -65,6 +69,7 @@ type ruleMetrics struct {
 	allowed, denied, spent                      atomic.Uint64
 	storeErrOpen, storeErrClosed, storeErrLocal atomic.Uint64
 	localAllowed, localDenied                   atomic.Uint64       // decisions made in-process (sluice.FailLocal)
+	shadowDenied                                atomic.Uint64       // would-be denials of a shadow rule
 	latency                                     prometheus.Observer // the rule's child of Metrics.latency
 }
 
@@ -200,6 +205,24 @@ func (m *Metrics) ObserveLocalDecision(rule string, allowed bool) {
 	}
 }
 
+// ObserveShadowDenial records that the named shadow rule would have denied
+// a request (sluice.Rule.Shadow): the request passed and spent nothing
+// under the rule. It is counted apart from the decisions, so that
+// sluice_decisions_total{decision="denied"} counts only requests refused;
+// d goes to the decision latency histogram as any decision's does. The
+// door reports the rule's allowed decisions to ObserveDecisionCost as
+// usual. cost is not counted (nothing was spent).
+//
+// It takes no lock and does not allocate once the rule has been seen.
+func (m *Metrics) ObserveShadowDenial(rule string, cost int64, d time.Duration) {
+	if m == nil {
+		return
+	}
+	r := m.rule(rule)
+	r.shadowDenied.Add(1)
+	r.latency.Observe(d.Seconds())
+}
+
 // ObserveReload records a configuration reload: a success when err is nil,
 // a failure (the previous configuration stays in force) otherwise.
 func (m *Metrics) ObserveReload(err error) {
@@ -245,6 +268,9 @@ type RuleSnapshot struct {
 	// LocalAllowed and LocalDenied count the decisions made in-process
 	// under the local policy; they are counted in Allowed and Denied too.
 	LocalAllowed, LocalDenied uint64
+	// ShadowDenied counts the requests a shadow rule would have denied,
+	// which passed; they are not counted in Denied.
+	ShadowDenied uint64
 }
 
 // StoreErrors returns the store errors of every rule, whatever the policy.
@@ -285,6 +311,7 @@ func (m *Metrics) Snapshot() Snapshot {
 			StoreErrorsLocal:  r.storeErrLocal.Load(),
 			LocalAllowed:      r.localAllowed.Load(),
 			LocalDenied:       r.localDenied.Load(),
+			ShadowDenied:      r.shadowDenied.Load(),
 		}
 		if n := rs.Allowed + rs.Denied; n > 0 {
 			rs.DeniedRatio = float64(rs.Denied) / float64(n)
@@ -319,6 +346,9 @@ func (m *Metrics) sortedRules() []*ruleMetrics {
 //	local_decisions_total{rule,decision="allowed|denied"}  counter, once the rule has decided locally:
 //	                                                 the part of decisions_total made in-process
 //	                                                 while the store failed (on_store_error: local)
+//	shadow_denials_total{rule}                       counter, once the rule has been seen: the requests
+//	                                                 a shadow rule (shadow: true) would have denied; they
+//	                                                 passed and are not in decisions_total
 //	config_reloads_total{result="ok|error"}          counter
 //	keys                                             gauge (left out when the backend cannot count)
 //	evictions_total                                  counter
@@ -347,6 +377,9 @@ var (
 	descLocal = prometheus.NewDesc("sluice_local_decisions_total",
 		"Decisions made in-process, on the rule's share of the fleet, because the store failed (on_store_error: local); also counted in sluice_decisions_total.",
 		[]string{"rule", "decision"}, nil)
+	descShadow = prometheus.NewDesc("sluice_shadow_denials_total",
+		"Requests a shadow rule (shadow: true) would have denied; they passed, spent nothing under the rule and are not counted in sluice_decisions_total.",
+		[]string{"rule"}, nil)
 	descReloads = prometheus.NewDesc("sluice_config_reloads_total",
 		"Configuration reloads, by result; a failed reload keeps the previous configuration.", []string{"result"}, nil)
 	descKeys = prometheus.NewDesc("sluice_keys",
@@ -377,7 +410,7 @@ type collector struct {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descLocal, descReloads} {
+	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descLocal, descShadow, descReloads} {
 		ch <- d
 	}
 	c.m.latency.Describe(ch)
@@ -402,6 +435,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descDecisions, float64(r.allowed.Load()), r.name, "allowed")
 		counter(descDecisions, float64(r.denied.Load()), r.name, "denied")
 		counter(descSpent, float64(r.spent.Load()), r.name)
+		counter(descShadow, float64(r.shadowDenied.Load()), r.name)
 		if n := r.storeErrOpen.Load(); n > 0 {
 			counter(descStoreErrors, float64(n), r.name, string(sluice.FailOpen))
 		}

@@ -269,9 +269,9 @@ func TestMetricsCollectorNilEngine(t *testing.T) {
 	if n := testutil.CollectAndCount(c, "sluice_keys", "sluice_flushes_total", "sluice_dirty_records"); n != 0 {
 		t.Errorf("%d engine series without an engine, want 0", n)
 	}
-	// decisions (2) + cost (1) + reloads (2) + histogram (1)
-	if n := testutil.CollectAndCount(c); n != 6 {
-		t.Errorf("%d series, want 6", n)
+	// decisions (2) + cost (1) + shadow denials (1) + reloads (2) + histogram (1)
+	if n := testutil.CollectAndCount(c); n != 7 {
+		t.Errorf("%d series, want 7", n)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
@@ -375,4 +375,45 @@ func TestMetricsLocal(t *testing.T) {
 	}
 	var nilM *Metrics
 	nilM.ObserveLocalDecision("orders", true) // a no-op, as every Observe method
+}
+
+// A shadow rule's would-be denials are counted apart: in ShadowDenied and
+// sluice_shadow_denials_total, not as denied decisions, while its allowed
+// decisions are counted as any rule's; the latency of both is observed.
+func TestMetricsShadowDenials(t *testing.T) {
+	m := New(&Options{Buckets: []float64{0.001}})
+	m.ObserveDecisionCost("trial", true, 3, time.Millisecond/2)
+	m.ObserveShadowDenial("trial", 3, time.Millisecond/2)
+	m.ObserveShadowDenial("trial", 3, time.Millisecond/2)
+	m.ObserveDecisionCost("enforced", false, 1, time.Millisecond/2)
+	r, ok := m.Snapshot().Rule("trial")
+	if !ok || r.Allowed != 1 || r.Denied != 0 || r.Spent != 3 || r.ShadowDenied != 2 || r.DeniedRatio != 0 {
+		t.Errorf("trial snapshot %+v, want 1 allowed spending 3, 0 denied, 2 shadow denials", r)
+	}
+	if err := testutil.CollectAndCompare(m.Collector(nil), strings.NewReader(`
+# HELP sluice_decisions_total Decisions made under each rule, by outcome.
+# TYPE sluice_decisions_total counter
+sluice_decisions_total{decision="allowed",rule="enforced"} 0
+sluice_decisions_total{decision="denied",rule="enforced"} 1
+sluice_decisions_total{decision="allowed",rule="trial"} 1
+sluice_decisions_total{decision="denied",rule="trial"} 0
+# HELP sluice_shadow_denials_total Requests a shadow rule (shadow: true) would have denied; they passed, spent nothing under the rule and are not counted in sluice_decisions_total.
+# TYPE sluice_shadow_denials_total counter
+sluice_shadow_denials_total{rule="enforced"} 0
+sluice_shadow_denials_total{rule="trial"} 2
+# HELP sluice_decision_duration_seconds Time taken to decide a request under a rule, store included.
+# TYPE sluice_decision_duration_seconds histogram
+sluice_decision_duration_seconds_bucket{rule="enforced",le="0.001"} 1
+sluice_decision_duration_seconds_bucket{rule="enforced",le="+Inf"} 1
+sluice_decision_duration_seconds_sum{rule="enforced"} 0.0005
+sluice_decision_duration_seconds_count{rule="enforced"} 1
+sluice_decision_duration_seconds_bucket{rule="trial",le="0.001"} 3
+sluice_decision_duration_seconds_bucket{rule="trial",le="+Inf"} 3
+sluice_decision_duration_seconds_sum{rule="trial"} 0.0015
+sluice_decision_duration_seconds_count{rule="trial"} 3
+`), "sluice_decisions_total", "sluice_shadow_denials_total", "sluice_decision_duration_seconds"); err != nil {
+		t.Error(err)
+	}
+	var nilM *Metrics
+	nilM.ObserveShadowDenial("trial", 1, 0) // a no-op, as every Observe method
 }
