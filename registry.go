@@ -31,6 +31,10 @@ type Ruleset struct {
 	rules []*CompiledRule // most specific first; ties in the order given
 	def   *CompiledRule   // nil when there is no default
 	mode  MatchMode
+
+	free      []*CompiledRule            // the plan-less rules, in rules' order: what a caller on no plan is matched against
+	plans     map[string][]*CompiledRule // per plan named by a rule, what its callers are matched against (plan.go); nil without plan rules
+	overrides *overrideSet               // the callers given their own limits (override.go); nil without overrides
 }
 
 // NewRuleset validates and compiles rules, the optional default rule def
@@ -74,7 +78,7 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 		seen[r.Name] = i
 		if mode == MatchMostSpecific {
 			for _, o := range rs.rules {
-				if o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix {
+				if o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix && o.rule.Plan == c.rule.Plan {
 					return nil, i, r.fail("path_prefix", "rule %q has the same method and path prefix and always wins in %s mode", o.rule.Name, mode)
 				}
 			}
@@ -82,9 +86,13 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 		rs.rules = append(rs.rules, c)
 	}
 	slices.SortStableFunc(rs.rules, moreSpecific)
+	rs.indexPlans()
 	if def != nil {
 		d := *def
 		d.Method, d.PathPrefix = AnyMethod, "/"
+		if d.Plan != "" {
+			return nil, -1, d.fail("plan", "not allowed on the default, which covers every caller; write a rule with path_prefix \"/\" and this plan")
+		}
 		c, err := d.compile()
 		if err != nil {
 			return nil, -1, err
@@ -120,16 +128,18 @@ func (rs *Ruleset) Rule(name string) *CompiledRule {
 	return nil
 }
 
-// Match returns the rules that apply to a request: in MatchMostSpecific
-// mode the most specific rule covering it, in MatchAll mode every rule
-// covering it, most specific first; in both, the default alone when no rule
-// covers it, and nothing (nil) when there is no default either.
+// Match returns the rules that apply to a request of a caller on no plan
+// (rules with a Plan are left out; MatchPlan matches a plan's caller): in
+// MatchMostSpecific mode the most specific rule covering it, in MatchAll
+// mode every rule covering it, most specific first; in both, the default
+// alone when no rule covers it, and nothing (nil) when there is no default
+// either.
 //
 // The result must not be modified. In MatchMostSpecific mode it is not
 // allocated; use AppendMatch to avoid the allocation in MatchAll mode.
 func (rs *Ruleset) Match(method, path string) []*CompiledRule {
 	if rs.mode == MatchMostSpecific {
-		for _, c := range rs.rules {
+		for _, c := range rs.free {
 			if c.matches(method, path) {
 				return c.alone
 			}
@@ -145,7 +155,7 @@ func (rs *Ruleset) Match(method, path string) []*CompiledRule {
 // AppendMatch appends the rules Match would return to dst.
 func (rs *Ruleset) AppendMatch(dst []*CompiledRule, method, path string) []*CompiledRule {
 	n := len(dst)
-	for _, c := range rs.rules {
+	for _, c := range rs.free {
 		if c.matches(method, path) {
 			dst = append(dst, c)
 			if rs.mode == MatchMostSpecific {

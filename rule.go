@@ -85,6 +85,10 @@ type Rule struct {
 	// Cost is what one request spends; zero means 1. It may not exceed the
 	// capacity (Burst, or Limit), since such a request could never pass.
 	Cost int64
+	// Plan, when set, limits the rule to callers of that plan (see
+	// plan.go: ValidPlan, and Ruleset.MatchPlan for which rule wins).
+	// Empty means every caller.
+	Plan string
 }
 
 // RuleError reports what is wrong with one rule. It matches
@@ -147,6 +151,9 @@ func (r Rule) compile() (*CompiledRule, error) {
 	}
 	if !r.Scope.Valid() {
 		return nil, r.fail("scope", "must be one of %v, got %q", Scopes, string(r.Scope))
+	}
+	if r.Plan != "" && !ValidPlan(r.Plan) {
+		return nil, r.fail("plan", planSyntax+", got %q", r.Plan)
 	}
 	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst})
 	if err != nil {
