@@ -69,6 +69,9 @@ type Config struct {
 	Rules []sluice.Rule
 	// Default is "default", the rule for requests no rule covers, or nil.
 	Default *sluice.Rule
+	// Overrides is "overrides": callers given their own limit on a rule,
+	// their keys as the doors build them (see overrides.go).
+	Overrides []sluice.Override
 
 	ruleset *sluice.Ruleset // compiled from the above by Parse
 }
@@ -259,7 +262,11 @@ func (c *Config) Ruleset() (*sluice.Ruleset, error) {
 	if c.ruleset != nil {
 		return c.ruleset, nil
 	}
-	return sluice.NewRuleset(c.Rules, c.Default, c.Match)
+	rs, err := sluice.NewRuleset(c.Rules, c.Default, c.Match)
+	if err != nil {
+		return nil, err
+	}
+	return rs.WithOverrides(c.Overrides)
 }
 
 // Load reads and parses the configuration file at path. See Parse.
@@ -323,11 +330,12 @@ func Parse(name string, data []byte) (*Config, error) {
 
 // parser walks a configuration's YAML node tree.
 type parser struct {
-	file      string
-	ruleNodes []*yaml.Node // the mapping of each rule, by index
-	defNode   *yaml.Node   // the default's mapping
-	ruleLines []map[string]int
-	defLines  map[string]int
+	file          string
+	ruleNodes     []*yaml.Node // the mapping of each rule, by index
+	defNode       *yaml.Node   // the default's mapping
+	ruleLines     []map[string]int
+	defLines      map[string]int
+	overrideNodes []overrideNode // the overrides section, read (overrides.go)
 }
 
 func (p *parser) errAt(line int, field, format string, args ...any) *Error {
@@ -544,6 +552,8 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 				return true, err
 			}
 			c.Default, p.defNode, p.defLines = &r, v, lines
+		case "overrides":
+			err = p.overrides(v, field)
 		default:
 			return false, nil
 		}
@@ -555,6 +565,9 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 	rs, err := sluice.NewRuleset(c.Rules, c.Default, c.Match)
 	if err != nil {
 		return p.ruleError(err)
+	}
+	if rs, err = p.applyOverrides(rs, c); err != nil {
+		return err
 	}
 	c.ruleset = rs
 	return nil
@@ -623,6 +636,11 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			r.Cost, err = p.integer(v, field)
 			if err == nil && r.Cost <= 0 {
 				err = p.errAt(v.Line, field, "must be positive when given, got %d", r.Cost)
+			}
+		case "plan":
+			r.Plan, err = p.str(v, field)
+			if err == nil && r.Plan == "" {
+				err = p.errAt(v.Line, field, "must not be empty (leave it out for a rule of every caller)")
 			}
 		default:
 			return false, nil
@@ -905,6 +923,8 @@ func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error 
 			id.IPv6Prefix = int(bits)
 		case "headers_from_trusted_proxies_only":
 			id.HeadersFromTrustedProxiesOnly, err = p.boolean(v, field)
+		case "plan_header":
+			id.PlanHeader, err = header(v, field)
 		default:
 			return false, nil
 		}
