@@ -113,6 +113,14 @@ func TestServeProcessPlansOverridesAndReset(t *testing.T) {
 		t.Errorf("/v1/keys for carol: %d %+v, want her override of 8, blocked", code, k)
 	}
 
+	plans := map[string]string{}
+	for _, r := range readRules(t, "http://"+admin).Rules {
+		plans[r.Name] = r.Plan
+	}
+	if plans["orders-premium"] != "premium" || plans["orders"] != "" {
+		t.Errorf("/rules plans: %v, want orders-premium on premium", plans)
+	}
+
 	// Stop the gateway; its store is flushed.
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(t, 30*time.Second); err != nil {

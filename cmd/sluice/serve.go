@@ -450,6 +450,7 @@ type ruleJSON struct {
 	Window     string `json:"window"`
 	Burst      int64  `json:"burst"`
 	Cost       int64  `json:"cost"`
+	Plan       string `json:"plan,omitempty"`
 }
 
 // rulesJSON is the body of /rules: the ruleset in force.
@@ -471,6 +472,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Window:     r.Window.String(),
 		Burst:      r.Burst,
 		Cost:       r.Cost,
+		Plan:       r.Plan,
 	}
 }
 
