@@ -174,6 +174,9 @@ func TestAdminToken(t *testing.T) {
 	if code, out := run("--admin", "0.0.0.0:0"); code != 2 || !strings.Contains(out, "not loopback") || !strings.Contains(out, "--admin-token-file") {
 		t.Errorf("--admin 0.0.0.0:0 without a token: exit %d\n%s\nwant 2 naming --admin-token-file", code, out)
 	}
+	if code, out := run("--admin-token-file", filepath.Join(dir, "none")); code != 2 || !strings.Contains(out, "only with --admin") {
+		t.Errorf("--admin-token-file without --admin: exit %d\n%s\nwant 2", code, out)
+	}
 	short := filepath.Join(dir, "short")
 	writeFile(t, short, "secret\n")
 	if code, out := run("--admin", "0.0.0.0:0", "--admin-token-file", short); code != 2 || !strings.Contains(out, "at least 16") {

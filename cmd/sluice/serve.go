@@ -167,6 +167,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "--listen is required")
 	case *upstream == "":
 		return fail(2, "--upstream is required")
+	case *adminTokenFile != "" && *admin == "":
+		return fail(2, "--admin-token-file: only with --admin")
 	}
 	up, err := url.Parse(*upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
