@@ -330,11 +330,12 @@ func Parse(name string, data []byte) (*Config, error) {
 
 // parser walks a configuration's YAML node tree.
 type parser struct {
-	file          string
-	ruleNodes     []*yaml.Node // the mapping of each rule, by index
-	defNode       *yaml.Node   // the default's mapping
-	ruleLines     []map[string]int
-	defLines      map[string]int
+	file      string
+	ruleNodes []*yaml.Node // the mapping of each rule, by index
+	defNode   *yaml.Node   // the default's mapping
+	ruleLines []map[string]int
+	defLines  map[string]int
+
 	overrideNodes []overrideNode // the overrides section, read (overrides.go)
 }
 
