@@ -15,6 +15,14 @@
 // engine.Engine.ApplyAll. Each CompiledRule carries its engine.Limit, whose
 // namespace is the rule's name, so two rules never share a counter.
 //
+// A rule may carry a Plan: it then applies only to that plan's callers, in
+// place of the plan-less rule of the same match (Ruleset.MatchPlan; plan.go
+// states the rule precisely). An Override gives one caller its own limit,
+// window or burst under a rule (Ruleset.WithOverrides, Ruleset.Override);
+// it keeps the rule's record, so what the caller spent carries over.
+// Ruleset.Resolve is the whole choice, plan and overrides, as a function of
+// the ruleset and the caller's identity, for any door.
+//
 // A Registry holds the ruleset in force and replaces it whole with one
 // atomic pointer swap: readers take no lock and never see half a ruleset.
 // Across a swap, a rule that keeps its name and algorithm keeps its callers'

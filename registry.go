@@ -40,6 +40,10 @@ type Ruleset struct {
 	all    []*CompiledRule // both, in the same order
 	def    *CompiledRule   // nil when there is no default
 	mode   MatchMode
+
+	free      []*CompiledRule            // the plan-less enforced rules, in rules' order: what a caller on no plan is matched against
+	plans     map[string][]*CompiledRule // per plan named by a rule, what its callers are matched against (plan.go); nil without plan rules
+	overrides *overrideSet               // the callers given their own limits (override.go); nil without overrides
 }
 
 // NewRuleset validates and compiles rules, the optional default rule def
@@ -86,7 +90,7 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 		seen[r.Name] = i
 		if mode == MatchMostSpecific {
 			for _, o := range rs.all {
-				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix {
+				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix && o.rule.Plan == c.rule.Plan {
 					kind := ""
 					if c.rule.Shadow {
 						kind = "shadow "
@@ -105,9 +109,13 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 			rs.rules = append(rs.rules, c)
 		}
 	}
+	rs.indexPlans()
 	if def != nil {
 		d := *def
 		d.Method, d.PathPrefix = AnyMethod, "/"
+		if d.Plan != "" {
+			return nil, -1, d.fail("plan", "not allowed on the default, which covers every caller; write a rule with path_prefix \"/\" and this plan")
+		}
 		c, err := d.compile()
 		if err != nil {
 			return nil, -1, err
@@ -149,18 +157,19 @@ func (rs *Ruleset) Rule(name string) *CompiledRule {
 	return nil
 }
 
-// Match returns the enforced rules that apply to a request: in
-// MatchMostSpecific mode the most specific enforced rule covering it, in
-// MatchAll mode every enforced rule covering it, most specific first; in
-// both, when no enforced rule covers it, the default alone if it is an
-// enforced one, and otherwise nothing (nil). Shadow rules are not
-// returned, nor considered: see MatchShadow.
+// Match returns the enforced rules that apply to a request of a caller on
+// no plan (rules with a Plan are left out; MatchPlan matches a plan's
+// caller): in MatchMostSpecific mode the most specific enforced rule
+// covering it, in MatchAll mode every enforced rule covering it, most
+// specific first; in both, when no enforced rule covers it, the default
+// alone if it is an enforced one, and otherwise nothing (nil). Shadow rules
+// are not returned, nor considered: see MatchShadow.
 //
 // The result must not be modified. In MatchMostSpecific mode it is not
 // allocated; use AppendMatch to avoid the allocation in MatchAll mode.
 func (rs *Ruleset) Match(method, path string) []*CompiledRule {
 	if rs.mode == MatchMostSpecific {
-		for _, c := range rs.rules {
+		for _, c := range rs.free {
 			if c.matches(method, path) {
 				return c.alone
 			}
@@ -176,7 +185,7 @@ func (rs *Ruleset) Match(method, path string) []*CompiledRule {
 // AppendMatch appends the rules Match would return to dst.
 func (rs *Ruleset) AppendMatch(dst []*CompiledRule, method, path string) []*CompiledRule {
 	n := len(dst)
-	dst = rs.appendCovering(dst, rs.rules, method, path)
+	dst = rs.appendCovering(dst, rs.free, method, path)
 	if len(dst) == n && rs.def != nil && !rs.def.rule.Shadow {
 		dst = append(dst, rs.def)
 	}

@@ -93,6 +93,10 @@ type Rule struct {
 	// changes what the enforced rules decide: the way to roll out a new
 	// limit, or a tighter one, and watch what it would do first.
 	Shadow bool
+	// Plan, when set, limits the rule to callers of that plan (see
+	// plan.go: ValidPlan, and Ruleset.MatchPlan for which rule wins).
+	// Empty means every caller.
+	Plan string
 }
 
 // RuleError reports what is wrong with one rule. It matches
@@ -155,6 +159,12 @@ func (r Rule) compile() (*CompiledRule, error) {
 	}
 	if !r.Scope.Valid() {
 		return nil, r.fail("scope", "must be one of %v, got %q", Scopes, string(r.Scope))
+	}
+	if r.Plan != "" && !ValidPlan(r.Plan) {
+		return nil, r.fail("plan", planSyntax+", got %q", r.Plan)
+	}
+	if r.Plan != "" && r.Shadow {
+		return nil, r.fail("plan", "a shadow rule applies to every caller and cannot name a plan, got %q", r.Plan)
 	}
 	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst})
 	if err != nil {

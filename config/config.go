@@ -71,6 +71,9 @@ type Config struct {
 	Rules []sluice.Rule
 	// Default is "default", the rule for requests no rule covers, or nil.
 	Default *sluice.Rule
+	// Overrides is "overrides": callers given their own limit on a rule,
+	// their keys as the doors build them (see overrides.go).
+	Overrides []sluice.Override
 
 	ruleset *sluice.Ruleset // compiled from the above by Parse
 }
@@ -261,7 +264,11 @@ func (c *Config) Ruleset() (*sluice.Ruleset, error) {
 	if c.ruleset != nil {
 		return c.ruleset, nil
 	}
-	return sluice.NewRuleset(c.Rules, c.Default, c.Match)
+	rs, err := sluice.NewRuleset(c.Rules, c.Default, c.Match)
+	if err != nil {
+		return nil, err
+	}
+	return rs.WithOverrides(c.Overrides)
 }
 
 // Load reads and parses the configuration file at path. See Parse.
@@ -330,6 +337,8 @@ type parser struct {
 	defNode   *yaml.Node   // the default's mapping
 	ruleLines []map[string]int
 	defLines  map[string]int
+
+	overrideNodes []overrideNode // the overrides section, read (overrides.go)
 }
 
 func (p *parser) errAt(line int, field, format string, args ...any) *Error {
@@ -546,6 +555,8 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 				return true, err
 			}
 			c.Default, p.defNode, p.defLines = &r, v, lines
+		case "overrides":
+			err = p.overrides(v, field)
 		default:
 			return false, nil
 		}
@@ -557,6 +568,9 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 	rs, err := sluice.NewRuleset(c.Rules, c.Default, c.Match)
 	if err != nil {
 		return p.ruleError(err)
+	}
+	if rs, err = p.applyOverrides(rs, c); err != nil {
+		return err
 	}
 	c.ruleset = rs
 	return nil
@@ -628,6 +642,11 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			}
 		case "shadow":
 			r.Shadow, err = p.boolean(v, field)
+		case "plan":
+			r.Plan, err = p.str(v, field)
+			if err == nil && r.Plan == "" {
+				err = p.errAt(v.Line, field, "must not be empty (leave it out for a rule of every caller)")
+			}
 		default:
 			return false, nil
 		}
@@ -909,6 +928,8 @@ func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error 
 			id.IPv6Prefix = int(bits)
 		case "headers_from_trusted_proxies_only":
 			id.HeadersFromTrustedProxiesOnly, err = p.boolean(v, field)
+		case "plan_header":
+			id.PlanHeader, err = header(v, field)
 		default:
 			return false, nil
 		}

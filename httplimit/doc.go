@@ -8,6 +8,12 @@
 // trusted proxy; IPv6 grouped by a prefix) or one key for everyone. Read
 // identity.Identifier's documentation before trusting an identity header.
 //
+// When the rules in force name plans, the caller's plan comes from the
+// IdentityFunc's Caller.Plan or from the identity section's plan header,
+// believed only from a trusted proxy, and the request is matched with
+// sluice.Ruleset.MatchPlan; a caller with an override is decided under its
+// own limit (sluice.Ruleset.Override). See plan.go.
+//
 // The package imports no YAML, file watching or metrics library: a
 // sluice.Observer (package metrics' *Metrics, for one) is told each
 // decision.

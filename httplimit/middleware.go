@@ -217,12 +217,16 @@ func waitDelay(ctx context.Context, d time.Duration) bool {
 
 func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	rs := l.reg.Ruleset()
+	plan, ok := l.callerPlan(w, r, rs) // plan.go
+	if !ok {
+		return
+	}
 	var stack [maxStackRules]*sluice.CompiledRule
 	var rules []*sluice.CompiledRule
 	if rs.Mode() == sluice.MatchAll {
-		rules = rs.AppendMatch(stack[:0], r.Method, r.URL.Path)
+		rules = rs.AppendMatchPlan(stack[:0], r.Method, r.URL.Path, plan)
 	} else {
-		rules = rs.Match(r.Method, r.URL.Path)
+		rules = rs.MatchPlan(r.Method, r.URL.Path, plan)
 	}
 	if len(rules) == 0 {
 		next.ServeHTTP(w, r)
@@ -243,6 +247,7 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			l.identityError(w, r, rule, err)
 			return
 		}
+		rule = rs.Override(rule, key)
 		var start time.Time
 		if l.metrics != nil { // time the decision only for someone to see it
 			start = time.Now()
@@ -275,8 +280,7 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 		delay = d.Delay
 	} else {
-		var ok bool
-		if rule, d, delay, ok = l.applyAll(w, r, next, rules); !ok {
+		if rule, d, delay, ok = l.applyAll(w, r, next, rs, rules); !ok {
 			return
 		}
 	}
@@ -297,14 +301,17 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 // applyAll decides a request under several rules at once (all mode). It
 // returns the rule and decision to report and the delay to wait; ok is
 // false when it has answered the request (or passed it on) itself.
-func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Handler, rules []*sluice.CompiledRule) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, ok bool) {
+func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Handler, rs *sluice.Ruleset, rules []*sluice.CompiledRule) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, ok bool) {
 	var stack [maxStackRules]engine.Request
 	reqs := stack[:0]
-	for _, c := range rules {
+	for i, c := range rules {
 		key, cost, err := l.keyAndCost(r, c)
 		if err != nil {
 			l.identityError(w, r, c, err)
 			return nil, d, 0, false
+		}
+		if o := rs.Override(c, key); o != c {
+			rules[i], c = o, o // rules is the door's own (AppendMatchPlan's), not the ruleset's
 		}
 		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
 	}

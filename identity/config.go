@@ -101,6 +101,15 @@ type Config struct {
 	// and the caller is anonymous. False by default. It does not apply to a
 	// Caller the program supplies (KeyFor).
 	HeadersFromTrustedProxiesOnly bool
+	// PlanHeader is "plan_header", the header holding the caller's plan
+	// (such as X-Sluice-Plan), for rules with a plan. It is believed only
+	// on requests whose peer (the connection itself) is a trusted proxy,
+	// whatever HeadersFromTrustedProxiesOnly says, since a plan is a
+	// privilege a client must not grant itself: the proxy in front must set
+	// it and overwrite whatever the client sent. Empty by default: no plan
+	// header is read, and plans come only from a Caller the program
+	// supplies (PlanFor).
+	PlanHeader string
 }
 
 // WithDefaults returns c with every zero field set to its default.

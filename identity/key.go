@@ -35,6 +35,9 @@ type Caller struct {
 	UserID string
 	// APIKey is the caller's API key, for rules scoped "api_key".
 	APIKey string
+	// Plan is the caller's plan, for rules with a plan (sluice.Rule.Plan);
+	// empty for none. It must be a valid plan name (sluice.ValidPlan).
+	Plan string
 }
 
 // Identifier turns a request into the key a rule's budget is counted
@@ -82,6 +85,7 @@ type Identifier struct {
 	forwarded                bool // read Forwarded rather than X-Forwarded-For
 	v6bits                   int
 	headersTrustedOnly       bool
+	planHeader               string // canonical; empty: no plan header is read
 }
 
 // New validates cfg and returns its Identifier; zero fields take their
@@ -96,6 +100,12 @@ func New(cfg Config) (*Identifier, error) {
 		forwarded:          cfg.ForwardingHeader == Forwarded,
 		v6bits:             cfg.IPv6Prefix,
 		headersTrustedOnly: cfg.HeadersFromTrustedProxiesOnly,
+	}
+	if cfg.PlanHeader != "" {
+		if !isToken(cfg.PlanHeader) {
+			return nil, fmt.Errorf("identity: PlanHeader: want an HTTP header name, got %q", cfg.PlanHeader)
+		}
+		id.planHeader = textproto.CanonicalMIMEHeaderKey(cfg.PlanHeader)
 	}
 	for _, h := range []*string{&id.userHeader, &id.apiKeyHeader} {
 		if !isToken(*h) {
@@ -232,11 +242,17 @@ func (id *Identifier) key(scope sluice.Scope, remote string, h Header, who Calle
 	if len(v) > MaxAPIKeyLen {
 		return "", fmt.Errorf("%w: the API key is %d bytes, over %d", ErrIdentityTooLong, len(v), MaxAPIKeyLen)
 	}
+	return hashAPIKey(v), nil
+}
+
+// hashAPIKey returns the caller key of the API key v: "key:" and the first
+// 16 bytes of its SHA-256 in hex.
+func hashAPIKey(v string) string {
 	sum := sha256.Sum256([]byte(v))
 	var buf [4 + 32]byte
 	copy(buf[:], "key:")
 	hex.Encode(buf[4:], sum[:16])
-	return string(buf[:]), nil
+	return string(buf[:])
 }
 
 // remoteTrusted reports whether the peer remote is a trusted proxy; one

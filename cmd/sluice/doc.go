@@ -11,6 +11,7 @@
 //	simulate  decide a JSON-lines trace of requests read from stdin
 //	serve     run a rate-limiting reverse proxy in front of an HTTP service
 //	inspect   list the records a Pebble or bbolt state directory holds
+//	reset     unblock a caller: forget its record under a rule in a stopped store
 //	version   print the version of this build
 //
 // Run "sluice <command> -h" for a command's flags.
@@ -98,4 +99,13 @@
 // inspect lists the stored records with their rule, caller, algorithm,
 // decoded state and time to expiry. The process using the directory must be
 // stopped first: the directory lock says so if it is not.
+//
+// # reset
+//
+//	sluice reset --rule NAME --key KEY [--config FILE] [--backend pebble|bolt --dir DIR | --backend redis --redis-addr ADDR]
+//
+// reset forgets one caller's record under a rule, so that its next request
+// is decided as its first; KEY is written as in a configuration's overrides
+// (user:alice, key: and the raw API key, ip:192.0.2.1). A running gateway
+// is reset on its admin listener instead: POST /v1/reset (admin_keys.go).
 package main

@@ -24,6 +24,7 @@ var commands = []command{
 	{"serve", "run a rate-limiting reverse proxy in front of an HTTP service", runServeCmd},
 	{"rls", "serve Envoy's external rate-limit protocol from envoyproxy/ratelimit's configuration files", runRLSCmd},
 	{"inspect", "list the records a durable store holds (stop the process using it first)", runInspect},
+	{"reset", "unblock a caller: forget its record under a rule in a stopped store", runReset},
 	{"version", "print the version of this build", runVersion},
 }
 

@@ -48,7 +48,7 @@ const copyBufferSize = 32 << 10
 const maxPooledCopyBuffers = 256
 
 // serveUsage is what "sluice serve --help" prints before the flags.
-const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR]
+const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR [--admin-token-file FILE]]
        [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P]
 
@@ -85,6 +85,17 @@ Admin endpoints (on --admin only, never on --listen):
             reloads, the engine's counters, upstream errors)
   /healthz  "ok"
   /rules    the rules in force, as JSON
+  POST /v1/reset      rule=NAME&key=KEY (form or JSON): unblock a caller
+  GET  /v1/keys?rule=NAME&key=KEY: a caller's record, what it may spend
+            now, when it is full again
+KEY is a caller as written in overrides: user:ID, key:API_KEY (the raw
+key), keyhash:HEX, ip:ADDRESS or global. Every reset is logged with the
+remote address and whether a token was given.
+
+The admin listener binds to loopback by default (--admin :9090 is
+127.0.0.1:9090). On any other address serve refuses to start without
+--admin-token-file: then every admin endpoint but /healthz asks for
+"Authorization: Bearer TOKEN" (401 otherwise), on loopback too.
 
 Caller identity: a user- or api_key-scoped rule counts an anonymous caller
 by its IP address. No proxy is trusted unless identity.trusted_proxies lists
@@ -129,7 +140,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	configPath := fs.String("config", "", "the configuration `file` (YAML); required")
 	listen := fs.String("listen", "", "the `address` the proxy listens on, such as :8080; required")
 	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
-	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules); none when empty")
+	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
+	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
 	storeFlagsGiven := addBackendFlags(fs)
 	fs.Lookup("backend").Usage = "the `store`, over the configuration's store.backend: memory, pebble, bolt or redis"
 	fs.Usage = func() {
@@ -163,6 +175,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "--listen is required")
 	case *upstream == "":
 		return fail(2, "--upstream is required")
+	case *adminTokenFile != "" && *admin == "":
+		return fail(2, "--admin-token-file: only with --admin")
 	}
 	up, err := url.Parse(*upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
@@ -236,11 +250,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	// section and store-error policy. Both are reloadable: a reload that
 	// changes them swaps in a new handler, and requests in flight finish
 	// on the old one.
+	var curID atomic.Pointer[identity.Identifier]
 	limited := func(cfg *config.Config) (http.Handler, error) {
 		id, err := identity.New(cfg.Identity)
 		if err != nil {
 			return nil, fmt.Errorf("identity: %w", err)
 		}
+		curID.Store(id) // the admin endpoints read caller keys under it
 		mw, err := httplimit.New(httplimit.Config{
 			Engine:       eng,
 			Registry:     reg,
@@ -303,14 +319,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	listeners := []net.Listener{ln}
 	adminAddr := ""
 	if *admin != "" {
-		aln, err := net.Listen("tcp", *admin)
+		aln, guard, err := listenAdmin(*admin, *adminTokenFile) // admin_keys.go
 		if err != nil {
 			ln.Close()
-			return fail(1, "--admin: %v", err)
+			var ue *usageError
+			if errors.As(err, &ue) {
+				return fail(2, "%v", err)
+			}
+			return fail(1, "%v", err)
 		}
 		adminAddr = aln.Addr().String()
 		servers = append(servers, &http.Server{
-			Handler:           adminHandler(reg, counts, upstreamErrs, eng),
+			Handler:           guard.wrap(newAdminKeys(reg, eng, &curID, logger).mount(adminHandler(reg, counts, upstreamErrs, eng))),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          proxy.ErrorLog,
 		})
@@ -478,6 +498,7 @@ type ruleJSON struct {
 	Window     string `json:"window"`
 	Burst      int64  `json:"burst"`
 	Cost       int64  `json:"cost"`
+	Plan       string `json:"plan,omitempty"`
 }
 
 // rulesJSON is the body of /rules: the ruleset in force.
@@ -499,6 +520,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Window:     r.Window.String(),
 		Burst:      r.Burst,
 		Cost:       r.Cost,
+		Plan:       r.Plan,
 	}
 }
 

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
+)
+
+// The admin listener's security and its caller endpoints.
+//
+// The listener binds to loopback by default: an --admin address without a
+// host (":9090") is 127.0.0.1's. Bound anywhere else (0.0.0.0, a public
+// address) serve refuses to start unless --admin-token-file names a file
+// holding a bearer token; then every admin endpoint but /healthz asks for
+// "Authorization: Bearer TOKEN", compared in constant time, and answers
+// 401 with no detail to a request without it. With a token, loopback
+// requests need it too.
+//
+//	POST /v1/reset  rule=NAME&key=KEY (a form, or JSON {"rule":…,"key":…}):
+//	                forget the caller's record under the rule; logged with
+//	                the remote address and whether a token was presented
+//	GET  /v1/keys?rule=NAME&key=KEY: the caller's state under the rule (its
+//	                override applied): the decoded record, what it may
+//	                spend now, when it is full again
+//
+// KEY is a caller key as an operator writes it (identity.Identifier.ParseKey
+// under the identity section in force): user:alice, key: and the raw API
+// key, keyhash:HEX, ip:192.0.2.1, global.
+
+// minAdminTokenLen is the shortest token --admin-token-file may hold.
+const minAdminTokenLen = 16
+
+// maxAdminBody bounds a /v1/reset request body.
+const maxAdminBody = 64 << 10
+
+// adminGuard asks for the bearer token on every admin endpoint but
+// /healthz, when one is configured.
+type adminGuard struct {
+	tokenHash [sha256.Size]byte // of the token; zero when there is none
+	hasToken  bool
+}
+
+// readAdminToken reads the token of --admin-token-file: the file's
+// content without surrounding white space, at least minAdminTokenLen
+// bytes.
+func readAdminToken(path string) (adminGuard, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return adminGuard{}, fmt.Errorf("--admin-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if len(tok) < minAdminTokenLen {
+		return adminGuard{}, usagef("--admin-token-file %s: the token is %d bytes, want at least %d (such as the output of `openssl rand -hex 32`)", path, len(tok), minAdminTokenLen)
+	}
+	return adminGuard{tokenHash: sha256.Sum256([]byte(tok)), hasToken: true}, nil
+}
+
+// listenAdmin binds the admin listener at addr (an empty host means
+// 127.0.0.1) and returns it with its guard. Bound to an address that is
+// not loopback, it needs a token: without one it is a *usageError and
+// nothing stays bound.
+func listenAdmin(addr, tokenFile string) (net.Listener, adminGuard, error) {
+	var g adminGuard
+	if tokenFile != "" {
+		var err error
+		if g, err = readAdminToken(tokenFile); err != nil {
+			return nil, g, err
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, g, usagef("--admin %s: want host:port, or :port for loopback", addr)
+	}
+	if host == "" {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, g, fmt.Errorf("--admin: %w", err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && !g.hasToken {
+		ln.Close()
+		return nil, g, usagef("--admin %s: binds %s, which is not loopback: its endpoints (resets among them) would be open to the network; give --admin-token-file, or bind to 127.0.0.1", addr, ln.Addr())
+	}
+	return ln, g, nil
+}
+
+// authorized reports whether r carries the token (always true without
+// one).
+func (g adminGuard) authorized(r *http.Request) bool {
+	if !g.hasToken {
+		return true
+	}
+	tok, ok := bearer(r)
+	if !ok {
+		return false
+	}
+	// Hashing first makes the comparison constant-time in the length too.
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], g.tokenHash[:]) == 1
+}
+
+// bearer returns the token of an "Authorization: Bearer …" header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// wrap asks for the token on every path of h but /healthz.
+func (g adminGuard) wrap(h http.Handler) http.Handler {
+	if !g.hasToken {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && !g.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// adminKeys serves /v1/reset and /v1/keys over the engine and the rules in
+// force.
+type adminKeys struct {
+	reg *sluice.Registry
+	eng *engine.Engine
+	id  *atomic.Pointer[identity.Identifier] // the identity section in force
+	log *slog.Logger
+}
+
+// newAdminKeys returns the caller endpoints over reg and eng, reading
+// caller keys under the identifier id holds (a reload replaces it).
+func newAdminKeys(reg *sluice.Registry, eng *engine.Engine, id *atomic.Pointer[identity.Identifier], log *slog.Logger) *adminKeys {
+	return &adminKeys{reg: reg, eng: eng, id: id, log: log}
+}
+
+// mount returns a handler serving the caller endpoints and passing every
+// other request to rest.
+func (a *adminKeys) mount(rest http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/reset", a.reset)
+	mux.HandleFunc("GET /v1/keys", a.keys)
+	for path, allow := range map[string]string{"/v1/reset": "POST", "/v1/keys": "GET, HEAD"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", allow)
+			adminError(w, http.StatusMethodNotAllowed, "use %s", allow)
+		})
+	}
+	mux.Handle("/", rest)
+	return mux
+}
+
+// adminError answers an error as JSON {"error": …}.
+func adminError(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf(format, args...)})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// target reads the rule and caller of a request: the rule in force, the
+// caller's key, and the rule with the caller's override. ok is false when
+// it has answered the request.
+func (a *adminKeys) target(w http.ResponseWriter, ruleName, written string) (rs *sluice.Ruleset, rule *sluice.CompiledRule, key string, ok bool) {
+	if ruleName == "" || written == "" {
+		adminError(w, http.StatusBadRequest, "give rule and key (a caller key such as user:alice, key:API_KEY or ip:192.0.2.1)")
+		return nil, nil, "", false
+	}
+	rs = a.reg.Ruleset()
+	if rule = rs.Rule(ruleName); rule == nil {
+		adminError(w, http.StatusNotFound, "no rule named %q is in force", ruleName)
+		return nil, nil, "", false
+	}
+	key, err := a.id.Load().ParseKey(written)
+	if err != nil {
+		adminError(w, http.StatusBadRequest, "key: %v", err)
+		return nil, nil, "", false
+	}
+	return rs, rule, key, true
+}
+
+// reset is POST /v1/reset.
+func (a *adminKeys) reset(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
+	var in struct {
+		Rule string `json:"rule"`
+		Key  string `json:"key"`
+	}
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "application/json" {
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			adminError(w, http.StatusBadRequest, "want a JSON object {\"rule\": …, \"key\": …}")
+			return
+		}
+	} else {
+		if err := r.ParseForm(); err != nil {
+			adminError(w, http.StatusBadRequest, "want a form of rule and key")
+			return
+		}
+		in.Rule, in.Key = r.PostForm.Get("rule"), r.PostForm.Get("key")
+	}
+	_, rule, key, ok := a.target(w, in.Rule, in.Key)
+	if !ok {
+		return
+	}
+	_, tokenGiven := bearer(r)
+	if err := a.eng.Reset(rule.Limit(), key); err != nil {
+		a.log.Error("sluice serve: admin reset failed", "rule", rule.Name(), "key", key, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
+		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
+		return
+	}
+	a.log.Info("sluice serve: admin reset", "rule", rule.Name(), "key", key, "remote", r.RemoteAddr, "token", tokenGiven)
+	writeJSON(w, map[string]any{"rule": rule.Name(), "key": key, "reset": true})
+}
+
+// keyStateJSON is the body of GET /v1/keys.
+type keyStateJSON struct {
+	Rule string `json:"rule"`
+	// Key is the caller key the store holds (an API key's hash).
+	Key string `json:"key"`
+	// Override reports that the caller has its own limit under the rule;
+	// Limit, Window and Burst are then the caller's.
+	Override  bool   `json:"override"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	Window    string `json:"window"`
+	Burst     int64  `json:"burst"`
+	Cost      int64  `json:"cost"`
+	// Record is the stored state, decoded as sluice inspect shows it; nil
+	// when the caller has none (fresh, or expired).
+	Record *stateView `json:"record"`
+	// Raw is the record in hex.
+	Raw string `json:"raw,omitempty"`
+	// RecordError says why a record did not decode (it is then treated as
+	// absent by the next decision).
+	RecordError string `json:"record_error,omitempty"`
+	// Remaining is what the caller may spend now; AllowedNow whether a
+	// request of the rule's cost would pass.
+	Remaining  int64 `json:"remaining"`
+	AllowedNow bool  `json:"allowed_now"`
+	// RetryAfterSeconds is how long until a request of the rule's cost
+	// would pass (0 when it would now).
+	RetryAfterSeconds float64 `json:"retry_after_seconds"`
+	// FullInSeconds and FullAt say when the caller's whole capacity is
+	// back.
+	FullInSeconds float64 `json:"full_in_seconds"`
+	FullAt        string  `json:"full_at"`
+}
+
+// keys is GET /v1/keys.
+func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rs, rule, key, ok := a.target(w, q.Get("rule"), q.Get("key"))
+	if !ok {
+		return
+	}
+	c := rs.Override(rule, key)
+	spec := c.Rule()
+	out := keyStateJSON{Rule: c.Name(), Key: key, Override: c != rule, Algorithm: spec.Algorithm,
+		Limit: spec.Limit, Window: spec.Window.String(), Burst: spec.Burst, Cost: spec.Cost}
+	rec, err := a.eng.Record(c.Limit(), key)
+	if err != nil {
+		a.storeError(w, err)
+		return
+	}
+	if rec != nil {
+		out.Raw = hex.EncodeToString(rec)
+		if st, _, derr := decodeState(rec); derr != nil {
+			out.RecordError = derr.Error()
+		} else {
+			out.Record = &st
+		}
+	}
+	d, err := a.eng.Peek(c.Limit(), key, c.Cost())
+	if err != nil {
+		a.storeError(w, err)
+		return
+	}
+	out.Remaining, out.AllowedNow = d.Remaining, d.Allowed
+	if !d.Allowed {
+		out.RetryAfterSeconds = d.RetryAfter.Seconds()
+	}
+	out.FullInSeconds = d.Reset.Seconds()
+	out.FullAt = time.Unix(0, a.eng.Clock().Now()+int64(d.Reset)).UTC().Format(time.RFC3339Nano)
+	writeJSON(w, out)
+}
+
+// storeError answers an engine error of /v1/keys.
+func (a *adminKeys) storeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrStore) {
+		adminError(w, http.StatusServiceUnavailable, "the store could not be read")
+		return
+	}
+	a.log.Error("sluice serve: admin keys", "err", err)
+	adminError(w, http.StatusInternalServerError, "cannot read the key")
+}

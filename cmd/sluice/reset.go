@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/config"
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
+)
+
+const resetUsage = `Usage: sluice reset --rule NAME --key KEY [--config FILE]
+       [--backend pebble|bolt --dir DIR | --backend redis --redis-addr HOST:PORT[,...] --redis-prefix P]
+
+Reset unblocks one caller: it forgets the caller's record under the rule,
+so that its next request is decided as its first. KEY is the caller as an
+operator writes it: user:ID, key:API_KEY (the raw key, hashed here as the
+gateway hashes it), keyhash:HEX (a key's hash as inspect shows it),
+ip:ADDRESS (an IPv6 address stands for its prefix) or global.
+
+The store is the configuration's store section (--config) or the flags
+(which override it). --config also checks that the rule exists and reads
+the identity section's ipv6_prefix.
+
+Stop the gateway using a Pebble or bbolt directory first: the store is
+locked while it runs. A running gateway is reset on its admin listener
+instead (POST /v1/reset), and so is one on the memory store, whose records
+live only in its process. A Redis store is reset while the fleet runs; a
+gateway that had answered the caller's denial from its cache learns of the
+reset by Redis Pub/Sub.
+
+Exit status: 0 when the key was reset (whether or not it had a record), 2
+for a usage error, 1 when the store cannot be opened or written.
+
+Flags:
+`
+
+// runReset is the reset command.
+func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ruleName := fs.String("rule", "", "the `name` of the rule (its counters' namespace); required")
+	keyText := fs.String("key", "", "the caller `key`: user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global; required")
+	configPath := fs.String("config", "", "a gateway configuration `file` to read the store, the rules and the identity section from")
+	bflags := addBackendFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), resetUsage)
+		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(status int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "sluice reset: "+format+"\n", a...)
+		return status
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail(2, "unexpected argument %q", fs.Arg(0))
+	case *ruleName == "":
+		return fail(2, "--rule is required")
+	case *keyText == "":
+		return fail(2, "--key is required")
+	}
+	idCfg := identity.Config{}
+	bf := *bflags
+	if *configPath != "" {
+		cfg, err := config.Load(*configPath)
+		if err != nil {
+			return fail(2, "%v", err)
+		}
+		rs, err := cfg.Ruleset()
+		if err != nil {
+			return fail(2, "%s: %v", *configPath, err)
+		}
+		if rs.Rule(*ruleName) == nil {
+			var names []string
+			for _, c := range rs.Rules() {
+				names = append(names, c.Name())
+			}
+			if d := rs.Default(); d != nil {
+				names = append(names, d.Name())
+			}
+			return fail(2, "--rule %s: %s has no such rule (it has %v)", *ruleName, *configPath, names)
+		}
+		idCfg = cfg.Identity
+		fileStore := storeFlags(cfg.Store)
+		fileStore.from = *configPath
+		bf = bflags.over(fileStore)
+	}
+	id, err := identity.New(idCfg)
+	if err != nil {
+		return fail(2, "%s: identity: %v", *configPath, err)
+	}
+	key, err := id.ParseKey(*keyText)
+	if err != nil {
+		return fail(2, "--key: %v", err)
+	}
+	if bf.name == config.BackendMemory {
+		return fail(2, "the memory store keeps its records in the gateway's process only, so there is nothing here to reset: "+
+			"reset the caller on the running gateway's admin listener (POST /v1/reset with rule and key), or name a durable store (--backend pebble|bolt --dir DIR, or --config)")
+	}
+	b, opts, err := openBackend(bf)
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return fail(2, "%v", err)
+		}
+		if errors.Is(err, backend.ErrLocked) {
+			return fail(1, "opening the %s store: %v (stop the gateway using %s, or reset on its admin listener: POST /v1/reset)", bf.name, err, bf.dir)
+		}
+		return fail(1, "opening the %s store: %v", bf.name, err)
+	}
+	eng, err := engine.New(b, &opts)
+	if err != nil {
+		b.Close()
+		return fail(1, "starting the engine: %v", err)
+	}
+	l := engine.Limit{Namespace: *ruleName} // Reset and Record need only the namespace
+	had, rerr := eng.Record(l, key)
+	if rerr == nil {
+		rerr = eng.Reset(l, key)
+	}
+	if cerr := eng.Close(); rerr == nil && cerr != nil {
+		rerr = fmt.Errorf("closing the store: %w", cerr)
+	}
+	if rerr != nil {
+		return fail(1, "%v", rerr)
+	}
+	state := "it had no record"
+	if had != nil {
+		state = "its record is gone"
+	}
+	fmt.Fprintf(stdout, "reset %s under rule %s (%s)\n", key, *ruleName, state)
+	return 0
+}

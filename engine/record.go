@@ -1,0 +1,37 @@
+package engine
+
+import "github.com/cespare/xxhash/v2"
+
+// Record returns a copy of key's record under l as the engine would step it
+// now: from the in-memory tier over a durable store (so a spending not yet
+// flushed is seen), from the store otherwise; nil for a key never seen or
+// expired. It spends nothing and is meant for showing a caller's state
+// (an admin endpoint, say), not for deciding: use Peek for what the caller
+// may spend. Over a compare-and-swap store (Redis) it is the store's record.
+func (e *Engine) Record(l Limit, key string) ([]byte, error) {
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	k := AppendKey(nil, l.Namespace, key)
+	now := e.now()
+	if e.store.swap != nil {
+		rec, err := e.b.Get(k, now)
+		if err != nil {
+			return nil, e.storeError("read", err)
+		}
+		return append([]byte(nil), rec...), nil
+	}
+	h := xxhash.Sum64(k)
+	i := int(h & e.mask)
+	e.lock(i)
+	rec, err := e.get(&e.stripes[i], h, k, now)
+	out := append([]byte(nil), rec...)
+	e.unlock(i)
+	if err != nil {
+		return nil, e.storeError("read", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
