@@ -22,6 +22,7 @@ var commands = []command{
 	{"demo", "show a rate-limited gateway at work and its budgets surviving a restart", runDemo},
 	{"simulate", "decide a JSON-lines trace of requests read from stdin", runSimulate},
 	{"serve", "run a rate-limiting reverse proxy in front of an HTTP service", runServeCmd},
+	{"replay", "decide an access log under a rules file: who would have been denied, and what limit fits", runReplay},
 	{"inspect", "list the records a durable store holds (stop the process using it first)", runInspect},
 	{"version", "print the version of this build", runVersion},
 }
