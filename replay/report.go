@@ -113,7 +113,7 @@ func (s *ruleStats) report(share float64, top int, res, span int64) RuleReport {
 		Method: rule.Method, PathPrefix: rule.PathPrefix, Default: s.isDefault,
 		Limit: rule.Limit, Burst: rule.Burst, Cost: rule.Cost, Window: rule.Window,
 		Requests: s.counts.Requests, Denied: s.counts.Denied,
-		Failed: s.counts.BadIdentity + s.counts.Failed,
+		Failed:  s.counts.BadIdentity + s.counts.Failed,
 		Callers: len(s.list),
 	}
 	name, p := s.params()
