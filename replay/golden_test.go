@@ -223,4 +223,3 @@ func firstDiff(want, got string) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
