@@ -142,25 +142,8 @@ func (s *ruleStats) report(share float64, top int, res, span int64) RuleReport {
 		rr.Top = append(rr.Top, CallerReport{Key: c.key, Requests: c.requests, Denied: c.denied,
 			FirstDenied: c.firstDenied, LastDenied: c.lastDenied, Need: needs[i]})
 	}
-	for _, n := range needs {
-		if n == Unbounded {
-			rr.Unbounded++
-		} else {
-			rr.Needs = append(rr.Needs, n)
-		}
-	}
-	slices.Sort(rr.Needs)
-	if n := len(needs); n > 0 {
-		k := int(math.Ceil(share*float64(n) - 1e-9))
-		k = max(k, 1)
-		if k > len(rr.Needs) {
-			rr.SuggestedLimit = Unbounded
-		} else {
-			rr.SuggestedLimit = rr.Needs[k-1]
-		}
-		covered, _ := slices.BinarySearch(rr.Needs, rule.Limit+1)
-		rr.CoveredAtLimit = float64(covered) / float64(n)
-	}
+	sg := suggest(needs, share, rule.Limit)
+	rr.Needs, rr.Unbounded, rr.SuggestedLimit, rr.CoveredAtLimit = sg.needs, sg.unbounded, sg.limit, sg.covered
 	buckets := int(span/res) + 1
 	rr.RequestSeries = rebin(s.requests, res, buckets)
 	rr.DenialSeries = rebin(s.denials, res, buckets)
@@ -182,4 +165,41 @@ func rebin(s *series, res int64, buckets int) []int64 {
 		}
 	}
 	return out
+}
+
+// suggestion is what a rule's callers' needs say of its limit.
+type suggestion struct {
+	needs     []int64 // the bounded needs, ascending
+	unbounded int     // needs no valid limit meets
+	limit     int64   // the least limit leaving the share never denied
+	covered   float64 // the share of callers the rule's limit leaves never denied
+}
+
+// suggest reads the callers' needs (Unbounded for some, perhaps): the
+// ceil(share·n)-th smallest is the least limit leaving that share of the
+// n callers never denied (Unbounded when it falls among the unbounded
+// ones, 0 without callers).
+func suggest(needs []int64, share float64, limit int64) suggestion {
+	var sg suggestion
+	for _, n := range needs {
+		if n == Unbounded {
+			sg.unbounded++
+		} else {
+			sg.needs = append(sg.needs, n)
+		}
+	}
+	slices.Sort(sg.needs)
+	n := len(needs)
+	if n == 0 {
+		return sg
+	}
+	k := max(int(math.Ceil(share*float64(n)-1e-9)), 1)
+	if k > len(sg.needs) {
+		sg.limit = Unbounded
+	} else {
+		sg.limit = sg.needs[k-1]
+	}
+	covered, _ := slices.BinarySearch(sg.needs, limit+1)
+	sg.covered = float64(covered) / float64(n)
+	return sg
 }

@@ -25,7 +25,7 @@ import (
 
 // traceRequest is one request of a generated trace.
 type traceRequest struct {
-	at                                 int64 // Unix ns
+	at                                   int64 // Unix ns
 	method, target, peer, xff, user, key string
 }
 
