@@ -165,8 +165,10 @@ func (p *JSONParser) Parse(line []byte, rec *Record) error {
 	get := func(f Field) (string, bool, bool) {
 		for i, j := range jsonFields {
 			if j == f {
-				e := &p.found[i]
-				return e.val, e.num, e.rank >= 0
+				if e := &p.found[i]; e.rank >= 0 {
+					return e.val, e.num, true
+				}
+				return "", false, false
 			}
 		}
 		return "", false, false

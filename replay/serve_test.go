@@ -130,6 +130,22 @@ func combinedLog(trace []traceRequest) []byte {
 	return b.Bytes()
 }
 
+// jsonLog writes the trace as JSON lines, leaving out the keys of
+// absent fields.
+func jsonLog(trace []traceRequest) []byte {
+	var b bytes.Buffer
+	for _, r := range trace {
+		fmt.Fprintf(&b, `{"time":%d.%03d,"remote_addr":%q,"method":%q,"uri":%q`, r.at/1e9, r.at%1e9/1e6, r.peer, r.method, r.target)
+		for _, kv := range [][2]string{{"http_x_forwarded_for", r.xff}, {"user", r.user}, {"api_key", r.key}} {
+			if kv[1] != "" {
+				fmt.Fprintf(&b, `,%q:%q`, kv[0], kv[1])
+			}
+		}
+		b.WriteString("}\n")
+	}
+	return b.Bytes()
+}
+
 // wantStatus is the HTTP status serve answers a request of an outcome
 // with.
 var wantStatus = map[replay.Status]int{
@@ -140,7 +156,7 @@ var wantStatus = map[replay.Status]int{
 	replay.Failed:      http.StatusInternalServerError,
 }
 
-// Replaying a log gives, request for request, the answers serve's
+// Replaying a log (combined or JSON) gives, request for request, the answers serve's
 // middleware (httplimit, over the same rules file, on an engine whose
 // clock is set to each request's time) gives the same requests: the same
 // status, the same rule reported and the same remaining budget.
@@ -160,9 +176,12 @@ func TestReplayDecidesAsServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		src, err := replay.NewSource("trace.log", bytes.NewReader(combinedLog(trace)), replay.SourceOptions{
-			Format: replay.FormatCombined,
-			Extra:  []replay.Field{replay.FieldXFF, replay.FieldUser, replay.FieldAPIKey, replay.FieldMsec},
+		log := combinedLog(trace)
+		if rapid.Bool().Draw(t, "json") {
+			log = jsonLog(trace)
+		}
+		src, err := replay.NewSource("trace.log", bytes.NewReader(log), replay.SourceOptions{
+			Extra: []replay.Field{replay.FieldXFF, replay.FieldUser, replay.FieldAPIKey, replay.FieldMsec},
 		}, 5)
 		if err != nil {
 			t.Fatal(err)
