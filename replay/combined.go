@@ -130,6 +130,9 @@ func (p *CombinedParser) Parse(line []byte, rec *Record) error {
 	if rec.Peer == "" || rec.Peer == "-" {
 		return fieldError(ErrSyntax, "remote_addr", "missing")
 	}
+	if err := checkPeer("remote_addr", rec.Peer); err != nil {
+		return err
+	}
 	rec.User = dash(tok[2])
 	ts := tok[3]
 	if ts == p.lastTime && ts != "" {

@@ -218,6 +218,9 @@ func (p *JSONParser) Parse(line []byte, rec *Record) error {
 	if rec.Peer = dash(peer); rec.Peer == "" {
 		return fieldError(ErrSyntax, "ip", "missing")
 	}
+	if err := checkPeer("ip", rec.Peer); err != nil {
+		return err
+	}
 	v, _, _ := get(FieldXFF)
 	rec.XForwardedFor = dash(v)
 	v, _, _ = get(FieldForwarded)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/sluice-go/sluice/identity"
 )
 
 // Record is one request read from a log: what sluice serve, standing where
@@ -95,6 +97,9 @@ func targetPath(target string) (string, error) {
 	if err != nil {
 		return "", fieldError(ErrNoRequest, "request", "target %q: %v", clip(target), errors.Unwrap(err))
 	}
+	if u.Path == "" {
+		return "", fieldError(ErrNoRequest, "request", "target %q has no path", clip(target))
+	}
 	return u.Path, nil
 }
 
@@ -140,4 +145,13 @@ func dash(s string) string {
 		return ""
 	}
 	return s
+}
+
+// checkPeer refuses a peer address serve could never have had: a host
+// name (Apache's HostnameLookups), a Unix socket's "unix:".
+func checkPeer(field, peer string) error {
+	if _, err := identity.ParsePeer(peer); err != nil {
+		return fieldError(ErrSyntax, field, "want an IP address, got %q", clip(peer))
+	}
+	return nil
 }

@@ -4,6 +4,10 @@ import (
 	"time"
 )
 
+// maxTime bounds the times read: 2200-01-01, so that every time and
+// every sum of a time and a window fits an int64 of nanoseconds.
+const maxTime = 7_258_118_400 * int64(1e9)
+
 var months = [12]string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"}
 
 // parseLocalTime reads nginx's $time_local and Apache's %t,
@@ -30,7 +34,7 @@ func parseLocalTime(s string) (int64, bool) {
 			break
 		}
 	}
-	if month < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || sec > 60 || zm > 59 {
+	if month < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || sec > 60 || zm > 59 || year < 1970 || year >= 2200 {
 		return 0, false
 	}
 	off := (zh*60 + zm) * 60
@@ -96,6 +100,9 @@ func parseSeconds(s string) (int64, bool) {
 			return 0, false
 		}
 	}
+	if int64(sec) >= maxTime/1e9 {
+		return 0, false
+	}
 	return int64(sec)*1e9 + ns, true
 }
 
@@ -110,7 +117,7 @@ func parseAnyTime(s string) (int64, bool) {
 		return ns, true
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	if err != nil || t.Year() < 1970 || t.Year() >= 2200 {
 		return 0, false
 	}
 	return t.UnixNano(), true
@@ -138,10 +145,13 @@ func unixNumber(s string) (int64, bool) {
 	}
 	switch {
 	case n > 1e17:
-		return n, true
 	case n > 1e14:
-		return n * 1e3, true
+		n *= 1e3
 	default:
-		return n * 1e6, true
+		n *= 1e6
 	}
+	if n < 0 || n >= maxTime {
+		return 0, false
+	}
+	return n, true
 }
