@@ -12,6 +12,7 @@ package gen
 
 import (
 	"bufio"
+	"container/heap"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -118,32 +119,18 @@ func Write(w io.Writer, o Options) error {
 		ptotal += p.weight
 	}
 
-	type line struct {
-		at   int64 // written at
-		text string
-	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	t := o.Start.UnixNano()
-	// The lines not yet written, written in the order they reach the file.
-	var pending []line
+	// The lines not yet written, a heap by when they reach the file (then
+	// by the order they were made, so that the output is one order).
+	var pending lineHeap
 	flushBefore := func(at int64) error {
-		slices.SortStableFunc(pending, func(a, b line) int {
-			switch {
-			case a.at < b.at:
-				return -1
-			case a.at > b.at:
-				return 1
-			}
-			return 0
-		})
-		k := 0
-		for k < len(pending) && pending[k].at <= at {
-			if _, err := bw.WriteString(pending[k].text); err != nil {
+		for len(pending) > 0 && pending[0].at <= at {
+			l := heap.Pop(&pending).(line)
+			if _, err := bw.WriteString(l.text); err != nil {
 				return err
 			}
-			k++
 		}
-		pending = append(pending[:0], pending[k:]...)
 		return nil
 	}
 	// Now and then one of the busier callers bursts: a script or a
@@ -167,7 +154,7 @@ func Write(w io.Writer, o Options) error {
 		}
 		t += int64(rng.ExpFloat64() / rate * 1e9)
 		if o.Anomalies && rng.IntN(500) == 0 {
-			pending = append(pending, line{t, badLine(rng, o.JSON, t) + "\n"})
+			heap.Push(&pending, line{t, n, badLine(rng, o.JSON, t) + "\n"})
 			continue
 		}
 		i, _ := slices.BinarySearch(cum, rng.Float64())
@@ -221,8 +208,8 @@ func Write(w io.Writer, o Options) error {
 		} else {
 			text = combinedLine(end, peer, xff, c, p.method, target, status, rng.IntN(20000), agents[rng.IntN(len(agents))])
 		}
-		pending = append(pending, line{written, text + "\n"})
-		if len(pending) > 4096 {
+		heap.Push(&pending, line{written, n, text + "\n"})
+		if n%256 == 0 {
 			if err := flushBefore(t - 100e9); err != nil {
 				return err
 			}
@@ -232,6 +219,29 @@ func Write(w io.Writer, o Options) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// line is a line waiting to reach the file.
+type line struct {
+	at   int64 // when it reaches the file
+	seq  int   // the order it was made in
+	text string
+}
+
+// lineHeap orders lines by at, then seq.
+type lineHeap []line
+
+func (h lineHeap) Len() int { return len(h) }
+func (h lineHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].seq < h[j].seq
+}
+func (h lineHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *lineHeap) Push(x any)   { *h = append(*h, x.(line)) }
+func (h *lineHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return l
 }
 
 func dash(s string) string {
