@@ -85,10 +85,56 @@ type BadLine struct {
 	Text string
 }
 
-// entry is a record held by the reorder buffer.
-type entry struct {
-	rec Record
-	seq int64
+// pending is a record held by the reorder buffer: its time, its line
+// (which orders lines of one time as the file does), and where it is kept.
+type pending struct {
+	time, seq int64
+	slot      int32
+}
+
+// pendingHeap is a min-heap of pending records by time, then line. The
+// records themselves stay put in a slab; only these small items move.
+type pendingHeap []pending
+
+func (h pendingHeap) less(i, j int) bool {
+	return h[i].time < h[j].time || h[i].time == h[j].time && h[i].seq < h[j].seq
+}
+
+func (h *pendingHeap) push(p pending) {
+	*h = append(*h, p)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+func (h *pendingHeap) pop() pending {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && q.less(l, m) {
+			m = l
+		}
+		if r < n && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
 }
 
 // Source reads one log file and returns its requests in time order: see
@@ -106,8 +152,9 @@ type Source struct {
 	bad      []BadLine // the first maxBad
 	maxBad   int
 	line     int64
-	buf      []entry // sorted by time, oldest first, from head
-	head     int
+	heap     pendingHeap // the records held, oldest first
+	slab     []Record    // where they are kept
+	free     []int32     // the slab's free slots
 	maxSeen  int64 // the newest time read
 	released int64 // the time of the last record released
 	any      bool  // a record has been released
@@ -230,34 +277,27 @@ func (s *Source) Next(rec *Record) bool {
 	for !s.eof && !s.ready() {
 		s.readOne()
 	}
-	if s.head == len(s.buf) {
+	if len(s.heap) == 0 {
 		return false
 	}
-	e := &s.buf[s.head]
-	*rec = e.rec
-	e.rec = Record{} // let the strings go
-	s.head++
-	if s.head == len(s.buf) {
-		s.buf, s.head = s.buf[:0], 0
-	} else if s.head > 4096 && s.head*2 > len(s.buf) {
-		n := copy(s.buf, s.buf[s.head:])
-		clear(s.buf[n:])
-		s.buf, s.head = s.buf[:n], 0
-	}
+	p := s.heap.pop()
+	*rec = s.slab[p.slot]
+	s.slab[p.slot] = Record{} // let the strings go
+	s.free = append(s.free, p.slot)
 	s.released, s.any = rec.Time, true
 	return true
 }
 
 // ready reports whether the oldest line held may be released.
 func (s *Source) ready() bool {
-	n := len(s.buf) - s.head
+	n := len(s.heap)
 	if n == 0 {
 		return false
 	}
 	if n >= s.opts.MaxBuffered || s.opts.Reorder < 0 {
 		return true
 	}
-	return s.maxSeen-s.buf[s.head].rec.Time >= int64(s.opts.Reorder)
+	return s.maxSeen-s.heap[0].time >= int64(s.opts.Reorder)
 }
 
 // readOne reads one line into the buffer (or notes the end of the file).
@@ -298,8 +338,16 @@ func (s *Source) take(line []byte) {
 		return
 	}
 	s.stats.Lines++
-	var rec Record
-	if err := s.parse(line, &rec); err != nil {
+	var slot int32
+	if k := len(s.free); k > 0 {
+		slot, s.free = s.free[k-1], s.free[:k-1]
+	} else {
+		slot = int32(len(s.slab))
+		s.slab = append(s.slab, Record{})
+	}
+	rec := &s.slab[slot]
+	if err := s.parse(line, rec); err != nil {
+		s.free = append(s.free, slot)
 		s.badLine(err, line)
 		return
 	}
@@ -312,11 +360,7 @@ func (s *Source) take(line []byte) {
 		s.stats.Reordered++
 	}
 	s.maxSeen = max(s.maxSeen, rec.Time)
-	s.buf = append(s.buf, entry{rec: rec, seq: s.line})
-	// Insertion from the back: lines are nearly in order.
-	for i := len(s.buf) - 1; i > s.head && s.buf[i-1].rec.Time > s.buf[i].rec.Time; i-- {
-		s.buf[i-1], s.buf[i] = s.buf[i], s.buf[i-1]
-	}
+	s.heap.push(pending{time: rec.Time, seq: s.line, slot: slot})
 }
 
 func (s *Source) badLine(err error, line []byte) {
