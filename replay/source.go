@@ -155,9 +155,9 @@ type Source struct {
 	heap     pendingHeap // the records held, oldest first
 	slab     []Record    // where they are kept
 	free     []int32     // the slab's free slots
-	maxSeen  int64 // the newest time read
-	released int64 // the time of the last record released
-	any      bool  // a record has been released
+	maxSeen  int64       // the newest time read
+	released int64       // the time of the last record released
+	any      bool        // a record has been released
 	eof      bool
 }
 

@@ -223,13 +223,22 @@ func needSVG(rr *RuleReport, share float64) string {
 	// The share asked for.
 	s.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#2ca02c" stroke-dasharray="2,3"/>`+"\n", f(x0), f(py(share)), f(x1), f(py(share)))
 	// The rule's limit.
+	// A label right of its line, or left of it past the middle, so that
+	// it stays inside the plot.
+	label := func(x, y float64, color, text string) {
+		anchor, dx := "start", 4.0
+		if x > (x0+x1)/2 {
+			anchor, dx = "end", -4
+		}
+		s.printf(`<text x="%s" y="%s" fill="%s" text-anchor="%s">%s</text>`+"\n", f(x+dx), f(y), color, anchor, esc(text))
+	}
 	lx := px(float64(rr.Limit))
 	s.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#d62728" stroke-width="1.5"/>`+"\n", f(lx), f(y0), f(lx), f(y1))
-	s.printf(`<text x="%s" y="%s" fill="#d62728">limit %s: %s never denied</text>`+"\n", f(lx+4), f(y1+28), num(rr.Limit), pctf(rr.CoveredAtLimit, n))
+	label(lx, y1+28, "#d62728", fmt.Sprintf("limit %s: %s never denied", num(rr.Limit), pctf(rr.CoveredAtLimit, n)))
 	if rr.SuggestedLimit > 0 {
 		sx := px(float64(rr.SuggestedLimit))
 		s.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="6,3"/>`+"\n", f(sx), f(y0), f(sx), f(y1))
-		s.printf(`<text x="%s" y="%s" fill="#2ca02c">%s of callers: limit %s</text>`+"\n", f(sx+4), f(y1+46), shareLabel(share), num(rr.SuggestedLimit))
+		label(sx, y1+46, "#2ca02c", fmt.Sprintf("%s of callers: limit %s", shareLabel(share), num(rr.SuggestedLimit)))
 	}
 	return s.end()
 }
