@@ -37,7 +37,7 @@ type Options struct {
 	// and "user" appended.
 	JSON bool
 	// Anomalies adds bad lines (one in 500), lines up to 3s out of order
-	// (one in 20) and lines far older than a reorder window (one in 5000).
+	// (one in 20) and lines far older than a reorder window (one in 1500).
 	Anomalies bool
 }
 
@@ -187,7 +187,7 @@ func Write(w io.Writer, o Options) error {
 		if o.Anomalies && rng.IntN(20) == 0 {
 			written += int64(rng.IntN(3000)) * 1e6
 		}
-		if o.Anomalies && rng.IntN(5000) == 0 {
+		if o.Anomalies && rng.IntN(1500) == 0 {
 			written += int64(30+rng.IntN(60)) * 1e9
 		}
 		peer, xff := c.ip, ""
