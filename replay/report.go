@@ -30,10 +30,13 @@ type Report struct {
 
 // RuleReport is one rule's part of a Report.
 type RuleReport struct {
+	// Name, Algorithm, Scope, Method, PathPrefix, Limit, Burst, Cost and
+	// Window are the rule's, as compiled (Method "*" for any).
 	Name, Algorithm, Scope, Method, PathPrefix string
-	Default                                    bool
-	Limit, Burst, Cost                         int64
-	Window                                     time.Duration
+	// Default reports the configuration's default rule.
+	Default            bool
+	Limit, Burst, Cost int64
+	Window             time.Duration
 	// Requests counts the requests the rule applied to; Denied those it
 	// denied; Failed those it could not decide (bad identity, a cost over
 	// its capacity).
@@ -61,10 +64,18 @@ type RuleReport struct {
 
 // CallerReport is one caller's denials under a rule.
 type CallerReport struct {
-	Key                     string
-	Requests, Denied        int64
+	// Key is the caller's key under the rule, as serve builds it
+	// ("user:alice", "ip:192.0.2.1", "key:" and a hash of the API key).
+	Key string
+	// Requests and Denied count its requests under the rule and the
+	// denials among them.
+	Requests, Denied int64
+	// FirstDenied and LastDenied are the times of its first and last
+	// denial, Unix nanoseconds.
 	FirstDenied, LastDenied int64
-	Need                    int64
+	// Need is the least limit under which it would never have been
+	// denied, or Unbounded.
+	Need int64
 }
 
 // DeniedShare returns Denied/Requests, 0 without requests.

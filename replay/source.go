@@ -79,9 +79,12 @@ type FileStats struct {
 
 // BadLine is a line that did not parse.
 type BadLine struct {
+	// File and Line say where it is (lines count from 1).
 	File string
 	Line int64
-	Err  string
+	// Err says why it did not parse, naming the field.
+	Err string
+	// Text is the line, cut at 200 bytes.
 	Text string
 }
 
