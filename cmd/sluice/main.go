@@ -23,6 +23,7 @@ var commands = []command{
 	{"simulate", "decide a JSON-lines trace of requests read from stdin", runSimulate},
 	{"serve", "run a rate-limiting reverse proxy in front of an HTTP service", runServeCmd},
 	{"rls", "serve Envoy's external rate-limit protocol from envoyproxy/ratelimit's configuration files", runRLSCmd},
+	{"replay", "decide an access log under a rules file: who would have been denied, and what limit fits", runReplay},
 	{"inspect", "list the records a durable store holds (stop the process using it first)", runInspect},
 	{"reset", "unblock a caller: forget its record under a rule in a stopped store", runReset},
 	{"version", "print the version of this build", runVersion},

@@ -1,0 +1,307 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/textproto"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/config"
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
+)
+
+// Status is what serve would have answered a request.
+type Status uint8
+
+// The statuses of an Outcome.
+const (
+	// Unlimited: no rule (and no default) covers the request; it passes
+	// untouched.
+	Unlimited Status = iota
+	// Allowed: every rule that applies admits it.
+	Allowed
+	// Denied: a rule denies it (429 Too Many Requests).
+	Denied
+	// BadIdentity: its identity is unusable, a user id over
+	// identity.MaxUserIDLen or an API key over identity.MaxAPIKeyLen (400
+	// Bad Request).
+	BadIdentity
+	// Failed: the engine refused it, a cost above the rule's capacity
+	// (500, a configuration error).
+	Failed
+)
+
+var statusNames = [...]string{"unlimited", "allowed", "denied", "bad identity", "failed"}
+
+// String returns the status's name.
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// Outcome is the decision of one request.
+type Outcome struct {
+	// Status is what serve would have answered.
+	Status Status
+	// Rule is the rule the answer reports, as httplimit picks it (in all
+	// mode the denying rule with the longest Retry-After, or the rule
+	// with the least remaining), or nil when Unlimited.
+	Rule *sluice.CompiledRule
+	// Key is the caller's key under Rule, "" when Unlimited or
+	// BadIdentity.
+	Key string
+	// Decision is Rule's decision, when Allowed or Denied.
+	Decision algo.Decision
+}
+
+// maxStackRules is how many matching rules are gathered without
+// allocating, as httplimit does.
+const maxStackRules = 8
+
+// Replayer decides requests under one configuration, as sluice serve
+// decides them, on an engine whose clock is each request's time. Make one
+// with New; it is not safe for concurrent use.
+type Replayer struct {
+	name  string
+	rs    *sluice.Ruleset
+	id    *identity.Identifier
+	eng   *engine.Engine
+	clock *engine.FakeClock
+
+	userHeader, apiKeyHeader string // canonical names of the identity headers
+	hdr                      recordHeader
+
+	rules   []*ruleStats // in Ruleset order, the default last
+	byRule  map[*sluice.CompiledRule]*ruleStats
+	total   counts
+	decided int64
+	first   int64
+	origin  int64
+	last    int64
+	sweepAt int64
+	reqs    []engine.Request
+	keys    []string
+}
+
+// counts are the statuses of a set of requests.
+type counts struct {
+	Requests, Unlimited, Allowed, Denied, BadIdentity, Failed int64
+}
+
+func (c *counts) add(s Status) {
+	c.Requests++
+	switch s {
+	case Unlimited:
+		c.Unlimited++
+	case Allowed:
+		c.Allowed++
+	case Denied:
+		c.Denied++
+	case BadIdentity:
+		c.BadIdentity++
+	case Failed:
+		c.Failed++
+	}
+}
+
+// sweepEvery is how many requests pass between sweeps of expired records,
+// which keep the store's memory to the callers active within their TTLs.
+const sweepEvery = 1 << 16
+
+// New returns a Replayer for a configuration as config.Load or
+// config.Parse returned it (rules, default, match mode and identity
+// section); name is what reports call it. The configuration's store is not
+// used: the replay keeps its records in memory.
+func New(name string, cfg *config.Config) (*Replayer, error) {
+	rs, err := cfg.Ruleset()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	id, err := identity.New(cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("%s: identity: %w", name, err)
+	}
+	clock := engine.NewFakeClock(timeZero)
+	// The sweeper, when it runs, must see the replay's time, not the
+	// wall clock's, or it would drop every record as long expired.
+	store := memory.New(&memory.Options{SweepInterval: -1, Now: clock.Now})
+	eng, err := engine.New(store, &engine.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	ic := cfg.Identity.WithDefaults()
+	r := &Replayer{
+		name:         name,
+		rs:           rs,
+		id:           id,
+		eng:          eng,
+		clock:        clock,
+		userHeader:   textproto.CanonicalMIMEHeaderKey(ic.UserHeader),
+		apiKeyHeader: textproto.CanonicalMIMEHeaderKey(ic.APIKeyHeader),
+		byRule:       map[*sluice.CompiledRule]*ruleStats{},
+	}
+	r.hdr.r = r
+	all := rs.Rules()
+	if d := rs.Default(); d != nil {
+		all = append(all, d)
+	}
+	for _, c := range all {
+		s := newRuleStats(c, c == rs.Default(), &r.origin)
+		r.rules = append(r.rules, s)
+		r.byRule[c] = s
+	}
+	return r, nil
+}
+
+// Close releases the engine.
+func (r *Replayer) Close() error { return r.eng.Close() }
+
+// Ruleset returns the rules the Replayer decides by.
+func (r *Replayer) Ruleset() *sluice.Ruleset { return r.rs }
+
+// recordHeader shows a Record's fields to the Identifier as the request
+// headers serve would have read them. It returns slices of its own
+// arrays, so reading a header allocates nothing.
+type recordHeader struct {
+	r                         *Replayer
+	rec                       *Record
+	user, key, xff, forwarded [1]string
+}
+
+// Values implements identity.Header.
+func (h *recordHeader) Values(name string) []string {
+	one := func(dst *[1]string, v string) []string {
+		if v == "" {
+			return nil
+		}
+		dst[0] = v
+		return dst[:]
+	}
+	switch name {
+	case h.r.userHeader:
+		return one(&h.user, h.rec.User)
+	case h.r.apiKeyHeader:
+		return one(&h.key, h.rec.APIKey)
+	case "X-Forwarded-For":
+		return one(&h.xff, h.rec.XForwardedFor)
+	case "Forwarded":
+		return one(&h.forwarded, h.rec.Forwarded)
+	}
+	return nil
+}
+
+// Decide decides one request at rec.Time. Requests must come in time
+// order (an older one is decided as if at the newest time seen, as the
+// engine's clock never steps back).
+func (r *Replayer) Decide(rec *Record) Outcome {
+	var stack [maxStackRules]*sluice.CompiledRule
+	var rules []*sluice.CompiledRule
+	if r.rs.Mode() == sluice.MatchAll {
+		rules = r.rs.AppendMatch(stack[:0], rec.Method, rec.Path)
+	} else {
+		rules = r.rs.Match(rec.Method, rec.Path)
+	}
+	r.note(rec.Time)
+	if len(rules) == 0 {
+		r.total.add(Unlimited)
+		return Outcome{}
+	}
+	r.clock.SetUnixNano(rec.Time)
+	r.hdr.rec = rec
+	out := r.decide(rec, rules)
+	r.hdr.rec = nil
+	r.total.add(out.Status)
+	if r.decided%sweepEvery == 0 {
+		r.eng.Sweep(sweepEvery)
+	}
+	return out
+}
+
+// note keeps the span of times seen.
+func (r *Replayer) note(t int64) {
+	if r.decided == 0 {
+		r.first, r.origin = t, timeOrigin(t)
+	}
+	r.first = min(r.first, t)
+	r.last = max(r.last, t)
+	r.decided++
+}
+
+// decide decides a request the rules cover, as httplimit's middleware
+// does, and counts it under each rule.
+func (r *Replayer) decide(rec *Record, rules []*sluice.CompiledRule) Outcome {
+	r.keys = r.keys[:0]
+	for _, c := range rules {
+		key, err := r.id.Key(c.Scope(), rec.Peer, &r.hdr)
+		if err != nil {
+			// httplimit answers the request on the first rule whose key
+			// cannot be made, having spent nothing.
+			st := Failed
+			if errors.Is(err, identity.ErrBadIdentity) {
+				st = BadIdentity
+			}
+			for _, c := range rules {
+				r.byRule[c].counts.add(st)
+			}
+			return Outcome{Status: st, Rule: c}
+		}
+		r.keys = append(r.keys, key)
+	}
+	if len(rules) == 1 {
+		c := rules[0]
+		s := r.byRule[c]
+		d, err := r.eng.Apply(c.Limit(), r.keys[0], c.Cost())
+		if err != nil {
+			s.counts.add(Failed)
+			return Outcome{Status: Failed, Rule: c, Key: r.keys[0]}
+		}
+		s.record(r.keys[0], rec.Time, c.Cost(), d.Allowed)
+		st := Allowed
+		if !d.Allowed {
+			st = Denied
+		}
+		return Outcome{Status: st, Rule: c, Key: r.keys[0], Decision: d}
+	}
+	r.reqs = r.reqs[:0]
+	for i, c := range rules {
+		r.reqs = append(r.reqs, engine.Request{Limit: c.Limit(), Key: r.keys[i], Cost: c.Cost()})
+	}
+	ds, all, err := r.eng.ApplyAll(r.reqs)
+	if err != nil {
+		for _, c := range rules {
+			r.byRule[c].counts.add(Failed)
+		}
+		return Outcome{Status: Failed, Rule: rules[0], Key: r.keys[0]}
+	}
+	// The rule to report, as httplimit's applyAll picks it.
+	pick := -1
+	for i, di := range ds {
+		r.byRule[rules[i]].record(r.keys[i], rec.Time, rules[i].Cost(), all || di.Allowed)
+		switch {
+		case pick < 0:
+			pick = i
+		case !all:
+			if !di.Allowed && (ds[pick].Allowed || di.RetryAfter > ds[pick].RetryAfter) {
+				pick = i
+			}
+		case di.Remaining < ds[pick].Remaining:
+			pick = i
+		}
+	}
+	out := Outcome{Status: Allowed, Rule: rules[pick], Key: r.keys[pick], Decision: ds[pick]}
+	if !all {
+		out.Status = Denied
+		out.Decision.Allowed = false
+	}
+	return out
+}
+
+// timeZero is where a Replayer's clock stands before its first request.
+var timeZero = time.Unix(0, 0)
