@@ -1,5 +1,6 @@
-// Command sluice is Sluice's small binary: it replays traces through the
-// rate-limit engine and shows the engine at work.
+// Command sluice is Sluice's binary: a rate-limiting reverse proxy, Envoy's
+// rate-limit service, a replay of access logs under a rules file, and the
+// tools to inspect and reset stored state.
 //
 // Usage:
 //
@@ -10,6 +11,8 @@
 //	demo      show a rate-limited gateway at work and its budgets surviving a restart
 //	simulate  decide a JSON-lines trace of requests read from stdin
 //	serve     run a rate-limiting reverse proxy in front of an HTTP service
+//	rls       serve Envoy's external rate-limit protocol from envoyproxy/ratelimit's configuration files
+//	replay    decide an access log under a rules file: who would have been denied, and what limit fits
 //	inspect   list the records a Pebble or bbolt state directory holds
 //	reset     unblock a caller: forget its record under a rule in a stopped store
 //	version   print the version of this build
