@@ -68,11 +68,11 @@ func ReadLogTable(src []byte, horizon int64) (LogTable, int, error) {
 // and returns how many of its entries are at or before horizon, as
 // ReadLogTable does; on an error l is left as it was.
 //
-// It is the read of a sliding log's step, so it is written for speed: l is
-// filled where it lies (a view of six words is returned through memory),
-// and the whole read is scanLogTable, which calls nothing, so that its loop
-// keeps everything in registers; only a record that does not read goes on
-// to logTableError, which says why.
+// A sliding log's step reads the record with AddLog, and comes here only
+// when the base must move or the array grow (Rewrite then writes the
+// record anew). The whole read is scanLogTable, which calls nothing, so
+// that its loop keeps everything in registers; only a record that does not
+// read goes on to logTableError, which says why.
 func (l *LogTable) Read(src []byte, horizon int64) (int, error) {
 	base, w, n, aged, ok := scanLogTable(src, horizon)
 	if !ok {
