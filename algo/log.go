@@ -37,25 +37,25 @@ func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 //
-// It walks the record once: codec's LogTable.Read validates it and counts
-// the entries that have aged out; a denial then reads the one
-// entry whose ageing out makes room, and an admission moves the live
-// entries up in one copy and adds its own.
+// It walks the record once: codec's AddLog validates it, counts the
+// entries that have aged out and, when the request fits beside the live
+// ones, moves them up in one copy and adds its own; a denial then reads
+// the one entry whose ageing out makes room.
 func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte {
 	// Entries at or before the horizon have aged out.
 	horizon := now - a.window
 	if now < math.MinInt64+a.window {
 		horizon = math.MinInt64
 	}
-	var l codec.LogTable
-	aged, err := l.Read(state, horizon)
-	if err != nil {
-		return a.stepOther(state, horizon, now, cost, d)
-	}
 	// The request is admitted when cost is in 1..capacity and fits beside
-	// the live entries: cost <= capacity-alive, which cannot overflow.
-	alive := int64(l.Len - aged)
-	if cost <= 0 || cost > a.capacity-alive {
+	// the live entries, which AddLog checks.
+	l, aged, live, t, res := codec.AddLog(state, horizon, a.capacity, cost, now)
+	alive := int64(live)
+	switch res {
+	case codec.LogAdded:
+		a.allowInto(d, false, a.capacity-alive-cost, until(later(t, a.window), now), 0)
+		return l.Bytes()
+	case codec.LogFull:
 		retry := a.window
 		if a.validCost(cost) {
 			// The request fits once the entry at this index (among the
@@ -64,20 +64,20 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 		}
 		reset := int64(0)
 		if alive > 0 {
-			reset = until(later(l.Newest(), a.window), now)
+			reset = until(later(t, a.window), now)
 		}
 		a.denyInto(d, false, 0, retry, reset)
 		return nil
+	case codec.LogRebase:
+		// The base moves, or the array grows: Rewrite writes the record
+		// anew. Entries never go backwards: a clock behind the newest
+		// live entry adds at its time, which is t.
+		r, _, _ := codec.ReadLogTable(state, horizon)
+		next := r.Rewrite(state, aged, int(cost), t)
+		a.allowInto(d, false, a.capacity-alive-cost, until(later(t, a.window), now), 0)
+		return next
 	}
-	// Entries never go backwards: a clock behind the newest live entry
-	// adds at its time.
-	t := now
-	if alive > 0 {
-		t = max(now, l.Newest())
-	}
-	next := l.Rewrite(state, aged, int(cost), t)
-	a.allowInto(d, false, a.capacity-alive-cost, until(later(t, a.window), now), 0)
-	return next
+	return a.stepOther(state, horizon, now, cost, d)
 }
 
 // later returns t+window for a window of at least 0, saturating rather

@@ -68,11 +68,11 @@ func ReadLogTable(src []byte, horizon int64) (LogTable, int, error) {
 // and returns how many of its entries are at or before horizon, as
 // ReadLogTable does; on an error l is left as it was.
 //
-// It is the read of a sliding log's step, so it is written for speed: l is
-// filled where it lies (a view of six words is returned through memory),
-// and the whole read is scanLogTable, which calls nothing, so that its loop
-// keeps everything in registers; only a record that does not read goes on
-// to logTableError, which says why.
+// A sliding log's step reads the record with AddLog, and comes here only
+// when the base must move or the array grow (Rewrite then writes the
+// record anew). The whole read is scanLogTable, which calls nothing, so
+// that its loop keeps everything in registers; only a record that does not
+// read goes on to logTableError, which says why.
 func (l *LogTable) Read(src []byte, horizon int64) (int, error) {
 	base, w, n, aged, ok := scanLogTable(src, horizon)
 	if !ok {
@@ -326,4 +326,177 @@ func AppendLogTable(dst []byte, times []int64) []byte {
 		putOffset(b[LogTableHeaderSize+i*w:], uint64(prev)-uint64(base), w)
 	}
 	return b
+}
+
+// LogResult says what AddLog did with a record.
+type LogResult uint8
+
+const (
+	// LogAdded: the record was valid and the entries were added in its own
+	// array; the LogRef is the record written.
+	LogAdded LogResult = iota
+	// LogFull: the record was valid but nothing was added, since n was
+	// under 1 or the live entries leave no room for n under the limit.
+	LogFull
+	// LogRebase: the record was valid and had room, but the entries could
+	// not be added in place: none is live, or the new offset does not fit
+	// the width, or the array is too small. ReadLogTable and Rewrite add
+	// them.
+	LogRebase
+	// LogInvalid: the record is not a valid version 4 sliding log;
+	// ReadLogTable says why.
+	LogInvalid
+)
+
+// LogRef is a version 4 sliding log that AddLog validated: the record's
+// bytes alone (three words, returned in registers), its base and width read
+// from its header when an entry is read.
+type LogRef struct{ rec []byte }
+
+// Bytes returns the record.
+func (r LogRef) Bytes() []byte { return r.rec }
+
+// At returns entry i's time, 0 <= i < the number of entries.
+func (r LogRef) At(i int) int64 {
+	rec := r.rec
+	w := int(rec[9])
+	end := LogTableHeaderSize + (i+1)*w
+	return i64(rec[1:]) + int64(binary.BigEndian.Uint64(rec[end-8:end])&offsetMask(w))
+}
+
+// AddLog is a sliding log's step on a version 4 record, in one pass over
+// its entries. It validates src as ReadLogTable does, counts the entries at
+// or before horizon (aged, the oldest) and the live ones after it, and,
+// when n is at least 1 and at most limit minus the live entries, writes in
+// src's own array the record of the live entries followed by n entries at
+// t, or at the newest live entry when that is later, as Rewrite(src, aged,
+// n, ...) would.
+//
+// It returns the record (the one written when the result is LogAdded, src
+// otherwise), aged, live, and a time: the entries' time when they were
+// added or were to be (LogAdded, LogRebase), the newest entry's when the
+// log is full (LogFull), and the result. For LogInvalid the rest is zero.
+func AddLog(src []byte, horizon, limit, n, t int64) (r LogRef, aged, live int, at int64, res LogResult) {
+	if len(src) < LogTableHeaderSize+1 || src[0] != logV4 {
+		return LogRef{}, 0, 0, 0, LogInvalid
+	}
+	switch src[9] {
+	case 1:
+		return addLog[[1]byte](src, horizon, limit, n, t)
+	case 2:
+		return addLog[[2]byte](src, horizon, limit, n, t)
+	case 3:
+		return addLog[[3]byte](src, horizon, limit, n, t)
+	case 4:
+		return addLog[[4]byte](src, horizon, limit, n, t)
+	case 5:
+		return addLog[[5]byte](src, horizon, limit, n, t)
+	case 6:
+		return addLog[[6]byte](src, horizon, limit, n, t)
+	case 7:
+		return addLog[[7]byte](src, horizon, limit, n, t)
+	case 8:
+		return addLog[[8]byte](src, horizon, limit, n, t)
+	}
+	return LogRef{}, 0, 0, 0, LogInvalid
+}
+
+// offsetWidth is the widths an offset may take, each as the array of its
+// size: addLog is compiled once for each (each array is a shape of its
+// own), so that in each the width is a constant, its loops step by it and
+// the compiler proves their reads in bounds.
+type offsetWidth interface {
+	[1]byte | [2]byte | [3]byte | [4]byte | [5]byte | [6]byte | [7]byte | [8]byte
+}
+
+// addLog is AddLog for a record of width len(E) whose tag and size are
+// checked. It is the whole of the common step, written for speed: each
+// offset is read as the 8 bytes that end it (the header lies before the
+// first), shifted up to drop the bytes before it, which keeps the order;
+// the aged entries are checked as they are counted, the live ones two at
+// a time; the entries kept move in one copy.
+func addLog[E offsetWidth](src []byte, horizon, limit, n, t int64) (r LogRef, aged, live int, at int64, res LogResult) {
+	var e E
+	w := len(e)
+	up := uint(64 - 8*w)     // the shift that drops the bytes before an offset
+	mask := ^uint64(0) >> up // an offset's bits
+	base := i64(src[1:9])
+	// p is where the 8 bytes that end the next offset start; stop is the
+	// last place 8 bytes can start.
+	first, stop := LogTableHeaderSize+w-8, len(src)-8
+	p := first
+	var last uint64 // the offset before p's, shifted up
+	if horizon >= base {
+		// The aged entries are those whose offset is at most lim.
+		lim := ^uint64(0)
+		if d := uint64(horizon) - uint64(base); d < mask {
+			lim = d << up
+		}
+		for ; p <= stop; p += w {
+			x := binary.BigEndian.Uint64(src[p:]) << up
+			if x > lim {
+				break
+			}
+			if x < last {
+				return LogRef{}, 0, 0, 0, LogInvalid
+			}
+			last = x
+		}
+	}
+	// The live entries, from the 8 bytes that end the first: q counts
+	// from there, so that it is seen to stay in bounds.
+	rest := src[p:]
+	q, end := 0, len(rest)-8
+	for ; q <= end-w; q += 2 * w {
+		x := binary.BigEndian.Uint64(rest[q:]) << up
+		y := binary.BigEndian.Uint64(rest[q+w:]) << up
+		if x < last || y < x {
+			return LogRef{}, 0, 0, 0, LogInvalid
+		}
+		last = y
+	}
+	if q <= end {
+		x := binary.BigEndian.Uint64(rest[q:]) << up
+		if x < last {
+			return LogRef{}, 0, 0, 0, LogInvalid
+		}
+		last = x
+		q += w
+	}
+	// A record of whole offsets ends 8-w bytes after where the next 8
+	// would start; the newest entry, base+last, must fit an int64
+	// (last <= MaxInt64-base, written so that it does not wrap).
+	last >>= up
+	if q != end+w || last > uint64(math.MaxInt64)-uint64(base) {
+		return LogRef{}, 0, 0, 0, LogInvalid
+	}
+	aged, live = int(uint(p-first)/uint(w)), int(uint(q)/uint(w))
+	newest := base + int64(last)
+	if n < 1 || n > limit-int64(live) {
+		return LogRef{src}, aged, live, newest, LogFull
+	}
+	at = t
+	if live > 0 {
+		at = max(t, newest)
+	}
+	x := uint64(at) - uint64(base) // the new entries' offset
+	if live == 0 || x > mask || n > int64(cap(src)) {
+		return LogRef{src}, aged, live, at, LogRebase
+	}
+	size := LogTableHeaderSize + w*(live+int(n))
+	if size > cap(src) {
+		return LogRef{src}, aged, live, at, LogRebase
+	}
+	b := src[:size]
+	// The live entries move up to the start of the entries, in one copy;
+	// each new offset is written as the 8 bytes that end it, the bytes
+	// before it kept.
+	if aged > 0 {
+		copy(b[LogTableHeaderSize:], src[LogTableHeaderSize+aged*w:])
+	}
+	for end := LogTableHeaderSize + (live+1)*w; end <= size; end += w {
+		e := b[end-8 : end]
+		binary.BigEndian.PutUint64(e, binary.BigEndian.Uint64(e)&^mask|x)
+	}
+	return LogRef{b}, aged, live, at, LogAdded
 }

@@ -140,3 +140,136 @@ func TestLogTableErrors(t *testing.T) {
 		t.Errorf("Valid(%x) = %v, Latest(sliding_log) = %d", good, codec.Valid(good), codec.Latest(codec.TagSlidingLog))
 	}
 }
+
+// TestAddLog: AddLog answers as ReadLogTable and Rewrite do, for valid
+// records and for records with a byte changed or cut: invalid exactly when
+// ReadLogTable fails; the entries aged and live at any horizon; full
+// exactly when n is under 1 or the live entries leave no room for it under
+// the limit, with the newest entry's time; otherwise the very bytes Rewrite
+// writes, in place when it adds them (the base kept and the array roomy
+// enough), and the record untouched whenever it does not.
+func TestAddLog(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		times := drawTimes(t)
+		rec := codec.AppendLogTable(nil, times)
+		switch rapid.IntRange(0, 3).Draw(t, "damage") {
+		case 1:
+			i := rapid.IntRange(0, len(rec)-1).Draw(t, "at")
+			rec[i] = rapid.Byte().Draw(t, "byte")
+		case 2:
+			rec = rec[:rapid.IntRange(0, len(rec)).Draw(t, "cut")]
+		}
+		horizon := rapid.OneOf(rapid.SampledFrom(times), rapid.Int64()).Draw(t, "horizon") + rapid.Int64Range(-1, 1).Draw(t, "give or take")
+		limit := rapid.Int64Range(1, 50).Draw(t, "limit")
+		n := rapid.Int64Range(-1, 8).Draw(t, "n")
+		at := rapid.OneOf(rapid.SampledFrom(times), rapid.Int64()).Draw(t, "t") + rapid.Int64Range(0, 1e12).Draw(t, "later")
+		room := rapid.IntRange(0, 64).Draw(t, "room")
+		dst := append(make([]byte, 0, len(rec)+room), rec...)
+
+		r, aged, live, when, res := codec.AddLog(dst, horizon, limit, n, at)
+		l, wantAged, err := codec.ReadLogTable(rec, horizon)
+		if (res == codec.LogInvalid) != (err != nil) {
+			t.Fatalf("AddLog(%x) = %v, ReadLogTable: %v", rec, res, err)
+		}
+		if err != nil {
+			return
+		}
+		if aged != wantAged || live != l.Len-wantAged {
+			t.Fatalf("AddLog(%x, %d) = %d aged, %d live; want %d of %d", rec, horizon, aged, live, wantAged, l.Len)
+		}
+		full := n < 1 || n > limit-int64(live)
+		if (res == codec.LogFull) != full {
+			t.Fatalf("AddLog(%x, limit %d, n %d) = %v with %d live", rec, limit, n, res, live)
+		}
+		if res != codec.LogAdded && !bytes.Equal(dst, rec) {
+			t.Fatalf("AddLog(%x) = %v and changed the record to %x", rec, res, dst)
+		}
+		if full {
+			if when != l.Newest() || !bytes.Equal(r.Bytes(), rec) || aged < l.Len && r.At(aged) != l.At(aged) {
+				t.Fatalf("AddLog(%x) full: newest %d, want %d", rec, when, l.Newest())
+			}
+			return
+		}
+		wantAt := at
+		if live > 0 {
+			wantAt = max(at, l.Newest())
+		}
+		if when != wantAt {
+			t.Fatalf("AddLog(%x, t %d) adds at %d, want %d", rec, at, when, wantAt)
+		}
+		ref := append(make([]byte, 0, cap(dst)), rec...)
+		rl, _, _ := codec.ReadLogTable(ref, horizon)
+		want := rl.Rewrite(ref, aged, int(n), wantAt)
+		inPlace := &want[0] == &ref[0] && rl.Width == int(rec[9]) && live > 0 && i64(want[1:]) == l.Base
+		if res == codec.LogAdded {
+			if !bytes.Equal(r.Bytes(), want) || &r.Bytes()[0] != &dst[0] {
+				t.Fatalf("AddLog(%x, %d at %d) wrote %x, want %x in place", rec, n, at, r.Bytes(), want)
+			}
+		} else if inPlace {
+			t.Fatalf("AddLog(%x, %d at %d) = %v; Rewrite wrote %x in place", rec, n, at, res, want)
+		}
+	})
+}
+
+// i64 reads a big-endian int64.
+func i64(b []byte) int64 {
+	var v int64
+	for _, c := range b[:8] {
+		v = v<<8 | int64(c)
+	}
+	return v
+}
+
+// FuzzAddLog runs AddLog on arbitrary bytes and arguments: it never
+// panics, it refuses exactly the records ReadLogTable refuses, counts the
+// entries as it does, and what it writes is a valid log of the entries
+// kept and added.
+func FuzzAddLog(f *testing.F) {
+	f.Add(codec.AppendLogTable(nil, []int64{-5e9, -5e9 + 1, -4e9}), int64(-5e9), int64(3), int64(1), int64(-3e9), uint8(8))
+	f.Add(codec.AppendLogTable(nil, []int64{1e9, 2e9, 3e9, 4e9, 5e9}), int64(2e9), int64(5), int64(2), int64(6e9), uint8(0))
+	f.Add([]byte{0x44, 0, 0, 0, 0, 0, 0, 0, 0, 9, 1}, int64(0), int64(1), int64(1), int64(0), uint8(4))
+	f.Fuzz(func(t *testing.T, rec []byte, horizon, limit, n, at int64, room uint8) {
+		dst := append(make([]byte, 0, len(rec)+int(room)), rec...)
+		r, aged, live, when, res := codec.AddLog(dst, horizon, limit, n, at)
+		l, wantAged, err := codec.ReadLogTable(rec, horizon)
+		if (res == codec.LogInvalid) != (err != nil) {
+			t.Fatalf("AddLog(%x) = %v, ReadLogTable: %v", rec, res, err)
+		}
+		if err != nil {
+			return
+		}
+		if aged != wantAged || live != l.Len-wantAged {
+			t.Fatalf("AddLog(%x, %d) = %d aged, %d live; want %d of %d", rec, horizon, aged, live, wantAged, l.Len)
+		}
+		if res != codec.LogAdded {
+			if !bytes.Equal(dst, rec) {
+				t.Fatalf("AddLog(%x) = %v and changed the record", rec, res)
+			}
+			return
+		}
+		got := tableTimesOf(t, r.Bytes())
+		want := []int64{}
+		for i := aged; i < l.Len; i++ {
+			want = append(want, l.At(i))
+		}
+		for range n {
+			want = append(want, when)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("AddLog(%x, %d, %d at %d) holds %v, want %v", rec, horizon, n, at, got, want)
+		}
+	})
+}
+
+// tableTimesOf returns the entries of a version 4 log through ReadLogTable.
+func tableTimesOf(t *testing.T, rec []byte) []int64 {
+	l, _, err := codec.ReadLogTable(rec, math.MinInt64)
+	if err != nil {
+		t.Fatalf("ReadLogTable(%x): %v", rec, err)
+	}
+	times := make([]int64, l.Len)
+	for i := range times {
+		times[i] = l.At(i)
+	}
+	return times
+}
