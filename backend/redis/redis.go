@@ -82,7 +82,10 @@ type Store struct {
 	c       goredis.UniversalClient // the commands' client: base, or its auto-pipeliner
 	base    goredis.UniversalClient // the client: Pub/Sub, Cluster walks, Close
 	pipe    *goredis.AutoPipeliner  // closed by Close when Open made it
-	own     bool                    // Open made c, so Close closes it
+	crowded *goredis.AutoPipeliner  // single-key swaps' client past crowd in flight; nil: never
+	crowd   int32
+	flying  atomic.Int32 // single-key swaps in flight
+	own     bool         // Open made c, so Close closes it
 	cluster bool
 	prefix  string
 	timeout time.Duration
@@ -191,15 +194,26 @@ type ClientOptions struct {
 	// DefaultPoolSize. A decision waiting for a free connection spends
 	// its deadline waiting.
 	PoolSize int
-	// AutoPipeline sends the calls of concurrent decisions on different
-	// keys together, in one write per connection (go-redis'
-	// AutoPipeliner). It helps many callers over many keys (up to twice
-	// the decisions per second at 64 callers over 100,000 keys in
-	// bench/REDIS.md's runs) and costs on one hot key, whose decisions the
-	// engine already coalesces into one call; measure it on yours (make
-	// bench-redis).
+	// AutoPipeline sends every call through go-redis' AutoPipeliner,
+	// which writes concurrent calls together, one write per connection.
+	// Without it, the store does so only for single-key compare-and-swaps
+	// (every decision but a multi-limit one) made while more than
+	// PipelineAbove others are in flight: many callers over many keys,
+	// where pipelining makes up to twice the decisions per second in
+	// bench/REDIS.md's runs. A hot key's decisions, which the engine
+	// coalesces into one call at a time, then keep the plain path, which
+	// they are faster on. Measure yours with make bench-redis.
 	AutoPipeline bool
+	// PipelineAbove is how many single-key compare-and-swaps may be in
+	// flight before the next goes through the AutoPipeliner (see
+	// AutoPipeline); zero means DefaultPipelineAbove, a negative value
+	// never.
+	PipelineAbove int
 }
+
+// DefaultPipelineAbove is ClientOptions.PipelineAbove's default: a few hot
+// keys at once stay on the plain path, many keys' decisions are pipelined.
+const DefaultPipelineAbove = 4
 
 // DefaultPoolSize is Open's connections per node: enough that 64
 // concurrent decisions on different keys do not queue for one.
@@ -266,6 +280,16 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("sluice/backend/redis: auto-pipelining: %w", err)
 		}
 		s.c, s.pipe = ap, ap
+	} else if o.PipelineAbove >= 0 {
+		ap, err := c.AutoPipeline()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("sluice/backend/redis: auto-pipelining: %w", err)
+		}
+		s.crowded, s.pipe, s.crowd = ap, ap, int32(o.PipelineAbove)
+		if s.crowd == 0 {
+			s.crowd = DefaultPipelineAbove
+		}
 	}
 	return s, nil
 }
@@ -418,6 +442,11 @@ var oneCalls = sync.Pool{New: func() any {
 	return c
 }}
 
+// processor runs a command: a client or an AutoPipeliner.
+type processor interface {
+	Process(ctx context.Context, cmd goredis.Cmder) error
+}
+
 // compareAndSwapOne is CompareAndSwap of one key, with casOneScript and
 // pooled arguments.
 func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error) {
@@ -452,15 +481,22 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 		c.px.b = appendPxMillis(c.px.b[:0], w.TTL, s.noClock)
 		c.val.b = w.Value
 	}
+	var on processor = s.c
+	if s.crowded != nil {
+		if s.flying.Add(1) > s.crowd {
+			on = s.crowded
+		}
+		defer s.flying.Add(-1)
+	}
 	var reply []any
 	err := s.call(func(ctx context.Context) error {
 		c.args[0], c.args[1] = "evalsha", casOneScript.Hash()
 		cmd := goredis.NewCmd(ctx, c.args[:]...)
-		err := s.c.Process(ctx, cmd)
+		err := on.Process(ctx, cmd)
 		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 			c.args[0], c.args[1] = "eval", casOneSource
 			cmd = goredis.NewCmd(ctx, c.args[:]...)
-			err = s.c.Process(ctx, cmd)
+			err = on.Process(ctx, cmd)
 		}
 		if err == nil {
 			reply, err = cmd.Slice()
