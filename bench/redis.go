@@ -80,8 +80,10 @@ func RedisLibraries() []RedisLibrary {
 			New: func(cfg RedisConfig, r Rate) (Limiter, error) { return NewRedisSluice(cfg, name, r) },
 		})
 	}
-	// One variant of one algorithm: the store over go-redis'
-	// auto-pipelining (redis.ClientOptions.AutoPipeline). The engine's
+	// One variant of one algorithm: the store with every call through
+	// go-redis' auto-pipelining (redis.ClientOptions.AutoPipeline); the
+	// defaults pipeline a single-key swap only while more than
+	// redis.DefaultPipelineAbove others are in flight. The engine's
 	// default last-seen cache (engine.DefaultSwapCacheSize, 2^18) already
 	// holds every key of the 100,000-key workload.
 	libs = append(libs, RedisLibrary{Name: "sluice-gcra+autopipeline", Algorithm: algo.GCRAName, New: func(cfg RedisConfig, r Rate) (Limiter, error) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -65,10 +66,17 @@ type swapShard struct {
 }
 
 // flight is one key's queue of callers waiting for the leader's next
-// commit.
+// commit. Flights are reused through flights once their key's last leader
+// is done with them.
 type flight struct {
 	queue []*waiter
+	first [1]*waiter      // the queue's array while it holds only its first caller
+	swap  [1]backend.Swap // the leader's compare-and-swap
 }
+
+// flights holds idle flights: a decision on a key with no queue takes one
+// instead of allocating it and its queue.
+var flights = sync.Pool{New: func() any { return new(flight) }}
 
 // waiter is one caller's request in a flight.
 type waiter struct {
@@ -80,6 +88,7 @@ type waiter struct {
 	d     algo.Decision // the decision, or zero with err
 	err   error
 	wake  chan bool // receives true to lead the next batch, false once decided
+	buf   [64]byte  // deniedLocally's copy of the last-seen record
 }
 
 func newSwapPath(s backend.Swapper, o *Options, n int) (*swapPath, error) {
@@ -215,21 +224,23 @@ func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool,
 		return err
 	}
 	defer p.life.RUnlock()
-	k := AppendKey(nil, l.Namespace, key)
+	k := AppendKey(make([]byte, 0, binary.MaxVarintLen64+len(l.Namespace)+len(key)), l.Namespace, key)
 	sh := p.shard(k)
+	// The waiter has its own decision, copied out at the end: a pointer to
+	// the caller's would move it to the heap on every path.
+	w := &waiter{limit: l.Algorithm, ns: l.Namespace, key: key, cost: cost, spend: spend}
 	if spend && !p.confirm {
-		denied, err := p.deniedLocally(e, sh, k, l.Algorithm, cost, d)
+		denied, err := p.deniedLocally(e, sh, k, l.Algorithm, cost, d, w.buf[:0])
 		if denied || err != nil {
 			return err
 		}
 	}
-	// The waiter has its own decision, copied out at the end: a pointer to
-	// the caller's would move it to the heap on every path.
-	w := &waiter{limit: l.Algorithm, ns: l.Namespace, key: key, cost: cost, spend: spend}
 	sh.mu.Lock()
 	f := sh.flights[string(k)]
 	if f == nil {
-		f = &flight{queue: []*waiter{w}}
+		f = flights.Get().(*flight)
+		f.first[0] = w
+		f.queue = f.first[:1:1]
 		sh.flights[string(k)] = f
 		sh.mu.Unlock()
 	} else {
@@ -249,12 +260,12 @@ func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool,
 // deniedLocally steps the record last seen under k, without spending, and
 // reports whether it denies the request: the store's record, at least as
 // spent, would deny it too, so the denial is answered with no round trip.
-// A key with no last-seen record is not denied here.
-func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algorithm, cost int64, d *algo.Decision) (bool, error) {
-	var buf [64]byte
+// A key with no last-seen record is not denied here. buf is room for the
+// copy the step writes in place.
+func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algorithm, cost int64, d *algo.Decision, buf []byte) (bool, error) {
 	sh.mu.Lock()
 	rec, ok := sh.seen[string(k)]
-	state := append(buf[:0], rec...) // the step writes in place
+	state := append(buf, rec...) // the step writes in place
 	sh.mu.Unlock()
 	if !ok {
 		return false, nil
@@ -287,7 +298,7 @@ func (p *swapPath) lead(e *Engine, sh *swapShard, k []byte, f *flight, self *wai
 	f.queue = nil
 	sh.mu.Unlock()
 
-	p.decide(e, sh, k, batch)
+	p.decide(e, sh, k, f, batch)
 
 	sh.mu.Lock()
 	var next *waiter
@@ -304,13 +315,18 @@ func (p *swapPath) lead(e *Engine, sh *swapShard, k []byte, f *flight, self *wai
 	}
 	if next != nil {
 		next.wake <- true
+		return
 	}
+	// No caller can reach f any more: it left the map under the lock,
+	// and its last batch has been answered.
+	f.first[0], f.swap[0] = nil, backend.Swap{}
+	flights.Put(f)
 }
 
 // decide steps the batch's requests in order on k's record and commits the
 // outcome with one compare-and-swap, stepping again on the store's record
 // after a mismatch, at most p.retries times.
-func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, batch []*waiter) {
+func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch []*waiter) {
 	expected := sh.lastSeen(k)
 	var peek []byte
 	fail := func(err error) {
@@ -344,7 +360,8 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, batch []*waiter) {
 				swap.Keep, swap.Value, swap.TTL = false, next, w.d.TTL
 			}
 		}
-		ok, cur, err := p.cas(e, []backend.Swap{swap})
+		f.swap[0] = swap
+		ok, cur, err := p.cas(e, f.swap[:])
 		if err != nil {
 			// The outcome is unknown: forget the record, so the next
 			// decision learns it from the store.

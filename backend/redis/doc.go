@@ -15,6 +15,13 @@
 // Every reply carries the server's TIME, which the engine uses as its
 // clock, so gateways whose clocks disagree decide as one.
 //
+// A decision on one key (every decision but a multi-limit one) runs a
+// shorter script of its own. While more than ClientOptions.PipelineAbove
+// of them are in flight, as with many callers over many keys, the next
+// goes through go-redis' AutoPipeliner, which writes concurrent calls
+// together; a hot key, whose decisions the engine coalesces into one call
+// at a time, stays on the plain path.
+//
 // # Keys
 //
 // A rule's record for a caller is stored under

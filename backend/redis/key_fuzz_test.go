@@ -39,16 +39,17 @@ func FuzzKeyLayout(f *testing.F) {
 }
 
 // FuzzParseReply: any reply the script could be made to return parses or
-// fails with an error, never a panic.
+// fails with an error, never a panic; a reply that parses carries the time
+// it was given.
 func FuzzParseReply(f *testing.F) {
-	f.Add(int64(1), "1700000000", "123456", "", 0)
-	f.Add(int64(0), "1700000000", "1", "abc", 2)
-	f.Add(int64(7), "x", "-1", "", 1)
-	f.Fuzz(func(t *testing.T, flag int64, sec, usec, rec string, n int) {
+	f.Add(int64(1), int64(1700000000123456), "", 0)
+	f.Add(int64(0), int64(1700000000000001), "abc", 2)
+	f.Add(int64(7), int64(-1), "", 1)
+	f.Fuzz(func(t *testing.T, flag, usec int64, rec string, n int) {
 		if n < 0 || n > 8 {
 			return
 		}
-		reply := []any{flag, sec, usec}
+		reply := []any{flag, usec}
 		for i := range n {
 			if i%2 == 0 {
 				reply = append(reply, rec)
@@ -56,8 +57,11 @@ func FuzzParseReply(f *testing.F) {
 				reply = append(reply, nil)
 			}
 		}
-		parseReply(reply, n)
+		if _, now, _, err := parseReply(reply, n); err == nil && now/1000 != usec {
+			t.Fatalf("time %d µs parsed as %d ns", usec, now)
+		}
 		parseReply(reply, n+1)
-		parseReply(reply[:min(len(reply), 2)], n)
+		parseReply(reply[:min(len(reply), 1)], n)
+		parseReply([]any{flag, "1700000000", "1"}, n)
 	})
 }

@@ -8,9 +8,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,7 +82,10 @@ type Store struct {
 	c       goredis.UniversalClient // the commands' client: base, or its auto-pipeliner
 	base    goredis.UniversalClient // the client: Pub/Sub, Cluster walks, Close
 	pipe    *goredis.AutoPipeliner  // closed by Close when Open made it
-	own     bool                    // Open made c, so Close closes it
+	crowded *goredis.AutoPipeliner  // single-key swaps' client past crowd in flight; nil: never
+	crowd   int32
+	flying  atomic.Int32 // single-key swaps in flight
+	own     bool         // Open made c, so Close closes it
 	cluster bool
 	prefix  string
 	timeout time.Duration
@@ -150,15 +155,23 @@ func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error
 	}
 	if cc, ok := c.(*goredis.ClusterClient); ok {
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
-			return casScript.Load(ctx, n).Err()
+			return loadScripts(ctx, n)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sluice/backend/redis: loading the script: %w", err)
 		}
-	} else if err := casScript.Load(ctx, c).Err(); err != nil {
+	} else if err := loadScripts(ctx, c); err != nil {
 		return nil, fmt.Errorf("sluice/backend/redis: loading the script: %w", err)
 	}
 	return s, nil
+}
+
+// loadScripts loads the compare-and-swap scripts into the server c reaches.
+func loadScripts(ctx context.Context, c goredis.Scripter) error {
+	if err := casScript.Load(ctx, c).Err(); err != nil {
+		return err
+	}
+	return casOneScript.Load(ctx, c).Err()
 }
 
 // ClientOptions say how Open reaches Redis.
@@ -181,15 +194,26 @@ type ClientOptions struct {
 	// DefaultPoolSize. A decision waiting for a free connection spends
 	// its deadline waiting.
 	PoolSize int
-	// AutoPipeline sends the calls of concurrent decisions on different
-	// keys together, in one write per connection (go-redis'
-	// AutoPipeliner). It helps many callers over many keys (up to twice
-	// the decisions per second at 64 callers over 100,000 keys in
-	// bench/REDIS.md's runs) and costs on one hot key, whose decisions the
-	// engine already coalesces into one call; measure it on yours (make
-	// bench-redis).
+	// AutoPipeline sends every call through go-redis' AutoPipeliner,
+	// which writes concurrent calls together, one write per connection.
+	// Without it, the store does so only for single-key compare-and-swaps
+	// (every decision but a multi-limit one) made while more than
+	// PipelineAbove others are in flight: many callers over many keys,
+	// where pipelining makes up to twice the decisions per second in
+	// bench/REDIS.md's runs. A hot key's decisions, which the engine
+	// coalesces into one call at a time, then keep the plain path, which
+	// they are faster on. Measure yours with make bench-redis.
 	AutoPipeline bool
+	// PipelineAbove is how many single-key compare-and-swaps may be in
+	// flight before the next goes through the AutoPipeliner (see
+	// AutoPipeline); zero means DefaultPipelineAbove, a negative value
+	// never.
+	PipelineAbove int
 }
+
+// DefaultPipelineAbove is ClientOptions.PipelineAbove's default: a few hot
+// keys at once stay on the plain path, many keys' decisions are pipelined.
+const DefaultPipelineAbove = 4
 
 // DefaultPoolSize is Open's connections per node: enough that 64
 // concurrent decisions on different keys do not queue for one.
@@ -256,6 +280,16 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("sluice/backend/redis: auto-pipelining: %w", err)
 		}
 		s.c, s.pipe = ap, ap
+	} else if o.PipelineAbove >= 0 {
+		ap, err := c.AutoPipeline()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("sluice/backend/redis: auto-pipelining: %w", err)
+		}
+		s.crowded, s.pipe, s.crowd = ap, ap, int32(o.PipelineAbove)
+		if s.crowd == 0 {
+			s.crowd = DefaultPipelineAbove
+		}
 	}
 	return s, nil
 }
@@ -263,14 +297,14 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 // Client returns the go-redis client under the store.
 func (s *Store) Client() goredis.UniversalClient { return s.base }
 
-// casScript is the compare-and-swap. For each key i, ARGV[3i-2] says what
-// it must hold: "" no record, "=" followed by the record, or "#" followed
-// by the record's SHA-1 in hex (for records longer than 40 bytes);
-// ARGV[3i-1] what to do when every key holds what it should: "" leave the
-// key as it is, "0" delete it, or a TTL in milliseconds to SET ARGV[3i]
-// with. The reply is {1, seconds, microseconds} of the server's TIME when
-// it wrote, or {0, seconds, microseconds, current records...} (false for
-// an absent one) when it wrote nothing.
+// casScript is the compare-and-swap over several keys. For each key i,
+// ARGV[3i-2] says what it must hold: "" no record, "=" followed by the
+// record, or "#" followed by the record's SHA-1 in hex (for records longer
+// than 40 bytes); ARGV[3i-1] what to do when every key holds what it
+// should: "" leave the key as it is, "0" delete it, or a TTL in
+// milliseconds to SET ARGV[3i] with. The reply is {1, µs} with the
+// server's TIME in microseconds when it wrote, or {0, µs, current
+// records...} (false for an absent one) when it wrote nothing.
 var casScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local cur, ok = {}, true
@@ -288,8 +322,9 @@ for i = 1, #KEYS do
   end
   cur[i] = v
 end
+local now = t[1] * 1000000 + t[2]
 if not ok then
-  return {0, t[1], t[2], unpack(cur)}
+  return {0, now, unpack(cur)}
 end
 for i = 1, #KEYS do
   local ttl = ARGV[3*i-1]
@@ -299,8 +334,39 @@ for i = 1, #KEYS do
     redis.call('SET', KEYS[i], ARGV[3*i], 'PX', ttl)
   end
 end
-return {1, t[1], t[2]}
+return {1, now}
 `)
+
+// casOneSource is the compare-and-swap of one key, the engine's every
+// decision but ApplyAll's: no loop and no table but the reply's, and the
+// expected record's kind apart from it, so that comparing makes no string.
+// ARGV[1] is the kind of what KEYS[1] must hold: "" no record, "=" the
+// record ARGV[2], "#" a record whose SHA-1 in hex is ARGV[2]. ARGV[3] is
+// what to do when it does: "0" leave the key, "-1" delete it, or a TTL in
+// milliseconds to SET ARGV[4] with. The reply is casScript's.
+const casOneSource = `
+local v = redis.call('GET', KEYS[1])
+local k, ok = ARGV[1], false
+if k == '' then
+  ok = not v
+elseif v then
+  if k == '=' then ok = v == ARGV[2] else ok = redis.sha1hex(v) == ARGV[2] end
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+if not ok then
+  return {0, now, v}
+end
+local ttl = ARGV[3]
+if ttl == '-1' then
+  redis.call('DEL', KEYS[1])
+elseif ttl ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[4], 'PX', ttl)
+end
+return {1, now}
+`
+
+var casOneScript = goredis.NewScript(casOneSource)
 
 // digestOver is the length past which a swap sends the expected record's
 // SHA-1 rather than the record.
@@ -311,6 +377,9 @@ const digestOver = 40
 func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
 	if s.closed.Load() {
 		return false, nil, 0, backend.ErrClosed
+	}
+	if len(swaps) == 1 {
+		return s.compareAndSwapOne(&swaps[0])
 	}
 	keys := make([]string, len(swaps))
 	args := make([]any, 0, 3*len(swaps))
@@ -350,6 +419,107 @@ func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, err
 	return ok, cur, now, nil
 }
 
+// bytesArg is a command argument that go-redis writes as it is
+// (encoding.BinaryMarshaler): a pointer to one is boxed without
+// allocating, as a []byte or a string would not be.
+type bytesArg struct{ b []byte }
+
+// MarshalBinary returns the argument's bytes.
+func (a *bytesArg) MarshalBinary() ([]byte, error) { return a.b, nil }
+
+// oneCall is the scratch of one single-key compare-and-swap: its command's
+// arguments, pointing at buffers of its own, reused through oneCalls.
+type oneCall struct {
+	args               [8]any
+	key, kind, exp, px bytesArg
+	val                bytesArg
+	name               string // the key as a string, on a Cluster (its slot is read from it)
+}
+
+var oneCalls = sync.Pool{New: func() any {
+	c := &oneCall{}
+	c.args = [8]any{"evalsha", casOneScript.Hash(), "1", &c.key, &c.kind, &c.exp, &c.px, &c.val}
+	return c
+}}
+
+// processor runs a command: a client or an AutoPipeliner.
+type processor interface {
+	Process(ctx context.Context, cmd goredis.Cmder) error
+}
+
+// compareAndSwapOne is CompareAndSwap of one key, with casOneScript and
+// pooled arguments.
+func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error) {
+	if len(w.Key) == 0 {
+		return false, nil, 0, backend.ErrEmptyKey
+	}
+	c := oneCalls.Get().(*oneCall)
+	c.key.b = s.appendRedisKey(c.key.b[:0], w.Key)
+	c.args[3] = &c.key
+	if s.cluster {
+		c.name = string(c.key.b)
+		c.args[3] = &c.name
+	}
+	c.kind.b, c.exp.b = c.kind.b[:0], c.exp.b[:0]
+	switch {
+	case w.Expected == nil:
+	case len(w.Expected) <= digestOver:
+		c.kind.b = append(c.kind.b, '=')
+		c.exp.b = append(c.exp.b, w.Expected...)
+	default:
+		sum := sha1.Sum(w.Expected)
+		c.kind.b = append(c.kind.b, '#')
+		c.exp.b = hex.AppendEncode(c.exp.b, sum[:])
+	}
+	c.val.b = nil
+	switch {
+	case w.Keep:
+		c.px.b = append(c.px.b[:0], '0')
+	case w.Value == nil || w.TTL <= 0:
+		c.px.b = append(c.px.b[:0], "-1"...)
+	default:
+		c.px.b = appendPxMillis(c.px.b[:0], w.TTL, s.noClock)
+		c.val.b = w.Value
+	}
+	var on processor = s.c
+	if s.crowded != nil {
+		if s.flying.Add(1) > s.crowd {
+			on = s.crowded
+		}
+		defer s.flying.Add(-1)
+	}
+	var reply []any
+	err := s.call(func(ctx context.Context) error {
+		c.args[0], c.args[1] = "evalsha", casOneScript.Hash()
+		cmd := goredis.NewCmd(ctx, c.args[:]...)
+		err := on.Process(ctx, cmd)
+		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			c.args[0], c.args[1] = "eval", casOneSource
+			cmd = goredis.NewCmd(ctx, c.args[:]...)
+			err = on.Process(ctx, cmd)
+		}
+		if err == nil {
+			reply, err = cmd.Slice()
+		}
+		return err
+	})
+	c.val.b = nil
+	if err != nil {
+		// A command given up on at its deadline may still be written
+		// later from its arguments: this scratch is not reused.
+		return false, nil, 0, err
+	}
+	oneCalls.Put(c)
+	ok, now, cur, err := parseReply(reply, 1)
+	if err != nil {
+		return false, nil, 0, err
+	}
+	if s.noClock {
+		now = 0
+	}
+	return ok, cur, now, nil
+}
+
 // engineClockTTL is the least a record is kept with Options.EngineClock:
 // the engine's clock, not Redis', says when it is due, so it must outlive
 // any real time a test or a simulation runs for.
@@ -358,10 +528,15 @@ const engineClockTTL = time.Hour
 // pxMillis returns the PX argument for a record kept ttl (rounded up to a
 // millisecond: keeping a record longer never changes a decision).
 func pxMillis(ttl time.Duration, engineClock bool) string {
+	return string(appendPxMillis(nil, ttl, engineClock))
+}
+
+// appendPxMillis appends pxMillis' argument to dst.
+func appendPxMillis(dst []byte, ttl time.Duration, engineClock bool) []byte {
 	if engineClock {
 		ttl = max(ttl, engineClockTTL)
 	}
-	return strconv.FormatInt(int64((ttl+time.Millisecond-1)/time.Millisecond), 10)
+	return strconv.AppendInt(dst, int64((ttl+time.Millisecond-1)/time.Millisecond), 10)
 }
 
 // expect encodes what a swap expects to find.
@@ -377,27 +552,27 @@ func expect(v []byte) string {
 	}
 }
 
+// parseReply reads a compare-and-swap script's reply for n keys: whether it
+// wrote, the server's time in Unix ns, and when it did not write the
+// records the keys hold (nil for an absent one).
 func parseReply(reply []any, n int) (ok bool, now int64, cur [][]byte, err error) {
-	if len(reply) < 3 {
-		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied %d values, want at least 3", len(reply))
+	if len(reply) < 2 {
+		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied %d values, want at least 2", len(reply))
 	}
 	flag, _ := reply[0].(int64)
-	secs, ok1 := reply[1].(string)
-	usecs, ok2 := reply[2].(string)
-	sec, err1 := strconv.ParseInt(secs, 10, 64)
-	usec, err2 := strconv.ParseInt(usecs, 10, 64)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil {
-		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied a time of %v, %v", reply[1], reply[2])
+	usec, isInt := reply[1].(int64)
+	if !isInt || usec <= 0 || usec > math.MaxInt64/int64(time.Microsecond) {
+		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied a time of %v", reply[1])
 	}
-	now = sec*int64(time.Second) + usec*int64(time.Microsecond)
+	now = usec * int64(time.Microsecond)
 	if flag == 1 {
 		return true, now, nil, nil
 	}
-	if len(reply) != 3+n {
-		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied %d records for %d keys", len(reply)-3, n)
+	if len(reply) != 2+n {
+		return false, 0, nil, fmt.Errorf("sluice/backend/redis: script replied %d records for %d keys", len(reply)-2, n)
 	}
 	cur = make([][]byte, n)
-	for i, v := range reply[3:] {
+	for i, v := range reply[2:] {
 		if str, isStr := v.(string); isStr {
 			cur[i] = []byte(str)
 		}
@@ -518,36 +693,36 @@ func (s *Store) SwapGroup(key []byte) string {
 // "}". In the caller's key and a plain key, '%', '{' and '}' are written
 // as %25, %7B and %7D, so the tag is always the whole key.
 func (s *Store) redisKey(k []byte) string {
-	var b strings.Builder
-	b.Grow(len(s.prefix) + len(k) + 4)
-	b.WriteString(s.prefix)
-	b.WriteByte('{')
-	n, w := binary.Uvarint(k)
-	if w <= 0 || n > uint64(len(k)-w) {
-		escape(&b, k)
-		b.WriteByte('}')
-		return b.String()
-	}
-	ns, key := k[w:w+int(n)], k[w+int(n):]
-	escape(&b, key)
-	b.WriteString("}:")
-	b.Write(ns)
-	return b.String()
+	return string(s.appendRedisKey(make([]byte, 0, len(s.prefix)+len(k)+4), k))
 }
 
-func escape(b *strings.Builder, s []byte) {
+// appendRedisKey appends the Redis key of k to dst.
+func (s *Store) appendRedisKey(dst, k []byte) []byte {
+	dst = append(dst, s.prefix...)
+	dst = append(dst, '{')
+	n, w := binary.Uvarint(k)
+	if w <= 0 || n > uint64(len(k)-w) {
+		return append(appendEscaped(dst, k), '}')
+	}
+	ns, key := k[w:w+int(n)], k[w+int(n):]
+	dst = append(appendEscaped(dst, key), '}', ':')
+	return append(dst, ns...)
+}
+
+func appendEscaped(dst, s []byte) []byte {
 	for _, c := range s {
 		switch c {
 		case '%':
-			b.WriteString("%25")
+			dst = append(dst, "%25"...)
 		case '{':
-			b.WriteString("%7B")
+			dst = append(dst, "%7B"...)
 		case '}':
-			b.WriteString("%7D")
+			dst = append(dst, "%7D"...)
 		default:
-			b.WriteByte(c)
+			dst = append(dst, c)
 		}
 	}
+	return dst
 }
 
 // tag returns the hash tag of a key redisKey made: what lies between its
@@ -595,8 +770,7 @@ func (b *breaker) done(err error) {
 	if b.threshold < 0 {
 		return
 	}
-	var reply goredis.Error
-	if err == nil || errors.Is(err, goredis.Nil) || (errors.As(err, &reply) && !isTransient(err)) {
+	if err == nil || errors.Is(err, goredis.Nil) || (isReply(err) && !isTransient(err)) {
 		if b.fails.Load() != 0 {
 			b.fails.Store(0)
 			b.openUntil.Store(0)
@@ -613,6 +787,12 @@ func (b *breaker) done(err error) {
 		b.openUntil.Store(now + b.cooldown)
 		b.probing.Store(false)
 	}
+}
+
+// isReply reports an error reply from Redis.
+func isReply(err error) bool {
+	var reply goredis.Error
+	return errors.As(err, &reply)
 }
 
 // isTransient reports an error reply that means the server cannot serve
