@@ -343,7 +343,7 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 	}
 	var rstack [maxStackRules]engine.Request
 	reqs := rstack[:0]
-	for i, c := range rules {
+	for _, c := range rules {
 		key, cost, err := l.keyAndCost(r, c)
 		if err != nil {
 			if !errors.Is(err, identity.ErrBadIdentity) {
@@ -352,18 +352,12 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 			}
 			return nil, algo.Decision{}
 		}
-		rules[i] = rs.Override(c, key) // rules is our own stack's
-		reqs = append(reqs, engine.Request{Limit: rules[i].Limit(), Key: key, Cost: cost})
+		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
 	}
+	Override(rs, rules, reqs) // rules is our own stack's
 	start := time.Now()
-	decide := func(e *engine.Engine) ([]algo.Decision, bool, error) {
-		if len(reqs) == 1 {
-			d, err := e.Apply(reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
-			return []algo.Decision{d}, d.Allowed, err
-		}
-		return e.ApplyAll(reqs)
-	}
-	ds, all, err := decide(l.eng)
+	var one [1]algo.Decision
+	ds, all, err := Decide(l.eng, reqs, &one)
 	local := false
 	if err != nil && isStoreError(err) {
 		policy := sluice.FailOpen // a shadow rule never refuses
@@ -384,7 +378,7 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 			localReqs[i] = l.local.Request(c, reqs[i].Key, reqs[i].Cost)
 		}
 		rules, reqs, local = shares, localReqs, true
-		ds, all, err = decide(l.local.Engine())
+		ds, all, err = Decide(l.local.Engine(), reqs, &one)
 	}
 	if err != nil {
 		l.log.Error("httplimit: cannot decide a shadow rule",
@@ -392,7 +386,6 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 		return nil, algo.Decision{}
 	}
 	elapsed := time.Since(start)
-	pick := 0
 	for i, di := range ds {
 		if l.metrics != nil {
 			switch {
@@ -407,10 +400,8 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 				}
 			}
 		}
-		if di.Remaining < ds[pick].Remaining {
-			pick = i
-		}
 	}
+	pick := PickShadow(ds)
 	d := ds[pick]
 	d.Allowed, d.RetryAfter, d.Delay = true, 0, 0 // the request passes, at once
 	return rules[pick], d
@@ -422,17 +413,15 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Handler, rs *sluice.Ruleset, rules []*sluice.CompiledRule) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, ok bool) {
 	var stack [maxStackRules]engine.Request
 	reqs := stack[:0]
-	for i, c := range rules {
+	for _, c := range rules {
 		key, cost, err := l.keyAndCost(r, c)
 		if err != nil {
 			l.identityError(w, r, c, err)
 			return nil, d, 0, false
 		}
-		if o := rs.Override(c, key); o != c {
-			rules[i], c = o, o // rules is the door's own (AppendMatchPlan's), not the ruleset's
-		}
 		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
 	}
+	Override(rs, rules, reqs) // rules is the door's own (AppendMatchPlan's), not the ruleset's
 	start := time.Now()
 	ds, all, err := l.eng.ApplyAll(reqs)
 	local := false
@@ -459,7 +448,6 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		return nil, d, 0, false
 	}
-	pick := -1
 	for i, di := range ds {
 		if all {
 			if l.metrics != nil {
@@ -475,18 +463,8 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 				l.observeLocal(rules[i].Name(), false)
 			}
 		}
-		switch {
-		case pick < 0:
-			pick = i
-		case !all:
-			// The denying rule with the longest wait.
-			if !di.Allowed && (ds[pick].Allowed || di.RetryAfter > ds[pick].RetryAfter) {
-				pick = i
-			}
-		case di.Remaining < ds[pick].Remaining:
-			pick = i
-		}
 	}
+	pick := Pick(ds, all)
 	d = ds[pick]
 	if !all {
 		d.Allowed = false // pick is a denying rule; be explicit all the same
