@@ -53,6 +53,11 @@ type Config struct {
 	// be allowed: such a request is answered 500 and logged, as a
 	// configuration error.
 	Cost func(r *http.Request, rule *sluice.CompiledRule) int64
+	// ShadowHeaders, when true, sets the rate limit headers of a shadow
+	// rule's decision (sluice.Rule.Shadow) on a request that no enforced
+	// rule covers (never Retry-After: the request passes). False by
+	// default: a shadow rule is invisible to clients.
+	ShadowHeaders bool
 	// Logger receives store errors (at most one line a second), contained
 	// panics of the IdentityFunc and other internal errors; nil means
 	// slog.Default().
@@ -87,6 +92,7 @@ type limiter struct {
 	policy   sluice.StoreErrorPolicy
 	local    *sluice.Local // with policy FailLocal
 	cost     func(*http.Request, *sluice.CompiledRule) int64
+	shadowH  bool // ShadowHeaders
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
 	lastLog  atomic.Int64  // Unix ns of the last store error logged
@@ -151,6 +157,16 @@ type limiter struct {
 // counted denied and the others (which spent nothing) are not counted. A
 // local decision is also told to Metrics.ObserveLocalDecision when Metrics
 // is a sluice.LocalObserver (package metrics' *Metrics is).
+//
+// Shadow rules (sluice.Rule.Shadow) never refuse a request. Those covering
+// it are decided, after the enforced rules and only for a request they let
+// through (or that none covers), together and under the caller's
+// overrides: an allowed decision is counted as any other, a would-be denial
+// with Metrics.ObserveShadowDenial when Metrics is a sluice.ShadowObserver.
+// A shadow decision sets no headers unless Config.ShadowHeaders, and then
+// only on a request no enforced rule covers. A store error under a shadow
+// rule is counted as FailOpen's (decided locally under FailLocal) and the
+// request goes on.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	switch {
 	case cfg.Engine == nil:
@@ -167,6 +183,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		policy:   cfg.OnStoreError,
 		local:    cfg.Local,
 		cost:     cfg.Cost,
+		shadowH:  cfg.ShadowHeaders,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
 	}
@@ -229,6 +246,9 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		rules = rs.MatchPlan(r.Method, r.URL.Path, plan)
 	}
 	if len(rules) == 0 {
+		if srule, sd := l.shadow(r, rs); srule != nil && l.shadowH {
+			l.setHeaders(w.Header(), srule, sd)
+		}
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -269,7 +289,7 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 				l.localError(w, r, rule, err)
 				return
 			}
-			l.engineError(w, r, next, rule, err)
+			l.engineError(w, r, next, rs, rule, err)
 			return
 		}
 		if l.metrics != nil {
@@ -292,10 +312,99 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		io.WriteString(w, deniedBody+rule.Name()+"\n")
 		return
 	}
+	// The enforced rules let the request through: the shadow rules
+	// decide it too, without a say (their headers would not replace the
+	// enforced rule's).
+	if rs.HasShadow() {
+		l.shadow(r, rs)
+	}
 	if delay > 0 && !l.wait(r.Context(), delay) {
 		return // the client went away while waiting
 	}
 	next.ServeHTTP(w, r)
+}
+
+// shadow decides r under the shadow rules that cover it
+// (sluice.Ruleset.MatchShadow), each under the caller's override if it has
+// one, spending as any rule would, and never refuses it: a would-be denial
+// is told to Metrics.ObserveShadowDenial (sluice.ShadowObserver), a store
+// error is counted (as under FailOpen, or decided locally under FailLocal)
+// and an identity error logged, and the request goes on. It returns the
+// rule and the decision, made to allow, for the headers ShadowHeaders
+// sets, or nil when no shadow rule decided.
+func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledRule, algo.Decision) {
+	if !rs.HasShadow() {
+		return nil, algo.Decision{}
+	}
+	var stack [maxStackRules]*sluice.CompiledRule
+	rules := rs.AppendMatchShadow(stack[:0], r.Method, r.URL.Path)
+	if len(rules) == 0 {
+		return nil, algo.Decision{}
+	}
+	var rstack [maxStackRules]engine.Request
+	reqs := rstack[:0]
+	for _, c := range rules {
+		key, cost, err := l.keyAndCost(r, c)
+		if err != nil {
+			if !errors.Is(err, identity.ErrBadIdentity) {
+				l.log.Error("httplimit: cannot identify the caller for a shadow rule",
+					"rule", c.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			return nil, algo.Decision{}
+		}
+		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
+	}
+	Override(rs, rules, reqs) // rules is our own stack's
+	start := time.Now()
+	var one [1]algo.Decision
+	ds, all, err := Decide(l.eng, reqs, &one)
+	local := false
+	if err != nil && isStoreError(err) {
+		policy := sluice.FailOpen // a shadow rule never refuses
+		if l.local != nil {
+			policy = sluice.FailLocal
+		}
+		if l.metrics != nil {
+			l.metrics.ObserveStoreError(rules[0].Name(), policy)
+		}
+		l.logStoreError(rules[0], err)
+		if l.local == nil {
+			return nil, algo.Decision{}
+		}
+		shares := make([]*sluice.CompiledRule, len(rules))
+		localReqs := make([]engine.Request, len(reqs))
+		for i, c := range rules {
+			shares[i] = l.local.Rule(c)
+			localReqs[i] = l.local.Request(c, reqs[i].Key, reqs[i].Cost)
+		}
+		rules, reqs, local = shares, localReqs, true
+		ds, all, err = Decide(l.local.Engine(), reqs, &one)
+	}
+	if err != nil {
+		l.log.Error("httplimit: cannot decide a shadow rule",
+			"rule", rules[0].Name(), "method", r.Method, "path", r.URL.Path, "err", err)
+		return nil, algo.Decision{}
+	}
+	elapsed := time.Since(start)
+	for i, di := range ds {
+		if l.metrics != nil {
+			switch {
+			case all:
+				l.metrics.ObserveDecisionCost(rules[i].Name(), true, reqs[i].Cost, elapsed)
+				if local {
+					l.observeLocal(rules[i].Name(), true)
+				}
+			case !di.Allowed:
+				if so, ok := l.metrics.(sluice.ShadowObserver); ok {
+					so.ObserveShadowDenial(rules[i].Name(), reqs[i].Cost, elapsed)
+				}
+			}
+		}
+	}
+	pick := PickShadow(ds)
+	d := ds[pick]
+	d.Allowed, d.RetryAfter, d.Delay = true, 0, 0 // the request passes, at once
+	return rules[pick], d
 }
 
 // applyAll decides a request under several rules at once (all mode). It
@@ -304,17 +413,15 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Handler, rs *sluice.Ruleset, rules []*sluice.CompiledRule) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, ok bool) {
 	var stack [maxStackRules]engine.Request
 	reqs := stack[:0]
-	for i, c := range rules {
+	for _, c := range rules {
 		key, cost, err := l.keyAndCost(r, c)
 		if err != nil {
 			l.identityError(w, r, c, err)
 			return nil, d, 0, false
 		}
-		if o := rs.Override(c, key); o != c {
-			rules[i], c = o, o // rules is the door's own (AppendMatchPlan's), not the ruleset's
-		}
 		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
 	}
+	Override(rs, rules, reqs) // rules is the door's own (AppendMatchPlan's), not the ruleset's
 	start := time.Now()
 	ds, all, err := l.eng.ApplyAll(reqs)
 	local := false
@@ -337,11 +444,10 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 		if local {
 			l.localError(w, r, rules[0], err)
 		} else {
-			l.engineError(w, r, next, rules[0], err)
+			l.engineError(w, r, next, rs, rules[0], err)
 		}
 		return nil, d, 0, false
 	}
-	pick := -1
 	for i, di := range ds {
 		if all {
 			if l.metrics != nil {
@@ -357,18 +463,8 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 				l.observeLocal(rules[i].Name(), false)
 			}
 		}
-		switch {
-		case pick < 0:
-			pick = i
-		case !all:
-			// The denying rule with the longest wait.
-			if !di.Allowed && (ds[pick].Allowed || di.RetryAfter > ds[pick].RetryAfter) {
-				pick = i
-			}
-		case di.Remaining < ds[pick].Remaining:
-			pick = i
-		}
 	}
+	pick := Pick(ds, all)
 	d = ds[pick]
 	if !all {
 		d.Allowed = false // pick is a denying rule; be explicit all the same
@@ -431,7 +527,7 @@ func isStoreError(err error) bool {
 // engineError handles an error from the engine: a store error by the
 // policy (open or closed: FailLocal has decided locally before this is
 // called), anything else as an internal error.
-func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.Handler, rule *sluice.CompiledRule, err error) {
+func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.Handler, rs *sluice.Ruleset, rule *sluice.CompiledRule, err error) {
 	if !isStoreError(err) {
 		l.log.Error("httplimit: cannot decide the request",
 			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
@@ -443,6 +539,7 @@ func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.
 		http.Error(w, unavailableBody, http.StatusServiceUnavailable)
 		return
 	}
+	l.shadow(r, rs)
 	next.ServeHTTP(w, r)
 }
 

@@ -21,6 +21,9 @@ const (
 	FieldUser Field = "user"
 	// FieldAPIKey is the API key header ($http_x_api_key).
 	FieldAPIKey Field = "apikey"
+	// FieldPlan is the plan header ($http_x_plan, the identity section's
+	// plan_header), read as serve reads it: only from a trusted proxy.
+	FieldPlan Field = "plan"
 	// FieldMsec is $msec, Unix seconds with milliseconds: a finer time
 	// than $time_local's whole seconds, used in its place.
 	FieldMsec Field = "msec"
@@ -34,7 +37,7 @@ const (
 
 // CombinedExtras lists the fields a combined log may carry after the user
 // agent, as ParseCombinedExtras accepts them.
-var CombinedExtras = []Field{FieldXFF, FieldForwarded, FieldUser, FieldAPIKey, FieldMsec, FieldRequestTime, FieldSkip}
+var CombinedExtras = []Field{FieldXFF, FieldForwarded, FieldUser, FieldAPIKey, FieldPlan, FieldMsec, FieldRequestTime, FieldSkip}
 
 // ParseCombinedExtras reads a comma-separated list of the fields appended
 // to the combined format, in order, such as "xff,user". An empty string is
@@ -164,6 +167,8 @@ func (p *CombinedParser) Parse(line []byte, rec *Record) error {
 			rec.User = v
 		case FieldAPIKey:
 			rec.APIKey = v
+		case FieldPlan:
+			rec.Plan = v
 		case FieldMsec:
 			ns, ok := parseSeconds(v)
 			if !ok {

@@ -73,6 +73,12 @@ func WriteHTML(dir string, res *Result) error {
 			if rr.Default {
 				name += " (default)"
 			}
+			if rr.Plan != "" {
+				name += " (plan " + rr.Plan + ")"
+			}
+			if rr.Shadow {
+				name += " (shadow: would-be denials)"
+			}
 			p("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
 				esc(name), esc(rr.Algorithm), esc(limitText(rr)), esc(rr.Scope), num(rr.Requests), num(rr.Denied), pct(rr.Denied, rr.Requests),
 				num(int64(rr.Callers)), num(int64(rr.Affected)), pctf(rr.CoveredAtLimit, rr.Callers), needText(rr.SuggestedLimit, rr.Callers))

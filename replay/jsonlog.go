@@ -38,12 +38,13 @@ var DefaultFieldMap = FieldMap{
 	FieldForwarded:   {"http_forwarded", "forwarded"},
 	FieldUser:        {"user", "user_id", "remote_user"},
 	FieldAPIKey:      {"api_key", "http_x_api_key"},
+	FieldPlan:        {"plan", "http_x_plan"},
 	FieldRequestTime: {"request_time"},
 }
 
 // jsonFields are the meanings a FieldMap may name, in the order its errors
 // list them.
-var jsonFields = []Field{FieldTime, FieldMethod, FieldPath, FieldRequest, FieldIP, FieldXFF, FieldForwarded, FieldUser, FieldAPIKey, FieldRequestTime}
+var jsonFields = []Field{FieldTime, FieldMethod, FieldPath, FieldRequest, FieldIP, FieldXFF, FieldForwarded, FieldUser, FieldAPIKey, FieldPlan, FieldRequestTime}
 
 // FieldMap says which JSON keys hold each meaning: for each, the keys
 // tried in order (the first present wins). A key may be a dotted path into
@@ -229,6 +230,8 @@ func (p *JSONParser) Parse(line []byte, rec *Record) error {
 	rec.User = dash(v)
 	v, _, _ = get(FieldAPIKey)
 	rec.APIKey = dash(v)
+	v, _, _ = get(FieldPlan)
+	rec.Plan = dash(v)
 	return nil
 }
 

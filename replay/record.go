@@ -33,6 +33,10 @@ type Record struct {
 	// APIKey is the API key the API key header would have carried, empty
 	// when none.
 	APIKey string
+	// Plan is the plan header (the identity section's plan_header) as
+	// received, empty when absent. Like serve, a replay believes it only
+	// when the request came through a trusted proxy.
+	Plan string
 }
 
 // Errors of the log parsers. A *LineError wraps them.

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/httplimit"
 	"github.com/sluice-go/sluice/identity"
 )
 
@@ -59,6 +60,14 @@ type Outcome struct {
 	Key string
 	// Decision is Rule's decision, when Allowed or Denied.
 	Decision algo.Decision
+	// ShadowRule is the shadow rule whose decision httplimit's
+	// ShadowHeaders would report (sluice.Rule.Shadow), nil when no shadow
+	// rule decided the request: shadow rules decide only requests that
+	// pass (Unlimited or Allowed).
+	ShadowRule *sluice.CompiledRule
+	// ShadowDenied reports that a shadow rule would have denied the
+	// request; it passed all the same.
+	ShadowDenied bool
 }
 
 // maxStackRules is how many matching rules are gathered without
@@ -76,6 +85,7 @@ type Replayer struct {
 	clock *engine.FakeClock
 
 	userHeader, apiKeyHeader string // canonical names of the identity headers
+	planHeader               string // canonical name of the plan header, "" for none
 	hdr                      recordHeader
 
 	rules   []*ruleStats // in Ruleset order, the default last
@@ -87,12 +97,15 @@ type Replayer struct {
 	last    int64
 	sweepAt int64
 	reqs    []engine.Request
-	keys    []string
+	base    []*sluice.CompiledRule // the rules being decided, before overrides
 }
 
 // counts are the statuses of a set of requests.
 type counts struct {
 	Requests, Unlimited, Allowed, Denied, BadIdentity, Failed int64
+	// ShadowDenied counts the requests a shadow rule would have denied
+	// (they are counted by their status too).
+	ShadowDenied int64
 }
 
 func (c *counts) add(s Status) {
@@ -145,7 +158,11 @@ func New(name string, cfg *config.Config) (*Replayer, error) {
 		clock:        clock,
 		userHeader:   textproto.CanonicalMIMEHeaderKey(ic.UserHeader),
 		apiKeyHeader: textproto.CanonicalMIMEHeaderKey(ic.APIKeyHeader),
+		planHeader:   "\x00", // matches no header name
 		byRule:       map[*sluice.CompiledRule]*ruleStats{},
+	}
+	if ic.PlanHeader != "" {
+		r.planHeader = textproto.CanonicalMIMEHeaderKey(ic.PlanHeader)
 	}
 	r.hdr.r = r
 	all := rs.Rules()
@@ -170,9 +187,9 @@ func (r *Replayer) Ruleset() *sluice.Ruleset { return r.rs }
 // headers serve would have read them. It returns slices of its own
 // arrays, so reading a header allocates nothing.
 type recordHeader struct {
-	r                         *Replayer
-	rec                       *Record
-	user, key, xff, forwarded [1]string
+	r                               *Replayer
+	rec                             *Record
+	user, key, xff, forwarded, plan [1]string
 }
 
 // Values implements identity.Header.
@@ -193,6 +210,8 @@ func (h *recordHeader) Values(name string) []string {
 		return one(&h.xff, h.rec.XForwardedFor)
 	case "Forwarded":
 		return one(&h.forwarded, h.rec.Forwarded)
+	case h.r.planHeader:
+		return one(&h.plan, h.rec.Plan)
 	}
 	return nil
 }
@@ -201,23 +220,46 @@ func (h *recordHeader) Values(name string) []string {
 // order (an older one is decided as if at the newest time seen, as the
 // engine's clock never steps back).
 func (r *Replayer) Decide(rec *Record) Outcome {
+	r.hdr.rec = rec
+	defer func() { r.hdr.rec = nil }()
+	plan := ""
+	if r.rs.HasPlans() {
+		var err error
+		if plan, err = r.id.Plan(rec.Peer, &r.hdr); err != nil {
+			// httplimit answers before matching: 400 for a bad plan.
+			r.note(rec.Time)
+			st := Failed
+			if errors.Is(err, identity.ErrBadIdentity) {
+				st = BadIdentity
+			}
+			r.total.add(st)
+			return Outcome{Status: st}
+		}
+	}
 	var stack [maxStackRules]*sluice.CompiledRule
 	var rules []*sluice.CompiledRule
 	if r.rs.Mode() == sluice.MatchAll {
-		rules = r.rs.AppendMatch(stack[:0], rec.Method, rec.Path)
+		rules = r.rs.AppendMatchPlan(stack[:0], rec.Method, rec.Path, plan)
 	} else {
-		rules = r.rs.Match(rec.Method, rec.Path)
+		rules = append(stack[:0], r.rs.MatchPlan(rec.Method, rec.Path, plan)...)
 	}
 	r.note(rec.Time)
-	if len(rules) == 0 {
-		r.total.add(Unlimited)
-		return Outcome{}
-	}
 	r.clock.SetUnixNano(rec.Time)
-	r.hdr.rec = rec
-	out := r.decide(rec, rules)
-	r.hdr.rec = nil
+	var out Outcome
+	if len(rules) == 0 {
+		out.Status = Unlimited
+	} else {
+		out = r.decide(rec, rules)
+	}
+	if out.Status == Unlimited || out.Status == Allowed {
+		// As httplimit: the shadow rules decide the requests the
+		// enforced ones let through, without a say.
+		out.ShadowRule, out.ShadowDenied = r.shadow(rec)
+	}
 	r.total.add(out.Status)
+	if out.ShadowDenied {
+		r.total.ShadowDenied++
+	}
 	if r.decided%sweepEvery == 0 {
 		r.eng.Sweep(sweepEvery)
 	}
@@ -234,73 +276,83 @@ func (r *Replayer) note(t int64) {
 	r.decided++
 }
 
-// decide decides a request the rules cover, as httplimit's middleware
-// does, and counts it under each rule.
-func (r *Replayer) decide(rec *Record, rules []*sluice.CompiledRule) Outcome {
-	r.keys = r.keys[:0]
-	for _, c := range rules {
+// keysOf fills r.reqs with the caller's key and the cost under each rule,
+// as the middleware builds them, and r.base with the rules before
+// overrides. It returns the index of the rule whose key cannot be made,
+// and the error, or -1.
+func (r *Replayer) keysOf(rec *Record, rules []*sluice.CompiledRule) (int, error) {
+	r.reqs, r.base = r.reqs[:0], append(r.base[:0], rules...)
+	for i, c := range rules {
 		key, err := r.id.Key(c.Scope(), rec.Peer, &r.hdr)
 		if err != nil {
-			// httplimit answers the request on the first rule whose key
-			// cannot be made, having spent nothing.
-			st := Failed
-			if errors.Is(err, identity.ErrBadIdentity) {
-				st = BadIdentity
-			}
-			for _, c := range rules {
-				r.byRule[c].counts.add(st)
-			}
-			return Outcome{Status: st, Rule: c}
+			return i, err
 		}
-		r.keys = append(r.keys, key)
+		r.reqs = append(r.reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: c.Cost()})
 	}
-	if len(rules) == 1 {
-		c := rules[0]
-		s := r.byRule[c]
-		d, err := r.eng.Apply(c.Limit(), r.keys[0], c.Cost())
-		if err != nil {
-			s.counts.add(Failed)
-			return Outcome{Status: Failed, Rule: c, Key: r.keys[0]}
+	httplimit.Override(r.rs, rules, r.reqs)
+	return -1, nil
+}
+
+// decide decides a request the enforced rules cover, as httplimit's
+// middleware does, and counts it under each rule.
+func (r *Replayer) decide(rec *Record, rules []*sluice.CompiledRule) Outcome {
+	if i, err := r.keysOf(rec, rules); i >= 0 {
+		// httplimit answers the request on the first rule whose key
+		// cannot be made, having spent nothing.
+		st := Failed
+		if errors.Is(err, identity.ErrBadIdentity) {
+			st = BadIdentity
 		}
-		s.record(r.keys[0], rec.Time, c.Cost(), d.Allowed)
-		st := Allowed
-		if !d.Allowed {
-			st = Denied
+		for _, c := range r.base {
+			r.byRule[c].counts.add(st)
 		}
-		return Outcome{Status: st, Rule: c, Key: r.keys[0], Decision: d}
+		return Outcome{Status: st, Rule: r.base[i]}
 	}
-	r.reqs = r.reqs[:0]
-	for i, c := range rules {
-		r.reqs = append(r.reqs, engine.Request{Limit: c.Limit(), Key: r.keys[i], Cost: c.Cost()})
-	}
-	ds, all, err := r.eng.ApplyAll(r.reqs)
+	var one [1]algo.Decision
+	ds, all, err := httplimit.Decide(r.eng, r.reqs, &one)
 	if err != nil {
-		for _, c := range rules {
+		for _, c := range r.base {
 			r.byRule[c].counts.add(Failed)
 		}
-		return Outcome{Status: Failed, Rule: rules[0], Key: r.keys[0]}
+		return Outcome{Status: Failed, Rule: rules[0], Key: r.reqs[0].Key}
 	}
-	// The rule to report, as httplimit's applyAll picks it.
-	pick := -1
 	for i, di := range ds {
-		r.byRule[rules[i]].record(r.keys[i], rec.Time, rules[i].Cost(), all || di.Allowed)
-		switch {
-		case pick < 0:
-			pick = i
-		case !all:
-			if !di.Allowed && (ds[pick].Allowed || di.RetryAfter > ds[pick].RetryAfter) {
-				pick = i
-			}
-		case di.Remaining < ds[pick].Remaining:
-			pick = i
-		}
+		r.byRule[r.base[i]].record(r.reqs[i].Key, rec.Time, r.reqs[i].Cost, all || di.Allowed)
 	}
-	out := Outcome{Status: Allowed, Rule: rules[pick], Key: r.keys[pick], Decision: ds[pick]}
+	pick := httplimit.Pick(ds, all)
+	out := Outcome{Status: Allowed, Rule: rules[pick], Key: r.reqs[pick].Key, Decision: ds[pick]}
 	if !all {
 		out.Status = Denied
 		out.Decision.Allowed = false
 	}
 	return out
+}
+
+// shadow decides rec under the shadow rules that cover it, as httplimit
+// does, and counts it under each: a would-be denial as the rule's denial.
+// It returns the rule whose decision httplimit's ShadowHeaders would
+// report, and whether a shadow rule would have denied the request.
+func (r *Replayer) shadow(rec *Record) (*sluice.CompiledRule, bool) {
+	if !r.rs.HasShadow() {
+		return nil, false
+	}
+	var stack [maxStackRules]*sluice.CompiledRule
+	rules := r.rs.AppendMatchShadow(stack[:0], rec.Method, rec.Path)
+	if len(rules) == 0 {
+		return nil, false
+	}
+	if i, _ := r.keysOf(rec, rules); i >= 0 {
+		return nil, false // httplimit logs it and lets the request go on
+	}
+	var one [1]algo.Decision
+	ds, all, err := httplimit.Decide(r.eng, r.reqs, &one)
+	if err != nil {
+		return nil, false
+	}
+	for i, di := range ds {
+		r.byRule[r.base[i]].record(r.reqs[i].Key, rec.Time, r.reqs[i].Cost, all || di.Allowed)
+	}
+	return rules[httplimit.PickShadow(ds)], !all
 }
 
 // timeZero is where a Replayer's clock stands before its first request.

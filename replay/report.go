@@ -18,6 +18,9 @@ type Report struct {
 	First, Last int64
 	// Requests counts every request, by what serve would have answered.
 	Requests, Unlimited, Allowed, Denied, BadIdentity, Failed int64
+	// ShadowDenied counts the requests a shadow rule would have denied;
+	// they passed, and are counted Allowed or Unlimited too.
+	ShadowDenied int64
 	// Share is the share of callers the SuggestedLimit of each rule leaves
 	// never denied.
 	Share float64
@@ -34,7 +37,12 @@ type RuleReport struct {
 	// Window are the rule's, as compiled (Method "*" for any).
 	Name, Algorithm, Scope, Method, PathPrefix string
 	// Default reports the configuration's default rule.
-	Default            bool
+	Default bool
+	// Shadow reports a shadow rule: its Denied are would-be denials, of
+	// requests that passed.
+	Shadow bool
+	// Plan is the plan the rule applies to, "" for every caller.
+	Plan               string
 	Limit, Burst, Cost int64
 	Window             time.Duration
 	// Requests counts the requests the rule applied to; Denied those it
@@ -98,7 +106,7 @@ func (r *Replayer) Report(share float64, top int) *Report {
 		First: r.first, Last: r.last,
 		Requests: r.total.Requests, Unlimited: r.total.Unlimited, Allowed: r.total.Allowed,
 		Denied: r.total.Denied, BadIdentity: r.total.BadIdentity, Failed: r.total.Failed,
-		Share: share,
+		ShadowDenied: r.total.ShadowDenied, Share: share,
 	}
 	res := int64(1e9)
 	for _, s := range r.rules {
@@ -122,6 +130,7 @@ func (s *ruleStats) report(share float64, top int, res, span int64) RuleReport {
 	rr := RuleReport{
 		Name: rule.Name, Algorithm: rule.Algorithm, Scope: string(rule.Scope),
 		Method: rule.Method, PathPrefix: rule.PathPrefix, Default: s.isDefault,
+		Shadow: rule.Shadow, Plan: rule.Plan,
 		Limit: rule.Limit, Burst: rule.Burst, Cost: rule.Cost, Window: rule.Window,
 		Requests: s.counts.Requests, Denied: s.counts.Denied,
 		Failed:  s.counts.BadIdentity + s.counts.Failed,

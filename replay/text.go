@@ -87,6 +87,9 @@ func writeReport(w *errWriter, r *Report) {
 	w.printf("%s requests from %s to %s (%v): %s allowed, %s denied (%s), %s under no rule",
 		num(r.Requests), stamp(r.First), stamp(r.Last), time.Duration(r.Last-r.First).Round(time.Second),
 		num(r.Allowed), num(r.Denied), pct(r.Denied, r.Requests), num(r.Unlimited))
+	if r.ShadowDenied > 0 {
+		w.printf(", %s would have been denied by shadow rules (%s)", num(r.ShadowDenied), pct(r.ShadowDenied, r.Requests))
+	}
 	if r.BadIdentity > 0 {
 		w.printf(", %s refused for a bad identity (400)", num(r.BadIdentity))
 	}
@@ -102,6 +105,12 @@ func writeReport(w *errWriter, r *Report) {
 		name := rr.Name
 		if rr.Default {
 			name += " (default)"
+		}
+		if rr.Plan != "" {
+			name += " (plan " + rr.Plan + ")"
+		}
+		if rr.Shadow {
+			name += " (shadow: would-be denials)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, rr.Algorithm, limitText(rr), rr.Scope,
 			num(rr.Requests), num(rr.Denied), pct(rr.Denied, rr.Requests), num(int64(rr.Callers)), num(int64(rr.Affected)),

@@ -37,6 +37,7 @@ Combined format fields after the user agent (--combined-extra, in order):
   forwarded     $http_forwarded
   user          the user id (say $upstream_http_x_user_id), over $remote_user
   apikey        the API key ($http_x_api_key)
+  plan          the plan header ($http_x_plan; read from trusted proxies, as serve does)
   msec          $msec, a finer time than $time_local
   request_time  $request_time, subtracted to give the request's start
   -             a field to skip

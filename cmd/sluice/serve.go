@@ -499,6 +499,7 @@ type ruleJSON struct {
 	Burst      int64  `json:"burst"`
 	Cost       int64  `json:"cost"`
 	Plan       string `json:"plan,omitempty"`
+	Shadow     bool   `json:"shadow,omitempty"`
 }
 
 // rulesJSON is the body of /rules: the ruleset in force.
@@ -521,6 +522,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Burst:      r.Burst,
 		Cost:       r.Cost,
 		Plan:       r.Plan,
+		Shadow:     r.Shadow,
 	}
 }
 

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// A shadow rule alone, through sluice serve as a real process: no request
+// is refused and none carries rate limit headers, and the metrics count
+// the would-be denials apart from the allowed decisions.
+func TestServeProcessShadowRule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	up := upstream(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "sluice.yaml")
+	writeFile(t, cfgPath, `rules:
+  - name: orders-trial
+    method: POST
+    path_prefix: /api/orders
+    scope: user
+    algorithm: token_bucket
+    limit: 2
+    window: 1h
+    shadow: true
+`)
+	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--admin", "127.0.0.1:0")
+	m := adminRE.FindStringSubmatch(p.stderr.String())
+	if m == nil {
+		t.Fatalf("no admin address in the log:\n%s", p.stderr)
+	}
+	admin := m[1]
+	orders := "http://" + p.listen + "/api/orders"
+	for i := range 5 {
+		code, h := send(t, "POST", orders, "X-User-ID", "alice")
+		if code != 200 || h.Get("RateLimit-Policy") != "" || h.Get("Retry-After") != "" {
+			t.Fatalf("request %d under the shadow rule: %d, headers %v; want 200 without rate limit headers", i+1, code, h)
+		}
+	}
+	pollMetric(t, admin, `sluice_shadow_denials_total{rule="orders-trial"}`, 3)
+	if got := metricValue(t, admin, `sluice_decisions_total{decision="allowed",rule="orders-trial"}`); got != 2 {
+		t.Errorf("allowed decisions under the shadow rule: %v, want 2", got)
+	}
+}
