@@ -114,6 +114,7 @@ type Limiter struct {
 	denialMD bool // DenialMetadataOnly
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
+	infos    infoCache     // what each rule's decisions send, worked out once
 	lastLog  atomic.Int64  // Unix ns of the last store error logged
 	unlogged atomic.Uint64 // store errors not logged since
 }
@@ -338,7 +339,8 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 		if passed { // a store error under FailOpen: no decision to report
 			rule = nil
 		} else if !d.Allowed {
-			return decisionMD(rule, d), 0, denial(rule, d)
+			ri := l.infos.get(rs, rule)
+			return decisionMD(ri, d), 0, denial(ri, d)
 		}
 	}
 	if rs.HasShadow() {
@@ -357,7 +359,7 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	if rule == nil || l.denialMD {
 		return nil, delay, nil
 	}
-	return decisionMD(rule, d), delay, nil
+	return decisionMD(l.infos.get(rs, rule), d), delay, nil
 }
 
 // apply decides a call under rules, all enforced or all shadow. It returns
