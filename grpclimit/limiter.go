@@ -114,6 +114,7 @@ type Limiter struct {
 	denialMD bool // DenialMetadataOnly
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
+	infos    infoCache     // what each rule's decisions send, worked out once
 	lastLog  atomic.Int64  // Unix ns of the last store error logged
 	unlogged atomic.Uint64 // store errors not logged since
 }
@@ -133,7 +134,9 @@ type Limiter struct {
 // (most_specific) or all of them together (all, engine.ApplyAll: nothing is
 // spent unless every one allows, and the call reports the most restrictive
 // decision, as package httplimit does). A call no rule covers passes
-// untouched, without metadata.
+// untouched, without metadata. Rules with a plan apply to that plan's
+// callers, and a caller's override replaces its rule's limit, as in
+// package httplimit: see plan.go.
 //
 // # What a decision sends
 //
@@ -319,10 +322,17 @@ func waitDelay(ctx context.Context, d time.Duration) bool {
 // and the status error to end the call with (nil to let it through).
 func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.Duration, error) {
 	rs := l.reg.Ruleset()
+	var plan string
+	if rs.HasPlans() { // plan.go
+		var err error
+		if plan, err = l.callerPlan(ctx, method); err != nil {
+			return nil, 0, l.planError(method, err)
+		}
+	}
 	var stack [maxStackRules]*sluice.CompiledRule
 	// gRPC calls have no HTTP method: "" matches the rules of AnyMethod
 	// only.
-	rules := rs.AppendMatch(stack[:0], "", method)
+	rules := rs.AppendMatchPlan(stack[:0], "", method, plan)
 	var (
 		rule  *sluice.CompiledRule // the decision to report; nil for none
 		d     algo.Decision
@@ -331,20 +341,21 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	if len(rules) > 0 {
 		var err error
 		var passed bool
-		rule, d, delay, passed, err = l.apply(ctx, method, rules, false)
+		rule, d, delay, passed, err = l.apply(ctx, rs, method, rules, false)
 		if err != nil {
 			return nil, 0, err
 		}
 		if passed { // a store error under FailOpen: no decision to report
 			rule = nil
 		} else if !d.Allowed {
-			return decisionMD(rule, d), 0, denial(rule, d)
+			ri := l.infos.get(rs, rule)
+			return decisionMD(ri, d), 0, denial(ri, d)
 		}
 	}
 	if rs.HasShadow() {
 		var sstack [maxStackRules]*sluice.CompiledRule
 		if shadows := rs.AppendMatchShadow(sstack[:0], "", method); len(shadows) > 0 {
-			srule, sd, _, passed, err := l.apply(ctx, method, shadows, true)
+			srule, sd, _, passed, err := l.apply(ctx, rs, method, shadows, true)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -357,7 +368,7 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	if rule == nil || l.denialMD {
 		return nil, delay, nil
 	}
-	return decisionMD(rule, d), delay, nil
+	return decisionMD(l.infos.get(rs, rule), d), delay, nil
 }
 
 // apply decides a call under rules, all enforced or all shadow. It returns
@@ -366,11 +377,13 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 // store error under a shadow rule but for FailLocal). err is the status to
 // end the call with: never a denial, which is d.Allowed false. A shadow
 // rule's denial is returned as a denial for the caller to report; it is
-// counted as a would-be denial here.
-func (l *Limiter) apply(ctx context.Context, method string, rules []*sluice.CompiledRule, shadow bool) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, passed bool, err error) {
+// counted as a would-be denial here. Each rule of rules (the caller's
+// own slice) is replaced by the caller's override under it, if any, once
+// its key is known.
+func (l *Limiter) apply(ctx context.Context, rs *sluice.Ruleset, method string, rules []*sluice.CompiledRule, shadow bool) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, passed bool, err error) {
 	var stack [maxStackRules]engine.Request
 	reqs := stack[:0]
-	for _, c := range rules {
+	for i, c := range rules {
 		key, cost, err := l.keyAndCost(ctx, method, c)
 		if err != nil {
 			if shadow {
@@ -383,6 +396,9 @@ func (l *Limiter) apply(ctx context.Context, method string, rules []*sluice.Comp
 				return nil, d, 0, true, nil
 			}
 			return nil, d, 0, false, l.identityError(method, c, err)
+		}
+		if o := rs.Override(c, key); o != c {
+			rules[i], c = o, o
 		}
 		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
 	}

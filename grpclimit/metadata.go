@@ -2,88 +2,204 @@ package grpclimit
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
 )
 
+// ruleInfo is what a decision under one compiled rule sends that does not
+// depend on the decision: worked out once per rule, not once per call.
+type ruleInfo struct {
+	policy   []string   // the ratelimit-policy value, "name";q=5;w=60
+	rlPrefix string     // the ratelimit value's start, "name";r=
+	message  string     // a denial's status message
+	quota    *anypb.Any // a denial's QuotaFailure detail, marshalled
+}
+
+// ruleCache maps the compiled rules of one ruleset to their ruleInfo. A
+// reload brings a new ruleset, so a new cache: an old rule's entry goes
+// with its ruleset. It is copied on write (a rule is added once per
+// ruleset), so reads take no lock.
+type ruleCache struct {
+	rs *sluice.Ruleset
+	m  map[*sluice.CompiledRule]*ruleInfo
+}
+
+// infoCache is the Limiter's ruleCache, read lock-free.
+type infoCache struct {
+	cur atomic.Pointer[ruleCache]
+	mu  sync.Mutex // serialises writers
+}
+
+// get returns the ruleInfo of rule, a rule of rs (or an override or local
+// share derived from one of its rules).
+func (c *infoCache) get(rs *sluice.Ruleset, rule *sluice.CompiledRule) *ruleInfo {
+	if cur := c.cur.Load(); cur != nil && cur.rs == rs {
+		if ri := cur.m[rule]; ri != nil {
+			return ri
+		}
+	}
+	ri := newRuleInfo(rule)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.cur.Load()
+	next := &ruleCache{rs: rs}
+	if cur != nil && cur.rs == rs {
+		next.m = make(map[*sluice.CompiledRule]*ruleInfo, len(cur.m)+1)
+		for k, v := range cur.m {
+			next.m[k] = v
+		}
+	} else {
+		next.m = make(map[*sluice.CompiledRule]*ruleInfo, 4)
+	}
+	if len(next.m) >= maxCachedRules {
+		// Rules derived per call (a local share under FailLocal) are not
+		// kept forever: start over rather than grow without bound.
+		clear(next.m)
+	}
+	next.m[rule] = ri
+	c.cur.Store(next)
+	return ri
+}
+
+// maxCachedRules bounds a ruleCache.
+const maxCachedRules = 4096
+
+func newRuleInfo(rule *sluice.CompiledRule) *ruleInfo {
+	spec := rule.Rule()
+	var b []byte
+	b = appendSFString(b, spec.Name)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, spec.Limit, 10)
+	b = append(b, ";w="...)
+	b = strconv.AppendInt(b, ceilSeconds(spec.Window), 10)
+	ri := &ruleInfo{
+		policy:   []string{string(b)},
+		rlPrefix: string(appendSFString(nil, spec.Name)) + ";r=",
+		message:  deniedMessage + rule.Name(),
+	}
+	qf := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+		Subject:     "rule:" + spec.Name,
+		Description: "limit " + strconv.FormatInt(spec.Limit, 10) + " per " + spec.Window.String() + " (" + string(spec.Scope) + ")",
+	}}}
+	if v, err := proto.Marshal(qf); err == nil { // it always marshals
+		ri.quota = &anypb.Any{TypeUrl: quotaFailureURL, Value: v}
+	}
+	return ri
+}
+
+// The type URLs of the details a denial carries.
+const (
+	retryInfoURL    = "type.googleapis.com/google.rpc.RetryInfo"
+	quotaFailureURL = "type.googleapis.com/google.rpc.QuotaFailure"
+)
+
+// mdBlock holds the per-decision values of a response's metadata and the
+// bytes they are made of, in one allocation.
+type mdBlock struct {
+	vals [5]string
+	buf  [96]byte
+}
+
 // decisionMD returns the response metadata of a decision under rule: the
 // fields package httplimit sends as headers, in lower case, and for a
-// denial retry-after.
-func decisionMD(rule *sluice.CompiledRule, d algo.Decision) metadata.MD {
-	spec := rule.Rule()
+// denial retry-after. Its values are substrings of one buffer, allocated
+// with them: the map and that block are all it allocates.
+func decisionMD(ri *ruleInfo, d algo.Decision) metadata.MD {
 	reset := ceilSeconds(d.Reset)
-	// One buffer, one string, its substrings: few allocations in all.
-	var buf [256]byte
-	b := buf[:0]
-	var ends [6]int
+	blk := new(mdBlock)
+	b := blk.buf[:0]
+	var ends [5]int
 	b = strconv.AppendInt(b, d.Limit, 10)
 	ends[0] = len(b)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, reset, 10)
 	ends[2] = len(b)
-	b = appendSFString(b, spec.Name)
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, spec.Limit, 10)
-	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(spec.Window), 10)
-	ends[3] = len(b)
-	b = appendSFString(b, spec.Name)
-	b = append(b, ";r="...)
+	b = append(b, ri.rlPrefix...)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, reset, 10)
-	ends[4] = len(b)
-	n := 5
+	ends[3] = len(b)
+	n := 4
 	if !d.Allowed {
 		b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
-		ends[5] = len(b)
-		n = 6
+		ends[4] = len(b)
+		n = 5
 	}
-	s := string(b)
-	vals := make([]string, n)
+	// b is blk.buf, or (a long rule name) a copy that grew: either way
+	// bytes no one writes again, so they can be shared as strings.
+	s := unsafe.String(unsafe.SliceData(b), len(b))
 	start := 0
 	for i := range n {
-		vals[i] = s[start:ends[i]]
+		blk.vals[i] = s[start:ends[i]]
 		start = ends[i]
 	}
-	md := make(metadata.MD, n)
-	md[MetadataLimit] = vals[0:1:1]
-	md[MetadataRemaining] = vals[1:2:2]
-	md[MetadataReset] = vals[2:3:3]
-	md[MetadataPolicy] = vals[3:4:4]
-	md[MetadataRateLimit] = vals[4:5:5]
+	md := make(metadata.MD, n+1)
+	md[MetadataLimit] = blk.vals[0:1:1]
+	md[MetadataRemaining] = blk.vals[1:2:2]
+	md[MetadataReset] = blk.vals[2:3:3]
+	md[MetadataPolicy] = ri.policy[:1:1]
+	md[MetadataRateLimit] = blk.vals[3:4:4]
 	if !d.Allowed {
-		md[MetadataRetryAfter] = vals[5:6:6]
+		md[MetadataRetryAfter] = blk.vals[4:5:5]
 	}
 	return md
 }
 
 // denial returns the status of a call denied under rule:
 // codes.ResourceExhausted with a RetryInfo carrying the exact wait and a
-// QuotaFailure naming the rule.
-func denial(rule *sluice.CompiledRule, d algo.Decision) error {
-	st := status.New(codes.ResourceExhausted, deniedMessage+rule.Name())
-	spec := rule.Rule()
-	withDetails, err := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)},
-		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-			Subject:     "rule:" + spec.Name,
-			Description: "limit " + strconv.FormatInt(spec.Limit, 10) + " per " + spec.Window.String() + " (" + string(spec.Scope) + ")",
-		}}},
-	)
-	if err != nil { // the details always marshal; keep the bare status if not
-		return st.Err()
+// QuotaFailure naming the rule. The status proto is built directly, the
+// RetryInfo encoded by hand and the QuotaFailure taken from ri, rather
+// than marshalled per call.
+func denial(ri *ruleInfo, d algo.Decision) error {
+	dur := max(d.RetryAfter, 0)
+	secs, nanos := int64(dur/time.Second), int32(dur%time.Second)
+	// RetryInfo{retry_delay (1): Duration{seconds (1), nanos (2)}}.
+	var inner [24]byte
+	in := inner[:0]
+	if secs != 0 {
+		in = protowire.AppendTag(in, 1, protowire.VarintType)
+		in = protowire.AppendVarint(in, uint64(secs))
 	}
-	return withDetails.Err()
+	if nanos != 0 {
+		in = protowire.AppendTag(in, 2, protowire.VarintType)
+		in = protowire.AppendVarint(in, uint64(int64(nanos)))
+	}
+	p := new(denialProto) // status.FromProto copies it: one allocation for all
+	p.value = protowire.AppendTag(p.buf[:0], 1, protowire.BytesType)
+	p.value = protowire.AppendBytes(p.value, in)
+	p.retry.TypeUrl, p.retry.Value = retryInfoURL, p.value
+	p.details[0] = &p.retry
+	n := 1
+	if ri.quota != nil {
+		p.details[1] = ri.quota
+		n = 2
+	}
+	p.st.Code, p.st.Message, p.st.Details = int32(codes.ResourceExhausted), ri.message, p.details[:n:n]
+	return status.FromProto(&p.st).Err()
+}
+
+// denialProto is the status proto of a denial and its RetryInfo, together.
+type denialProto struct {
+	st      spb.Status
+	details [2]*anypb.Any
+	retry   anypb.Any
+	value   []byte
+	buf     [28]byte
 }
 
 // retryAfterSeconds renders a denial's wait as retry-after does: whole

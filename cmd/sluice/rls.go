@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,7 +34,7 @@ import (
 )
 
 // rlsUsage is what "sluice rls --help" prints before the flags.
-const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR --grpc ADDR [--admin ADDR]
+const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR --grpc ADDR [--admin ADDR [--admin-token-file FILE]]
        [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P]
        [--headers both|ietf|x-ratelimit|none --shadow-headers --shadow-mode]
@@ -70,6 +73,19 @@ Admin endpoints (on --admin only):
             denials; requests by overall code; reloads; the engine's
   /healthz  "ok"
   /config   the domains and limits in force, as JSON
+  POST /v1/reset  domain=DOMAIN&entry=KEY=VALUE&entry=… (a form, or JSON
+            {"domain": …, "descriptor": [{"key": …, "value": …}]}): forget
+            the budget that descriptor spends under the limit it matches;
+            logged with the remote address
+  GET /v1/keys?domain=DOMAIN&entry=KEY=VALUE&…: that budget's state: the
+            decoded record, what it may spend now, when it is full again
+  The entries are the descriptor's as Envoy sends them, in order.
+
+The admin listener binds to loopback by default (--admin :9090 is
+127.0.0.1:9090). Bound elsewhere, rls refuses to start unless
+--admin-token-file names a file holding a bearer token (16 bytes at
+least); then every admin endpoint but /healthz asks for
+"Authorization: Bearer TOKEN".
 
 Exit status: 2 for a usage error or an invalid configuration (named by
 file, line and field), 1 for any other failure.
@@ -98,7 +114,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	fs.SetOutput(errw)
 	configPath := fs.String("config", "", "the configuration `file or directory` (envoyproxy/ratelimit's YAML); required")
 	grpcAddr := fs.String("grpc", "", "the `address` of the gRPC listener, such as :8081; required")
-	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /config); none when empty")
+	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /config, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
+	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
 	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
@@ -132,6 +149,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return fail(2, "--config is required")
 	case *grpcAddr == "":
 		return fail(2, "--grpc is required")
+	case *adminTokenFile != "" && *admin == "":
+		return fail(2, "--admin-token-file: only with --admin")
 	}
 	headers, err := envoyrls.ParseHeaders(*headersFlag)
 	if err != nil {
@@ -197,13 +216,18 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	var adminSrv *http.Server
 	adminAddr := ""
 	if *admin != "" {
-		aln, err := net.Listen("tcp", *admin)
+		aln, guard, err := listenAdmin(*admin, *adminTokenFile) // admin_keys.go
 		if err != nil {
 			gs.Stop()
-			return fail(1, "--admin: %v", err)
+			var ue *usageError
+			if errors.As(err, &ue) {
+				return fail(2, "%v", err)
+			}
+			return fail(1, "%v", err)
 		}
 		adminAddr = aln.Addr().String()
-		adminSrv = &http.Server{Handler: rlsAdminHandler(srv, counts, reloads, eng), ReadHeaderTimeout: 10 * time.Second}
+		keys := &rlsAdminKeys{srv: srv, eng: eng, log: logger}
+		adminSrv = &http.Server{Handler: guard.wrap(keys.mount(rlsAdminHandler(srv, counts, reloads, eng))), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- adminSrv.Serve(aln) }()
 	}
 	storeAttrs := []any{"store", bf.name}
@@ -298,4 +322,174 @@ func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *me
 		enc.Encode(out)
 	})
 	return mux
+}
+
+// rlsAdminKeys serves /v1/reset and /v1/keys for sluice rls, where a
+// caller's budget is the one a descriptor has under the limit it matches.
+// The operator names it as Envoy sends it:
+//
+//	domain=DOMAIN&entry=KEY=VALUE&entry=KEY=VALUE…
+//
+// the request's domain and its descriptor's entries in order, each
+// KEY=VALUE split at the first '=' (a key-only level of the configuration
+// is matched by any value, so give the value Envoy sends). The descriptor
+// is matched as ShouldRateLimit matches it (envoyrls.Config.Match), so the
+// budget reset or shown is exactly the one the next request with that
+// descriptor spends. POST /v1/reset takes the same fields as a form, or
+// JSON {"domain": …, "descriptor": [{"key": …, "value": …}, …]}.
+type rlsAdminKeys struct {
+	srv *envoyrls.Server
+	eng *engine.Engine
+	log *slog.Logger
+}
+
+// mount returns a handler serving the caller endpoints and passing every
+// other request to rest.
+func (a *rlsAdminKeys) mount(rest http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/reset", a.reset)
+	mux.HandleFunc("GET /v1/keys", a.keys)
+	for path, allow := range map[string]string{"/v1/reset": "POST", "/v1/keys": "GET, HEAD"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", allow)
+			adminError(w, http.StatusMethodNotAllowed, "use %s", allow)
+		})
+	}
+	mux.Handle("/", rest)
+	return mux
+}
+
+// rlsEntry is one descriptor entry of a /v1/reset JSON body.
+type rlsEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// target finds the limit and key of a domain and descriptor. ok is false
+// when it has answered the request.
+func (a *rlsAdminKeys) target(w http.ResponseWriter, domain string, desc []rlsEntry) (envoyrls.Match, bool) {
+	if domain == "" || len(desc) == 0 {
+		adminError(w, http.StatusBadRequest, "give domain and the descriptor's entries (entry=KEY=VALUE, in order)")
+		return envoyrls.Match{}, false
+	}
+	cfg := a.srv.Config()
+	if cfg.Domain(domain) == nil {
+		adminError(w, http.StatusNotFound, "no domain %q is configured", domain)
+		return envoyrls.Match{}, false
+	}
+	entries := make([]*rlv3.RateLimitDescriptor_Entry, len(desc))
+	for i, e := range desc {
+		if e.Key == "" {
+			adminError(w, http.StatusBadRequest, "entry %d: empty key", i+1)
+			return envoyrls.Match{}, false
+		}
+		entries[i] = &rlv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value}
+	}
+	m := cfg.Match(domain, entries)
+	switch {
+	case m.Limit == nil:
+		adminError(w, http.StatusNotFound, "no limit of domain %q matches the descriptor", domain)
+		return m, false
+	case m.Limit.EngineLimit().Algorithm == nil:
+		adminError(w, http.StatusConflict, "limit %s counts nothing (unlimited, or requests_per_unit 0)", m.Limit.Path)
+		return m, false
+	}
+	return m, true
+}
+
+// entriesOf reads entry=KEY=VALUE fields.
+func entriesOf(vs []string) []rlsEntry {
+	out := make([]rlsEntry, 0, len(vs))
+	for _, v := range vs {
+		k, val, _ := strings.Cut(v, "=")
+		out = append(out, rlsEntry{Key: k, Value: val})
+	}
+	return out
+}
+
+// reset is POST /v1/reset.
+func (a *rlsAdminKeys) reset(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
+	var in struct {
+		Domain     string     `json:"domain"`
+		Descriptor []rlsEntry `json:"descriptor"`
+	}
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "application/json" {
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			adminError(w, http.StatusBadRequest, `want a JSON object {"domain": …, "descriptor": [{"key": …, "value": …}]}`)
+			return
+		}
+	} else {
+		if err := r.ParseForm(); err != nil {
+			adminError(w, http.StatusBadRequest, "want a form of domain and entry=KEY=VALUE fields")
+			return
+		}
+		in.Domain, in.Descriptor = r.PostForm.Get("domain"), entriesOf(r.PostForm["entry"])
+	}
+	m, ok := a.target(w, in.Domain, in.Descriptor)
+	if !ok {
+		return
+	}
+	_, tokenGiven := bearer(r)
+	if err := a.eng.Reset(m.Limit.EngineLimit(), m.Key); err != nil {
+		a.log.Error("sluice rls: admin reset failed", "limit", m.Limit.Path, "key", m.Key, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
+		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
+		return
+	}
+	a.log.Info("sluice rls: admin reset", "limit", m.Limit.Path, "key", m.Key, "remote", r.RemoteAddr, "token", tokenGiven)
+	writeJSON(w, map[string]any{"domain": in.Domain, "limit": m.Limit.Path, "key": m.Key, "reset": true})
+}
+
+// rlsKeyStateJSON is the body of sluice rls's GET /v1/keys: serve's, with
+// the domain; Rule is the limit's path, Limit its requests_per_unit.
+type rlsKeyStateJSON struct {
+	Domain string `json:"domain"`
+	keyStateJSON
+}
+
+// keys is GET /v1/keys.
+func (a *rlsAdminKeys) keys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	m, ok := a.target(w, q.Get("domain"), entriesOf(q["entry"]))
+	if !ok {
+		return
+	}
+	l := m.Limit
+	out := rlsKeyStateJSON{Domain: l.Domain, keyStateJSON: keyStateJSON{Rule: l.Path, Key: m.Key, Algorithm: l.Algorithm,
+		Limit: int64(l.RequestsPerUnit), Window: l.Window.String(), Burst: l.Burst, Cost: 1}}
+	rec, err := a.eng.Record(l.EngineLimit(), m.Key)
+	if err != nil {
+		a.storeError(w, err)
+		return
+	}
+	if rec != nil {
+		out.Raw = hex.EncodeToString(rec)
+		if st, _, derr := decodeState(rec); derr != nil {
+			out.RecordError = derr.Error()
+		} else {
+			out.Record = &st
+		}
+	}
+	d, err := a.eng.Peek(l.EngineLimit(), m.Key, 1)
+	if err != nil {
+		a.storeError(w, err)
+		return
+	}
+	out.Remaining, out.AllowedNow = d.Remaining, d.Allowed
+	if !d.Allowed {
+		out.RetryAfterSeconds = d.RetryAfter.Seconds()
+	}
+	out.FullInSeconds = d.Reset.Seconds()
+	out.FullAt = time.Unix(0, a.eng.Clock().Now()+int64(d.Reset)).UTC().Format(time.RFC3339Nano)
+	writeJSON(w, out)
+}
+
+// storeError answers an engine error of /v1/keys.
+func (a *rlsAdminKeys) storeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrStore) {
+		adminError(w, http.StatusServiceUnavailable, "the store could not be read")
+		return
+	}
+	a.log.Error("sluice rls: admin keys", "err", err)
+	adminError(w, http.StatusInternalServerError, "cannot read the key")
 }

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -645,4 +650,151 @@ func TestRLSProcessRedisSharesTheBudget(t *testing.T) {
 	if want := "OK: OK,OK: OK,OK: OK,OK: OK,OK: OK,OVER_LIMIT: OVER_LIMIT"; strings.Join(got, ",") != want {
 		t.Errorf("dave across two processes: %v, want five allowed in all", got)
 	}
+}
+
+// rlsAdminConfig is one domain with a limit of 2 a day per to_number of
+// marketing messages.
+const rlsAdminConfig = `domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit:
+          unit: day
+          requests_per_unit: 2
+`
+
+// On loopback without a token: GET /v1/keys shows a blocked descriptor's
+// budget, POST /v1/reset (form or JSON) unblocks it and only it, and the
+// reset is logged with who asked.
+func TestRLSProcessAdminResetAndKeys(t *testing.T) {
+	t.Parallel()
+	waitAwayFromDayBoundary(t)
+	cfg := filepath.Join(t.TempDir(), "messaging.yaml")
+	writeFile(t, cfg, rlsAdminConfig)
+	p := startRLS(t, "--config", cfg)
+	admin := "http://" + p.admin
+	spend := func(number string) string {
+		return rlsAnswer(p.ask(t, "messaging", 0, rd("message_type", "marketing", "to_number", number)))
+	}
+	for i, want := range []string{"OK: OK", "OK: OK", "OVER_LIMIT: OVER_LIMIT"} {
+		if got := spend("2061111111"); got != want {
+			t.Fatalf("call %d: %s, want %s", i+1, got, want)
+		}
+		spend("2062222222")
+	}
+	const q = "domain=messaging&entry=message_type=marketing&entry=to_number=2061111111"
+	code, body := adminDo(t, testClient, "GET", admin+"/v1/keys?"+q, "", "", "")
+	if code != 200 {
+		t.Fatalf("GET /v1/keys: %d %s", code, body)
+	}
+	var st rlsKeyStateJSON
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Domain != "messaging" || st.Rule != "messaging.message_type_marketing.to_number" || st.Limit != 2 ||
+		st.Remaining != 0 || st.AllowedNow || st.Record == nil || st.RetryAfterSeconds <= 0 {
+		t.Errorf("GET /v1/keys of the blocked number: %+v\nwant limit messaging.message_type_marketing.to_number, 2, nothing left, a record", st)
+	}
+
+	form := "application/x-www-form-urlencoded"
+	if code, body := adminDo(t, testClient, "POST", admin+"/v1/reset", "", form, q); code != 200 || !strings.Contains(body, `"reset": true`) {
+		t.Fatalf("POST /v1/reset (form): %d %s", code, body)
+	}
+	if got := spend("2061111111"); got != "OK: OK" {
+		t.Errorf("the reset number: %s, want OK again", got)
+	}
+	if got := spend("2062222222"); got != "OVER_LIMIT: OVER_LIMIT" {
+		t.Errorf("another number: %s, want still OVER_LIMIT: a reset is one descriptor's", got)
+	}
+	jsonBody := `{"domain":"messaging","descriptor":[{"key":"message_type","value":"marketing"},{"key":"to_number","value":"2062222222"}]}`
+	if code, body := adminDo(t, testClient, "POST", admin+"/v1/reset", "", "application/json", jsonBody); code != 200 {
+		t.Fatalf("POST /v1/reset (JSON): %d %s", code, body)
+	}
+	if got := spend("2062222222"); got != "OK: OK" {
+		t.Errorf("the number reset by JSON: %s, want OK", got)
+	}
+	p.waitLog(t, `msg="sluice rls: admin reset"`, 2)
+	if !strings.Contains(p.stderr.String(), "remote=127.0.0.1:") {
+		t.Errorf("the reset log does not name the remote address:\n%s", p.stderr)
+	}
+
+	for _, c := range []struct {
+		method, query string
+		want          int
+	}{
+		{"GET", "domain=billing&entry=message_type=marketing&entry=to_number=1", 404},
+		{"GET", "domain=messaging&entry=message_type=transactional&entry=to_number=1", 404},
+		{"GET", "domain=messaging", 400},
+		{"GET", "entry=message_type=marketing", 400},
+		{"POST", "domain=messaging&entry=message_type=marketing", 404}, // shorter than the limit's depth
+		{"PUT", "", 405},
+	} {
+		url, body, ctype := admin+"/v1/keys?"+c.query, "", ""
+		if c.method != "GET" {
+			url, body, ctype = admin+"/v1/reset", c.query, form
+		}
+		if code, out := adminDo(t, testClient, c.method, url, "", ctype, body); code != c.want || !strings.Contains(out, `"error"`) {
+			t.Errorf("%s %s: %d %s, want %d with an error", c.method, c.query, code, out, c.want)
+		}
+	}
+}
+
+// Off loopback the rls admin listener needs a token, as serve's does: no
+// start without one; with one, 401 without it, from another address.
+func TestRLSAdminToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "messaging.yaml")
+	writeFile(t, cfg, rlsAdminConfig)
+	var stderr strings.Builder
+	if code := runRLS(context.Background(), []string{"--config", cfg, "--grpc", "127.0.0.1:0", "--admin", "0.0.0.0:0"}, io.Discard, &stderr, nil); code != 2 ||
+		!strings.Contains(stderr.String(), "not loopback") || !strings.Contains(stderr.String(), "--admin-token-file") {
+		t.Errorf("--admin 0.0.0.0:0 without a token: exit %d\n%s\nwant 2 naming --admin-token-file", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := runRLS(context.Background(), []string{"--config", cfg, "--grpc", "127.0.0.1:0", "--admin-token-file", cfg}, io.Discard, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "only with --admin") {
+		t.Errorf("--admin-token-file without --admin: exit %d\n%s\nwant 2", code, stderr.String())
+	}
+
+	const token = "0123456789abcdef0123456789abcdef"
+	tokenPath := filepath.Join(dir, "token")
+	writeFile(t, tokenPath, token+"\n")
+	bind, client := "0.0.0.0:0", &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	own := ownAddress()
+	if own != "" {
+		bind, client = net.JoinHostPort(own, "0"), testClient
+	}
+	p := startRLS(t, "--config", cfg, "--admin", bind, "--admin-token-file", tokenPath)
+	_, port, _ := net.SplitHostPort(p.admin)
+	host := own
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	admin := "http://" + net.JoinHostPort(host, port)
+	q := url.Values{"domain": {"messaging"}, "entry": {"message_type=marketing", "to_number=1"}}.Encode()
+	form := "application/x-www-form-urlencoded"
+	for _, tok := range []string{"", "wrong-token-0123456789abcdef", token + "x"} {
+		for _, c := range []struct{ method, path, ctype, body string }{
+			{"POST", "/v1/reset", form, q},
+			{"GET", "/v1/keys?" + q, "", ""},
+			{"GET", "/metrics", "", ""},
+			{"GET", "/config", "", ""},
+		} {
+			if code, body := adminDo(t, client, c.method, admin+c.path, tok, c.ctype, c.body); code != 401 || body != "unauthorized\n" {
+				t.Errorf("%s %s with token %q: %d %q, want 401 and no detail", c.method, c.path, tok, code, body)
+			}
+		}
+	}
+	if code, body := adminDo(t, client, "GET", admin+"/healthz", "", "", ""); code != 200 || body != "ok" {
+		t.Errorf("/healthz without a token: %d %q, want it open", code, body)
+	}
+	if code, body := adminDo(t, client, "POST", admin+"/v1/reset", token, form, q); code != 200 {
+		t.Errorf("POST /v1/reset with the token: %d %s", code, body)
+	}
+	if code, body := adminDo(t, client, "GET", admin+"/v1/keys?"+q, token, "", ""); code != 200 || !strings.Contains(body, `"allowed_now": true`) {
+		t.Errorf("GET /v1/keys with the token: %d %s", code, body)
+	}
+	p.waitLog(t, "token=true", 1)
 }
