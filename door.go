@@ -1,6 +1,9 @@
 package sluice
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // StoreErrorPolicy says what a door (package httplimit's middleware,
 // package grpclimit's interceptors) does with a request when the store
@@ -81,4 +84,25 @@ type ShadowObserver interface {
 	// denied a request of the given cost, which passed and spent nothing
 	// under the rule; d is the time the engine took to decide.
 	ObserveShadowDenial(rule string, cost int64, d time.Duration)
+}
+
+// DoorPolicy checks the store error policy a door is configured with and
+// returns the policy in force and the Local it decides on: the empty
+// policy is FailOpen, FailLocal requires local, and local is dropped (nil)
+// under any other policy. Its errors name the door's Config fields,
+// prefixed by door (the package name, such as "httplimit").
+func DoorPolicy(door string, p StoreErrorPolicy, local *Local) (StoreErrorPolicy, *Local, error) {
+	switch p {
+	case "":
+		p = FailOpen
+	case FailOpen, FailClosed:
+	case FailLocal:
+		if local == nil {
+			return "", nil, fmt.Errorf("%s: Config.Local is required with OnStoreError %q", door, FailLocal)
+		}
+		return p, local, nil
+	default:
+		return "", nil, fmt.Errorf("%s: Config.OnStoreError must be %q, %q or %q, got %q", door, FailOpen, FailClosed, FailLocal, string(p))
+	}
+	return p, nil, nil
 }

@@ -214,19 +214,9 @@ func New(cfg Config) (*Limiter, error) {
 			return nil, err
 		}
 	}
-	switch l.policy {
-	case "":
-		l.policy = sluice.FailOpen
-	case sluice.FailOpen, sluice.FailClosed:
-	case sluice.FailLocal:
-		if l.local == nil {
-			return nil, fmt.Errorf("grpclimit: Config.Local is required with OnStoreError %q", sluice.FailLocal)
-		}
-	default:
-		return nil, fmt.Errorf("grpclimit: Config.OnStoreError must be %q, %q or %q, got %q", sluice.FailOpen, sluice.FailClosed, sluice.FailLocal, string(l.policy))
-	}
-	if l.policy != sluice.FailLocal {
-		l.local = nil
+	var err error
+	if l.policy, l.local, err = sluice.DoorPolicy("grpclimit", l.policy, l.local); err != nil {
+		return nil, err
 	}
 	if l.log == nil {
 		l.log = slog.Default()
