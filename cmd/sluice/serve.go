@@ -142,6 +142,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
 	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
 	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
+	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
 	storeFlagsGiven := addBackendFlags(fs)
 	fs.Lookup("backend").Usage = "the `store`, over the configuration's store.backend: memory, pebble, bolt or redis"
 	fs.Usage = func() {
@@ -258,13 +259,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 		curID.Store(id) // the admin endpoints read caller keys under it
 		mw, err := httplimit.New(httplimit.Config{
-			Engine:       eng,
-			Registry:     reg,
-			Identifier:   id,
-			Metrics:      counts,
-			OnStoreError: cfg.OnStoreError,
-			Local:        local,
-			Logger:       logger,
+			Engine:        eng,
+			Registry:      reg,
+			Identifier:    id,
+			Metrics:       counts,
+			OnStoreError:  cfg.OnStoreError,
+			Local:         local,
+			Logger:        logger,
+			ShadowHeaders: *shadowHeaders,
 		})
 		if err != nil {
 			return nil, err

@@ -44,3 +44,37 @@ func TestServeProcessShadowRule(t *testing.T) {
 		t.Errorf("allowed decisions under the shadow rule: %v, want 2", got)
 	}
 }
+
+// TestServeProcessShadowHeaders: with --shadow-headers a shadow rule's
+// rate-limit fields reach the client on a request no enforced rule covers,
+// and still no request is refused.
+func TestServeProcessShadowHeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	up := upstream(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "sluice.yaml")
+	writeFile(t, cfgPath, `rules:
+  - name: orders-trial
+    method: POST
+    path_prefix: /api/orders
+    scope: user
+    algorithm: token_bucket
+    limit: 2
+    window: 1h
+    shadow: true
+`)
+	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--shadow-headers")
+	orders := "http://" + p.listen + "/api/orders"
+	for i := range 4 {
+		code, h := send(t, "POST", orders, "X-User-ID", "bob")
+		if code != 200 || h.Get("Retry-After") != "" {
+			t.Fatalf("request %d under the shadow rule: %d, headers %v; want 200 without Retry-After", i+1, code, h)
+		}
+		if h.Get("RateLimit-Policy") == "" || h.Get("X-RateLimit-Limit") != "2" {
+			t.Fatalf("request %d: headers %v; want the shadow rule's RateLimit-Policy and X-RateLimit-Limit 2", i+1, h)
+		}
+	}
+}
