@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -108,4 +110,26 @@ func versionLine() string {
 		}
 	}
 	return fmt.Sprintf("sluice %s%s %s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// parseArgs parses args into fs, whose Usage is set: asked for with -h or
+// --help, the help goes to stdout (it is the output) and parseArgs reports
+// exit status 0; any other parse error reports 2. done is false when the
+// command should go on.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (status int, done bool) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			fs.SetOutput(stdout)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	return 0, false
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -78,19 +77,8 @@ func runReplay(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), replayUsage, replay.DefaultFieldMap.String())
 		fs.PrintDefaults()
 	}
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
-			fs.SetOutput(stdout)
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if status, done := parseArgs(fs, args, stdout); done {
+		return status
 	}
 	fail := func(status int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "sluice replay: "+format+"\n", a...)

@@ -124,19 +124,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		fmt.Fprint(fs.Output(), rlsUsage)
 		fs.PrintDefaults()
 	}
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
-			fs.SetOutput(stdout)
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if status, done := parseArgs(fs, args, stdout); done {
+		return status
 	}
 	fail := func(status int, format string, a ...any) int {
 		fmt.Fprintf(errw, "sluice rls: "+format+"\n", a...)

@@ -149,19 +149,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
 	}
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
-			fs.SetOutput(stdout) // asked for: the help is the output
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if status, done := parseArgs(fs, args, stdout); done {
+		return status
 	}
 	fail := func(status int, format string, a ...any) int {
 		fmt.Fprintf(errw, "sluice serve: "+format+"\n", a...)
