@@ -338,7 +338,7 @@ func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err er
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
 	if e.store.mem != nil {
-		err = e.applyMemory(l, key, nil, cost, &d)
+		err = e.applyMemory(l, key, cost, &d)
 		return d, err
 	}
 	err = e.apply(l, key, cost, true, &d)
@@ -352,7 +352,7 @@ func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err er
 // cost) decides it.
 func (e *Engine) ApplyKey(l Limit, k Key, cost int64) (d algo.Decision, err error) {
 	if e.store.mem != nil && k.form != nil && k.namespace == l.Namespace {
-		err = e.applyMemory(l, k.key, &k, cost, &d)
+		err = e.decideMemory(l.Algorithm, k.form, k.hash, cost, &d)
 		return d, err
 	}
 	return e.Apply(l, k.key, cost)
@@ -679,12 +679,28 @@ func (e *Engine) storeError(op string, err error) error {
 // noteCorrupt counts a corrupt record and logs it, at most once a second so
 // that a store full of bad records cannot flood the log.
 func (e *Engine) noteCorrupt(namespace, key string) {
+	e.noteCorruptFunc(func() (string, string) { return namespace, key })
+}
+
+// noteCorruptKey is noteCorrupt for the namespaced key k, split only when
+// the warning is logged.
+func (e *Engine) noteCorruptKey(k []byte) {
+	e.noteCorruptFunc(func() (string, string) {
+		namespace, key, _ := SplitKey(k)
+		return namespace, key
+	})
+}
+
+// noteCorruptFunc counts a corrupt record and logs it, with the namespace
+// and key names returns, at most once a second.
+func (e *Engine) noteCorruptFunc(names func() (namespace, key string)) {
 	n := e.corrupt.Add(1)
 	now := time.Now().UnixNano()
 	last := e.lastWarn.Load()
 	if now-last < int64(time.Second) || !e.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
+	namespace, key := names()
 	e.log.Warn("sluice: corrupt rate-limit record treated as absent",
 		"namespace", namespace, "key", key, "corrupt_total", n)
 }

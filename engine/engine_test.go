@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,6 +266,44 @@ func TestCorruptRecordIsCountedAndTreatedAsFresh(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCorruptRecordWarningNamesTheCaller: the warning a corrupt record
+// logs names the rule's namespace and the caller's key, by Apply and by
+// ApplyKey alike (over memory the decision sees only the namespaced key).
+func TestCorruptRecordWarningNamesTheCaller(t *testing.T) {
+	for _, bk := range backends {
+		for _, prepared := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/prepared=%v", bk.name, prepared), func(t *testing.T) {
+				var logs bytes.Buffer
+				clock := engine.NewFakeClock(t0)
+				b := bk.open(clock)
+				e, err := engine.New(b, &engine.Options{Clock: clock, Stripes: 16, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { e.Close() })
+				l := limit(algo.GCRAName, algo.Params{Limit: 3, Window: time.Minute}, "orders-write")
+				if err := b.Put(engine.AppendKey(nil, l.Namespace, "user-7"), []byte{0xff}, 0); err != nil {
+					t.Fatal(err)
+				}
+				var d algo.Decision
+				if prepared {
+					d, err = e.ApplyKey(l, l.Key("user-7"), 1)
+				} else {
+					d, err = e.Apply(l, "user-7", 1)
+				}
+				if err != nil || !d.CorruptState {
+					t.Fatalf("decision = %+v, %v; want one flagged corrupt", d, err)
+				}
+				for _, want := range []string{"namespace=orders-write", "key=user-7", "corrupt_total=1"} {
+					if !strings.Contains(logs.String(), want) {
+						t.Errorf("warning %q lacks %q", logs.String(), want)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -5,32 +5,27 @@ import (
 )
 
 // The in-process decision: Apply over a bare *memory.Store, the path every
-// decision of an embedded limiter takes, written as one function so that
-// nothing on it is an interface call, a copy of the key or a second lookup.
-// The store lends its shard lock and its entry (memory.Ref): the record is
-// stepped where it lies, and a record that keeps its size costs the store
-// only the write of its expiry.
+// decision of an embedded limiter takes, written so that nothing on it is
+// an interface call, a copy of the key or a second lookup. The store lends
+// its shard lock and its entry (memory.Ref): the record is stepped where it
+// lies, and a record that keeps its size costs the store only the write of
+// its expiry.
+//
+// It is two functions: applyMemory builds and hashes the namespaced key,
+// and decideMemory, which ApplyKey calls directly with a prepared key,
+// decides it. decideMemory takes no more arguments than the registers
+// carry (the algorithm, the key, its hash, the cost and the decision), and
+// a prepared key's decision zeroes no buffer for a key it does not build.
 
 // applyMemory is apply over a bare memory store, spending. The key is built
-// on the stack and stays there; a key's first record is built in the room
-// the store lends for it, and copied by the store.
-func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.Decision) error {
-	// A cost outside 1..capacity is refused with an error before anything
-	// is read; the step denies such a cost too, so the capacity is looked up
-	// only after a denial (see below), not on every call.
-	if l.Algorithm == nil || cost <= 0 || e.closed.Load() {
-		return e.check(l, cost)
-	}
+// on the stack and stays there.
+func (e *Engine) applyMemory(l Limit, key string, cost int64, d *algo.Decision) error {
 	// The key's namespaced form (AppendKey's), written without growth
 	// checks in the common case: a namespace under 128 bytes, whose length
 	// takes one byte, and a key that fits after it.
 	var buf [128]byte
 	var k []byte
-	if pk != nil {
-		// Prepared under l's namespace (the caller checked): built and
-		// hashed already.
-		k = pk.form
-	} else if n := len(l.Namespace); n < 0x80 && n+len(key) < len(buf) {
+	if n := len(l.Namespace); n < 0x80 && n+len(key) < len(buf) {
 		buf[0] = byte(n)
 		copy(buf[1:], l.Namespace)
 		copy(buf[1+n:], key)
@@ -38,16 +33,31 @@ func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.D
 	} else {
 		k = AppendKey(buf[:0], l.Namespace, key)
 	}
+	// The hash is left to decideMemory, which reads the clock first:
+	// hashing bytes just written stalls on store forwarding, and the clock
+	// read gives the stores time to retire.
+	return e.decideMemory(l.Algorithm, k, 0, cost, d)
+}
+
+// decideMemory decides the namespaced key k, of hash h, by a over a bare
+// memory store, spending. A hash of zero is computed here, after the clock
+// is read (a key whose hash is zero is then hashed again, to zero). A key's
+// first record is built in the room the store lends for it, and copied by
+// the store.
+func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, d *algo.Decision) error {
+	// A cost outside 1..capacity is refused with an error before anything
+	// is read; the step denies such a cost too, so the capacity is looked up
+	// only after a denial (see below), not on every call.
+	if a == nil || cost <= 0 || e.closed.Load() {
+		return e.check(Limit{Algorithm: a}, cost)
+	}
 	var now int64
 	if c := e.coarse; c != nil {
 		now = c.now.Load()
 	} else {
 		now = e.now()
 	}
-	var h uint64
-	if pk != nil {
-		h = pk.hash
-	} else {
+	if h == 0 {
 		h = hashKey(k)
 	}
 	m := e.store.mem
@@ -63,7 +73,7 @@ func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.D
 	// one added to package algo and not here, takes algo.StepInto.
 	var next []byte
 	own := true // one of package algo's, whose decisions carry the capacity as Limit
-	switch a := l.Algorithm.(type) {
+	switch a := a.(type) {
 	case *algo.GCRA:
 		next = a.StepInto(state, now, cost, d)
 	case *algo.TokenBucket:
@@ -79,12 +89,12 @@ func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.D
 	default:
 		next, own = algo.StepInto(a, state, now, cost, d), false
 	}
-	if !d.Allowed && (own && cost > d.Limit || !own && cost > algo.Capacity(l.Algorithm)) {
+	if !d.Allowed && (own && cost > d.Limit || !own && cost > algo.Capacity(a)) {
 		// Refused, not denied: nothing is written, not even the removal
 		// of a corrupt record the step found.
 		m.Unlock(i)
 		*d = algo.Decision{}
-		return e.check(l, cost)
+		return e.check(Limit{Algorithm: a}, cost)
 	}
 	switch {
 	case next != nil && d.TTL > 0:
@@ -97,7 +107,7 @@ func (e *Engine) applyMemory(l Limit, key string, pk *Key, cost int64, d *algo.D
 	}
 	m.Unlock(i)
 	if d.CorruptState {
-		e.noteCorrupt(l.Namespace, key)
+		e.noteCorruptKey(k)
 	}
 	if err != nil {
 		*d = algo.Decision{}

@@ -87,9 +87,18 @@ type shard struct {
 
 // isHot reports whether key is the entry the last GetLocked found and
 // nothing has moved since.
+// The fingerprint and generation are compared inline, so that a lookup of
+// another key, the common case over many keys, costs no call.
 func (sh *shard) isHot(fp uint32, key []byte) bool {
-	return sh.hotGen == sh.gen && sh.hotFP == fp && int(sh.hotKlen) == len(key) &&
-		sameKey(sh.arena[sh.hotVal-sh.hotKlen:sh.hotVal], key)
+	return sh.hotGen == sh.gen && sh.hotFP == fp && sh.isHotKey(key)
+}
+
+// isHotKey reports whether key is the hot entry's key. It is not inlined,
+// so that isHot is.
+//
+//go:noinline
+func (sh *shard) isHotKey(key []byte) bool {
+	return int(sh.hotKlen) == len(key) && sameKey(sh.arena[sh.hotVal-sh.hotKlen:sh.hotVal], key)
 }
 
 // isHotWrite is isHot for PutLocked writing value under key. A value that
