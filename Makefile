@@ -48,7 +48,7 @@ bench:
 
 ## bench-quick: the six memory workloads for Sluice (defaults and opt-in
 ## variants) against go-limiter and x/time/rate, in interleaved rounds,
-## about 3 minutes; prints per workload the best Sluice ÷ fastest peer.
+## about 4 minutes; prints per workload the best Sluice ÷ fastest peer.
 bench-quick:
 	cd bench && $(GO) run ./cmd/quick
 

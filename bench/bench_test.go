@@ -322,6 +322,36 @@ func BenchmarkKeys100kDenied(b *testing.B) {
 	}
 }
 
+// BenchmarkKeys100kShuffled is Keys100k with the keys decided in a fixed
+// random order (one shuffle, seeded) rather than the order they were
+// created in: traffic from many callers arrives in no order, while walking
+// the keys in their creation order lets a limiter that keeps a heap object
+// per key find the next one where the hardware prefetcher has already
+// brought it.
+func BenchmarkKeys100kShuffled(b *testing.B) {
+	keys := Shuffled(Keys(100_000))
+	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, Keys(100_000))
+			runKeys(b, l, keys, true)
+		})
+	}
+}
+
+// BenchmarkKeys100kShuffledDenied is Keys100kShuffled with every key
+// exhausted, every call denied.
+func BenchmarkKeys100kShuffledDenied(b *testing.B) {
+	keys := Shuffled(Keys(100_000))
+	for _, im := range impls(workload{rate: Exhausted, fakeClock: true, variants: true}) {
+		b.Run(im.name, func(b *testing.B) {
+			l := open(b, im)
+			warm(b, l, Keys(100_000))
+			runKeys(b, l, keys, false)
+		})
+	}
+}
+
 // BenchmarkKeys100kRefilled is Keys100k at a billion units a second: each
 // key's bucket is full again long before its next call, so Sluice finds its
 // record expired and starts the key afresh, as it does for every request of

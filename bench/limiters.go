@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -361,6 +363,15 @@ const MaxKeys = 1_000_000
 
 // Keys returns n distinct 20-byte keys, "user-000000000000000" upwards, built
 // once and shared: callers must not modify the slice.
+// Shuffled returns a copy of keys in a random order, the same on every
+// call (a fixed seed), so that every implementation walks one order.
+func Shuffled(keys []string) []string {
+	out := slices.Clone(keys)
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
 func Keys(n int) []string {
 	keysOnce.Do(func() {
 		allKeys = make([]string, MaxKeys)

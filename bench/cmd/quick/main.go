@@ -1,14 +1,17 @@
-// Command quick checks, in about three minutes, where Sluice stands against
+// Command quick checks, in about four minutes, where Sluice stands against
 // the two fastest peers on the six memory workloads of the suite (HotKey,
-// HotKeyDenied, Keys100k, Keys100kDenied, Parallel10k, Parallel10kDenied),
-// on the machine it runs on. It builds the suite's test binary once, runs
+// HotKeyDenied, Keys100k, Keys100kDenied, Parallel10k, Parallel10kDenied)
+// and on the 100,000 keys in a random order (Keys100kShuffled,
+// Keys100kShuffledDenied), on the machine it runs on. It builds the suite's test binary once, runs
 // those benchmarks for Sluice's default rows and its opt-in variants (see
 // bench's doc.go: +coarse, +key, +coarse+key) and for go-limiter and
 // x/time/rate in interleaved rounds of one run each, so that a burst of
 // load elsewhere on the machine falls on every implementation alike, and
 // prints the medians as a table: per workload, the best Sluice row and its
 // variant, the fastest peer, their ratio, and the same ratio for the best
-// default row (engine.Apply with the system clock).
+// default row (engine.Apply with the system clock). Each ratio is also
+// given paired: the median of the ratios of the two rows within each
+// round, which a machine whose speed drifts between rounds moves less.
 //
 // Usage, from bench/ (or `make bench-quick` from the repository's root):
 //
@@ -43,8 +46,9 @@ import (
 	"time"
 )
 
-// Workloads are the memory workloads the table covers, in its order.
-var Workloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied"}
+// Workloads are the memory workloads the table covers, in its order: the
+// six of the suite's targets, then the 100,000 keys in a random order.
+var Workloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied", "Keys100kShuffled", "Keys100kShuffledDenied"}
 
 // Peers are the two fastest peers of the full suite on those workloads.
 var Peers = []string{"golimiter", "xtimerate"}
@@ -298,12 +302,12 @@ func variant(impl string) string {
 // WriteRatios writes the ratio table of workloads: best Sluice row, its
 // variant, the fastest peer, their ratio, and the best default row's.
 func WriteRatios(w io.Writer, r *Results, workloads []string) {
-	fmt.Fprintf(w, "| workload | best Sluice, ns/op | variant | fastest peer, ns/op | ratio | default Sluice, ns/op | default ratio |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---:|---|---:|\n")
+	fmt.Fprintf(w, "| workload | best Sluice, ns/op | variant | fastest peer, ns/op | ratio | paired | default Sluice, ns/op | default ratio | default paired |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---:|---:|---|---:|---:|\n")
 	var allocating []string
 	for _, wl := range workloads {
 		if len(r.procsOf(wl)) == 0 {
-			fmt.Fprintf(w, "| %s | – | – | – | – | – | – |\n", wl)
+			fmt.Fprintf(w, "| %s | – | – | – | – | – | – | – | – |\n", wl)
 		}
 		for _, p := range r.procsOf(wl) {
 			label := wl
@@ -313,14 +317,16 @@ func WriteRatios(w io.Writer, r *Results, workloads []string) {
 			im, v, ok := r.Best(wl, p, isSluice)
 			peer, pv, pok := r.Best(wl, p, func(s string) bool { return slices.Contains(Peers, s) })
 			if !ok || !pok {
-				fmt.Fprintf(w, "| %s | – | – | – | – | – | – |\n", label)
+				fmt.Fprintf(w, "| %s | – | – | – | – | – | – | – | – |\n", label)
 				continue
 			}
-			def, dratio := "–", "–"
+			def, dratio, dpaired := "–", "–", "–"
 			if dim, dv, ok := r.Best(wl, p, isDefault); ok {
 				def, dratio = fmt.Sprintf("%s %s", dim, num(dv)), fmt.Sprintf("%.2f×", dv/pv)
+				dpaired = ratioText(r.Paired(Row{wl, dim, p}, Row{wl, peer, p}))
 			}
-			fmt.Fprintf(w, "| %s | %s %s | %s | %s %s | %.2f× | %s | %s |\n", label, im, num(v), variant(im), peer, num(pv), v/pv, def, dratio)
+			paired := ratioText(r.Paired(Row{wl, im, p}, Row{wl, peer, p}))
+			fmt.Fprintf(w, "| %s | %s %s | %s | %s %s | %.2f× | %s | %s | %s | %s |\n", label, im, num(v), variant(im), peer, num(pv), v/pv, paired, def, dratio, dpaired)
 		}
 	}
 	for row := range r.Values {
@@ -334,6 +340,36 @@ func WriteRatios(w io.Writer, r *Results, workloads []string) {
 	} else {
 		fmt.Fprintf(w, "\nEvery Sluice row: 0 allocs/op.\n")
 	}
+}
+
+// Paired returns the median, over the rounds, of a's ns/op divided by b's
+// in the same round: rows run minutes apart on a shared machine see its
+// speed change between rounds, rows of one round see it alike, so the
+// ratio of each round moves less than the ratio of the medians. It is
+// false unless both rows have one value in every round.
+func (r *Results) Paired(a, b Row) (float64, bool) {
+	av, bv := r.Values[a]["ns/op"], r.Values[b]["ns/op"]
+	if len(av) == 0 || len(av) != len(bv) {
+		return 0, false
+	}
+	ratios := make([]float64, len(av))
+	for i := range av {
+		ratios[i] = av[i] / bv[i]
+	}
+	slices.Sort(ratios)
+	n := len(ratios)
+	if n%2 == 1 {
+		return ratios[n/2], true
+	}
+	return (ratios[n/2-1] + ratios[n/2]) / 2, true
+}
+
+// ratioText formats a ratio as the table does, or "–" when there is none.
+func ratioText(v float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", v)
 }
 
 // WriteScaling writes, per workload, each implementation's median ns/op at

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -41,10 +42,12 @@ func TestRatios(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		// The fakeclock row is never the best; medians of two rounds.
-		"| HotKey | sluice-gcra+coarse+key 32.0 | +coarse+key | golimiter 42.0 | 0.76× | sluice-gcra 52.0 | 1.24× |",
+		// Paired: the rounds' ratios are 30/40 and 34/44, 50/40 and
+		// 54/44.
+		"| HotKey | sluice-gcra+coarse+key 32.0 | +coarse+key | golimiter 42.0 | 0.76× | 0.76× | sluice-gcra 52.0 | 1.24× | 1.24× |",
 		// No default row ran.
-		"| Keys100k | sluice-gcra+key 90.0 | +key | xtimerate 100 | 0.90× | – | – |",
-		"| Parallel10k | – | – | – | – | – | – |",
+		"| Keys100k | sluice-gcra+key 90.0 | +key | xtimerate 100 | 0.90× | 0.90× | – | – | – |",
+		"| Parallel10k | – | – | – | – | – | – | – | – |",
 		"Sluice rows that allocate: Keys100k/sluice-gcra+key (1.00 allocs/op)",
 	} {
 		if !strings.Contains(out, want) {
@@ -53,6 +56,27 @@ func TestRatios(t *testing.T) {
 	}
 	if got, want := r.Machine(), "cpu: Intel(R) Xeon(R) Processor, cores: 2"; got != want {
 		t.Errorf("Machine() = %q, want %q", got, want)
+	}
+}
+
+// TestPaired: the paired ratio is the median of each round's ratio, which
+// a slow round (both rows twice as slow) leaves where it was, and none
+// when a row misses a round.
+func TestPaired(t *testing.T) {
+	r := parse(t, `BenchmarkHotKey/sluice-gcra-2 	1000	 30.0 ns/op
+BenchmarkHotKey/golimiter-2 	1000	 40.0 ns/op
+BenchmarkHotKey/sluice-gcra-2 	1000	 80.0 ns/op
+BenchmarkHotKey/golimiter-2 	1000	 100.0 ns/op
+BenchmarkHotKey/sluice-gcra-2 	1000	 31.0 ns/op
+BenchmarkHotKey/golimiter-2 	1000	 40.0 ns/op
+BenchmarkHotKey/xtimerate-2 	1000	 40.0 ns/op
+`)
+	got, ok := r.Paired(Row{"HotKey", "sluice-gcra", 2}, Row{"HotKey", "golimiter", 2})
+	if want := 31.0 / 40; !ok || math.Abs(got-want) > 1e-9 {
+		t.Errorf("Paired = %v, %v; want %v (the median of 0.75, 0.80, 0.775), true", got, ok, want)
+	}
+	if _, ok := r.Paired(Row{"HotKey", "sluice-gcra", 2}, Row{"HotKey", "xtimerate", 2}); ok {
+		t.Error("Paired of a row that missed two rounds answered")
 	}
 }
 

@@ -81,8 +81,9 @@ func allocMiss(a float64, timeStatus Status, timeMargin string) (Status, string)
 }
 
 // PeerWorkloads are the workloads in which Sluice's memory token bucket
-// and GCRA must be faster than every peer, with no allocation.
-var PeerWorkloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied"}
+// and GCRA must be faster than every peer, with no allocation: the six
+// memory workloads, then the 100,000 keys in a random order.
+var PeerWorkloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied", "Keys100kShuffled", "Keys100kShuffledDenied"}
 
 // PeerAlgorithms are the Sluice implementations those targets are about.
 var PeerAlgorithms = []string{"token_bucket", "gcra"}
