@@ -338,7 +338,24 @@ func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err er
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
 	if e.store.mem != nil {
-		err = e.applyMemory(l, key, cost, &d)
+		// The key's namespaced form (AppendKey's), built here on Apply's
+		// stack, without growth checks in the common case (a namespace
+		// under 128 bytes, whose length takes one byte, and a key that
+		// fits after it), so that the decision is one call away. Its hash
+		// is left to decideMemory, which reads the clock first: hashing
+		// bytes just written stalls on store forwarding, and the clock
+		// read gives the stores time to retire.
+		var buf [128]byte
+		var k []byte
+		if n := len(l.Namespace); n < 0x80 && n+len(key) < len(buf) {
+			buf[0] = byte(n)
+			copy(buf[1:], l.Namespace)
+			copy(buf[1+n:], key)
+			k = buf[:1+n+len(key)]
+		} else {
+			k = AppendKey(buf[:0], l.Namespace, key)
+		}
+		err = e.decideMemory(l.Algorithm, k, 0, cost, &d)
 		return d, err
 	}
 	err = e.apply(l, key, cost, true, &d)

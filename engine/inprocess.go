@@ -11,33 +11,11 @@ import (
 // lies, and a record that keeps its size costs the store only the write of
 // its expiry.
 //
-// It is two functions: applyMemory builds and hashes the namespaced key,
-// and decideMemory, which ApplyKey calls directly with a prepared key,
-// decides it. decideMemory takes no more arguments than the registers
-// carry (the algorithm, the key, its hash, the cost and the decision), and
-// a prepared key's decision zeroes no buffer for a key it does not build.
-
-// applyMemory is apply over a bare memory store, spending. The key is built
-// on the stack and stays there.
-func (e *Engine) applyMemory(l Limit, key string, cost int64, d *algo.Decision) error {
-	// The key's namespaced form (AppendKey's), written without growth
-	// checks in the common case: a namespace under 128 bytes, whose length
-	// takes one byte, and a key that fits after it.
-	var buf [128]byte
-	var k []byte
-	if n := len(l.Namespace); n < 0x80 && n+len(key) < len(buf) {
-		buf[0] = byte(n)
-		copy(buf[1:], l.Namespace)
-		copy(buf[1+n:], key)
-		k = buf[:1+n+len(key)]
-	} else {
-		k = AppendKey(buf[:0], l.Namespace, key)
-	}
-	// The hash is left to decideMemory, which reads the clock first:
-	// hashing bytes just written stalls on store forwarding, and the clock
-	// read gives the stores time to retire.
-	return e.decideMemory(l.Algorithm, k, 0, cost, d)
-}
+// Apply builds the namespaced key on its stack and decideMemory decides
+// it; ApplyKey calls decideMemory with a prepared key. decideMemory takes
+// no more arguments than the registers carry (the algorithm, the key, its
+// hash, the cost and the decision), and a prepared key's decision zeroes
+// no buffer for a key it does not build.
 
 // decideMemory decides the namespaced key k, of hash h, by a over a bare
 // memory store, spending. A hash of zero is computed here, after the clock
