@@ -606,6 +606,10 @@ type commitFailure struct {
 // maxFailures bounds the failed ranges remembered for late awaiters.
 const maxFailures = 256
 
+// maxGatherYields bounds the yields a commit leader makes while callers
+// keep joining its commit.
+const maxGatherYields = 8
+
 func (c *committer) enqueue(w backend.Write, h uint64) uint64 {
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
@@ -640,12 +644,21 @@ func (c *committer) await(t uint64) error {
 			continue
 		}
 		c.busy = true
-		// Let callers that are about to enqueue join this commit: one
-		// yield costs nothing to a lone caller and lets a crowd share
-		// one fsync instead of splitting into alternating halves.
-		c.mu.Unlock()
-		runtime.Gosched()
-		c.mu.Lock()
+		// Let callers that are about to enqueue join this commit: yield
+		// while the queue still grows, at most maxGatherYields times. A
+		// lone caller yields once, which costs it nothing; a crowd
+		// released by the last commit, whose members each decide again
+		// before they enqueue, gets to share one fsync rather than split
+		// into a commit of the first arrivals and one of the rest.
+		for n, i := len(c.queue), 0; i < maxGatherYields; i++ {
+			c.mu.Unlock()
+			runtime.Gosched()
+			c.mu.Lock()
+			if len(c.queue) == n {
+				break
+			}
+			n = len(c.queue)
+		}
 		writes, hashes := c.queue, c.hashes
 		c.queue, c.hashes = nil, nil
 		lo, hi := c.done+1, c.issued
