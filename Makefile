@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test vet race demo bench bench-quick bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test vet race demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -51,6 +51,14 @@ bench:
 ## about 4 minutes; prints per workload the best Sluice ÷ fastest peer.
 bench-quick:
 	cd bench && $(GO) run ./cmd/quick
+
+## bench-work: the instructions and simulated cache misses of one
+## decision, Sluice's and the fastest peers', under valgrind (which must be
+## installed: apt-get install -y valgrind); counts that do not move with the
+## machine's load. A few minutes; the table is bench/out/work.md.
+bench-work:
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/work -out out/work.md
 
 ## bench-redis: the Redis-backed limiters side by side against one local
 ## redis-server that the program starts (decisions/s, p50/p99, round trips
