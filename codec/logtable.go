@@ -489,14 +489,40 @@ func addLog[E offsetWidth](src []byte, horizon, limit, n, t int64) (r LogRef, ag
 	}
 	b := src[:size]
 	// The live entries move up to the start of the entries, in one copy;
-	// each new offset is written as the 8 bytes that end it, the bytes
-	// before it kept.
+	// each new offset is then stored as its own w bytes, in at most three
+	// stores. (Not as the 8 bytes that end it, read, masked and written
+	// back: that read would span bytes the copy has just stored, which the
+	// processor cannot forward from its store buffer, and wait for them to
+	// retire.)
 	if aged > 0 {
 		copy(b[LogTableHeaderSize:], src[LogTableHeaderSize+aged*w:])
 	}
 	for end := LogTableHeaderSize + (live+1)*w; end <= size; end += w {
-		e := b[end-8 : end]
-		binary.BigEndian.PutUint64(e, binary.BigEndian.Uint64(e)&^mask|x)
+		// w is a constant here: one case remains.
+		o := b[end-w : end]
+		switch w {
+		case 1:
+			o[0] = byte(x)
+		case 2:
+			binary.BigEndian.PutUint16(o, uint16(x))
+		case 3:
+			o[0] = byte(x >> 16)
+			binary.BigEndian.PutUint16(o[1:], uint16(x))
+		case 4:
+			binary.BigEndian.PutUint32(o, uint32(x))
+		case 5:
+			o[0] = byte(x >> 32)
+			binary.BigEndian.PutUint32(o[1:], uint32(x))
+		case 6:
+			binary.BigEndian.PutUint16(o, uint16(x>>32))
+			binary.BigEndian.PutUint32(o[2:], uint32(x))
+		case 7:
+			o[0] = byte(x >> 48)
+			binary.BigEndian.PutUint16(o[1:], uint16(x>>32))
+			binary.BigEndian.PutUint32(o[3:], uint32(x))
+		default:
+			binary.BigEndian.PutUint64(o, x)
+		}
 	}
 	return LogRef{b}, aged, live, at, LogAdded
 }

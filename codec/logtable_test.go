@@ -273,3 +273,40 @@ func tableTimesOf(t *testing.T, rec []byte) []int64 {
 	}
 	return times
 }
+
+// TestAddLogEveryWidth: an admission in place writes the same record as
+// Rewrite at every offset width, 1 to 8 bytes, the new entries' offsets
+// stored over what the array held before (the bytes of the entry that
+// aged out, then junk past the record).
+func TestAddLogEveryWidth(t *testing.T) {
+	for w := 1; w <= 8; w++ {
+		for n := int64(1); n <= 3; n++ {
+			span := int64(1)<<(8*w-1) - 1 // needs exactly w bytes
+			if w == 8 {
+				span = math.MaxInt64 - 2e9
+			}
+			base := int64(1e9)
+			times := []int64{base, base + span/4, base + span/2}
+			rec := codec.AppendLogTable(nil, times)
+			if got := int(rec[9]); got != w {
+				t.Fatalf("width %d: the record's width is %d", w, got)
+			}
+			horizon := base // the oldest entry ages out
+			at := base + span/2 + 1
+			dst := append(make([]byte, 0, len(rec)+64), rec...)
+			dst = append(dst, bytes.Repeat([]byte{0xa5}, 64)...)[:len(rec)]
+			r, aged, live, _, res := codec.AddLog(dst, horizon, 10, n, at)
+			if res != codec.LogAdded || aged != 1 || live != 2 {
+				t.Fatalf("width %d, n %d: AddLog = %v, %d aged, %d live; want added, 1, 2", w, n, res, aged, live)
+			}
+			l, _, err := codec.ReadLogTable(rec, horizon)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := l.Rewrite(nil, aged, int(n), at)
+			if !bytes.Equal(r.Bytes(), want) {
+				t.Fatalf("width %d, n %d: AddLog wrote\n%x\nRewrite writes\n%x", w, n, r.Bytes(), want)
+			}
+		}
+	}
+}
