@@ -58,10 +58,11 @@
 //     one tick, and a request repeated exactly RetryAfter later may be
 //     denied for up to one tick more (engine.CoarseClock says exactly).
 //   - sluice-<algorithm>+key: each key is prepared once, before the timer
-//     starts, with engine.Limit.Key and decided with engine.ApplyKey, as a
-//     caller that holds its key for many decisions does (a connection's
-//     peer, a session): the namespaced key is neither built nor hashed per
-//     decision. The decisions are exactly Apply's.
+//     starts, with engine.Limit.Key and decided with engine.ApplyKeyInto,
+//     as a caller that holds its key for many decisions does (a
+//     connection's peer, a session): the namespaced key is neither built
+//     nor hashed per decision, and the decision is written into the
+//     caller's frame. The decisions are exactly Apply's.
 //   - sluice-<algorithm>+coarse+key: both.
 //
 // cmd/report computes, per workload, the best Sluice row of any variant

@@ -87,8 +87,9 @@ type Variant struct {
 	// tick (see engine.CoarseClock for what that changes).
 	Coarse bool
 	// Prepared decides keys prepared once with engine.Limit.Key, through
-	// engine.ApplyKey, as a caller that holds its key for many decisions
-	// does: the namespaced key is neither built nor hashed per decision.
+	// engine.ApplyKeyInto, as a caller that holds its key for many
+	// decisions does: the namespaced key is neither built nor hashed per
+	// decision, and the decision is written where the caller keeps it.
 	Prepared bool
 }
 
@@ -175,9 +176,10 @@ func (s *Sluice) Prepared() bool { return s.v.Prepared }
 func (s *Sluice) Prepare(key string) engine.Key { return s.l.Key(key) }
 
 // AllowKey applies the limit to a key from Prepare at cost 1, through
-// engine.ApplyKey.
+// engine.ApplyKeyInto.
 func (s *Sluice) AllowKey(k *engine.Key) (bool, error) {
-	d, err := s.e.ApplyKey(s.l, *k, 1)
+	var d algo.Decision
+	err := s.e.ApplyKeyInto(s.l, k, 1, &d)
 	return d.Allowed, err
 }
 

@@ -18,7 +18,7 @@ import (
 // no buffer for a key it does not build.
 
 // decideMemory decides the namespaced key k, of hash h, by a over a bare
-// memory store, spending. A hash of zero is computed here, after the clock
+// memory store, spending, into *d (every field; zero on an error). A hash of zero is computed here, after the clock
 // is read (a key whose hash is zero is then hashed again, to zero). A key's
 // first record is built in the room the store lends for it, and copied by
 // the store.
@@ -27,6 +27,7 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 	// is read; the step denies such a cost too, so the capacity is looked up
 	// only after a denial (see below), not on every call.
 	if a == nil || cost <= 0 || e.closed.Load() {
+		*d = algo.Decision{}
 		return e.check(Limit{Algorithm: a}, cost)
 	}
 	var now int64
@@ -44,6 +45,7 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 	state, ref, err := m.LookupLocked(h, k, now)
 	if err != nil {
 		m.Unlock(i)
+		*d = algo.Decision{}
 		return e.storeError("read", err)
 	}
 	// algo.StepInto's dispatch, here so that the step is called directly:

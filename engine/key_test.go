@@ -14,7 +14,8 @@ import (
 )
 
 // TestApplyKeyIsApply: over every kind of store, an engine deciding prepared
-// keys with ApplyKey answers exactly as a twin deciding the same requests
+// keys with ApplyKey or ApplyKeyInto answers exactly as a twin deciding the
+// same requests
 // with Apply, for every algorithm, random costs (invalid ones too) and clock
 // steps, keys prepared under the right namespace, under another one, and
 // the zero Key.
@@ -55,10 +56,20 @@ func TestApplyKeyIsApply(t *testing.T) {
 					}
 					clock.Advance(genStep(t))
 					cost := rapid.Int64Range(-1, l.Algorithm.Params().Capacity()+1).Draw(t, "cost")
-					got, gerr := ek.ApplyKey(l, k, cost)
+					var got algo.Decision
+					var gerr error
+					into := rapid.Bool().Draw(t, "into")
+					if into {
+						// A decision left over in *d: every field must be
+						// written, or zeroed on an error.
+						got = algo.Decision{Allowed: true, Limit: 77, Remaining: 76, RetryAfter: 5, Reset: 6, Delay: 7, TTL: 8, CorruptState: true}
+						gerr = ek.ApplyKeyInto(l, &k, cost, &got)
+					} else {
+						got, gerr = ek.ApplyKey(l, k, cost)
+					}
 					want, werr := ea.Apply(l, key, cost)
 					if got != want || !errors.Is(gerr, werr) && (gerr == nil || werr == nil || gerr.Error() != werr.Error()) {
-						t.Fatalf("request %d, %s %q cost %d: ApplyKey = %+v, %v; Apply = %+v, %v", i, l.Namespace, key, cost, got, gerr, want, werr)
+						t.Fatalf("request %d, %s %q cost %d: ApplyKey (into %v) = %+v, %v; Apply = %+v, %v", i, l.Namespace, key, cost, into, got, gerr, want, werr)
 					}
 				}
 			})
@@ -77,6 +88,10 @@ func TestApplyKeyDoesNotAllocate(t *testing.T) {
 		e.ApplyKey(l, k, 1)
 		if allocs := testing.AllocsPerRun(200, func() { e.ApplyKey(l, k, 1) }); allocs != 0 {
 			t.Errorf("%+v: %.1f allocations per ApplyKey, want 0", p, allocs)
+		}
+		var d algo.Decision
+		if allocs := testing.AllocsPerRun(200, func() { e.ApplyKeyInto(l, &k, 1, &d) }); allocs != 0 {
+			t.Errorf("%+v: %.1f allocations per ApplyKeyInto, want 0", p, allocs)
 		}
 	}
 	if got := (engine.Limit{Namespace: "n"}).Key("caller").String(); got != "caller" {

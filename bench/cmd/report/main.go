@@ -641,7 +641,7 @@ func writeBest(w io.Writer, res *Results, names map[string][]string) {
 		return
 	}
 	fmt.Fprintf(w, "\n## Best Sluice against the fastest peer\n\n")
-	fmt.Fprintf(w, "The fastest Sluice row of any variant (`+coarse`: the coarse clock, decisions resolving to its 1ms tick; `+key`: keys prepared with `Limit.Key`, decided by `ApplyKey`; see `doc.go`), ")
+	fmt.Fprintf(w, "The fastest Sluice row of any variant (`+coarse`: the coarse clock, decisions resolving to its 1ms tick; `+key`: keys prepared with `Limit.Key`, decided by `ApplyKeyInto`; see `doc.go`), ")
 	fmt.Fprintf(w, "and of the defaults (`Apply`, the system clock), each divided by the fastest peer's median ns/op in the same workload. Target: ≤ %s× on every workload.\n\n", trim(MaxBestRatio))
 	fmt.Fprintf(w, "| workload | best Sluice, ns/op | variant | fastest peer, ns/op | ratio | best default, ns/op | default ratio |\n")
 	fmt.Fprintf(w, "| --- | --- | --- | --- | ---: | --- | ---: |\n")
