@@ -95,3 +95,33 @@ func ExampleEngine_ApplyAll() {
 	// call 3: all false; user true, pool false
 	// user remaining after the peeked request: 7
 }
+
+// A caller's key prepared once and decided again and again into the
+// caller's own Decision: the same answers as Apply, without building or
+// hashing the key, or copying the decision out, on every request.
+func ExampleEngine_ApplyKeyInto() {
+	clock := engine.NewFakeClock(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	e, _ := engine.New(memory.New(nil), &engine.Options{Clock: clock})
+	defer e.Close()
+	l := engine.Limit{
+		Namespace: "search",
+		Algorithm: algo.MustNew(algo.GCRAName, algo.Params{Limit: 2, Window: time.Second}),
+	}
+	k := l.Key("session-9f2c") // where the session is kept
+	var d algo.Decision
+	for i := 1; i <= 3; i++ {
+		if err := e.ApplyKeyInto(l, &k, 1, &d); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("request %d: allowed %v, retry after %v\n", i, d.Allowed, d.RetryAfter)
+	}
+	// Apply sees the same caller's budget.
+	d, _ = e.Apply(l, k.String(), 1)
+	fmt.Println("by Apply:", d.Allowed)
+	// Output:
+	// request 1: allowed true, retry after 0s
+	// request 2: allowed true, retry after 0s
+	// request 3: allowed false, retry after 500ms
+	// by Apply: false
+}
