@@ -12,10 +12,10 @@
 // # The striped path
 //
 // For every store that can lend a lock: the engine hashes the key with
-// xxhash and takes the lock of stripe hash&(stripes-1). Under that lock it
-// reads the key's record, runs the step and writes the new record with the
-// expiry the step asked for (its TTL: the time until the record is
-// equivalent to none), so read-step-write is indivisible for every key
+// backend.Hash and takes the lock of stripe hash&(stripes-1). Under that
+// lock it reads the key's record, runs the step and writes the new record
+// with the expiry the step asked for (its TTL: the time until the record
+// is equivalent to none), so read-step-write is indivisible for every key
 // while keys on different stripes never wait for each other. The lock is:
 //
 //   - over a backend.Striped (the memory backend), the store's own

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
 )
@@ -406,7 +404,7 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Deci
 	// just written stalls on store forwarding, and the clock read gives the
 	// stores time to retire (about 15% of a hot-key decision).
 	now := e.now()
-	h := xxhash.Sum64(k)
+	h := backend.Hash(k)
 	i := int(h & e.mask)
 
 	e.lock(i)
@@ -491,7 +489,7 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 			}
 		}
 		if which[j] < 0 {
-			h := xxhash.Sum64(k)
+			h := backend.Hash(k)
 			which[j] = len(slots)
 			slots = append(slots, slot{key: k, hash: h})
 			order = append(order, int(h&e.mask))
@@ -580,7 +578,7 @@ func (e *Engine) Reset(l Limit, key string) error {
 	if e.store.swap != nil {
 		return e.store.swap.reset(e, k)
 	}
-	h := xxhash.Sum64(k)
+	h := backend.Hash(k)
 	i := int(h & e.mask)
 	e.lock(i)
 	err := e.del(&e.stripes[i], h, k)
@@ -694,7 +692,7 @@ func (e *Engine) Sweep(budget int) (int, error) {
 	return n, nil
 }
 
-func hashKey(k []byte) uint64 { return xxhash.Sum64(k) }
+func hashKey(k []byte) uint64 { return backend.Hash(k) }
 
 func (e *Engine) storeError(op string, err error) error {
 	if errors.Is(err, backend.ErrClosed) {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"pgregory.net/rapid"
 
 	"github.com/sluice-go/sluice/algo"
@@ -217,7 +216,7 @@ func TestCorruptReadsAreCountedAndFresh(t *testing.T) {
 // stripeKeys returns two keys of namespace ns on one stripe of n and one key
 // on another.
 func stripeKeys(ns string, n int) (a, sameAsA, other string) {
-	stripe := func(k string) uint64 { return xxhash.Sum64(engine.AppendKey(nil, ns, k)) & uint64(n-1) }
+	stripe := func(k string) uint64 { return backend.Hash(engine.AppendKey(nil, ns, k)) & uint64(n-1) }
 	a = "slow"
 	for i := 0; sameAsA == "" || other == ""; i++ {
 		k := fmt.Sprintf("k%d", i)

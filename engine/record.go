@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/cespare/xxhash/v2"
+import "github.com/sluice-go/sluice/backend"
 
 // Record returns a copy of key's record under l as the engine would step it
 // now: from the in-memory tier over a durable store (so a spending not yet
@@ -21,7 +21,7 @@ func (e *Engine) Record(l Limit, key string) ([]byte, error) {
 		}
 		return append([]byte(nil), rec...), nil
 	}
-	h := xxhash.Sum64(k)
+	h := backend.Hash(k)
 	i := int(h & e.mask)
 	e.lock(i)
 	rec, err := e.get(&e.stripes[i], h, k, now)

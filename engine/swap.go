@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
 )
@@ -187,7 +185,7 @@ func (p *swapPath) observe(t int64) {
 	}
 }
 
-func (p *swapPath) shard(k []byte) *swapShard { return &p.shards[xxhash.Sum64(k)&p.mask] }
+func (p *swapPath) shard(k []byte) *swapShard { return &p.shards[backend.Hash(k)&p.mask] }
 
 // lastSeen returns the record last seen under k, and whether there is one
 // (a miss is treated as an absent record: right for a key's first request,

@@ -29,8 +29,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/sluice-go/sluice/backend"
 )
 
@@ -321,7 +319,7 @@ func testEmptyKey(t *testing.T, b backend.Backend) {
 		if !ok {
 			continue
 		}
-		h := xxhash.Sum64(key)
+		h := backend.Hash(key)
 		i := stripeOf(sb, h)
 		sb.Lock(i)
 		_, gerr := sb.GetLocked(h, key, now)
@@ -366,7 +364,7 @@ func testClose(t *testing.T, b backend.Backend) {
 		t.Errorf("Delete after Close: error = %v, want ErrClosed", err)
 	}
 	if sb, ok := b.(backend.Striped); ok {
-		h := xxhash.Sum64(key)
+		h := backend.Hash(key)
 		i := stripeOf(sb, h)
 		sb.Lock(i)
 		_, gerr := sb.GetLocked(h, key, now)
@@ -666,7 +664,7 @@ func testLockedAlias(t *testing.T, b backend.Backend) {
 	sb := striped(t, b)
 	now := base()
 	key := []byte("hot")
-	h := xxhash.Sum64(key)
+	h := backend.Hash(key)
 	i := stripeOf(sb, h)
 	putLocked(t, sb, h, key, []byte("0123456789abcdef0"), 0)
 
@@ -701,7 +699,7 @@ func testLockedResize(t *testing.T, b backend.Backend) {
 	sb := striped(t, b)
 	now := base()
 	key := []byte("resize")
-	h := xxhash.Sum64(key)
+	h := backend.Hash(key)
 	i := stripeOf(sb, h)
 	putLocked(t, sb, h, key, []byte("0123456789abcdef0"), 0)
 	for step, n := range []int{17, 8, 24, 24, 1, 300, 299, 17, 4000, 16} {
@@ -761,7 +759,7 @@ func testLockedExpiry(t *testing.T, b backend.Backend) {
 	sb := striped(t, b)
 	now := base()
 	key := []byte("k")
-	h := xxhash.Sum64(key)
+	h := backend.Hash(key)
 	putLocked(t, sb, h, key, []byte("v1"), now+10)
 	wantLocked(t, sb, h, key, now+9, []byte("v1"))
 	wantLocked(t, sb, h, key, now+10, nil)
@@ -777,7 +775,7 @@ func testLockedAgreesWithPlain(t *testing.T, b backend.Backend) {
 	now := base()
 	for i := range 100 {
 		k := manyKey(i)
-		h := xxhash.Sum64(k)
+		h := backend.Hash(k)
 		if i%2 == 0 {
 			put(t, b, k, manyValue(i), 0)
 			wantLocked(t, sb, h, k, now, manyValue(i))
@@ -789,11 +787,11 @@ func testLockedAgreesWithPlain(t *testing.T, b backend.Backend) {
 	for i := range 100 {
 		k := manyKey(i)
 		if i%3 == 0 {
-			deleteLocked(t, sb, xxhash.Sum64(k), k)
+			deleteLocked(t, sb, backend.Hash(k), k)
 			wantGet(t, b, k, now, nil)
 		} else {
 			del(t, b, k)
-			wantLocked(t, sb, xxhash.Sum64(k), k, now, nil)
+			wantLocked(t, sb, backend.Hash(k), k, now, nil)
 		}
 	}
 }
@@ -831,7 +829,7 @@ func testLockedCollision(t *testing.T, b backend.Backend) {
 	// A key stored under its true hash and another forced onto the same
 	// hash stay distinct too.
 	real := []byte("real")
-	rh := xxhash.Sum64(real)
+	rh := backend.Hash(real)
 	put(t, b, real, []byte("real-value"), 0)
 	putLocked(t, sb, rh, []byte("impostor"), []byte("impostor-value"), 0)
 	wantGet(t, b, real, now, []byte("real-value"))
@@ -887,7 +885,7 @@ func testConcurrentLockedCounter(t *testing.T, b backend.Backend) {
 		wg.Go(func() {
 			for r := range rounds {
 				k := keys[(w+r)%len(keys)]
-				h := xxhash.Sum64(k)
+				h := backend.Hash(k)
 				i := stripeOf(sb, h)
 				sb.Lock(i)
 				v, err := sb.GetLocked(h, k, now)
@@ -923,7 +921,7 @@ func testConcurrentLockedCounter(t *testing.T, b backend.Backend) {
 	wg.Wait()
 	var total uint64
 	for _, k := range keys {
-		v := lockedGet(t, sb, xxhash.Sum64(k), k, now)
+		v := lockedGet(t, sb, backend.Hash(k), k, now)
 		if len(v) != 8 {
 			t.Fatalf("GetLocked(%q) = %s, want 8 bytes", k, show(v))
 		}

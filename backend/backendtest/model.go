@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/cespare/xxhash/v2"
 	"pgregory.net/rapid"
 
 	"github.com/sluice-go/sluice/backend"
@@ -120,7 +119,7 @@ func testModel(t *testing.T, open func(t *testing.T) backend.Backend) {
 		}
 		if isStriped {
 			locked := func(k string, f func(h uint64)) {
-				h := xxhash.Sum64([]byte(k))
+				h := backend.Hash([]byte(k))
 				i := stripeOf(sb, h)
 				sb.Lock(i)
 				defer sb.Unlock(i)

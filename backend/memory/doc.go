@@ -6,7 +6,7 @@
 // # Layout
 //
 // The store is split into shards (256 by default, or 64 per GOMAXPROCS
-// where that is more), chosen by the low bits of the key's xxhash.Sum64.
+// where that is more), chosen by the low bits of the key's backend.Hash.
 // The engine uses the shards as its stripes, through backend.Striped, so
 // one lock covers a whole read-step-write. Each shard holds a mutex, an
 // index and an arena:

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/sluice-go/sluice/backend"
 )
 
@@ -206,7 +204,7 @@ func (s *Store) Get(key []byte, now int64) ([]byte, error) {
 	if len(key) == 0 {
 		return nil, backend.ErrEmptyKey
 	}
-	hash := xxhash.Sum64(key)
+	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
 	sh.mu.Lock()
 	v, err := s.getLocked(sh, hash, key, now)
@@ -224,7 +222,7 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 	if len(key) == 0 {
 		return backend.ErrEmptyKey
 	}
-	hash := xxhash.Sum64(key)
+	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
 	sh.mu.Lock()
 	err := s.putLocked(sh, hash, key, value, expiresAt)
@@ -237,7 +235,7 @@ func (s *Store) Delete(key []byte) error {
 	if len(key) == 0 {
 		return backend.ErrEmptyKey
 	}
-	hash := xxhash.Sum64(key)
+	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
 	sh.mu.Lock()
 	err := s.deleteLocked(sh, hash, key)
@@ -255,7 +253,7 @@ func (s *Store) Lock(i int) { s.shards[i].mu.Lock() }
 func (s *Store) Unlock(i int) { s.shards[i].mu.Unlock() }
 
 // GetLocked is Get for a caller holding the lock of shard hash&(Stripes()-1),
-// where hash is xxhash.Sum64(key). The returned slice aliases the stored
+// where hash is backend.Hash(key). The returned slice aliases the stored
 // record: it may be modified in place and passed back to PutLocked, and must
 // not be used after the lock is released or the shard is written. It never
 // allocates.

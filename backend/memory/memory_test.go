@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/memory"
 )
@@ -72,7 +70,7 @@ func TestMaxKeys(t *testing.T) {
 
 	// The locked path refuses the same way.
 	k := []byte("e")
-	h := xxhash.Sum64(k)
+	h := backend.Hash(k)
 	i := int(h & uint64(s.Stripes()-1))
 	s.Lock(i)
 	err := s.PutLocked(h, k, []byte("1"), 0)
@@ -326,7 +324,7 @@ func Example() {
 func BenchmarkGetPutLockedHot(b *testing.B) {
 	s := open(b, &memory.Options{SweepInterval: -1})
 	key := []byte("rl:ip:203.0.113.7:x")
-	h := xxhash.Sum64(key)
+	h := backend.Hash(key)
 	i := int(h & uint64(s.Stripes()-1))
 	s.Put(key, make([]byte, 17), 0)
 	const now = 1
@@ -385,7 +383,7 @@ func BenchmarkGetPut100kKeys(b *testing.B) {
 	})
 	b.Run("stripedMapFloor", func(b *testing.B) {
 		// The same step on 256 mutex-guarded map[string][]byte stripes
-		// chosen by xxhash: the floor DESIGN.md names, for scale.
+		// chosen by the same hash: the floor DESIGN.md names, for scale.
 		type stripe struct {
 			mu sync.Mutex
 			m  map[string][]byte
@@ -395,13 +393,13 @@ func BenchmarkGetPut100kKeys(b *testing.B) {
 			stripes[i].m = map[string][]byte{}
 		}
 		for _, k := range keys {
-			stripes[xxhash.Sum64(k)&255].m[string(k)] = make([]byte, 17)
+			stripes[backend.Hash(k)&255].m[string(k)] = make([]byte, 17)
 		}
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
 			k := keys[i%n]
-			st := &stripes[xxhash.Sum64(k)&255]
+			st := &stripes[backend.Hash(k)&255]
 			st.mu.Lock()
 			v := st.m[string(k)]
 			v[0]++
@@ -416,7 +414,7 @@ func BenchmarkGetPut100kKeys(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			k := keys[i%n]
-			h := xxhash.Sum64(k)
+			h := backend.Hash(k)
 			st := int(h & mask)
 			s.Lock(st)
 			v, _ := s.GetLocked(h, k, 1)
@@ -444,7 +442,7 @@ func BenchmarkParallel(b *testing.B) {
 		r := rand.New(rand.NewPCG(rand.Uint64(), 0))
 		for pb.Next() {
 			k := keys[r.IntN(n)]
-			h := xxhash.Sum64(k)
+			h := backend.Hash(k)
 			st := int(h & mask)
 			s.Lock(st)
 			v, _ := s.GetLocked(h, k, 1)

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cespare/xxhash/v2"
 	"pgregory.net/rapid"
+
+	"github.com/sluice-go/sluice/backend"
 )
 
 // TestModelInternals drives a small store (few shards, tiny sweep batches,
@@ -55,7 +56,7 @@ func TestModelInternals(t *testing.T) {
 			"StepLocked": func(rt *rapid.T) {
 				k := rapid.SampledFrom(keys).Draw(rt, "key")
 				grow := rapid.IntRange(-2, 3).Draw(rt, "grow")
-				h := xxhash.Sum64([]byte(k))
+				h := backend.Hash([]byte(k))
 				i := int(h & s.mask)
 				s.Lock(i)
 				defer s.Unlock(i)
@@ -88,7 +89,7 @@ func TestModelInternals(t *testing.T) {
 				// the room it lends), then SetExpiryLocked or PutRefLocked:
 				// the engine's in-process decision.
 				k := rapid.SampledFrom(keys).Draw(rt, "key")
-				h := xxhash.Sum64([]byte(k))
+				h := backend.Hash([]byte(k))
 				i := int(h & s.mask)
 				s.Lock(i)
 				defer s.Unlock(i)
@@ -127,7 +128,7 @@ func TestModelInternals(t *testing.T) {
 				// Writes of several lengths under one lock, no read between.
 				k := rapid.SampledFrom(keys).Draw(rt, "key")
 				ns := rapid.SliceOfN(rapid.SampledFrom([]int{1, 3, 17, 40, 70, 130}), 1, 4).Draw(rt, "lengths")
-				h := xxhash.Sum64([]byte(k))
+				h := backend.Hash([]byte(k))
 				i := int(h & s.mask)
 				s.Lock(i)
 				defer s.Unlock(i)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/sluice-go/sluice/backend"
 )
 
 // checkInvariants verifies every shard's index and arena: counts agree, each
@@ -238,7 +238,7 @@ func TestXXHashFingerprint(t *testing.T) {
 	s := New(&Options{Shards: 16, SweepInterval: -1})
 	t.Cleanup(func() { s.Close() })
 	key := []byte("user:42")
-	h := xxhash.Sum64(key)
+	h := backend.Hash(key)
 	s.Put(key, []byte("v"), 0)
 	sh := &s.shards[h&15]
 	sh.mu.Lock()
