@@ -96,6 +96,15 @@ func run(args []string, stdout io.Writer) error {
 	if *n < 1000 {
 		return fmt.Errorf("-n %d: need at least 1000 decisions", *n)
 	}
+	var rows []Row
+	for _, r := range Rows {
+		if strings.Contains(r.Name, *match) {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("-rows %q: no row's name contains it", *match)
+	}
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return fmt.Errorf("valgrind is not on PATH (Debian: apt-get install -y valgrind): %w", err)
 	}
@@ -111,12 +120,6 @@ func run(args []string, stdout io.Writer) error {
 		build.Dir, build.Stdout, build.Stderr = b.dir, os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			return fmt.Errorf("go test -c %s: %w", b.pkg, err)
-		}
-	}
-	var rows []Row
-	for _, r := range Rows {
-		if strings.Contains(r.Name, *match) {
-			rows = append(rows, r)
 		}
 	}
 	costs := make([]Cost, len(rows))
