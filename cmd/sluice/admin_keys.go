@@ -283,10 +283,20 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	spec := c.Rule()
 	out := keyStateJSON{Rule: c.Name(), Key: key, Override: c != rule, Algorithm: spec.Algorithm,
 		Limit: spec.Limit, Window: spec.Window.String(), Burst: spec.Burst, Cost: spec.Cost}
-	rec, err := a.eng.Record(c.Limit(), key)
-	if err != nil {
-		a.storeError(w, err)
+	if err := out.read(a.eng, c.Limit(), key, c.Cost()); err != nil {
+		keyStoreError(w, a.log, "sluice serve: admin keys", err)
 		return
+	}
+	writeJSON(w, out)
+}
+
+// read fills the caller's state from eng: the stored record of key under
+// l, decoded, and what a request of cost would get now (peeked, nothing
+// spent).
+func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, cost int64) error {
+	rec, err := eng.Record(l, key)
+	if err != nil {
+		return err
 	}
 	if rec != nil {
 		out.Raw = hex.EncodeToString(rec)
@@ -296,26 +306,26 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 			out.Record = &st
 		}
 	}
-	d, err := a.eng.Peek(c.Limit(), key, c.Cost())
+	d, err := eng.Peek(l, key, cost)
 	if err != nil {
-		a.storeError(w, err)
-		return
+		return err
 	}
 	out.Remaining, out.AllowedNow = d.Remaining, d.Allowed
 	if !d.Allowed {
 		out.RetryAfterSeconds = d.RetryAfter.Seconds()
 	}
 	out.FullInSeconds = d.Reset.Seconds()
-	out.FullAt = time.Unix(0, a.eng.Clock().Now()+int64(d.Reset)).UTC().Format(time.RFC3339Nano)
-	writeJSON(w, out)
+	out.FullAt = time.Unix(0, eng.Clock().Now()+int64(d.Reset)).UTC().Format(time.RFC3339Nano)
+	return nil
 }
 
-// storeError answers an engine error of /v1/keys.
-func (a *adminKeys) storeError(w http.ResponseWriter, err error) {
+// keyStoreError answers an engine error of /v1/keys, logging under msg
+// what is not the store's.
+func keyStoreError(w http.ResponseWriter, log *slog.Logger, msg string, err error) {
 	if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrStore) {
 		adminError(w, http.StatusServiceUnavailable, "the store could not be read")
 		return
 	}
-	a.log.Error("sluice serve: admin keys", "err", err)
+	log.Error(msg, "err", err)
 	adminError(w, http.StatusInternalServerError, "cannot read the key")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -446,39 +445,9 @@ func (a *rlsAdminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	l := m.Limit
 	out := rlsKeyStateJSON{Domain: l.Domain, keyStateJSON: keyStateJSON{Rule: l.Path, Key: m.Key, Algorithm: l.Algorithm,
 		Limit: int64(l.RequestsPerUnit), Window: l.Window.String(), Burst: l.Burst, Cost: 1}}
-	rec, err := a.eng.Record(l.EngineLimit(), m.Key)
-	if err != nil {
-		a.storeError(w, err)
+	if err := out.read(a.eng, l.EngineLimit(), m.Key, 1); err != nil {
+		keyStoreError(w, a.log, "sluice rls: admin keys", err)
 		return
 	}
-	if rec != nil {
-		out.Raw = hex.EncodeToString(rec)
-		if st, _, derr := decodeState(rec); derr != nil {
-			out.RecordError = derr.Error()
-		} else {
-			out.Record = &st
-		}
-	}
-	d, err := a.eng.Peek(l.EngineLimit(), m.Key, 1)
-	if err != nil {
-		a.storeError(w, err)
-		return
-	}
-	out.Remaining, out.AllowedNow = d.Remaining, d.Allowed
-	if !d.Allowed {
-		out.RetryAfterSeconds = d.RetryAfter.Seconds()
-	}
-	out.FullInSeconds = d.Reset.Seconds()
-	out.FullAt = time.Unix(0, a.eng.Clock().Now()+int64(d.Reset)).UTC().Format(time.RFC3339Nano)
 	writeJSON(w, out)
-}
-
-// storeError answers an engine error of /v1/keys.
-func (a *rlsAdminKeys) storeError(w http.ResponseWriter, err error) {
-	if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrStore) {
-		adminError(w, http.StatusServiceUnavailable, "the store could not be read")
-		return
-	}
-	a.log.Error("sluice rls: admin keys", "err", err)
-	adminError(w, http.StatusInternalServerError, "cannot read the key")
 }
