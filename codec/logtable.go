@@ -203,9 +203,8 @@ func (l *LogTable) Rewrite(dst []byte, from, n int, t int64) []byte {
 // writes offset x, of width w, for every entry of b after them. It is a
 // leaf function, so that its loops keep everything in registers: the
 // offsets are moved 8 bytes at a time, forward (each word is read before
-// any write reaches it), the last 8 read first; each new offset is written
-// as the 8 bytes that end it, the bytes before it kept (the header lies
-// before the first entry).
+// any write reaches it), the last 8 read first; the new offsets are then
+// written by putOffsets.
 //
 //go:noinline
 func moveAppend(b, run []byte, x uint64, w int) {
@@ -224,20 +223,14 @@ func moveAppend(b, run []byte, x uint64, w int) {
 			binary.LittleEndian.PutUint64(to[k-8:k], last)
 		}
 	}
-	mask := offsetMask(w)
-	for end := LogTableHeaderSize + k + w; end <= len(b); end += w {
-		e := b[end-8 : end]
-		binary.BigEndian.PutUint64(e, binary.BigEndian.Uint64(e)&^mask|x)
-	}
+	putOffsets(b, k/w, x, w)
 }
 
 // putOffsets writes offset x, of width w, for every entry of b after the
-// first keep, as moveAppend does.
+// first keep.
 func putOffsets(b []byte, keep int, x uint64, w int) {
-	mask := offsetMask(w)
 	for end := LogTableHeaderSize + (keep+1)*w; end <= len(b); end += w {
-		e := b[end-8 : end]
-		binary.BigEndian.PutUint64(e, binary.BigEndian.Uint64(e)&^mask|x)
+		putOffset(b[end-w:end], x, w)
 	}
 }
 
@@ -291,12 +284,58 @@ func NewLogTable(dst []byte, n int, t int64) []byte {
 	return none.Rewrite(dst, 0, n, t)
 }
 
-// putOffset writes x's low w bytes, big-endian, at the start of b.
+// putOffset writes x's low w bytes, big-endian, at the start of b: it is
+// putOffsetOf for a width known only at run time.
 func putOffset(b []byte, x uint64, w int) {
-	_ = b[w-1]
-	for i := w - 1; i >= 0; i-- {
-		b[i] = byte(x)
-		x >>= 8
+	switch w {
+	case 1:
+		putOffsetOf[[1]byte](b, x)
+	case 2:
+		putOffsetOf[[2]byte](b, x)
+	case 3:
+		putOffsetOf[[3]byte](b, x)
+	case 4:
+		putOffsetOf[[4]byte](b, x)
+	case 5:
+		putOffsetOf[[5]byte](b, x)
+	case 6:
+		putOffsetOf[[6]byte](b, x)
+	case 7:
+		putOffsetOf[[7]byte](b, x)
+	default:
+		putOffsetOf[[8]byte](b, x)
+	}
+}
+
+// putOffsetOf writes x's low len(E) bytes, big-endian, at the start of b,
+// in at most three stores and without reading b: a read of bytes just
+// written (by a move before it, say) would stall until they retire, since
+// the processor cannot forward narrower stores into a wider load. The
+// width is a constant in each instantiation, so one case remains.
+func putOffsetOf[E offsetWidth](b []byte, x uint64) {
+	var e E
+	switch len(e) {
+	case 1:
+		b[0] = byte(x)
+	case 2:
+		binary.BigEndian.PutUint16(b, uint16(x))
+	case 3:
+		b[0] = byte(x >> 16)
+		binary.BigEndian.PutUint16(b[1:], uint16(x))
+	case 4:
+		binary.BigEndian.PutUint32(b, uint32(x))
+	case 5:
+		b[0] = byte(x >> 32)
+		binary.BigEndian.PutUint32(b[1:], uint32(x))
+	case 6:
+		binary.BigEndian.PutUint16(b, uint16(x>>32))
+		binary.BigEndian.PutUint32(b[2:], uint32(x))
+	case 7:
+		b[0] = byte(x >> 48)
+		binary.BigEndian.PutUint16(b[1:], uint16(x>>32))
+		binary.BigEndian.PutUint32(b[3:], uint32(x))
+	default:
+		binary.BigEndian.PutUint64(b, x)
 	}
 }
 
@@ -489,40 +528,13 @@ func addLog[E offsetWidth](src []byte, horizon, limit, n, t int64) (r LogRef, ag
 	}
 	b := src[:size]
 	// The live entries move up to the start of the entries, in one copy;
-	// each new offset is then stored as its own w bytes, in at most three
-	// stores. (Not as the 8 bytes that end it, read, masked and written
-	// back: that read would span bytes the copy has just stored, which the
-	// processor cannot forward from its store buffer, and wait for them to
-	// retire.)
+	// each new offset is then stored as its own w bytes (putOffsetOf, at
+	// this width).
 	if aged > 0 {
 		copy(b[LogTableHeaderSize:], src[LogTableHeaderSize+aged*w:])
 	}
 	for end := LogTableHeaderSize + (live+1)*w; end <= size; end += w {
-		// w is a constant here: one case remains.
-		o := b[end-w : end]
-		switch w {
-		case 1:
-			o[0] = byte(x)
-		case 2:
-			binary.BigEndian.PutUint16(o, uint16(x))
-		case 3:
-			o[0] = byte(x >> 16)
-			binary.BigEndian.PutUint16(o[1:], uint16(x))
-		case 4:
-			binary.BigEndian.PutUint32(o, uint32(x))
-		case 5:
-			o[0] = byte(x >> 32)
-			binary.BigEndian.PutUint32(o[1:], uint32(x))
-		case 6:
-			binary.BigEndian.PutUint16(o, uint16(x>>32))
-			binary.BigEndian.PutUint32(o[2:], uint32(x))
-		case 7:
-			o[0] = byte(x >> 48)
-			binary.BigEndian.PutUint16(o[1:], uint16(x>>32))
-			binary.BigEndian.PutUint32(o[3:], uint32(x))
-		default:
-			binary.BigEndian.PutUint64(o, x)
-		}
+		putOffsetOf[E](b[end-w:end], x)
 	}
 	return LogRef{b}, aged, live, at, LogAdded
 }
