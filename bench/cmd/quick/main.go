@@ -244,7 +244,12 @@ func (r *Results) Machine() string {
 
 // Median returns the median of row's values in unit.
 func (r *Results) Median(row Row, unit string) (float64, bool) {
-	vs := slices.Clone(r.Values[row][unit])
+	return median(slices.Clone(r.Values[row][unit]))
+}
+
+// median returns the median of vs, which it sorts, and false when vs is
+// empty.
+func median(vs []float64) (float64, bool) {
 	if len(vs) == 0 {
 		return 0, false
 	}
@@ -356,12 +361,7 @@ func (r *Results) Paired(a, b Row) (float64, bool) {
 	for i := range av {
 		ratios[i] = av[i] / bv[i]
 	}
-	slices.Sort(ratios)
-	n := len(ratios)
-	if n%2 == 1 {
-		return ratios[n/2], true
-	}
-	return (ratios[n/2-1] + ratios[n/2]) / 2, true
+	return median(ratios)
 }
 
 // ratioText formats a ratio as the table does, or "–" when there is none.
