@@ -112,6 +112,15 @@ func versionLine() string {
 	return fmt.Sprintf("sluice %s%s %s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
+// failer returns a command's way out on a usage or set-up error: it writes
+// "prefix: " and the message to w and returns status.
+func failer(w io.Writer, prefix string) func(status int, format string, a ...any) int {
+	return func(status int, format string, a ...any) int {
+		fmt.Fprintf(w, prefix+": "+format+"\n", a...)
+		return status
+	}
+}
+
 // parseArgs parses args into fs, whose Usage is set: asked for with -h or
 // --help, the help goes to stdout (it is the output) and parseArgs reports
 // exit status 0; any other parse error reports 2. done is false when the

@@ -80,10 +80,7 @@ func runReplay(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if status, done := parseArgs(fs, args, stdout); done {
 		return status
 	}
-	fail := func(status int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice replay: "+format+"\n", a...)
-		return status
-	}
+	fail := failer(stderr, "sluice replay")
 	switch {
 	case fs.NArg() > 0:
 		return fail(2, "unexpected argument %q", fs.Arg(0))

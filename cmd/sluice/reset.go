@@ -61,10 +61,7 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	fail := func(status int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice reset: "+format+"\n", a...)
-		return status
-	}
+	fail := failer(stderr, "sluice reset")
 	switch {
 	case fs.NArg() > 0:
 		return fail(2, "unexpected argument %q", fs.Arg(0))

@@ -126,10 +126,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if status, done := parseArgs(fs, args, stdout); done {
 		return status
 	}
-	fail := func(status int, format string, a ...any) int {
-		fmt.Fprintf(errw, "sluice rls: "+format+"\n", a...)
-		return status
-	}
+	fail := failer(errw, "sluice rls")
 	switch {
 	case fs.NArg() > 0:
 		return fail(2, "unexpected argument %q", fs.Arg(0))

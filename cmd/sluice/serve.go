@@ -152,10 +152,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	if status, done := parseArgs(fs, args, stdout); done {
 		return status
 	}
-	fail := func(status int, format string, a ...any) int {
-		fmt.Fprintf(errw, "sluice serve: "+format+"\n", a...)
-		return status
-	}
+	fail := failer(errw, "sluice serve")
 	switch {
 	case fs.NArg() > 0:
 		return fail(2, "unexpected argument %q", fs.Arg(0))
