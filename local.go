@@ -122,6 +122,20 @@ func (l *Local) Rule(c *CompiledRule) *CompiledRule {
 	return s
 }
 
+// Requests returns, for a decision of reqs under rules that the fleet's
+// store could not make, each rule's share and the local engine's request
+// for it (Rule and Request of each), in new slices: rules and reqs, which
+// may be the caller's stack arrays, are not written to.
+func (l *Local) Requests(rules []*CompiledRule, reqs []engine.Request) ([]*CompiledRule, []engine.Request) {
+	shares := make([]*CompiledRule, len(rules))
+	local := make([]engine.Request, len(reqs))
+	for i, c := range rules {
+		shares[i] = l.Rule(c)
+		local[i] = l.Request(c, reqs[i].Key, reqs[i].Cost)
+	}
+	return shares, local
+}
+
 // Request returns the local engine's request for key under c's share,
 // spending cost, lowered to the share's capacity when above it (see
 // Share).

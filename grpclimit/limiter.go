@@ -417,13 +417,8 @@ func (l *Limiter) apply(ctx context.Context, rs *sluice.Ruleset, method string, 
 		// Decide every rule's share on the local engine, and report the
 		// shares. reqs and rules may be the caller's stack arrays: they are
 		// replaced, not written to.
-		shares := make([]*sluice.CompiledRule, len(rules))
-		localReqs := make([]engine.Request, len(reqs))
-		for i, c := range rules {
-			shares[i] = l.local.Rule(c)
-			localReqs[i] = l.local.Request(c, reqs[i].Key, reqs[i].Cost)
-		}
-		rules, reqs, local = shares, localReqs, true
+		rules, reqs = l.local.Requests(rules, reqs)
+		local = true
 		if len(reqs) == 1 {
 			one[0], err = l.local.Engine().Apply(reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
 			ds, all = one[:], one[0].Allowed

@@ -361,13 +361,8 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 		if l.local == nil {
 			return nil, algo.Decision{}
 		}
-		shares := make([]*sluice.CompiledRule, len(rules))
-		localReqs := make([]engine.Request, len(reqs))
-		for i, c := range rules {
-			shares[i] = l.local.Rule(c)
-			localReqs[i] = l.local.Request(c, reqs[i].Key, reqs[i].Cost)
-		}
-		rules, reqs, local = shares, localReqs, true
+		rules, reqs = l.local.Requests(rules, reqs)
+		local = true
 		ds, all, err = Decide(l.local.Engine(), reqs, &one)
 	}
 	if err != nil {
@@ -420,13 +415,8 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 		// report the shares. reqs and rules may be the caller's stack
 		// arrays: they are replaced, not written to.
 		l.storeError(rules[0], err)
-		shares := make([]*sluice.CompiledRule, len(rules))
-		localReqs := make([]engine.Request, len(reqs))
-		for i, c := range rules {
-			shares[i] = l.local.Rule(c)
-			localReqs[i] = l.local.Request(c, reqs[i].Key, reqs[i].Cost)
-		}
-		rules, reqs, local = shares, localReqs, true
+		rules, reqs = l.local.Requests(rules, reqs)
+		local = true
 		ds, all, err = l.local.Engine().ApplyAll(reqs)
 	}
 	elapsed := time.Since(start)
