@@ -525,6 +525,14 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 // identityError returns the status of a call whose key or cost could not
 // be had, and logs what is not the client's fault.
 func (l *Limiter) identityError(method string, rule *sluice.CompiledRule, err error) error {
+	return l.callerError(err, "cannot identify the caller", "identity or cost function panicked", "rule", rule.Name(), "method", method)
+}
+
+// callerError returns the status of a call refused because the caller
+// could not be identified: the status an IdentityFunc returned,
+// InvalidArgument for a malformed identity, and otherwise Internal, logged
+// as failed (or as panicked, for a recovered panic) with attrs.
+func (l *Limiter) callerError(err error, failed, panicked string, attrs ...any) error {
 	var fe *identityFuncError
 	if errors.As(err, &fe) {
 		if st, ok := status.FromError(fe.err); ok && st.Code() != codes.Unknown {
@@ -536,11 +544,9 @@ func (l *Limiter) identityError(method string, rule *sluice.CompiledRule, err er
 	}
 	var pe *panicError
 	if errors.As(err, &pe) {
-		l.log.Error("grpclimit: identity or cost function panicked; call refused",
-			"rule", rule.Name(), "method", method, "panic", pe.value)
+		l.log.Error("grpclimit: "+panicked+"; call refused", append(attrs, "panic", pe.value)...)
 	} else {
-		l.log.Error("grpclimit: cannot identify the caller",
-			"rule", rule.Name(), "method", method, "err", err)
+		l.log.Error("grpclimit: "+failed, append(attrs, "err", err)...)
 	}
 	return status.Error(codes.Internal, "rate limiter cannot identify the caller")
 }

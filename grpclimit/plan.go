@@ -2,10 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice/identity"
 )
@@ -60,20 +56,5 @@ func (l *Limiter) callerPlan(ctx context.Context, method string) (plan string, e
 // planError returns the status of a call whose plan could not be had, and
 // logs what is not the client's fault.
 func (l *Limiter) planError(method string, err error) error {
-	var fe *identityFuncError
-	if errors.As(err, &fe) {
-		if st, ok := status.FromError(fe.err); ok && st.Code() != codes.Unknown {
-			return st.Err()
-		}
-	}
-	if errors.Is(err, identity.ErrBadIdentity) {
-		return status.Error(codes.InvalidArgument, "bad caller identity: "+err.Error())
-	}
-	var pe *panicError
-	if errors.As(err, &pe) {
-		l.log.Error("grpclimit: identity function panicked; call refused", "method", method, "panic", pe.value)
-	} else {
-		l.log.Error("grpclimit: cannot find the caller's plan", "method", method, "err", err)
-	}
-	return status.Error(codes.Internal, "rate limiter cannot identify the caller")
+	return l.callerError(err, "cannot find the caller's plan", "identity function panicked", "method", method)
 }
