@@ -69,16 +69,7 @@ func WriteHTML(dir string, res *Result) error {
 		p(".</p>\n<table>\n<tr><th>rule</th><th>algorithm</th><th>limit</th><th>scope</th><th>requests</th><th>denied</th><th>share</th><th>callers</th><th>affected</th><th>never denied at limit</th><th>limit for %s</th></tr>\n", shareLabel(r.Share))
 		for i := range r.Rules {
 			rr := &r.Rules[i]
-			name := rr.Name
-			if rr.Default {
-				name += " (default)"
-			}
-			if rr.Plan != "" {
-				name += " (plan " + rr.Plan + ")"
-			}
-			if rr.Shadow {
-				name += " (shadow: would-be denials)"
-			}
+			name := rr.label()
 			p("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
 				esc(name), esc(rr.Algorithm), esc(limitText(rr)), esc(rr.Scope), num(rr.Requests), num(rr.Denied), pct(rr.Denied, rr.Requests),
 				num(int64(rr.Callers)), num(int64(rr.Affected)), pctf(rr.CoveredAtLimit, rr.Callers), needText(rr.SuggestedLimit, rr.Callers))

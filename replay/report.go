@@ -223,3 +223,19 @@ func suggest(needs []int64, share float64, limit int64) suggestion {
 	sg.covered = float64(covered) / float64(n)
 	return sg
 }
+
+// label is the rule's name as the reports show it, with what sets it
+// apart: the default rule, a plan's, a shadow rule.
+func (rr *RuleReport) label() string {
+	name := rr.Name
+	if rr.Default {
+		name += " (default)"
+	}
+	if rr.Plan != "" {
+		name += " (plan " + rr.Plan + ")"
+	}
+	if rr.Shadow {
+		name += " (shadow: would-be denials)"
+	}
+	return name
+}

@@ -102,16 +102,7 @@ func writeReport(w *errWriter, r *Report) {
 	fmt.Fprintf(tw, "rule\talgorithm\tlimit\tscope\trequests\tdenied\tshare\tcallers\taffected\tnever denied at limit\tlimit for %s\t\n", q)
 	for i := range r.Rules {
 		rr := &r.Rules[i]
-		name := rr.Name
-		if rr.Default {
-			name += " (default)"
-		}
-		if rr.Plan != "" {
-			name += " (plan " + rr.Plan + ")"
-		}
-		if rr.Shadow {
-			name += " (shadow: would-be denials)"
-		}
+		name := rr.label()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, rr.Algorithm, limitText(rr), rr.Scope,
 			num(rr.Requests), num(rr.Denied), pct(rr.Denied, rr.Requests), num(int64(rr.Callers)), num(int64(rr.Affected)),
 			pctf(rr.CoveredAtLimit, rr.Callers), needText(rr.SuggestedLimit, rr.Callers))
