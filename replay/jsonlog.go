@@ -250,20 +250,10 @@ func (p *JSONParser) object(sc *jsonScanner, n *jsonNode, depth int) error {
 		return nil
 	}
 	for {
-		sc.ws()
-		if sc.peek() != '"' {
-			return sc.fail("want a key")
-		}
-		key, err := sc.str()
+		key, err := sc.member()
 		if err != nil {
 			return err
 		}
-		sc.ws()
-		if sc.peek() != ':' {
-			return sc.fail("want ':'")
-		}
-		sc.i++
-		sc.ws()
 		var c *jsonNode
 		if n != nil {
 			c = n.children[key]
@@ -357,6 +347,26 @@ func (sc *jsonScanner) str() (string, error) {
 }
 
 // value reads a scalar (string, number, true, false, null) or an array of
+// member reads an object member's key and the ':' after it, with the
+// white space around them, leaving sc at the value.
+func (sc *jsonScanner) member() (string, error) {
+	sc.ws()
+	if sc.peek() != '"' {
+		return "", sc.fail("want a key")
+	}
+	key, err := sc.str()
+	if err != nil {
+		return "", err
+	}
+	sc.ws()
+	if sc.peek() != ':' {
+		return "", sc.fail("want ':'")
+	}
+	sc.i++
+	sc.ws()
+	return key, nil
+}
+
 // strings, which is read joined by ", ". num reports a number.
 func (sc *jsonScanner) value(depth int) (val string, num, null bool, err error) {
 	switch c := sc.peek(); {
@@ -488,19 +498,11 @@ func (sc *jsonScanner) skip(depth int) error {
 			return nil
 		}
 		for {
-			sc.ws()
 			if c == '{' {
-				if sc.peek() != '"' {
-					return sc.fail("want a key")
-				}
-				if _, err := sc.str(); err != nil {
+				if _, err := sc.member(); err != nil {
 					return err
 				}
-				sc.ws()
-				if sc.peek() != ':' {
-					return sc.fail("want ':'")
-				}
-				sc.i++
+			} else {
 				sc.ws()
 			}
 			if err := sc.skip(depth + 1); err != nil {
