@@ -705,28 +705,30 @@ func (e *Engine) storeError(op string, err error) error {
 // noteCorrupt counts a corrupt record and logs it, at most once a second so
 // that a store full of bad records cannot flood the log.
 func (e *Engine) noteCorrupt(namespace, key string) {
-	e.noteCorruptFunc(func() (string, string) { return namespace, key })
+	if n, warn := e.countCorrupt(); warn {
+		e.warnCorrupt(namespace, key, n)
+	}
 }
 
 // noteCorruptKey is noteCorrupt for the namespaced key k, split only when
 // the warning is logged.
 func (e *Engine) noteCorruptKey(k []byte) {
-	e.noteCorruptFunc(func() (string, string) {
+	if n, warn := e.countCorrupt(); warn {
 		namespace, key, _ := SplitKey(k)
-		return namespace, key
-	})
+		e.warnCorrupt(namespace, key, n)
+	}
 }
 
-// noteCorruptFunc counts a corrupt record and logs it, with the namespace
-// and key names returns, at most once a second.
-func (e *Engine) noteCorruptFunc(names func() (namespace, key string)) {
+// countCorrupt counts a corrupt record and returns the count, and whether
+// a warning is due (none in the last second).
+func (e *Engine) countCorrupt() (uint64, bool) {
 	n := e.corrupt.Add(1)
 	now := time.Now().UnixNano()
 	last := e.lastWarn.Load()
-	if now-last < int64(time.Second) || !e.lastWarn.CompareAndSwap(last, now) {
-		return
-	}
-	namespace, key := names()
+	return n, now-last >= int64(time.Second) && e.lastWarn.CompareAndSwap(last, now)
+}
+
+func (e *Engine) warnCorrupt(namespace, key string, n uint64) {
 	e.log.Warn("sluice: corrupt rate-limit record treated as absent",
 		"namespace", namespace, "key", key, "corrupt_total", n)
 }
