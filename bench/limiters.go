@@ -365,6 +365,12 @@ const MaxKeys = 1_000_000
 
 // Keys returns n distinct 20-byte keys, "user-000000000000000" upwards, built
 // once and shared: callers must not modify the slice.
+// MemoryWorkloads are the in-process workloads Sluice's targets compare
+// with the peers, by benchmark name: the six of the suite's targets, then
+// the 100,000 keys in a random order. cmd/quick runs them, cmd/report
+// reports them.
+var MemoryWorkloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied", "Keys100kShuffled", "Keys100kShuffledDenied"}
+
 // Shuffled returns a copy of keys in a random order, the same on every
 // call (a fixed seed), so that every implementation walks one order.
 func Shuffled(keys []string) []string {

@@ -44,11 +44,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
-// Workloads are the memory workloads the table covers, in its order: the
-// six of the suite's targets, then the 100,000 keys in a random order.
-var Workloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied", "Keys100kShuffled", "Keys100kShuffledDenied"}
+// Workloads are the memory workloads the table covers, in its order.
+var Workloads = bench.MemoryWorkloads
 
 // Peers are the two fastest peers of the full suite on those workloads.
 var Peers = []string{"golimiter", "xtimerate"}

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
 // Status is the outcome of a target.
@@ -81,9 +83,8 @@ func allocMiss(a float64, timeStatus Status, timeMargin string) (Status, string)
 }
 
 // PeerWorkloads are the workloads in which Sluice's memory token bucket
-// and GCRA must be faster than every peer, with no allocation: the six
-// memory workloads, then the 100,000 keys in a random order.
-var PeerWorkloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied", "Keys100kShuffled", "Keys100kShuffledDenied"}
+// and GCRA must be faster than every peer, with no allocation.
+var PeerWorkloads = bench.MemoryWorkloads
 
 // PeerAlgorithms are the Sluice implementations those targets are about.
 var PeerAlgorithms = []string{"token_bucket", "gcra"}
