@@ -9,24 +9,7 @@ import (
 // is refused and none carries rate limit headers, and the metrics count
 // the would-be denials apart from the allowed decisions.
 func TestServeProcessShadowRule(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := buildBinary(t)
-	up := upstream(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "sluice.yaml")
-	writeFile(t, cfgPath, `rules:
-  - name: orders-trial
-    method: POST
-    path_prefix: /api/orders
-    scope: user
-    algorithm: token_bucket
-    limit: 2
-    window: 1h
-    shadow: true
-`)
-	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--admin", "127.0.0.1:0")
+	p := startShadowServe(t, "--admin", "127.0.0.1:0")
 	m := adminRE.FindStringSubmatch(p.stderr.String())
 	if m == nil {
 		t.Fatalf("no admin address in the log:\n%s", p.stderr)
@@ -49,24 +32,7 @@ func TestServeProcessShadowRule(t *testing.T) {
 // rate-limit fields reach the client on a request no enforced rule covers,
 // and still no request is refused.
 func TestServeProcessShadowHeaders(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := buildBinary(t)
-	up := upstream(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "sluice.yaml")
-	writeFile(t, cfgPath, `rules:
-  - name: orders-trial
-    method: POST
-    path_prefix: /api/orders
-    scope: user
-    algorithm: token_bucket
-    limit: 2
-    window: 1h
-    shadow: true
-`)
-	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--shadow-headers")
+	p := startShadowServe(t, "--shadow-headers")
 	orders := "http://" + p.listen + "/api/orders"
 	for i := range 4 {
 		code, h := send(t, "POST", orders, "X-User-ID", "bob")
@@ -77,4 +43,28 @@ func TestServeProcessShadowHeaders(t *testing.T) {
 			t.Fatalf("request %d: headers %v; want the shadow rule's RateLimit-Policy and X-RateLimit-Limit 2", i+1, h)
 		}
 	}
+}
+
+// startShadowServe starts sluice serve as a process in front of a test
+// upstream, with one shadow rule (orders-trial: 2 an hour per user on POST
+// /api/orders) and the extra flags given.
+func startShadowServe(t *testing.T, extra ...string) *serveProcess {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	up := upstream(t)
+	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, cfgPath, `rules:
+  - name: orders-trial
+    method: POST
+    path_prefix: /api/orders
+    scope: user
+    algorithm: token_bucket
+    limit: 2
+    window: 1h
+    shadow: true
+`)
+	return startServeProcess(t, bin, append([]string{"--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL}, extra...)...)
 }
