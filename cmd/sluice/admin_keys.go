@@ -157,9 +157,16 @@ func newAdminKeys(reg *sluice.Registry, eng *engine.Engine, id *atomic.Pointer[i
 // mount returns a handler serving the caller endpoints and passing every
 // other request to rest.
 func (a *adminKeys) mount(rest http.Handler) http.Handler {
+	return mountCallerEndpoints(a.reset, a.keys, rest)
+}
+
+// mountCallerEndpoints returns a handler serving POST /v1/reset with reset
+// and GET /v1/keys with keys, answering another method on either with 405
+// and its Allow header, and passing every other request to rest.
+func mountCallerEndpoints(reset, keys http.HandlerFunc, rest http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/reset", a.reset)
-	mux.HandleFunc("GET /v1/keys", a.keys)
+	mux.HandleFunc("POST /v1/reset", reset)
+	mux.HandleFunc("GET /v1/keys", keys)
 	for path, allow := range map[string]string{"/v1/reset": "POST", "/v1/keys": "GET, HEAD"} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Allow", allow)

@@ -331,17 +331,7 @@ type rlsAdminKeys struct {
 // mount returns a handler serving the caller endpoints and passing every
 // other request to rest.
 func (a *rlsAdminKeys) mount(rest http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/reset", a.reset)
-	mux.HandleFunc("GET /v1/keys", a.keys)
-	for path, allow := range map[string]string{"/v1/reset": "POST", "/v1/keys": "GET, HEAD"} {
-		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Allow", allow)
-			adminError(w, http.StatusMethodNotAllowed, "use %s", allow)
-		})
-	}
-	mux.Handle("/", rest)
-	return mux
+	return mountCallerEndpoints(a.reset, a.keys, rest)
 }
 
 // rlsEntry is one descriptor entry of a /v1/reset JSON body.
