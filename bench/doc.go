@@ -30,6 +30,12 @@
 //     call allowed (respectively denied).
 //   - BytesPerKey: heap retained per key after 1,000,000 distinct keys,
 //     reported as the B/key metric; its ns/op means nothing.
+//   - IndexLayout: no limiter, a model of a keyed store's lookup over
+//     100,000 keys in two layouts (two-miss, the memory store's index of
+//     slots pointing into an arena; one-miss, each entry whole in a 64-byte
+//     cell of the index), in creation and in random order, with the bytes
+//     per key of each (B/key): what one cache miss per decision instead of
+//     two would buy, and cost.
 //
 // The implementations are Sluice's engine over the memory backend with each
 // algorithm (sluice-<algorithm>, through engine.Apply with the system clock,

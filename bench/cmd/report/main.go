@@ -284,8 +284,14 @@ var (
 	procs      = regexp.MustCompile(`-\d+$`)
 )
 
+// notLimiters are the benchmarks of the suite that measure no limiter (a
+// model of a store's memory layouts), which the report leaves out; their
+// figures are quoted in the notes.
+var notLimiters = []string{"BenchmarkIndexLayout/"}
+
 // Parse reads `go test -bench` output. Lines that are neither configuration
-// nor results (PASS, ok, log output) are skipped.
+// nor results (PASS, ok, log output), and the benchmarks of notLimiters, are
+// skipped.
 func Parse(r io.Reader) (*Results, error) {
 	res := &Results{Config: map[string]string{}, Runs: map[string]map[string][]float64{}}
 	sc := bufio.NewScanner(r)
@@ -306,6 +312,9 @@ func Parse(r io.Reader) (*Results, error) {
 			continue // a benchmark's own log line
 		}
 		name := fields[0]
+		if slices.ContainsFunc(notLimiters, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
 		switch p := res.Config["gomaxprocs"]; {
 		case p == "":
 			name = procs.ReplaceAllString(name, "")

@@ -53,6 +53,24 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseSkipsModels checks that a benchmark that measures no limiter
+// does not enter the results, where it would be taken for a peer.
+func TestParseSkipsModels(t *testing.T) {
+	in := sample + "BenchmarkIndexLayout/two-miss/creation-2   1000   144.5 ns/op   68.98 B/key\n"
+	res, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range res.Order {
+		if strings.Contains(n, "IndexLayout") {
+			t.Errorf("Order holds %s", n)
+		}
+	}
+	if len(res.Order) != 4 {
+		t.Errorf("Order = %v, want the sample's 4 benchmarks", res.Order)
+	}
+}
+
 func TestWrite(t *testing.T) {
 	res, err := Parse(strings.NewReader(sample))
 	if err != nil {
