@@ -76,11 +76,25 @@ func TestAdminResetAndKeys(t *testing.T) {
 	s := startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--admin", "127.0.0.1:0")
 	orders := "http://" + s.listen + "/api/orders"
 	admin := "http://" + s.admin
+	// A caller never seen has the whole budget, full now; one who spent a
+	// token has the rest, full once that token is back (20 minutes).
+	code, body := adminDo(t, testClient, "GET", admin+"/v1/keys?rule=orders-write&key=user:bob", "", "", "")
+	if k := readKeyState(t, body); code != 200 || !k.AllowedNow || k.Remaining != 3 || k.FullInSeconds != 0 || k.Record != nil {
+		t.Errorf("/v1/keys for fresh bob: %d %+v, want 3 to spend, full now, no record", code, k)
+	}
+	if got := codes(t, 1, "POST", orders, "X-User-ID", "bob"); got[0] != 200 {
+		t.Fatalf("bob's order: %v", got)
+	}
+	code, body = adminDo(t, testClient, "GET", admin+"/v1/keys?rule=orders-write&key=user:bob", "", "", "")
+	if k := readKeyState(t, body); code != 200 || !k.AllowedNow || k.Remaining != 2 || k.FullInSeconds <= 1100 || k.FullInSeconds > 1200 {
+		t.Errorf("/v1/keys for bob after one order: %d %+v, want 2 to spend, full in about 1200 s", code, k)
+	}
+
 	if got := codes(t, 4, "POST", orders, "X-User-ID", "alice"); fmt.Sprint(got) != "[200 200 200 429]" {
 		t.Fatalf("alice's orders: %v", got)
 	}
 
-	code, body := adminDo(t, testClient, "GET", admin+"/v1/keys?rule=orders-write&key=user:alice", "", "", "")
+	code, body = adminDo(t, testClient, "GET", admin+"/v1/keys?rule=orders-write&key=user:alice", "", "", "")
 	k := readKeyState(t, body)
 	if code != 200 || k.Key != "user:alice" || k.Override || k.Limit != 3 || k.AllowedNow || k.Remaining != 0 || k.Record == nil || k.Record.Spent == "" {
 		t.Fatalf("/v1/keys for blocked alice: %d %+v, want her spent record, nothing to spend now", code, k)
