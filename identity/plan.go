@@ -87,9 +87,14 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 	if s == "global" {
 		return s, nil
 	}
+	// What an operator mistyped may be an API key: the errors show the
+	// kind before the colon, never what follows it, nor a key without one.
 	kind, v, ok := strings.Cut(s, ":")
-	if !ok || v == "" {
-		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got %q", ErrBadKey, clip(s))
+	if !ok {
+		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got %d bytes with no kind and colon before them (not shown: they may be an API key)", ErrBadKey, len(s))
+	}
+	if v == "" {
+		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got nothing after %q", ErrBadKey, clip(kind)+":")
 	}
 	if trimOWS(v) != v {
 		return "", fmt.Errorf("%w: spaces around what follows %s:, which no caller key has", ErrBadKey, kind)
@@ -127,7 +132,7 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 		}
 		return id.IPKey(a), nil
 	}
-	return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got %q", ErrBadKey, clip(s))
+	return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got the kind %q (what follows it is not shown: it may be an API key)", ErrBadKey, clip(kind))
 }
 
 func isLowerHex(s string) bool {

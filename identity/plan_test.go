@@ -61,6 +61,22 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestParseKeyErrorsHideKeys checks that a caller key whose kind is
+// mistyped or missing, which may be an API key, is not repeated in the
+// error, which ends up in logs.
+func TestParseKeyErrorsHideKeys(t *testing.T) {
+	id := newTestIdentifier(t, Config{})
+	for _, in := range []string{"kee:sk_live_SECRET123", "sk_live_SECRET123", "Key:sk_live_SECRET123"} {
+		_, err := id.ParseKey(in)
+		if !errors.Is(err, ErrBadKey) || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("ParseKey(%q): %v; want an ErrBadKey that does not show the key", in, err)
+		}
+	}
+	if _, err := id.ParseKey("kee:sk_live_SECRET123"); err == nil || !strings.Contains(err.Error(), `"kee"`) {
+		t.Errorf("ParseKey with kind kee: %v; want the kind named", err)
+	}
+}
+
 func TestParseKey(t *testing.T) {
 	id := newTestIdentifier(t, Config{})
 	keyOfAPIKey := func(k string) string {
