@@ -227,29 +227,40 @@ func openInspectStore(f inspectFlags) (rangeStore, error) {
 		setRedisLogger(nil) // a failure is reported once, by the error
 		return openRedis(f.redis, &redis.Options{KeyPrefix: f.redis.KeyPrefix, Timeout: inspectRedisTimeout})
 	}
-	name, dir := f.backend, f.dir
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("--dir %s: %w", dir, err)
+	if err := checkStoreDir(f.backend, f.dir); err != nil {
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("--dir %s: not a directory", dir)
-	}
-	switch name {
-	case "bolt":
-		if _, err := os.Stat(filepath.Join(dir, bolt.FileName)); err != nil {
-			return nil, fmt.Errorf("--dir %s holds no bolt store (no %s): %w", dir, bolt.FileName, err)
-		}
+	if f.backend == "bolt" {
 		// A gateway holding the file makes Open fail after its short lock
 		// timeout with an error naming the directory.
-		return bolt.Open(dir, &bolt.Options{SweepInterval: -1})
-	default:
-		if m, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*")); len(m) == 0 {
-			return nil, fmt.Errorf("--dir %s holds no pebble store (no MANIFEST file)", dir)
-		}
-		// Inspect writes nothing, so the log syncer has nothing to do.
-		return pebble.Open(dir, &pebble.Options{SweepInterval: -1, SyncInterval: -1})
+		return bolt.Open(f.dir, &bolt.Options{SweepInterval: -1})
 	}
+	// Inspect writes nothing, so the log syncer has nothing to do.
+	return pebble.Open(f.dir, &pebble.Options{SweepInterval: -1, SyncInterval: -1})
+}
+
+// checkStoreDir reports, for the commands that work on an existing store
+// (inspect, reset), a directory that holds no store of the named backend
+// ("pebble" or "bolt"), which the backends' Open would create an empty
+// store in: a mistyped --dir is an error, not an empty store.
+func checkStoreDir(name, dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--dir %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--dir %s: not a directory", dir)
+	}
+	if name == "bolt" {
+		if _, err := os.Stat(filepath.Join(dir, bolt.FileName)); err != nil {
+			return fmt.Errorf("--dir %s holds no bolt store (no %s): %w", dir, bolt.FileName, err)
+		}
+		return nil
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*")); len(m) == 0 {
+		return fmt.Errorf("--dir %s holds no pebble store (no MANIFEST file)", dir)
+	}
+	return nil
 }
 
 // inspect lists the records of s that f selects to out, and reports on

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -145,6 +146,27 @@ func TestServeProcessPlansOverridesAndReset(t *testing.T) {
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "--rule order") {
 		t.Errorf("sluice reset of an unknown rule: %v\n%s", err, stderr.String())
+	}
+
+	// A mistyped directory is an error, and no empty store is made there.
+	for _, backend := range []string{"pebble", "bolt"} {
+		missing := filepath.Join(t.TempDir(), "typo")
+		stderr.Reset()
+		cmd = exec.Command(bin, "reset", "--backend", backend, "--dir", missing, "--rule", "orders", "--key", "user:alice")
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "--dir "+missing) {
+			t.Errorf("sluice reset --backend %s on a missing --dir: %v\n%s", backend, err, stderr.String())
+		}
+		if _, err := os.Stat(missing); err == nil {
+			t.Errorf("sluice reset --backend %s made %s", backend, missing)
+		}
+		empty := t.TempDir()
+		stderr.Reset()
+		cmd = exec.Command(bin, "reset", "--backend", backend, "--dir", empty, "--rule", "orders", "--key", "user:alice")
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "holds no "+backend+" store") {
+			t.Errorf("sluice reset --backend %s on an empty --dir: %v\n%s", backend, err, stderr.String())
+		}
 	}
 
 	// A new gateway on the same store: alice has her whole 5 again; carol

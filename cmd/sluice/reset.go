@@ -108,6 +108,11 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(2, "the memory store keeps its records in the gateway's process only, so there is nothing here to reset: "+
 			"reset the caller on the running gateway's admin listener (POST /v1/reset with rule and key), or name a durable store (--backend pebble|bolt --dir DIR, or --config)")
 	}
+	if bf.name != config.BackendRedis && bf.dir != "" {
+		if err := checkStoreDir(bf.name, bf.dir); err != nil {
+			return fail(1, "%v", err)
+		}
+	}
 	b, opts, err := openBackend(bf)
 	if err != nil {
 		var ue *usageError
