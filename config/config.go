@@ -655,14 +655,20 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 	if err != nil {
 		return sluice.Rule{}, nil, err
 	}
+	// A missing field is named with the rule, as the rule's other errors
+	// are, once the rule has a name.
+	required := "required"
+	if r.Name != "" {
+		required = fmt.Sprintf("rule %q: required", r.Name)
+	}
 	if !isDefault && r.PathPrefix == "" {
 		if _, given := lines["path_prefix"]; !given {
-			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, "path_prefix"), "required")
+			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, "path_prefix"), "%s", required)
 		}
 	}
 	for _, req := range []string{"name", "scope", "algorithm", "limit", "window"} {
 		if _, given := lines[req]; !given {
-			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, req), "required")
+			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, req), "%s", required)
 		}
 	}
 	return r, lines, nil

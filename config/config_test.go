@@ -149,7 +149,7 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 		{"duplicate name", issueConfig(t, "name: search", "name: orders-write"),
 			`config.yaml:21: rules[1].name: rule "orders-write": duplicate: rules[0] has the same name`, sluice.ErrInvalidRule},
 		{"missing window", issueConfig(t, "    limit: 5\n    window: 1m\n", "    limit: 5\n"),
-			"config.yaml:14: rules[0].window: required", nil},
+			"config.yaml:14: rules[0].window: rule \"orders-write\": required", nil},
 		{"bad scope", issueConfig(t, "scope: ip", "scope: tenant"),
 			`config.yaml:31: default.scope: rule "catch-all": must be one of [user api_key ip global], got "tenant"`, sluice.ErrInvalidRule},
 		{"path on the default", issueConfig(t, "  scope: ip", "  path_prefix: /x\n  scope: ip"),
