@@ -123,16 +123,25 @@ func failer(w io.Writer, prefix string) func(status int, format string, a ...any
 
 // parseArgs parses args into fs, whose Usage is set: asked for with -h or
 // --help, the help goes to stdout (it is the output) and parseArgs reports
-// exit status 0; any other parse error reports 2. done is false when the
-// command should go on.
+// exit status 0; any other parse error is printed with one line pointing to
+// the help, and reports 2. done is false when the command should go on.
 func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (status int, done bool) {
+	help := false
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
 			fs.SetOutput(stdout)
+			help = true
 		}
+	}
+	if !help {
+		// A mistyped flag gets its error and one line, not the whole
+		// usage, which would scroll the error out of sight.
+		full := fs.Usage
+		fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run 'sluice %s -h' for its flags.\n", fs.Name()) }
+		defer func() { fs.Usage = full }()
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -50,16 +50,8 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), resetUsage)
 		fs.PrintDefaults()
 	}
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(stdout)
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if status, done := parseArgs(fs, args, stdout); done {
+		return status
 	}
 	fail := failer(stderr, "sluice reset")
 	switch {
