@@ -633,7 +633,9 @@ func (p *parser) rateLimit(n *yaml.Node, field string) (*rawLimit, error) {
 			rl.unit, err = p.str(v, f)
 			rl.unitField, rl.unitLine = f, v.Line
 		case "requests_per_unit":
-			rl.rpu, err = p.uint(v, f, math.MaxUint32)
+			// The proto allows a uint32; Sluice's limits stop at
+			// algo.MaxLimit, which the error should say at once.
+			rl.rpu, err = p.uint(v, f, algo.MaxLimit)
 			rl.hasRPU, rl.rpuLine = true, v.Line
 		case "unit_multiplier":
 			rl.mult, err = p.uint(v, f, math.MaxUint32)
