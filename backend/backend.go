@@ -56,6 +56,20 @@ type EvictionCounter interface {
 	Evictions() uint64
 }
 
+// Extender is implemented by a Striped backend that can lengthen the
+// expiry of a record it holds without the record being written again. The
+// engine calls it, holding the key's stripe lock, after a denial: a denial
+// writes nothing, but its record may need to be kept longer than the expiry
+// it was written with. A rule whose rate was lowered since refills what
+// was spent more slowly, and a record forgotten early would give its caller
+// the whole capacity back before the RetryAfter it was told.
+type Extender interface {
+	// ExtendLocked sets the expiry of key's record to expiresAt when the
+	// store holds it, live at now, and it would expire before expiresAt;
+	// it reports whether it did. A record that never expires is left so.
+	ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (bool, error)
+}
+
 // hashSeed seeds Hash, once per process: which stripe a key falls on, and
 // where in a stripe, cannot be known outside the process, so no one can
 // choose keys that crowd one stripe's lock.

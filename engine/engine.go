@@ -428,6 +428,10 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Deci
 	wrote := spend && (next != nil || d.CorruptState)
 	if wrote {
 		err = e.write(st, h, k, next, now, d.TTL)
+	} else if spend && !d.Allowed {
+		// Nothing is written, but the record is kept until its caller is
+		// full again (see backend.Extender).
+		e.keep(st, h, k, now, d.Reset)
 	}
 	ticket := e.ticket(i)
 	e.unlock(i)

@@ -84,6 +84,11 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 	case next != nil || d.CorruptState:
 		// Equivalent to no record already, or a corrupt one to drop.
 		err = m.DeleteLocked(h, k)
+	case !d.Allowed:
+		// A denial writes nothing, but its record is kept until its
+		// caller is full again: written under a rule whose rate has since
+		// been lowered, it would expire sooner (see backend.Extender).
+		ref.ExtendExpiryLocked(now, now+int64(d.Reset))
 	}
 	m.Unlock(i)
 	if d.CorruptState {

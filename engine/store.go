@@ -31,6 +31,7 @@ type storeSet struct {
 	count   backend.Counter         // what Stats.Keys reads; nil when unknown
 	evicted backend.EvictionCounter // what Stats.Evictions reads; nil when unknown
 	sweeper backend.Sweeper         // what Sweep calls; nil when the store cannot sweep
+	extend  backend.Extender        // striped, when it can lengthen an expiry; nil otherwise
 }
 
 // choose picks the engine's path over b. n is the stripe count asked for
@@ -52,12 +53,13 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		s.tier, s.striped, n = t, t, t.Stripes()
+		s.tier, s.striped, s.extend, n = t, t, t, t.Stripes()
 		s.count, s.evicted, s.sweeper = t.cache, t.cache, t.cache
 		return n, nil
 	case backend.Striped:
 		s.striped, n = sb, sb.Stripes()
 		s.mem, _ = b.(*memory.Store)
+		s.extend, _ = b.(backend.Extender)
 	default:
 		if n == 0 {
 			n = DefaultStripes
@@ -111,6 +113,18 @@ func (e *Engine) write(st *stripe, h uint64, k, next []byte, now int64, ttl time
 	}
 	st.key = append(st.key[:0], k...)
 	return e.store.striped.PutLocked(h, st.key, next, now+int64(ttl))
+}
+
+// keep lengthens the expiry of k's record to now+ttl when the record would
+// expire sooner, on a store that can (see backend.Extender). It is called
+// after a denial, which writes nothing; it is best effort: a store that
+// cannot, or fails to, forgets the record at its old expiry.
+func (e *Engine) keep(st *stripe, h uint64, k []byte, now int64, ttl time.Duration) {
+	if e.store.extend == nil || ttl <= 0 {
+		return
+	}
+	st.key = append(st.key[:0], k...)
+	e.store.extend.ExtendLocked(h, st.key, now, now+int64(ttl))
 }
 
 func (e *Engine) del(st *stripe, h uint64, k []byte) error {

@@ -346,6 +346,32 @@ func (r Ref) SetExpiryLocked(record []byte, expiresAt int64) bool {
 	return true
 }
 
+// ExtendExpiryLocked is ExtendLocked for the entry ref locates: it sets the
+// entry's expiry to expiresAt when the entry is live at now and would
+// expire before then, and reports whether it did.
+func (r Ref) ExtendExpiryLocked(now, expiresAt int64) bool {
+	if r.sh == nil {
+		return false
+	}
+	return r.sh.extend(r.off, now, expiresAt)
+}
+
+// ExtendLocked lengthens the expiry of key's record to expiresAt when the
+// store holds it, live at now, and it would expire before then; it reports
+// whether it did. A record that never expires is left so. It implements
+// backend.Extender.
+func (s *Store) ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (bool, error) {
+	if len(key) == 0 {
+		return false, backend.ErrEmptyKey
+	}
+	sh := &s.shards[hash&s.mask]
+	if sh.closed {
+		return false, backend.ErrClosed
+	}
+	_, off, _, _, _, ok := sh.lookup(uint32(hash>>32), key)
+	return ok && sh.extend(off, now, expiresAt), nil
+}
+
 // PutRefLocked is PutLocked for the entry ref, which LookupLocked returned
 // for key in the same hold of the stripe lock (zero when the key had
 // none), at now, the time the lookup was made. A value of the length the
@@ -385,6 +411,7 @@ var (
 	_ backend.Counter         = (*Store)(nil)
 	_ backend.Sweeper         = (*Store)(nil)
 	_ backend.EvictionCounter = (*Store)(nil)
+	_ backend.Extender        = (*Store)(nil)
 )
 
 // Evictions returns the number of expired keys removed so far, as

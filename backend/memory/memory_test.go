@@ -500,3 +500,58 @@ func TestShardsFollowProcs(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestExtendLocked checks that ExtendLocked only ever lengthens a live
+// record's expiry: never shortens it, never gives one to a record that has
+// none, never revives an expired one, and leaves the value alone.
+func TestExtendLocked(t *testing.T) {
+	s := memory.New(&memory.Options{SweepInterval: -1, Shards: 4})
+	defer s.Close()
+	put := func(key string, exp int64) {
+		t.Helper()
+		if err := s.Put([]byte(key), []byte("v-"+key), exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("live", 100)
+	put("forever", 0)
+	put("gone", 10)
+	extend := func(key string, now, exp int64) bool {
+		t.Helper()
+		h := backend.Hash([]byte(key))
+		i := int(h & uint64(s.Stripes()-1))
+		s.Lock(i)
+		defer s.Unlock(i)
+		ok, err := s.ExtendLocked(h, []byte(key), now, exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for _, c := range []struct {
+		key      string
+		now, exp int64
+		want     bool
+	}{
+		{"live", 50, 80, false},  // shorter: kept at 100
+		{"live", 50, 100, false}, // the same
+		{"live", 50, 200, true},  // longer
+		{"forever", 50, 200, false},
+		{"gone", 50, 200, false}, // expired at 10
+		{"absent", 50, 200, false},
+	} {
+		if got := extend(c.key, c.now, c.exp); got != c.want {
+			t.Errorf("ExtendLocked(%s, now %d, to %d) = %v, want %v", c.key, c.now, c.exp, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		key  string
+		now  int64
+		live bool
+	}{{"live", 150, true}, {"live", 200, false}, {"forever", 1 << 60, true}, {"gone", 50, false}} {
+		v, err := s.Get([]byte(c.key), c.now)
+		if err != nil || (v != nil) != c.live || (c.live && string(v) != "v-"+c.key) {
+			t.Errorf("Get(%s) at %d = %q, %v; live %v", c.key, c.now, v, err, c.live)
+		}
+	}
+}

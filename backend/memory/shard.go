@@ -279,6 +279,18 @@ func (sh *shard) expiresAt(off uint32) int64 {
 	return int64(binary.LittleEndian.Uint64(sh.arena[off:]))
 }
 
+// extend sets the expiry of the entry at off to expiresAt when the entry is
+// live at now and expires before then, and reports whether it did. An
+// entry that never expires (expiry 0) is left so.
+func (sh *shard) extend(off uint32, now, expiresAt int64) bool {
+	e := sh.expiresAt(off)
+	if e <= 0 || e <= now || e >= expiresAt {
+		return false
+	}
+	binary.LittleEndian.PutUint64(sh.arena[off:], uint64(expiresAt))
+	return true
+}
+
 // expired reports whether an entry with expiry e is expired at now.
 func expired(e, now int64) bool {
 	return e > 0 && e <= now
