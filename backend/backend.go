@@ -198,9 +198,12 @@ type Swap struct {
 	// is already equivalent to none.
 	TTL time.Duration
 	// Keep makes the swap a comparison only: the record is left as it is,
-	// with its expiry, and Value and TTL are ignored. The engine uses it to
-	// confirm a decision that spends nothing (a denial, a peek) against
-	// the record the store holds, in the same atomic step as the writes.
+	// and Value is ignored. The engine uses it to confirm a decision that
+	// spends nothing (a denial, a peek) against the record the store
+	// holds, in the same atomic step as the writes. Its expiry is left too,
+	// unless TTL is positive and the record would expire sooner than TTL
+	// from the commit: then it is kept until then (a denial's record must
+	// outlive the wait it told its caller; see Extender).
 	Keep bool
 }
 

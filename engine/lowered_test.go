@@ -59,6 +59,23 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 			t.Fatalf("at the RetryAfter: %+v, %v; want allowed with nothing left", d, err)
 		}
 	})
+	// A fleet over a compare-and-swap store: the first engine's denial
+	// lengthens the store's expiry, so a second engine, which never saw the
+	// record, finds it 30 s later and denies too.
+	t.Run("swap", func(t *testing.T) {
+		clock := engine.NewFakeClock(t0)
+		store := openSwapStore(clock)
+		e := newEngine(t, store, clock)
+		_, after := spendThenLower(t, e)
+		clock.Advance(30 * time.Second)
+		other := newEngine(t, store, clock)
+		expectDenied(t, other, after, loweredRetry-30*time.Second, "30 s later, on another engine")
+		expectDenied(t, e, after, loweredRetry-30*time.Second, "30 s later, on the first engine")
+		clock.Advance(loweredRetry - 30*time.Second)
+		if d, err := other.Apply(after, "u-1", 1); err != nil || !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("at the RetryAfter: %+v, %v; want allowed with nothing left", d, err)
+		}
+	})
 	for _, ds := range durables {
 		for _, mode := range modes {
 			t.Run(ds.name+"/"+mode.String(), func(t *testing.T) {

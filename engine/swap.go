@@ -57,10 +57,24 @@ type swapPath struct {
 // swapShard holds the queues and last-seen records of the keys hashing to
 // it.
 type swapShard struct {
-	mu      sync.Mutex         // guards flights and seen
-	flights map[string]*flight // the keys with a leader at work
-	seen    map[string][]byte  // the last record seen per key (nil: absent); bounded by perShard
-	_       [40]byte           // keep neighbouring shards' locks off one cache line
+	mu      sync.Mutex            // guards flights and seen
+	flights map[string]*flight    // the keys with a leader at work
+	seen    map[string]seenRecord // the last record seen per key; bounded by perShard
+	_       [40]byte              // keep neighbouring shards' locks off one cache line
+}
+
+// seenRecord is the record last seen under a key, and until when the store
+// is known to keep it.
+type seenRecord struct {
+	v []byte
+	// kept is the store's time until which it keeps v: the expiry of the
+	// write that made v, lengthened by the denials confirmed since; zero
+	// when unknown (v was learned from a mismatch). A denial whose caller
+	// is full again only after kept is not answered locally: it goes to
+	// the store, whose compare-only swap lengthens the record's expiry
+	// (backend.Swap.Keep), so that no process finds the record gone, and
+	// its caller full, before the RetryAfter it was told.
+	kept int64
 }
 
 // flight is one key's queue of callers waiting for the leader's next
@@ -104,10 +118,10 @@ func newSwapPath(s backend.Swapper, o *Options, n int) (*swapPath, error) {
 	p.group, _ = s.(backend.Grouper)
 	for i := range p.shards {
 		p.shards[i].flights = map[string]*flight{}
-		p.shards[i].seen = map[string][]byte{}
+		p.shards[i].seen = map[string]seenRecord{}
 	}
 	if w, ok := s.(backend.Watcher); ok {
-		stop, err := w.WatchDeletes(func(k []byte) { p.remember(p.shard(k), k, nil) })
+		stop, err := w.WatchDeletes(func(k []byte) { p.remember(p.shard(k), k, nil, 0) })
 		if err != nil {
 			return nil, err
 		}
@@ -187,20 +201,21 @@ func (p *swapPath) observe(t int64) {
 
 func (p *swapPath) shard(k []byte) *swapShard { return &p.shards[backend.Hash(k)&p.mask] }
 
-// lastSeen returns the record last seen under k, and whether there is one
-// (a miss is treated as an absent record: right for a key's first request,
-// and otherwise corrected by one mismatch).
-func (sh *swapShard) lastSeen(k []byte) []byte {
+// lastSeen returns the record last seen under k and until when the store
+// keeps it (a miss is treated as an absent record: right for a key's first
+// request, and otherwise corrected by one mismatch).
+func (sh *swapShard) lastSeen(k []byte) seenRecord {
 	sh.mu.Lock()
-	v := sh.seen[string(k)]
+	r := sh.seen[string(k)]
 	sh.mu.Unlock()
-	return v
+	return r
 }
 
-// remember keeps v as the record last seen under k, making room by
-// forgetting another key's when the shard holds perShard already: a
-// forgotten record costs a round trip, never a wrong decision.
-func (p *swapPath) remember(sh *swapShard, k, v []byte) {
+// remember keeps v as the record last seen under k, kept by the store until
+// kept (zero: unknown), making room by forgetting another key's when the
+// shard holds perShard already: a forgotten record costs a round trip,
+// never a wrong decision.
+func (p *swapPath) remember(sh *swapShard, k, v []byte, kept int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if v == nil {
@@ -213,7 +228,7 @@ func (p *swapPath) remember(sh *swapShard, k, v []byte) {
 			break
 		}
 	}
-	sh.seen[string(k)] = v
+	sh.seen[string(k)] = seenRecord{v, kept}
 }
 
 // apply decides one request through the key's queue.
@@ -263,7 +278,7 @@ func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool,
 func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algorithm, cost int64, d *algo.Decision, buf []byte) (bool, error) {
 	sh.mu.Lock()
 	rec, ok := sh.seen[string(k)]
-	state := append(buf, rec...) // the step writes in place
+	state := append(buf, rec.v...) // the step writes in place
 	sh.mu.Unlock()
 	if !ok {
 		return false, nil
@@ -280,7 +295,10 @@ func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algo
 		return false, nil
 	}
 	algo.StepInto(a, state, now, cost, d)
-	if d.Allowed || d.CorruptState {
+	if d.Allowed || d.CorruptState || now+int64(d.Reset) > rec.kept {
+		// Allowed, or the store's to answer: a denial whose record the
+		// store would forget before its caller is full again goes to the
+		// store, which keeps the record longer (see seenRecord).
 		*d = algo.Decision{}
 		return false, nil
 	}
@@ -325,7 +343,8 @@ func (p *swapPath) lead(e *Engine, sh *swapShard, k []byte, f *flight, self *wai
 // outcome with one compare-and-swap, stepping again on the store's record
 // after a mismatch, at most p.retries times.
 func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch []*waiter) {
-	expected := sh.lastSeen(k)
+	seen := sh.lastSeen(k)
+	expected, kept := seen.v, seen.kept
 	var peek []byte
 	fail := func(err error) {
 		err = e.storeError("swap", err)
@@ -353,9 +372,14 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 				continue
 			}
 			next := algo.StepInto(w.limit, state, now, w.cost, &w.d)
-			if next != nil || w.d.CorruptState {
+			switch {
+			case next != nil || w.d.CorruptState:
 				state = next
 				swap.Keep, swap.Value, swap.TTL = false, next, w.d.TTL
+			case swap.Keep && !w.d.Allowed:
+				// A denial spends nothing, but the store keeps the record
+				// until its caller is full again.
+				swap.TTL = max(swap.TTL, w.d.Reset)
 			}
 		}
 		f.swap[0] = swap
@@ -363,18 +387,21 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 		if err != nil {
 			// The outcome is unknown: forget the record, so the next
 			// decision learns it from the store.
-			p.remember(sh, k, nil)
+			p.remember(sh, k, nil, 0)
 			fail(err)
 			return
 		}
 		if ok {
 			switch {
 			case swap.Keep:
-				p.remember(sh, k, expected)
+				if swap.TTL > 0 {
+					kept = max(kept, now+int64(swap.TTL))
+				}
+				p.remember(sh, k, expected, kept)
 			case swap.TTL > 0:
-				p.remember(sh, k, swap.Value)
+				p.remember(sh, k, swap.Value, now+int64(swap.TTL))
 			default:
-				p.remember(sh, k, nil)
+				p.remember(sh, k, nil, 0)
 			}
 			for _, w := range batch {
 				if w.d.CorruptState {
@@ -383,8 +410,8 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 			}
 			return
 		}
-		expected = cur[0]
-		p.remember(sh, k, expected)
+		expected, kept = cur[0], 0
+		p.remember(sh, k, expected, 0)
 		if attempt == p.retries {
 			fail(ErrContention)
 			return
@@ -442,7 +469,7 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 			b.which[j] = len(b.swaps)
 			sh := p.shard(k)
 			b.swaps = append(b.swaps, backend.Swap{Key: k})
-			b.slots = append(b.slots, swapSlot{sh: sh, expected: sh.lastSeen(k)})
+			b.slots = append(b.slots, swapSlot{sh: sh, expected: sh.lastSeen(k).v})
 			g := ""
 			if p.group != nil {
 				g = p.group.SwapGroup(k)
@@ -510,8 +537,9 @@ type swapBatch struct {
 
 type swapSlot struct {
 	sh       *swapShard
-	expected []byte // the record the swap expects
-	state    []byte // the record as the requests step it
+	expected []byte        // the record the swap expects
+	state    []byte        // the record as the requests step it
+	keep     time.Duration // the longest wait a denial on it told its caller
 }
 
 // commit steps the requests on the slots named (all of them when slots is
@@ -535,7 +563,7 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 		}
 		for _, s := range slots {
 			sl := &b.slots[s]
-			sl.state = nil
+			sl.state, sl.keep = nil, 0
 			if sl.expected != nil {
 				sl.state = append([]byte(nil), sl.expected...)
 			}
@@ -554,33 +582,37 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 			if next != nil || d.CorruptState {
 				b.slots[s].state = next
 				b.swaps[s].Keep, b.swaps[s].Value, b.swaps[s].TTL = false, next, d.TTL
+			} else if !d.Allowed {
+				b.slots[s].keep = max(b.slots[s].keep, d.Reset)
 			}
 		}
 		for i, s := range slots {
 			if !all || !write {
-				b.swaps[s].Keep = true
+				// A comparison only: nothing spent, and the record kept
+				// until a denied caller is full again (see seenRecord).
+				b.swaps[s].Keep, b.swaps[s].TTL = true, b.slots[s].keep
 			}
 			swaps[i] = b.swaps[s]
 		}
 		ok, cur, err := p.cas(e, swaps)
 		if err != nil {
 			for _, s := range slots {
-				p.remember(b.slots[s].sh, b.swaps[s].Key, nil)
+				p.remember(b.slots[s].sh, b.swaps[s].Key, nil, 0)
 			}
 			return false, e.storeError("swap", err)
 		}
 		if ok {
 			for _, s := range slots {
 				sl, w := &b.slots[s], &b.swaps[s]
-				v := sl.expected
+				v, kept := sl.expected, int64(0)
 				if !w.Keep {
 					v = nil
 					if w.TTL > 0 {
-						v = w.Value
+						v, kept = w.Value, now+int64(w.TTL)
 					}
 				}
 				sl.expected = v
-				p.remember(sl.sh, w.Key, v)
+				p.remember(sl.sh, w.Key, v, kept)
 			}
 			if corrupt {
 				e.noteCorrupt("", "")
@@ -589,7 +621,7 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 		}
 		for i, s := range slots {
 			b.slots[s].expected = cur[i]
-			p.remember(b.slots[s].sh, b.swaps[s].Key, cur[i])
+			p.remember(b.slots[s].sh, b.swaps[s].Key, cur[i], 0)
 		}
 		if attempt == p.retries {
 			return false, e.storeError("swap", ErrContention)
@@ -605,13 +637,13 @@ func (p *swapPath) reset(e *Engine, k []byte) error {
 	}
 	defer p.life.RUnlock()
 	sh := p.shard(k)
-	p.remember(sh, k, nil)
+	p.remember(sh, k, nil, 0)
 	if err := p.s.Delete(k); err != nil {
 		return e.storeError("delete", err)
 	}
 	// A decision in flight may have remembered the record just deleted;
 	// that would cost it a mismatch, but forgetting it again is free.
-	p.remember(sh, k, nil)
+	p.remember(sh, k, nil, 0)
 	return nil
 }
 

@@ -93,3 +93,28 @@ func TestSwapStore(t *testing.T) {
 		})
 	})
 }
+
+// TestSwapStoreKeepLengthens checks the Keep of a swap with a TTL: a record
+// that would expire sooner is kept until then, one that would not is left,
+// and the value is never touched.
+func TestSwapStoreKeepLengthens(t *testing.T) {
+	now := int64(1_000)
+	s := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: func() int64 { return now }})
+	defer s.Close()
+	k := []byte("k")
+	swap := func(w backend.Swap) {
+		t.Helper()
+		if ok, cur, _, err := s.CompareAndSwap([]backend.Swap{w}); !ok || err != nil {
+			t.Fatalf("CompareAndSwap(%+v) = %v, %q, %v", w, ok, cur, err)
+		}
+	}
+	swap(backend.Swap{Key: k, Value: []byte("v"), TTL: 10})                                    // until 1010
+	swap(backend.Swap{Key: k, Expected: []byte("v"), Value: []byte("x"), TTL: 50, Keep: true}) // until 1050
+	swap(backend.Swap{Key: k, Expected: []byte("v"), TTL: 20, Keep: true})                     // sooner: still 1050
+	now = 1049
+	swap(backend.Swap{Key: k, Expected: []byte("v"), Keep: true})
+	now = 1050
+	if ok, cur, _, _ := s.CompareAndSwap([]backend.Swap{{Key: k, Expected: []byte("v"), Keep: true}}); ok || cur[0] != nil {
+		t.Fatalf("at 1050 the record is %q, want expired", cur)
+	}
+}

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -284,6 +285,61 @@ func TestRaisedLimitAdmitsAtOnce(t *testing.T) {
 		}
 		if d, _ := e.Apply(big, "k", 1); d.Allowed {
 			t.Fatalf("%s: sixth of five allowed", name)
+		}
+	}
+}
+
+// TestLoweredLimitKeepsTheRecord: a caller who spent 20 of 60 a minute is
+// told, once the rule is lowered to 5 a minute, to wait about 192 s for
+// the excess to refill. Redis was told to keep the record about 20 s (the
+// refill at the old rate); the denial's compare-only swap lengthens that
+// to the wait, so that another process does not find the record gone and
+// the caller full after 20 s. On one engine, and on the single-key and the
+// multi-key (ApplyAll) scripts.
+func TestLoweredLimitKeepsTheRecord(t *testing.T) {
+	srv := server(t)
+	s := open(t, []string{srv.Addr}, redis.Options{})
+	e := newEngine(t, s, engine.Options{})
+	ctx := context.Background()
+	pttl := func(ns string) time.Duration {
+		t.Helper()
+		keys, err := s.Client().Keys(ctx, "*"+ns+"*").Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys of %s: %q, %v; want one", ns, keys, err)
+		}
+		ms, err := s.Client().PTTL(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	for _, ns := range []string{"lowered-one", "lowered-all"} {
+		before := engine.Limit{Namespace: ns, Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 60, Window: time.Minute})}
+		after := engine.Limit{Namespace: ns, Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 5, Window: time.Minute})}
+		for i := range 20 {
+			if d, err := e.Apply(before, "k", 1); err != nil || !d.Allowed {
+				t.Fatalf("%s: request %d at 60 a minute: %+v, %v", ns, i, d, err)
+			}
+		}
+		if got := pttl(ns); got > 20*time.Second {
+			t.Fatalf("%s: TTL after 20 at 60 a minute = %v, want at most 20s", ns, got)
+		}
+		var d algo.Decision
+		var err error
+		if ns == "lowered-one" {
+			d, err = e.Apply(after, "k", 1)
+		} else {
+			var ds []algo.Decision
+			ds, _, err = e.ApplyAll([]engine.Request{{Limit: after, Key: "k", Cost: 1}})
+			if len(ds) == 1 {
+				d = ds[0]
+			}
+		}
+		if err != nil || d.Allowed || d.RetryAfter < 180*time.Second {
+			t.Fatalf("%s: after lowering to 5 a minute: %+v, %v; want denied for about 192s", ns, d, err)
+		}
+		if got := pttl(ns); got < 180*time.Second {
+			t.Errorf("%s: TTL after the denial = %v, want the wait of about 192s", ns, got)
 		}
 	}
 }

@@ -301,8 +301,9 @@ func (s *Store) Client() goredis.UniversalClient { return s.base }
 // ARGV[3i-2] says what it must hold: "" no record, "=" followed by the
 // record, or "#" followed by the record's SHA-1 in hex (for records longer
 // than 40 bytes); ARGV[3i-1] what to do when every key holds what it
-// should: "" leave the key as it is, "0" delete it, or a TTL in
-// milliseconds to SET ARGV[3i] with. The reply is {1, µs} with the
+// should: "" leave the key as it is, "+" and milliseconds leave it but
+// keep it at least that long (PEXPIRE when its PTTL is shorter), "0" delete
+// it, or a TTL in milliseconds to SET ARGV[3i] with. The reply is {1, µs} with the
 // server's TIME in microseconds when it wrote, or {0, µs, current
 // records...} (false for an absent one) when it wrote nothing.
 var casScript = goredis.NewScript(`
@@ -330,6 +331,12 @@ for i = 1, #KEYS do
   local ttl = ARGV[3*i-1]
   if ttl == '0' then
     redis.call('DEL', KEYS[i])
+  elseif string.byte(ttl) == 43 then
+    local want = tonumber(string.sub(ttl, 2))
+    local left = redis.call('PTTL', KEYS[i])
+    if left > 0 and left < want then
+      redis.call('PEXPIRE', KEYS[i], want)
+    end
   elseif ttl ~= '' then
     redis.call('SET', KEYS[i], ARGV[3*i], 'PX', ttl)
   end
@@ -342,8 +349,9 @@ return {1, now}
 // expected record's kind apart from it, so that comparing makes no string.
 // ARGV[1] is the kind of what KEYS[1] must hold: "" no record, "=" the
 // record ARGV[2], "#" a record whose SHA-1 in hex is ARGV[2]. ARGV[3] is
-// what to do when it does: "0" leave the key, "-1" delete it, or a TTL in
-// milliseconds to SET ARGV[4] with. The reply is casScript's.
+// what to do when it does: "0" leave the key, "+" and milliseconds leave it
+// but keep it at least that long, "-1" delete it, or a TTL in milliseconds
+// to SET ARGV[4] with. The reply is casScript's.
 const casOneSource = `
 local v = redis.call('GET', KEYS[1])
 local k, ok = ARGV[1], false
@@ -360,6 +368,12 @@ end
 local ttl = ARGV[3]
 if ttl == '-1' then
   redis.call('DEL', KEYS[1])
+elseif string.byte(ttl) == 43 then
+  local want = tonumber(string.sub(ttl, 2))
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 and left < want then
+    redis.call('PEXPIRE', KEYS[1], want)
+  end
 elseif ttl ~= '0' then
   redis.call('SET', KEYS[1], ARGV[4], 'PX', ttl)
 end
@@ -393,6 +407,8 @@ func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, err
 		}
 		args = append(args, expect(w.Expected))
 		switch {
+		case w.Keep && w.TTL > 0:
+			args = append(args, "+"+pxMillis(w.TTL, s.noClock), "")
 		case w.Keep:
 			args = append(args, "", "")
 		case w.Value == nil || w.TTL <= 0:
@@ -473,6 +489,8 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 	}
 	c.val.b = nil
 	switch {
+	case w.Keep && w.TTL > 0:
+		c.px.b = appendPxMillis(append(c.px.b[:0], '+'), w.TTL, s.noClock)
 	case w.Keep:
 		c.px.b = append(c.px.b[:0], '0')
 	case w.Value == nil || w.TTL <= 0:
