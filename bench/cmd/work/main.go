@@ -28,6 +28,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -135,7 +136,13 @@ func run(args []string, stdout io.Writer) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			fmt.Fprintf(os.Stderr, "measuring %s…\n", r.Name)
-			costs[i], errs[i] = measure(dir, bins[r.Binary], r, *n, i)
+			for try := 0; ; try++ {
+				costs[i], errs[i] = measure(dir, bins[r.Binary], r, *n, i)
+				if !errors.Is(errs[i], errNotPerDecision) || try == maxTries-1 {
+					break
+				}
+				fmt.Fprintf(os.Stderr, "measuring %s again: %v\n", r.Name, errs[i])
+			}
 		}()
 	}
 	wg.Wait()
@@ -152,6 +159,16 @@ func run(args []string, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// maxTries bounds the runs of a row whose two counts do not differ by work
+// per decision.
+const maxTries = 3
+
+// errNotPerDecision is measure's error when the longer run counted no more
+// than the shorter: something other than the decisions (a one-off cost in
+// the counted function) weighed on one of them, and the row is measured
+// again.
+var errNotPerDecision = errors.New("the longer run counted no more instructions than the shorter")
 
 // measure runs r for n and 3n decisions and returns the difference per
 // decision.
@@ -184,14 +201,24 @@ func measure(dir, bin string, r Row, n, id int) (Cost, error) {
 			return Cost{}, fmt.Errorf("%s: %w", file, err)
 		}
 	}
+	return PerDecision(totals[0], totals[1], n)
+}
+
+// PerDecision returns the cost of one decision from the totals of a run of
+// n decisions and of one of 3n: their difference over 2n.
+func PerDecision(short, long map[string]float64, n int) (Cost, error) {
 	d := func(events ...string) float64 {
 		v := 0.0
 		for _, e := range events {
-			v += totals[1][e] - totals[0][e]
+			v += long[e] - short[e]
 		}
 		return v / float64(2*n)
 	}
-	return Cost{Instructions: d("Ir"), L1Misses: d("D1mr", "D1mw"), L2Misses: d("DLmr", "DLmw")}, nil
+	c := Cost{Instructions: d("Ir"), L1Misses: d("D1mr", "D1mw"), L2Misses: d("DLmr", "DLmw")}
+	if c.Instructions <= 0 {
+		return Cost{}, fmt.Errorf("%w (%.0f against %.0f)", errNotPerDecision, long["Ir"], short["Ir"])
+	}
+	return c, nil
 }
 
 // ParseTotals reads a callgrind output file's event names and totals.

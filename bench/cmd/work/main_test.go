@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -53,5 +54,18 @@ func TestRows(t *testing.T) {
 		if !strings.HasPrefix(r.Bench, "^Benchmark") || !strings.HasSuffix(r.Bench, "$") || r.Func == "" {
 			t.Errorf("%s: bench %q, func %q", r.Name, r.Bench, r.Func)
 		}
+	}
+}
+
+// TestPerDecision checks the difference per decision, and that a longer run
+// that counted no more than the shorter one is an error to measure again,
+// not a negative cost in the table.
+func TestPerDecision(t *testing.T) {
+	c, err := PerDecision(map[string]float64{"Ir": 1000, "D1mr": 10}, map[string]float64{"Ir": 5000, "D1mr": 30}, 10)
+	if err != nil || c.Instructions != 200 || c.L1Misses != 1 {
+		t.Errorf("PerDecision = %+v, %v; want 200 instructions and 1 miss", c, err)
+	}
+	if _, err := PerDecision(map[string]float64{"Ir": 68e6}, map[string]float64{"Ir": 15e6}, 100_000); !errors.Is(err, errNotPerDecision) {
+		t.Errorf("PerDecision of a shorter count that exceeds the longer: %v, want errNotPerDecision", err)
 	}
 }
