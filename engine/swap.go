@@ -582,7 +582,10 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 			if next != nil || d.CorruptState {
 				b.slots[s].state = next
 				b.swaps[s].Keep, b.swaps[s].Value, b.swaps[s].TTL = false, next, d.TTL
-			} else if !d.Allowed {
+			} else if !d.Allowed && b.swaps[s].Keep {
+				// Denied on the record the store holds (no request
+				// before it in the call stepped it): kept until its
+				// caller is full again, should nothing be written.
 				b.slots[s].keep = max(b.slots[s].keep, d.Reset)
 			}
 		}

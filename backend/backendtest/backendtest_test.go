@@ -117,4 +117,9 @@ func TestSwapStoreKeepLengthens(t *testing.T) {
 	if ok, cur, _, _ := s.CompareAndSwap([]backend.Swap{{Key: k, Expected: []byte("v"), Keep: true}}); ok || cur[0] != nil {
 		t.Fatalf("at 1050 the record is %q, want expired", cur)
 	}
+	// An expired record is absent: a Keep that lengthens revives nothing.
+	swap(backend.Swap{Key: k, TTL: 100, Keep: true})
+	if ok, cur, _, _ := s.CompareAndSwap([]backend.Swap{{Key: k, Expected: []byte("v"), Keep: true}}); ok || cur[0] != nil {
+		t.Fatalf("after a Keep over the expired record it is %q, want still expired", cur)
+	}
 }

@@ -226,7 +226,7 @@ func (s *SwapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64,
 	for _, w := range swaps {
 		switch {
 		case w.Keep:
-			if r, ok := s.recs[string(w.Key)]; ok && w.TTL > 0 && r.expiresAt > 0 && r.expiresAt < now+int64(w.TTL) {
+			if r, ok := s.recs[string(w.Key)]; ok && w.TTL > 0 && r.expiresAt > now && r.expiresAt < now+int64(w.TTL) {
 				r.expiresAt = now + int64(w.TTL)
 				s.recs[string(w.Key)] = r
 			}
