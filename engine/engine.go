@@ -480,6 +480,7 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		state   []byte
 		changed bool
 		ttl     time.Duration
+		keep    time.Duration // the longest wait a denial on the stored record told
 	}
 	var slots []slot
 	which := make([]int, len(reqs))
@@ -529,6 +530,9 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		next, d := r.Limit.Algorithm.Step(sl.state, now, r.Cost)
 		decisions[j] = d
 		all = all && d.Allowed
+		if !d.Allowed && !sl.changed {
+			sl.keep = max(sl.keep, d.Reset)
+		}
 		if d.CorruptState {
 			corrupt = true
 			sl.state, sl.changed = nil, true
@@ -546,6 +550,14 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 					break
 				}
 				ticket = max(ticket, e.ticket(int(sl.hash&e.mask)))
+			}
+		}
+	} else {
+		// Nothing is spent, but a denied record is kept until its caller
+		// is full again (see backend.Extender).
+		for s := range slots {
+			if sl := &slots[s]; sl.keep > 0 {
+				e.keep(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, now, sl.keep)
 			}
 		}
 	}

@@ -59,6 +59,27 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 			t.Fatalf("at the RetryAfter: %+v, %v; want allowed with nothing left", d, err)
 		}
 	})
+	// The same through ApplyAll, whose denial spends nothing on either
+	// key: the denied record is kept all the same, on the striped path and
+	// on the compare-and-swap path.
+	for _, b := range []store{backends[0], {"swap", openSwapStore}} {
+		t.Run(b.name+"/ApplyAll", func(t *testing.T) {
+			clock := engine.NewFakeClock(t0)
+			e := openEngine(t, b.open, clock)
+			before := limit(algo.TokenBucketName, sixtyPerMinute, "orders")
+			after := limit(algo.TokenBucketName, fivePerMinute, "orders")
+			for range 20 {
+				e.Apply(before, "u-1", 1)
+			}
+			ds, all, err := e.ApplyAll([]engine.Request{{Limit: after, Key: "u-2", Cost: 1}, {Limit: after, Key: "u-1", Cost: 1}})
+			if err != nil || all || ds[1].RetryAfter != loweredRetry {
+				t.Fatalf("ApplyAll after lowering: %+v, %v, %v; want u-1 denied for %v", ds, all, err, loweredRetry)
+			}
+			clock.Advance(30 * time.Second)
+			expectDenied(t, e, after, loweredRetry-30*time.Second, "30 s later")
+		})
+	}
+
 	// A fleet over a compare-and-swap store: the first engine's denial
 	// lengthens the store's expiry, so a second engine, which never saw the
 	// record, finds it 30 s later and denies too.
