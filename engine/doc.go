@@ -64,7 +64,11 @@
 //     from it, with no round trip: spending never refunds, and a record
 //     only moves towards "more spent" except by time, which the step
 //     accounts for, so the store's record denies it too. A caller hammering
-//     a denied key costs the store nothing until its RetryAfter passes.
+//     a denied key costs the store nothing until its RetryAfter passes,
+//     but for one round trip when the store would forget the record
+//     before its caller is full again (a rule whose rate was lowered since
+//     it was written): that denial's compare-only swap lengthens the
+//     record's expiry (backend.Swap.Keep with a TTL).
 //     Such a denial never turns an allow into a deny; its Remaining and
 //     RetryAfter are the last-seen record's, so in a fleet they may be
 //     more generous than the store's (the retry is then decided against
