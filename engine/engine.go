@@ -95,8 +95,9 @@ type Options struct {
 	SwapCacheSize int
 	// ConfirmDenials makes every denial over a backend.Swapper a round
 	// trip: by default a request that the key's last-seen record already
-	// denies is answered from it, since spending never refunds (see the
-	// package doc for what that promises, and for a Reset in another
+	// denies is answered from it, since spending never refunds, unless the
+	// store would forget the record before its caller is full again (see
+	// the package doc for what that promises, and for a Reset in another
 	// process).
 	ConfirmDenials bool
 }
@@ -430,8 +431,9 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Deci
 		err = e.write(st, h, k, next, now, d.TTL)
 	} else if spend && !d.Allowed {
 		// Nothing is written, but the record is kept until its caller is
-		// full again (see backend.Extender).
-		e.keep(st, h, k, now, d.Reset)
+		// full again (see backend.Extender); a longer expiry is a write,
+		// which Sync mode commits before answering.
+		wrote = e.keep(st, h, k, now, d.Reset)
 	}
 	ticket := e.ticket(i)
 	e.unlock(i)
@@ -543,6 +545,7 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 	}
 	var err error
 	var ticket uint64
+	kept := false
 	if all {
 		for s := range slots {
 			if sl := &slots[s]; sl.changed {
@@ -554,15 +557,16 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		}
 	} else {
 		// Nothing is spent, but a denied record is kept until its caller
-		// is full again (see backend.Extender).
+		// is full again (see backend.Extender), committed as a write is.
 		for s := range slots {
-			if sl := &slots[s]; sl.keep > 0 {
-				e.keep(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, now, sl.keep)
+			if sl := &slots[s]; sl.keep > 0 && e.keep(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, now, sl.keep) {
+				kept = true
+				ticket = max(ticket, e.ticket(int(sl.hash&e.mask)))
 			}
 		}
 	}
 	unlock()
-	if all && err == nil {
+	if (all || kept) && err == nil {
 		err = e.settle(ticket)
 	}
 	if corrupt {

@@ -88,7 +88,7 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 		// A denial writes nothing, but its record is kept until its
 		// caller is full again: written under a rule whose rate has since
 		// been lowered, it would expire sooner (see backend.Extender).
-		ref.ExtendExpiryLocked(now, now+int64(d.Reset))
+		ref.ExtendExpiryLocked(now, addSat(now, d.Reset))
 	}
 	m.Unlock(i)
 	if d.CorruptState {

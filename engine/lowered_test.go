@@ -1,10 +1,15 @@
 package engine_test
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/backendtest"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 )
@@ -60,9 +65,10 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 		}
 	})
 	// The same through ApplyAll, whose denial spends nothing on either
-	// key: the denied record is kept all the same, on the striped path and
-	// on the compare-and-swap path.
-	for _, b := range []store{backends[0], {"swap", openSwapStore}} {
+	// key: the denied record is kept all the same, on the striped path (a
+	// bare memory store, and one behind faulty's wrapper) and on the
+	// compare-and-swap path.
+	for _, b := range []store{backends[0], backends[1], {"swap", openSwapStore}} {
 		t.Run(b.name+"/ApplyAll", func(t *testing.T) {
 			clock := engine.NewFakeClock(t0)
 			e := openEngine(t, b.open, clock)
@@ -74,6 +80,15 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 			ds, all, err := e.ApplyAll([]engine.Request{{Limit: after, Key: "u-2", Cost: 1}, {Limit: after, Key: "u-1", Cost: 1}})
 			if err != nil || all || ds[1].RetryAfter != loweredRetry {
 				t.Fatalf("ApplyAll after lowering: %+v, %v, %v; want u-1 denied for %v", ds, all, err, loweredRetry)
+			}
+			if b.name == "swap" {
+				// The store keeps the record as long as the denial said,
+				// and the engine knows it: the next denial needs no swap.
+				swaps := e.Stats().Swaps
+				expectDenied(t, e, after, loweredRetry, "right after")
+				if st := e.Stats(); st.Swaps != swaps {
+					t.Errorf("a denial after ApplyAll's sent %d swaps, want 0 (answered from the last-seen record)", st.Swaps-swaps)
+				}
 			}
 			clock.Advance(30 * time.Second)
 			expectDenied(t, e, after, loweredRetry-30*time.Second, "30 s later")
@@ -119,5 +134,78 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLoweredRateInOneBatch: on the compare-and-swap path, requests queued
+// on one key are decided by one leader in one swap. When an admission under
+// the old rule and a denial under the lowered one share a batch, the record
+// the batch writes is kept until the denied caller is full again, not only
+// as long as the admission needs.
+func TestLoweredRateInOneBatch(t *testing.T) {
+	clock := engine.NewFakeClock(t0)
+	var hold atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, Before: func(*backendtest.SwapStore, []backend.Swap) {
+		if hold.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+	}})
+	e := newEngine(t, store, clock)
+	before := limit(algo.TokenBucketName, sixtyPerMinute, "orders")
+	after := limit(algo.TokenBucketName, fivePerMinute, "orders")
+	for range 20 {
+		if d, err := e.Apply(before, "u-1", 1); err != nil || !d.Allowed {
+			t.Fatalf("spending under 60 a minute: %+v, %v", d, err)
+		}
+	}
+	// A leader held in its swap; two callers queue behind it.
+	hold.Store(true)
+	var wg sync.WaitGroup
+	var admitted, denied algo.Decision
+	wg.Go(func() { e.Apply(before, "u-1", 1) })
+	<-entered
+	wg.Go(func() { admitted, _ = e.Apply(before, "u-1", 1) })
+	waitQueued(t, e, before, 1)
+	wg.Go(func() { denied, _ = e.Apply(after, "u-1", 1) })
+	waitQueued(t, e, before, 2)
+	close(release)
+	wg.Wait()
+	if !admitted.Allowed || denied.Allowed || denied.RetryAfter < time.Minute {
+		t.Fatalf("the batch: admitted %+v, denied %+v; want one admission under the old rule and a denial of minutes under the new", admitted, denied)
+	}
+	clock.Advance(30 * time.Second)
+	other := newEngine(t, store, clock)
+	if d, err := other.Apply(after, "u-1", 1); err != nil || d.Allowed {
+		t.Fatalf("30 s later on another engine: %+v, %v; want still denied (told to wait %v)", d, err, denied.RetryAfter)
+	}
+}
+
+// waitQueued waits until n callers are queued on key under l.
+func waitQueued(t *testing.T, e *engine.Engine, l engine.Limit, n int) {
+	t.Helper()
+	for engine.Queued(e, l, "u-1") < n {
+		runtime.Gosched()
+	}
+}
+
+// TestLoweredRateSyncCommitsTheKeep: in Sync mode a longer expiry is a
+// write like any other, committed before the denial is answered: a crash
+// right after it cannot leave the old expiry on disk and hand the caller
+// its whole capacity after a restart.
+func TestLoweredRateSyncCommitsTheKeep(t *testing.T) {
+	for _, ds := range durables {
+		t.Run(ds.name, func(t *testing.T) {
+			s := ds.open(t, t.TempDir())
+			clock := engine.NewFakeClock(t0)
+			e := openDurable(t, s, clock, engine.Sync)
+			defer e.Close()
+			spendThenLower(t, e)
+			v, _, err := s.Load(engine.AppendKey(nil, "orders", "u-1"), clock.Now()+int64(30*time.Second))
+			if err != nil || v == nil {
+				t.Fatalf("the disk's record 30 s after the denial: %x, %v; want it kept", v, err)
+			}
+		})
 	}
 }

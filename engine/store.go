@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -116,15 +117,26 @@ func (e *Engine) write(st *stripe, h uint64, k, next []byte, now int64, ttl time
 }
 
 // keep lengthens the expiry of k's record to now+ttl when the record would
-// expire sooner, on a store that can (see backend.Extender). It is called
-// after a denial, which writes nothing; it is best effort: a store that
-// cannot, or fails to, forgets the record at its old expiry.
-func (e *Engine) keep(st *stripe, h uint64, k []byte, now int64, ttl time.Duration) {
+// expire sooner, on a store that can (see backend.Extender), and reports
+// whether it did. It is called after a denial, which writes nothing; it is
+// best effort: a store that cannot (a plain Backend under the engine's
+// locks), or fails to, forgets the record at its old expiry.
+func (e *Engine) keep(st *stripe, h uint64, k []byte, now int64, ttl time.Duration) bool {
 	if e.store.extend == nil || ttl <= 0 {
-		return
+		return false
 	}
 	st.key = append(st.key[:0], k...)
-	e.store.extend.ExtendLocked(h, st.key, now, now+int64(ttl))
+	ok, err := e.store.extend.ExtendLocked(h, st.key, now, addSat(now, ttl))
+	return ok && err == nil
+}
+
+// addSat returns now+d, saturating at the largest time rather than
+// wrapping (an algorithm of another package may answer any duration).
+func addSat(now int64, d time.Duration) int64 {
+	if d > 0 && now > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return now + int64(d)
 }
 
 func (e *Engine) del(st *stripe, h uint64, k []byte) error {

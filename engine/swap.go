@@ -30,7 +30,10 @@ const (
 // A request that the last-seen record denies is answered from it, with no
 // round trip: a record only moves towards "more spent" except by time, which
 // the step accounts for, so the store's record denies it too (unless the key
-// was deleted, which a backend.Watcher reports). Any other request that
+// was deleted, which a backend.Watcher reports). The exception is a denial
+// whose caller is full again only after the store would forget the record
+// (a rule whose rate was lowered since it was written): it goes to the store
+// once, whose compare-only swap keeps the record that long (seenRecord). Any other request that
 // spends nothing (a peek, or a denial found only on the store's record) is
 // confirmed by a compare-only swap (backend.Swap.Keep). A queue mixing
 // spending and denials costs one round trip in all.
@@ -295,7 +298,7 @@ func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algo
 		return false, nil
 	}
 	algo.StepInto(a, state, now, cost, d)
-	if d.Allowed || d.CorruptState || now+int64(d.Reset) > rec.kept {
+	if d.Allowed || d.CorruptState || addSat(now, d.Reset) > rec.kept {
 		// Allowed, or the store's to answer: a denial whose record the
 		// store would forget before its caller is full again goes to the
 		// store, which keeps the record longer (see seenRecord).
@@ -376,9 +379,10 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 			case next != nil || w.d.CorruptState:
 				state = next
 				swap.Keep, swap.Value, swap.TTL = false, next, w.d.TTL
-			case swap.Keep && !w.d.Allowed:
+			case !w.d.Allowed && (swap.Keep || swap.Value != nil):
 				// A denial spends nothing, but the store keeps the record
-				// until its caller is full again.
+				// (the one it holds, or the one this batch writes) until
+				// its caller is full again.
 				swap.TTL = max(swap.TTL, w.d.Reset)
 			}
 		}
@@ -395,11 +399,11 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 			switch {
 			case swap.Keep:
 				if swap.TTL > 0 {
-					kept = max(kept, now+int64(swap.TTL))
+					kept = max(kept, addSat(now, swap.TTL))
 				}
 				p.remember(sh, k, expected, kept)
 			case swap.TTL > 0:
-				p.remember(sh, k, swap.Value, now+int64(swap.TTL))
+				p.remember(sh, k, swap.Value, addSat(now, swap.TTL))
 			default:
 				p.remember(sh, k, nil, 0)
 			}
@@ -469,7 +473,8 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 			b.which[j] = len(b.swaps)
 			sh := p.shard(k)
 			b.swaps = append(b.swaps, backend.Swap{Key: k})
-			b.slots = append(b.slots, swapSlot{sh: sh, expected: sh.lastSeen(k).v})
+			seen := sh.lastSeen(k)
+			b.slots = append(b.slots, swapSlot{sh: sh, expected: seen.v, kept: seen.kept})
 			g := ""
 			if p.group != nil {
 				g = p.group.SwapGroup(k)
@@ -538,6 +543,7 @@ type swapBatch struct {
 type swapSlot struct {
 	sh       *swapShard
 	expected []byte        // the record the swap expects
+	kept     int64         // until when the store keeps expected (seenRecord.kept)
 	state    []byte        // the record as the requests step it
 	keep     time.Duration // the longest wait a denial on it told its caller
 }
@@ -607,14 +613,17 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 		if ok {
 			for _, s := range slots {
 				sl, w := &b.slots[s], &b.swaps[s]
-				v, kept := sl.expected, int64(0)
-				if !w.Keep {
-					v = nil
+				v, kept := sl.expected, sl.kept
+				switch {
+				case w.Keep && w.TTL > 0:
+					kept = max(kept, addSat(now, w.TTL))
+				case !w.Keep:
+					v, kept = nil, 0
 					if w.TTL > 0 {
-						v, kept = w.Value, now+int64(w.TTL)
+						v, kept = w.Value, addSat(now, w.TTL)
 					}
 				}
-				sl.expected = v
+				sl.expected, sl.kept = v, kept
 				p.remember(sl.sh, w.Key, v, kept)
 			}
 			if corrupt {
@@ -623,7 +632,7 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 			return all, nil
 		}
 		for i, s := range slots {
-			b.slots[s].expected = cur[i]
+			b.slots[s].expected, b.slots[s].kept = cur[i], 0
 			p.remember(b.slots[s].sh, b.swaps[s].Key, cur[i], 0)
 		}
 		if attempt == p.retries {

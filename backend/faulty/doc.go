@@ -16,7 +16,9 @@
 // backend.EvictionCounter and backend.Swapper, so an engine over a wrapped
 // Pebble or bbolt store still runs its durable tier, one over a wrapped
 // memory store still uses the store's partitions as its stripes, and one
-// over a wrapped Swapper commits by compare-and-swap. (The engine calls a
+// over a wrapped Swapper commits by compare-and-swap. A wrapped Striped
+// store is also a backend.Extender, which forwards to the wrapped store when
+// it is one and lengthens nothing otherwise. (The engine calls a
 // bare *memory.Store without an interface; over the wrapper it takes the
 // same striped path through backend.Striped.)
 //

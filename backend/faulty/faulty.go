@@ -340,6 +340,16 @@ func (s striped) PutLocked(hash uint64, key, value []byte, expiresAt int64) erro
 	return s.s.PutLocked(hash, key, value, expiresAt)
 }
 
+// ExtendLocked forwards to the wrapped store when it is a
+// backend.Extender, and otherwise lengthens nothing. No fault is injected
+// in it: it only ever keeps a record longer.
+func (s striped) ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (bool, error) {
+	if x, ok := s.s.(backend.Extender); ok {
+		return x.ExtendLocked(hash, key, now, expiresAt)
+	}
+	return false, nil
+}
+
 func (s striped) DeleteLocked(hash uint64, key []byte) error {
 	if _, err := s.f.enter(Call{Op: OpDeleteLocked, Key: key}); err != nil {
 		return err
