@@ -25,78 +25,107 @@ import (
 // records are compared after every operation, read through each store at
 // the clock's now.
 func TestPathsAgree(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		limits := genLimits(t)
-		clock := engine.NewFakeClock(t0)
-		engines := make([]*engine.Engine, len(backends))
-		for i, bk := range backends {
-			e, err := engine.New(bk.open(clock), &engine.Options{Clock: clock, Stripes: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			engines[i] = e
+	rapid.Check(t, func(t *rapid.T) { pathsAgree(t, genLimits(t), backends) })
+}
+
+// TestPathsAgreeWhenRulesChange is TestPathsAgree with two rules per
+// namespace, as a reload that changes a limit makes them: a record spent
+// under one rate is stepped under another, and a denial keeps it as long as
+// its caller waits. Every path that can lengthen an expiry
+// (backend.Extender, or the swap's Keep) agrees; the plain map under the
+// engine's locks cannot, and is left out.
+func TestPathsAgreeWhenRulesChange(t *testing.T) {
+	var bks []store
+	for _, b := range backends {
+		if b.name != "plain" {
+			bks = append(bks, b)
 		}
-		for i, e := range engines {
-			if _, ok := e.Backend().(backend.Sweeper); !ok {
-				t.Fatalf("%s does not sweep: a record it keeps could come back when the clock steps back", backends[i].name)
+	}
+	rapid.Check(t, func(t *rapid.T) { pathsAgree(t, genChangingLimits(t), bks) })
+}
+
+// genChangingLimits draws two rules per algorithm in the algorithm's
+// namespace.
+func genChangingLimits(t *rapid.T) []engine.Limit {
+	var out []engine.Limit
+	for range 2 {
+		out = append(out, genLimits(t)...)
+	}
+	return out
+}
+
+// pathsAgree runs one random trace over limits through an engine over each
+// of bks, failing at the first answer or record that differs.
+func pathsAgree(t *rapid.T, limits []engine.Limit, bks []store) {
+	clock := engine.NewFakeClock(t0)
+	engines := make([]*engine.Engine, len(bks))
+	for i, bk := range bks {
+		e, err := engine.New(bk.open(clock), &engine.Options{Clock: clock, Stripes: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		engines[i] = e
+	}
+	for i, e := range engines {
+		if _, ok := e.Backend().(backend.Sweeper); !ok {
+			t.Fatalf("%s does not sweep: a record it keeps could come back when the clock steps back", bks[i].name)
+		}
+	}
+	for i := range rapid.IntRange(1, 150).Draw(t, "ops") {
+		l := rapid.SampledFrom(limits).Draw(t, "limit")
+		key := rapid.SampledFrom(propKeys).Draw(t, "key")
+		cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")
+		op := rapid.IntRange(0, 9).Draw(t, "op")
+		l2 := rapid.SampledFrom(limits).Draw(t, "limit2")
+		key2 := rapid.SampledFrom(propKeys).Draw(t, "key2")
+		var answers []string
+		for _, e := range engines {
+			var got string
+			switch op {
+			case 0:
+				got = "advance"
+			case 1:
+				n, err := e.Sweep(1 << 20)
+				got = fmt.Sprint("swept ", n, err)
+			case 2:
+				got = fmt.Sprint(e.Reset(l, key))
+			case 3:
+				d, err := e.Peek(l, key, cost)
+				got = fmt.Sprintf("%+v %v", d, err)
+			case 4:
+				ds, all, err := e.ApplyAll([]engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: l2, Key: key2, Cost: 1}})
+				got = fmt.Sprintf("%+v %v %v", ds, all, err)
+			default:
+				d, err := e.Apply(l, key, cost)
+				got = fmt.Sprintf("%+v %v", d, err)
+			}
+			answers = append(answers, got)
+		}
+		if op == 0 {
+			clock.Advance(genStep(t))
+		}
+		for j := 1; j < len(engines); j++ {
+			if answers[j] != answers[0] {
+				t.Fatalf("op %d (%d): %s answered\n %s\n%s answered\n %s", i, op, bks[0].name, answers[0], bks[j].name, answers[j])
 			}
 		}
-		for i := range rapid.IntRange(1, 150).Draw(t, "ops") {
-			l := rapid.SampledFrom(limits).Draw(t, "limit")
-			key := rapid.SampledFrom(propKeys).Draw(t, "key")
-			cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")
-			op := rapid.IntRange(0, 9).Draw(t, "op")
-			l2 := rapid.SampledFrom(limits).Draw(t, "limit2")
-			key2 := rapid.SampledFrom(propKeys).Draw(t, "key2")
-			var answers []string
-			for _, e := range engines {
-				var got string
-				switch op {
-				case 0:
-					got = "advance"
-				case 1:
-					n, err := e.Sweep(1 << 20)
-					got = fmt.Sprint("swept ", n, err)
-				case 2:
-					got = fmt.Sprint(e.Reset(l, key))
-				case 3:
-					d, err := e.Peek(l, key, cost)
-					got = fmt.Sprintf("%+v %v", d, err)
-				case 4:
-					ds, all, err := e.ApplyAll([]engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: l2, Key: key2, Cost: 1}})
-					got = fmt.Sprintf("%+v %v %v", ds, all, err)
-				default:
-					d, err := e.Apply(l, key, cost)
-					got = fmt.Sprintf("%+v %v", d, err)
+		for _, l := range limits {
+			for _, key := range propKeys {
+				k := engine.AppendKey(nil, l.Namespace, key)
+				want, err := engines[0].Backend().Get(k, clock.Now())
+				if err != nil {
+					t.Fatal(err)
 				}
-				answers = append(answers, got)
-			}
-			if op == 0 {
-				clock.Advance(genStep(t))
-			}
-			for j := 1; j < len(engines); j++ {
-				if answers[j] != answers[0] {
-					t.Fatalf("op %d (%d): %s answered\n %s\n%s answered\n %s", i, op, backends[0].name, answers[0], backends[j].name, answers[j])
-				}
-			}
-			for _, l := range limits {
-				for _, key := range propKeys {
-					k := engine.AppendKey(nil, l.Namespace, key)
-					want, err := engines[0].Backend().Get(k, clock.Now())
-					if err != nil {
-						t.Fatal(err)
+				for j := 1; j < len(engines); j++ {
+					got, err := engines[j].Backend().Get(k, clock.Now())
+					if err != nil || !bytes.Equal(got, want) {
+						t.Fatalf("op %d: record %s/%s: %s holds %x (%v), %s holds %x", i, l.Namespace, key, bks[j].name, got, err, bks[0].name, want)
 					}
-					for j := 1; j < len(engines); j++ {
-						got, err := engines[j].Backend().Get(k, clock.Now())
-						if err != nil || !bytes.Equal(got, want) {
-							t.Fatalf("op %d: record %s/%s: %s holds %x (%v), %s holds %x", i, l.Namespace, key, backends[j].name, got, err, backends[0].name, want)
-						}
-					}
 				}
 			}
 		}
-	})
+	}
 }
 
 // TestApplyAllIsAllOrNothing: random ApplyAll calls of one to three requests
