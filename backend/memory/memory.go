@@ -397,8 +397,14 @@ func (s *Store) PutRefLocked(hash uint64, ref Ref, key, value []byte, now, expir
 
 // Len returns the number of keys held, including expired ones not yet swept.
 // It sums the shards' counts, taking no lock: keys added or removed while it
-// runs may or may not be counted.
+// runs may or may not be counted. Under Options.MaxKeys it reads the one
+// count the bound is kept by instead, which a sum torn by concurrent writes
+// could exceed: a reader then sees at most MaxKeys, and one more per Put in
+// flight (a Put counts a new key before it checks the bound).
 func (s *Store) Len() int {
+	if s.maxKeys > 0 {
+		return int(max(0, s.keys.Load()))
+	}
 	n := int64(0)
 	for i := range s.shards {
 		n += s.shards[i].held.Load()
