@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +14,8 @@ import (
 // clock. It stands in for a store across a network (Redis) in the engine's
 // tests, with hooks for what a network and other processes bring: a delay
 // before every compare-and-swap, and writes slipped in between the engine's
-// read of a record and its commit. It also implements backend.Counter and
-// backend.Sweeper. It is safe for concurrent use.
+// read of a record and its commit. It also implements backend.Counter,
+// backend.Sweeper and backend.Ranger. It is safe for concurrent use.
 type SwapStore struct {
 	now     func() int64
 	noClock bool
@@ -88,6 +89,30 @@ func (s *SwapStore) live(k string, now int64) []byte {
 		return nil
 	}
 	return r.value
+}
+
+// Range implements backend.Ranger: every record whose key is >= start, in
+// key order, expired ones included, with its expiry.
+func (s *SwapStore) Range(start []byte, fn func(r backend.Record) bool) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return backend.ErrClosed
+	}
+	var recs []backend.Record
+	for k, r := range s.recs {
+		if k >= string(start) {
+			recs = append(recs, backend.Record{Key: []byte(k), Value: bytes.Clone(r.value), ExpiresAt: r.expiresAt})
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(recs, func(a, b backend.Record) int { return bytes.Compare(a.Key, b.Key) })
+	for _, r := range recs {
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Get returns the record under key live at now.

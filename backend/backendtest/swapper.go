@@ -34,6 +34,7 @@ func RunSwapper(t *testing.T, open func(t *testing.T) backend.Swapper) {
 		{"Delete", testSwapDelete},
 		{"ZeroTTLDeletes", testSwapZeroTTL},
 		{"Keep", testSwapKeep},
+		{"KeepLengthens", testSwapKeepLengthens},
 		{"ExpiredIsAbsent", testSwapExpired},
 		{"Ownership", testSwapOwnership},
 		{"EmptyKey", testSwapEmptyKey},
@@ -237,6 +238,39 @@ func testSwapKeep(t *testing.T, s backend.Swapper) {
 	}
 	wantCurrent(t, "stale keep", cur, []byte("a1"), []byte("b1"))
 	wantSwapGet(t, s, b, []byte("b1"))
+}
+
+// testSwapKeepLengthens checks a Keep with a TTL: a record that would
+// expire sooner is kept that long, one that would not is left as it is,
+// and its value is never touched. It reads expiries through
+// backend.Ranger.
+func testSwapKeepLengthens(t *testing.T, s backend.Swapper) {
+	r, ok := s.(backend.Ranger)
+	if !ok {
+		t.Skip("the store shows no expiry (it is not a backend.Ranger): its own tests must check a Keep with a TTL")
+	}
+	expiry := func() int64 {
+		t.Helper()
+		var exp int64
+		if err := r.Range(nil, func(rec backend.Record) bool { exp = rec.ExpiresAt; return false }); err != nil {
+			t.Fatal(err)
+		}
+		return exp
+	}
+	k, v := []byte("k"), []byte("v")
+	cas(t, s, backend.Swap{Key: k, Value: v, TTL: swapTTL})
+	before := expiry()
+	// Sooner than the record's own expiry: left as it is.
+	cas(t, s, backend.Swap{Key: k, Expected: v, TTL: swapTTL / 2, Keep: true})
+	if got := expiry(); got < before-int64(time.Minute) {
+		t.Fatalf("a Keep with half the TTL moved the expiry %v earlier", time.Duration(before-got))
+	}
+	// Later: kept that long, the value untouched.
+	cas(t, s, backend.Swap{Key: k, Expected: v, Value: []byte("ignored"), TTL: 3 * swapTTL, Keep: true})
+	if got := expiry(); got < before+int64(swapTTL) {
+		t.Fatalf("a Keep with three times the TTL lengthened the expiry by %v, want about %v", time.Duration(got-before), 2*swapTTL)
+	}
+	wantSwapGet(t, s, k, v)
 }
 
 func testSwapExpired(t *testing.T, s backend.Swapper) {
