@@ -337,24 +337,18 @@ func (t *tier) PutLocked(h uint64, k, v []byte, exp int64) error {
 	return nil
 }
 
-// ExtendLocked lengthens the expiry of the cached record, and marks it for
-// the disk so that the disk's copy is kept as long.
+// ExtendLocked lengthens the expiry of the cached record and writes the
+// record back as PutLocked does, so that the disk's copy is kept as long.
 func (t *tier) ExtendLocked(h uint64, k []byte, now, exp int64) (bool, error) {
 	ok, err := t.cache.ExtendLocked(h, k, now, exp)
 	if !ok || err != nil {
 		return false, err
 	}
-	st := t.stripe(h)
-	if t.mode == Sync {
-		v, err := t.cache.GetLocked(h, k, now)
-		if err != nil {
-			return true, err
-		}
-		st.ticket = t.commit.enqueue(backend.Write{Key: clone(k), Value: clone(v), ExpiresAt: exp}, h)
-		return true, nil
+	v, err := t.cache.GetLocked(h, k, now)
+	if err == nil {
+		err = t.PutLocked(h, k, v, exp) // v is the cache's own: rewritten in place
 	}
-	t.markDirty(st, h, k, exp, false)
-	return true, nil
+	return true, err
 }
 
 // DeleteLocked removes the record from the cache and from the disk.
