@@ -559,7 +559,7 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		// Nothing is spent, but a denied record is kept until its caller
 		// is full again (see backend.Extender), committed as a write is.
 		for s := range slots {
-			if sl := &slots[s]; sl.keep > 0 && e.keep(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, now, sl.keep) {
+			if sl := &slots[s]; e.keep(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, now, sl.keep) {
 				kept = true
 				ticket = max(ticket, e.ticket(int(sl.hash&e.mask)))
 			}

@@ -32,11 +32,12 @@ const (
 // the step accounts for, so the store's record denies it too (unless the key
 // was deleted, which a backend.Watcher reports). The exception is a denial
 // whose caller is full again only after the store would forget the record
-// (a rule whose rate was lowered since it was written): it goes to the store
-// once, whose compare-only swap keeps the record that long (seenRecord). Any other request that
-// spends nothing (a peek, or a denial found only on the store's record) is
-// confirmed by a compare-only swap (backend.Swap.Keep). A queue mixing
-// spending and denials costs one round trip in all.
+// (a rule whose rate was lowered since it was written): it goes to the
+// store once, whose compare-only swap keeps the record that long
+// (seenRecord). Any other request that spends nothing (a peek, or a denial
+// found only on the store's record) is confirmed by a compare-only swap
+// (backend.Swap.Keep). A queue mixing spending and denials costs one round
+// trip in all.
 type swapPath struct {
 	s        backend.Swapper
 	group    backend.Grouper // nil: every key swaps with every other
