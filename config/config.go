@@ -40,7 +40,7 @@ var Backends = []string{BackendMemory, BackendPebble, BackendBolt, BackendRedis}
 const (
 	DefaultBackend        = BackendMemory
 	DefaultFlushInterval  = engine.DefaultFlushInterval
-	DefaultRedisTimeout   = 5 * time.Millisecond
+	DefaultRedisTimeout   = 50 * time.Millisecond
 	DefaultRedisKeyPrefix = "sluice:"
 	DefaultFleetSize      = 1
 )
@@ -129,7 +129,7 @@ type Redis struct {
 	// insecure_skip_verify (which imply true).
 	TLS RedisTLS
 	// Timeout is "timeout", every call's deadline; DefaultRedisTimeout
-	// (5ms) when left out. A call past it is a store error, to which
+	// (50ms) when left out. A call past it is a store error, to which
 	// on_store_error applies.
 	Timeout time.Duration
 	// KeyPrefix is "key_prefix", the start of every key the gateway

@@ -50,7 +50,7 @@ func TestParseRedisStore(t *testing.T) {
 		want          config.Redis
 	}{
 		{"minimal", "  backend: redis\n  redis:\n    addrs: [127.0.0.1:6379]",
-			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"every field", `  backend: redis
   redis:
     addrs: [10.0.0.1:6379, "redis.internal:7000", "[::1]:6380"]
@@ -64,18 +64,18 @@ func TestParseRedisStore(t *testing.T) {
 			config.Redis{Addrs: []string{"10.0.0.1:6379", "redis.internal:7000", "[::1]:6380"}, Username: "gateway", Password: "s3cret",
 				TLS: config.RedisTLS{Enabled: true}, Timeout: 20 * time.Millisecond, KeyPrefix: "orders-api:", FleetSize: 3, AutoPipeline: true}},
 		{"sentinel", "  backend: redis\n  redis: {addrs: [10.0.0.1:26379, 10.0.0.2:26379], master_name: mymaster, db: 1}",
-			config.Redis{Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, MasterName: "mymaster", DB: 1, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+			config.Redis{Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, MasterName: "mymaster", DB: 1, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"db", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], db: 2}",
-			config.Redis{Addrs: []string{"127.0.0.1:6379"}, DB: 2, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, DB: 2, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"password_file", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], password_file: " + pwFile + "}",
-			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Password: "from-a-file", Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Password: "from-a-file", Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"password_env", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], password_env: SLUICE_TEST_REDIS_PASSWORD}",
-			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Password: "from-the-env", Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Password: "from-the-env", Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"tls false", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], tls: false}",
-			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"tls mapping", "  backend: redis\n  redis:\n    addrs: [127.0.0.1:6379]\n    tls: {ca_file: " + caFile + ", server_name: redis.internal, insecure_skip_verify: false}",
 			config.Redis{Addrs: []string{"127.0.0.1:6379"}, TLS: config.RedisTLS{Enabled: true, CAFile: caFile, ServerName: "redis.internal"},
-				Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}},
+				Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := config.Parse("fleet.yaml", []byte(redisConfig(c.section)))

@@ -36,10 +36,9 @@ func newRedisServer(t *testing.T, rules []sluice.Rule, mode sluice.MatchMode, fl
 	store, err := redis.Open(redis.ClientOptions{Addrs: []string{rs.redis.Addr}}, &redis.Options{
 		KeyPrefix: "httplimit:" + strings.ReplaceAll(t.Name(), "/", ":") + ":",
 		// A race-detector build on a loaded machine can take longer than
-		// the default 5ms to schedule a reply: a slow call must not pass
+		// the default 50ms to schedule a reply: a slow call must not pass
 		// for Redis being down.
-		Timeout:         2 * time.Second,
-		BreakerCooldown: 50 * time.Millisecond,
+		Timeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -34,9 +34,17 @@
 //
 // # Failures
 //
-// Every call has a deadline (Options.Timeout, 5ms by default). A circuit
-// breaker stops calling a Redis that failed Options.BreakerFailures times
-// in a row, answering ErrUnavailable at once, and lets one call probe it
-// every Options.BreakerCooldown. The engine turns either into an
-// engine.ErrStore, and the doors apply their on_store_error policy.
+// Every call has a deadline (Options.Timeout, 50ms by default), which
+// covers waiting for a pooled connection and setting up a new one (dial,
+// TLS, handshake): no decision waits longer. A circuit breaker judges
+// Redis by its error rate over a window (Options.BreakerWindow, 1s), once
+// the window holds a minimum of calls (Options.BreakerMinCalls, 20): when
+// at least Options.BreakerFailureRate (half) of them failed, it opens, and
+// calls fail at once with ErrUnavailable, but for one at a time that
+// probes Redis; the first probe Redis answers closes it. So one slow
+// moment does not open it, a Redis that does not answer costs each call
+// at most its deadline until the breaker opens, and a Redis that comes
+// back serves the next call. Store.Breaker reports its state. The engine
+// turns either error into an engine.ErrStore, and the doors apply their
+// on_store_error policy.
 package redis

@@ -3,7 +3,9 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,42 +35,132 @@ func decideWithin(t *testing.T, e *engine.Engine, l engine.Limit, key string, ti
 var failLimit = engine.Limit{Namespace: "f", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 1000, Window: time.Second})}
 
 // TestHungServerKeepsTheDeadline: a redis-server that stops answering
-// (SIGSTOP: connections stay open, nothing replies) fails each decision at
-// its deadline with an ErrStore wrapping context.DeadlineExceeded; after
-// BreakerFailures of them the breaker opens and decisions fail at once
-// with ErrUnavailable, without calling Redis; once the server answers
-// again, the breaker's probe closes it and decisions work.
+// (SIGSTOP: connections are accepted, nothing replies) fails every
+// decision of 16 concurrent callers within its deadline, with an ErrStore
+// wrapping context.DeadlineExceeded or, once enough have failed, the
+// breaker's ErrUnavailable; a store opened while the server is stopped
+// (every connection new, its dial and handshake under the deadline too)
+// does the same. Once the server answers again, decisions work at once:
+// the breaker's probe closes it at the first answer.
 func TestHungServerKeepsTheDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	timeout := 50 * time.Millisecond
-	cooldown := 200 * time.Millisecond
-	s := open(t, []string{srv.Addr}, redis.Options{Timeout: timeout, BreakerFailures: 3, BreakerCooldown: cooldown})
-	e := newEngine(t, s, engine.Options{})
+	warm := open(t, []string{srv.Addr}, redis.Options{Timeout: timeout})
+	e := newEngine(t, warm, engine.Options{})
 	if d, err := e.Apply(failLimit, "k", 1); err != nil || !d.Allowed {
 		t.Fatal(d, err)
 	}
+	// A second store whose pool holds no connection yet: opened (its
+	// first ping and script load) before the pause, used after it.
+	cold := open(t, []string{srv.Addr}, redis.Options{Timeout: timeout})
+	ec := newEngine(t, cold, engine.Options{})
 	srv.Pause()
-	for i := range 3 {
-		_, err := decideWithin(t, e, failLimit, "k", timeout)
-		if !errors.Is(err, engine.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("call %d to a hung server: %v, want ErrStore wrapping DeadlineExceeded", i+1, err)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	for _, tc := range []struct {
+		name string
+		e    *engine.Engine
+	}{{"warm pool", e}, {"new connections", ec}} {
+		var wg sync.WaitGroup
+		errs := make(chan error, 16*8)
+		for c := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 8 {
+					start := time.Now()
+					_, err := tc.e.Apply(failLimit, "k"+strconv.Itoa(c*8+i), 1)
+					if took := time.Since(start); took > timeout+ceiling {
+						errs <- fmt.Errorf("a decision took %v with a %v deadline", took, timeout)
+						return
+					}
+					if !errors.Is(err, engine.ErrStore) || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrUnavailable)) {
+						errs <- fmt.Errorf("a call to a hung server: %v, want ErrStore wrapping DeadlineExceeded or ErrUnavailable", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("%s: %v", tc.name, err)
 		}
 	}
-	_, err := decideWithin(t, e, failLimit, "k", 0)
-	if !errors.Is(err, engine.ErrStore) || !errors.Is(err, redis.ErrUnavailable) {
-		t.Fatalf("after 3 failures: %v, want ErrStore wrapping ErrUnavailable", err)
+	if b := warm.Breaker(); !b.Open || b.Opened == 0 || b.Rejected == 0 {
+		t.Fatalf("after 128 failed calls the breaker is %+v, want open, having rejected some", b)
 	}
 	srv.Resume()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, err := decideWithin(t, e, failLimit, "k", timeout)
-		if err == nil && d.Allowed {
-			break
+	resumed = true
+	back := time.Now()
+	for _, e := range []*engine.Engine{e, ec} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			d, err := decideWithin(t, e, failLimit, "after", timeout)
+			if err == nil && d.Allowed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("10s after the server came back: %v", err)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10s after the server came back: %v", err)
+	}
+	t.Logf("decisions work %v after the server came back; breaker %+v", time.Since(back), warm.Breaker())
+	if b := warm.Breaker(); b.Open {
+		t.Fatalf("the breaker is still open after a decision succeeded: %+v", b)
+	}
+}
+
+// TestBreakerNeedsAVolume: failures below the breaker's minimum volume of
+// calls do not open it, whatever their share; past it, a share of
+// failures below its rate does not either.
+func TestBreakerNeedsAVolume(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, redis.Options{Timeout: 20 * time.Millisecond, BreakerMinCalls: 12, BreakerFailureRate: 0.5, BreakerWindow: time.Hour})
+	e := newEngine(t, s, engine.Options{})
+	if _, err := e.Apply(failLimit, "first", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	for i := range 9 {
+		if _, err := e.Apply(failLimit, "v"+strconv.Itoa(i), 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d: %v, want DeadlineExceeded", i+1, err)
 		}
-		time.Sleep(cooldown / 4)
+	}
+	if b := s.Breaker(); b.Open {
+		t.Fatalf("9 failures under a volume of 12 opened the breaker: %+v", b)
+	}
+	srv.Resume()
+	for i := 0; s.Breaker().Calls < 20; i++ {
+		if _, err := e.Apply(failLimit, "w"+strconv.Itoa(i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Pause()
+	// 20 calls, 9 failed: below half. The tenth failure makes 10 of 21.
+	if b := s.Breaker(); b.Open || b.Failures != 9 || b.Calls != 20 {
+		t.Fatalf("the breaker after 9 failures of 20 calls: %+v", b)
+	}
+	e.Apply(failLimit, "x", 1)
+	if b := s.Breaker(); b.Open {
+		t.Fatalf("10 failures of 21 calls opened the breaker: %+v", b)
+	}
+	e.Apply(failLimit, "y", 1)
+	srv.Resume()
+	if b := s.Breaker(); !b.Open || b.Opened != 1 {
+		t.Fatalf("11 failures of 22 calls left the breaker closed: %+v", b)
+	}
+	// Open: the next call is the probe, which Redis answers.
+	if _, err := e.Apply(failLimit, "z", 1); err != nil {
+		t.Fatalf("the probe: %v", err)
+	}
+	if b := s.Breaker(); b.Open {
+		t.Fatalf("an answered probe left the breaker open: %+v", b)
 	}
 }
 
@@ -79,7 +171,7 @@ func TestHungServerKeepsTheDeadline(t *testing.T) {
 func TestSlowServerKeepsTheDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	timeout := 50 * time.Millisecond
-	e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{Timeout: timeout, BreakerFailures: -1}), engine.Options{})
+	e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{Timeout: timeout, BreakerMinCalls: -1}), engine.Options{})
 	if _, err := e.Apply(failLimit, "k", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +201,7 @@ func TestSlowServerKeepsTheDeadline(t *testing.T) {
 // matches, learns the empty key from the mismatch.
 func TestRestartedServer(t *testing.T) {
 	srv := redistest.Start(t)
-	e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{Timeout: 100 * time.Millisecond, BreakerCooldown: 50 * time.Millisecond}), engine.Options{})
+	e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{Timeout: 100 * time.Millisecond}), engine.Options{})
 	l := engine.Limit{Namespace: "r", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 3, Window: time.Hour})}
 	for range 2 {
 		e.Apply(l, "k", 1)

@@ -89,7 +89,7 @@ func open(t testing.TB, addrs []string, o redis.Options) *redis.Store {
 
 var opened int
 
-// testTimeout is the call deadline in tests: the default 5ms is right for
+// testTimeout is the call deadline in tests: the default 50ms is right for
 // a gateway next to its Redis, but a race-detector build on a loaded
 // 2-core machine can take longer than that to schedule a reply.
 const testTimeout = 2e9

@@ -25,9 +25,10 @@ import (
 // them with errors.Is.
 var (
 	// ErrUnavailable is returned without calling Redis while the circuit
-	// breaker is open: Redis failed Options.BreakerFailures calls in a row,
-	// and the store waits Options.BreakerCooldown before it probes again.
-	ErrUnavailable = errors.New("sluice/backend/redis: unavailable (circuit open after repeated failures)")
+	// breaker is open: over the last Options.BreakerWindow, enough calls
+	// failed (Options.BreakerMinCalls, Options.BreakerFailureRate), and
+	// until one call probing Redis succeeds, the others fail at once.
+	ErrUnavailable = errors.New("sluice/backend/redis: unavailable (circuit open: too many calls failed in the last window; one call at a time probes Redis)")
 	// ErrCrossSlot is returned by a CompareAndSwap over a Cluster whose
 	// keys lie in more than one swap group (see SwapGroup). The engine
 	// never sends one; nothing is written.
@@ -36,11 +37,9 @@ var (
 
 // Defaults for Options.
 const (
-	DefaultKeyPrefix       = "sluice:"
-	DefaultTimeout         = 5 * time.Millisecond
-	DefaultConnectTimeout  = 5 * time.Second
-	DefaultBreakerFailures = 5
-	DefaultBreakerCooldown = time.Second
+	DefaultKeyPrefix      = "sluice:"
+	DefaultTimeout        = 50 * time.Millisecond
+	DefaultConnectTimeout = 5 * time.Second
 )
 
 // Options configure a Store. The zero value (or nil) means the defaults.
@@ -49,23 +48,34 @@ type Options struct {
 	// DefaultKeyPrefix. Give each Sluice deployment sharing one Redis its
 	// own.
 	KeyPrefix string
-	// Timeout is every call's deadline, from the moment it is made (a
-	// decision waiting for a connection from the pool counts against it
-	// too); zero means DefaultTimeout, 5ms. A call past it fails with an
-	// error wrapping context.DeadlineExceeded.
+	// Timeout is every call's deadline, from the moment it is made: a
+	// decision waiting for a connection from the pool, or for a new
+	// connection's dial and handshake, counts against it too. Zero means
+	// DefaultTimeout, 50ms: far above a healthy Redis' answer (well under a
+	// millisecond on a local network), so that a gateway whose own CPU is
+	// busy is not told its store is down, and short enough that a Redis
+	// that does not answer gets on_store_error applied within 100ms. A
+	// call past it fails with an error wrapping context.DeadlineExceeded.
 	Timeout time.Duration
 	// ConnectTimeout bounds New's first call, which checks that Redis
 	// answers and loads the script; zero means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
-	// BreakerFailures is how many calls in a row must fail (time out or
-	// lose their connection; an error reply from Redis is not a failure of
-	// Redis), over at least 100ms, before the circuit opens; zero means
-	// DefaultBreakerFailures, a negative value disables the breaker.
-	BreakerFailures int
-	// BreakerCooldown is how long an open circuit answers ErrUnavailable
-	// before one call probes Redis again; zero means
-	// DefaultBreakerCooldown.
-	BreakerCooldown time.Duration
+	// BreakerWindow is the span over which the circuit breaker judges
+	// Redis' error rate; zero means DefaultBreakerWindow, 1s. A failure is
+	// a call that timed out, lost or could not make its connection, or was
+	// answered that the server cannot serve now (LOADING, CLUSTERDOWN,
+	// TRYAGAIN, MASTERDOWN); any other error reply is an answer.
+	BreakerWindow time.Duration
+	// BreakerMinCalls is how many calls must have ended within the window
+	// before it is judged; zero means DefaultBreakerMinCalls, 20, and a
+	// negative value disables the breaker.
+	BreakerMinCalls int
+	// BreakerFailureRate is the share of the window's calls that must have
+	// failed for the circuit to open, above 0 and at most 1; zero means
+	// DefaultBreakerFailureRate, 0.5. Open, calls fail at once with
+	// ErrUnavailable, but for one at a time that probes Redis; the first
+	// probe Redis answers closes the circuit.
+	BreakerFailureRate float64
 	// EngineClock makes the store report no time of its own, so that the
 	// engine's clock rules, and keep every record at least an hour of
 	// Redis' time, since Redis expires records by its own clock, which a
@@ -113,11 +123,11 @@ func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error
 	if opts != nil {
 		o = *opts
 	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	if c == nil {
 		return nil, errors.New("sluice/backend/redis: nil client")
-	}
-	if o.Timeout < 0 || o.ConnectTimeout < 0 || o.BreakerCooldown < 0 {
-		return nil, fmt.Errorf("sluice/backend/redis: timeouts must not be negative (timeout %v, connect timeout %v, breaker cooldown %v)", o.Timeout, o.ConnectTimeout, o.BreakerCooldown)
 	}
 	s := &Store{c: c, base: c, own: own, prefix: o.KeyPrefix, timeout: o.Timeout, noClock: o.EngineClock}
 	switch cc := c.(type) {
@@ -141,29 +151,65 @@ func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error
 	if connect == 0 {
 		connect = DefaultConnectTimeout
 	}
-	s.brk = breaker{threshold: int32(o.BreakerFailures), cooldown: int64(o.BreakerCooldown)}
-	if s.brk.threshold == 0 {
-		s.brk.threshold = DefaultBreakerFailures
-	}
-	if s.brk.cooldown == 0 {
-		s.brk.cooldown = int64(DefaultBreakerCooldown)
-	}
+	s.brk.init(&o)
 	ctx, cancel := context.WithTimeout(context.Background(), connect)
 	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
+	if err := ping(ctx, c); err != nil {
 		return nil, fmt.Errorf("sluice/backend/redis: Redis does not answer: %w", err)
 	}
 	if cc, ok := c.(*goredis.ClusterClient); ok {
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
-			return loadScripts(ctx, n)
+		err := retry(ctx, func(ctx context.Context) error {
+			return cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+				return loadScripts(ctx, n)
+			})
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sluice/backend/redis: loading the script: %w", err)
 		}
-	} else if err := loadScripts(ctx, c); err != nil {
+	} else if err := retry(ctx, func(ctx context.Context) error { return loadScripts(ctx, c) }); err != nil {
 		return nil, fmt.Errorf("sluice/backend/redis: loading the script: %w", err)
 	}
 	return s, nil
+}
+
+// check refuses options out of range.
+func (o *Options) check() error {
+	if o.Timeout < 0 || o.ConnectTimeout < 0 || o.BreakerWindow < 0 {
+		return fmt.Errorf("sluice/backend/redis: durations must not be negative (timeout %v, connect timeout %v, breaker window %v)", o.Timeout, o.ConnectTimeout, o.BreakerWindow)
+	}
+	if o.BreakerFailureRate < 0 || o.BreakerFailureRate > 1 {
+		return fmt.Errorf("sluice/backend/redis: the breaker's failure rate must be above 0 and at most 1, got %v", o.BreakerFailureRate)
+	}
+	if o.BreakerWindow != 0 && o.BreakerWindow < breakerBuckets*time.Millisecond {
+		return fmt.Errorf("sluice/backend/redis: the breaker's window must be at least %v, got %v", breakerBuckets*time.Millisecond, o.BreakerWindow)
+	}
+	return nil
+}
+
+// ping checks that Redis answers, trying again until ctx ends: each try is
+// bounded by the client's socket timeouts, which may be shorter than the
+// time a starting Redis takes.
+func ping(ctx context.Context, c goredis.UniversalClient) error {
+	return retry(ctx, func(ctx context.Context) error { return c.Ping(ctx).Err() })
+}
+
+// retry calls fn until it succeeds, fails with an error reply (an answer,
+// not a failure to reach Redis), or ctx ends, waiting a little between
+// tries; it returns fn's last error.
+func retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	wait := 10 * time.Millisecond
+	for {
+		err := fn(ctx)
+		if err == nil || !isFailure(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 // loadScripts loads the compare-and-swap scripts into the server c reaches.
@@ -227,20 +273,19 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 	if len(o.Addrs) == 0 {
 		return nil, errors.New("sluice/backend/redis: no address")
 	}
-	timeout := DefaultTimeout
+	// Every socket read, write and dial is bounded by the call deadline,
+	// not only by the call's context: go-redis sets up a new connection
+	// (dial, HELLO) under its own timeouts, and a Redis that accepts
+	// connections but does not answer (stopped, or a black hole) would
+	// otherwise hold a decision for those. New's first calls, which may
+	// wait longer for a Redis that is starting, are retried up to
+	// ConnectTimeout instead. A failed dial is not retried within a call:
+	// a stopped Redis fails each call at once, not at its deadline.
+	io := DefaultTimeout
 	if opts != nil && opts.Timeout > 0 {
-		timeout = opts.Timeout
+		io = opts.Timeout
 	}
-	// The socket deadlines are a backstop: every call carries its own
-	// context deadline, which go-redis applies when it is the sooner. They
-	// are long enough for New's first call (ConnectTimeout). A failed dial
-	// is not retried within a call: a stopped Redis then fails each call
-	// with "connection refused" at once, not at its deadline.
-	io := DefaultConnectTimeout
-	if opts != nil && opts.ConnectTimeout > 0 {
-		io = opts.ConnectTimeout
-	}
-	io = max(io, timeout)
+	dial := dialer(io, o.TLS)
 	if o.PoolSize == 0 {
 		o.PoolSize = DefaultPoolSize
 	}
@@ -250,13 +295,13 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 		c = goredis.NewFailoverClient(&goredis.FailoverOptions{
 			MasterName: o.MasterName, SentinelAddrs: o.Addrs, Username: o.Username, Password: o.Password, DB: o.DB,
 			TLSConfig: o.TLS, PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
-			DialTimeout: io, DialerRetries: 1, MaxRetries: -1,
+			DialTimeout: io, DialerRetries: 1, MaxRetries: -1, Dialer: dial,
 		})
 	case len(o.Addrs) == 1:
 		c = goredis.NewClient(&goredis.Options{
 			Addr: o.Addrs[0], Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
 			PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
-			DialTimeout: io, DialerRetries: 1, MaxRetries: -1,
+			DialTimeout: io, DialerRetries: 1, MaxRetries: -1, Dialer: dial,
 		})
 	default:
 		if o.DB != 0 {
@@ -265,7 +310,7 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 		c = goredis.NewClusterClient(&goredis.ClusterOptions{
 			Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
 			PoolSize: o.PoolSize, ContextTimeoutEnabled: true, ReadTimeout: io, WriteTimeout: io,
-			DialTimeout: io, DialerRetries: 1, MaxRetries: -1,
+			DialTimeout: io, DialerRetries: 1, MaxRetries: -1, Dialer: dial,
 		})
 	}
 	s, err := newStore(c, opts, true)
@@ -672,14 +717,15 @@ func (s *Store) check(key []byte) error {
 
 // call runs fn under the call deadline and the circuit breaker.
 func (s *Store) call(fn func(ctx context.Context) error) error {
-	if !s.brk.allow() {
+	probe, ok := s.brk.allow()
+	if !ok {
 		return ErrUnavailable
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	err := fn(ctx)
 	late := ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)
 	cancel()
-	s.brk.done(err)
+	s.brk.done(probe, err)
 	switch {
 	case err == nil:
 		return nil
@@ -749,77 +795,4 @@ func tag(k string) string {
 	i := strings.IndexByte(k, '{')
 	j := strings.IndexByte(k[i+1:], '}')
 	return k[i+1 : i+1+j]
-}
-
-// breaker is the circuit breaker: closed while calls succeed; open for
-// cooldown once threshold calls in a row have failed; then one call at a
-// time probes, and a success closes it again.
-type breaker struct {
-	threshold int32 // failures in a row that open it; negative: never
-	cooldown  int64 // ns
-
-	fails     atomic.Int32
-	since     atomic.Int64 // Unix ns of the first failure of the current run
-	openUntil atomic.Int64 // Unix ns; while open, when the next probe may go
-	probing   atomic.Bool
-}
-
-// breakerSpan is how long failures must go on, besides their count, before
-// the circuit opens: a stall of a moment fails every call in flight at
-// once, which says nothing of whether the next one will fail.
-const breakerSpan = 100 * time.Millisecond
-
-func (b *breaker) allow() bool {
-	if b.threshold < 0 || b.fails.Load() < b.threshold {
-		return true
-	}
-	now := time.Now().UnixNano()
-	until := b.openUntil.Load()
-	if until == 0 || until < b.since.Load() {
-		return true // enough failures, but not yet for long enough
-	}
-	if now < until {
-		return false
-	}
-	return b.probing.CompareAndSwap(false, true)
-}
-
-func (b *breaker) done(err error) {
-	if b.threshold < 0 {
-		return
-	}
-	if err == nil || errors.Is(err, goredis.Nil) || (isReply(err) && !isTransient(err)) {
-		if b.fails.Load() != 0 {
-			b.fails.Store(0)
-			b.openUntil.Store(0)
-		}
-		b.probing.Store(false)
-		return
-	}
-	now := time.Now().UnixNano()
-	n := b.fails.Add(1)
-	if n == 1 {
-		b.since.Store(now)
-	}
-	if n >= b.threshold && now-b.since.Load() >= int64(breakerSpan) {
-		b.openUntil.Store(now + b.cooldown)
-		b.probing.Store(false)
-	}
-}
-
-// isReply reports an error reply from Redis.
-func isReply(err error) bool {
-	var reply goredis.Error
-	return errors.As(err, &reply)
-}
-
-// isTransient reports an error reply that means the server cannot serve
-// now (loading, a Cluster moving slots or without a majority).
-func isTransient(err error) bool {
-	for _, p := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN"} {
-		if goredis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
 }
