@@ -57,7 +57,7 @@ func TestLoadTheIssueConfig(t *testing.T) {
 
 // redisDefaults is the redis section a parsed Config holds when the file
 // has none.
-var redisDefaults = config.Redis{Timeout: 5 * time.Millisecond, KeyPrefix: "sluice:", FleetSize: 1}
+var redisDefaults = config.Redis{Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}
 
 func TestParseConfigDefaults(t *testing.T) {
 	c, err := config.Parse("min.yaml", []byte("rules: []\n"))
