@@ -54,12 +54,19 @@
 //     the bounded cache of last-seen records, Options.SwapCacheSize, let it
 //     go) costs one more round trip, never a wrong decision: the
 //     compare-and-swap catches the stale expectation.
+//   - The last-seen record follows the store's clock: once its expiry
+//     has passed by the store's time (give or take a round trip), the
+//     swap expects no record, so a key revisited after the store forgot it
+//     costs one round trip, not a mismatch and a second.
 //   - Concurrent decisions on one key in one process coalesce: they queue
 //     on the key, and one of them steps every queued request in order on
 //     the local record and commits them all with one compare-and-swap; each
 //     caller gets its own decision. A process has at most one
-//     compare-and-swap in flight per key (ApplyAll aside), however many
-//     callers crowd it.
+//     compare-and-swap in flight per key, however many callers crowd it:
+//     an ApplyAll queues for each of its keys in turn (in the order of the
+//     keys' bytes, so two never wait for each other) and owns them while
+//     its swap is out. Callers in one process never conflict with each
+//     other on the store; a conflict means another process wrote.
 //   - A request that the key's last-seen record already denies is denied
 //     from it, with no round trip: spending never refunds, and a record
 //     only moves towards "more spent" except by time, which the step
@@ -88,8 +95,13 @@
 //     Engines whose local clocks differ decide as one engine. A step never
 //     moves a record's time backwards: a time before the record's own is
 //     treated as no time passed.
-//   - ApplyAll is one compare-and-swap over all its keys; when any request
-//     is denied the swap only compares, so nothing is spent. Over a
+//   - ApplyAll with one request is that request's single-key decision.
+//     With more, it is one compare-and-swap over all its keys; when any
+//     request is denied the swap only compares, so nothing is spent. A
+//     denial the last-seen records show (as a single request's would be
+//     answered locally) is answered from them with no round trip, before
+//     queueing for the keys and again once they are owned; the other
+//     requests' decisions are then those of their last-seen records. Over a
 //     backend.Grouper whose keys of one call fall in several groups (a
 //     per-user and a global limit on different Redis Cluster slots), each
 //     group after the first is confirmed by a compare-only swap, then the

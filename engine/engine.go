@@ -472,6 +472,16 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		}
 	}
 	if e.store.swap != nil {
+		if len(reqs) == 1 {
+			// One request is a single-key decision: the key's queue,
+			// its local denials and its coalesced commits.
+			d := make([]algo.Decision, 1)
+			err := e.store.swap.apply(e, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, true, &d[0])
+			if err != nil {
+				return nil, false, err
+			}
+			return d, d[0].Allowed, nil
+		}
 		return e.store.swap.applyAll(e, reqs)
 	}
 	// One slot per distinct key: a key named twice is stepped twice, the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -51,6 +52,7 @@ type swapPath struct {
 	offset atomic.Int64 // the store's clock minus the engine's, once timed
 	timed  atomic.Bool  // offset has been learned (or the store has no clock)
 	latest atomic.Int64 // the latest time a reply carried (or the engine's, over a store with no clock)
+	rtt    atomic.Int64 // the last compare-and-swap's round trip, in the engine's nanoseconds
 
 	life sync.RWMutex // read-held by every call, so close can wait for them
 	shut bool         // set by close; guarded by life
@@ -103,8 +105,12 @@ type waiter struct {
 	spend bool
 	d     algo.Decision // the decision, or zero with err
 	err   error
-	wake  chan bool // receives true to lead the next batch, false once decided
-	buf   [64]byte  // deniedLocally's copy of the last-seen record
+	wake  chan bool // receives true to lead the next batch (or, multi, to own the key), false once decided
+	// multi marks an ApplyAll waiting to own the key: it is no part of a
+	// leader's batch, and is woken, off the queue, once the batch before
+	// it is done.
+	multi bool
+	buf   [64]byte // deniedLocally's copy of the last-seen record
 }
 
 func newSwapPath(s backend.Swapper, o *Options, n int) (*swapPath, error) {
@@ -172,11 +178,13 @@ func (p *swapPath) now(e *Engine) (int64, error) {
 // record's own as no time passed.
 func (p *swapPath) cas(e *Engine, swaps []backend.Swap) (bool, [][]byte, error) {
 	p.swaps.Add(1)
+	sent := e.now()
 	ok, cur, storeNow, err := p.s.CompareAndSwap(swaps)
 	if err != nil {
 		return false, nil, err
 	}
 	local := e.now()
+	p.rtt.Store(max(0, local-sent))
 	if storeNow != 0 {
 		p.offset.Store(storeNow - local)
 	} else {
@@ -212,6 +220,19 @@ func (sh *swapShard) lastSeen(k []byte) seenRecord {
 	sh.mu.Lock()
 	r := sh.seen[string(k)]
 	sh.mu.Unlock()
+	return r
+}
+
+// current returns r as the store holds it at now, by the store's clock: r
+// itself, or absent once the store has forgotten it. A swap reaches the
+// store about a round trip after now (the estimate lags the store by the
+// reply's travel, and the request has its own to make), so a record whose
+// expiry falls within that is expected absent too. Either guess is safe:
+// a wrong one costs a mismatch, whose reply carries the record.
+func (p *swapPath) current(r seenRecord, now int64) seenRecord {
+	if r.kept != 0 && addSat(now, time.Duration(p.rtt.Load())) >= r.kept {
+		return seenRecord{}
+	}
 	return r
 }
 
@@ -298,6 +319,10 @@ func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algo
 		// be stepping nothing.
 		return false, nil
 	}
+	if p.current(rec, now).v == nil {
+		// The store has forgotten the record: the caller is full.
+		return false, nil
+	}
 	algo.StepInto(a, state, now, cost, d)
 	if d.Allowed || d.CorruptState || addSat(now, d.Reset) > rec.kept {
 		// Allowed, or the store's to answer: a denial whose record the
@@ -310,37 +335,70 @@ func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algo
 	return true, nil
 }
 
-// lead decides the queued requests of k as one batch, hands the queue that
-// formed meanwhile to its first caller, and wakes the batch's callers.
+// lead decides the queued requests of k as one batch (the queue up to an
+// ApplyAll waiting to own the key), wakes the batch's callers and passes
+// the queue on.
 func (p *swapPath) lead(e *Engine, sh *swapShard, k []byte, f *flight, self *waiter) {
 	sh.mu.Lock()
 	batch := f.queue
-	f.queue = nil
+	i := 1
+	for i < len(batch) && !batch[i].multi {
+		i++
+	}
+	batch, f.queue = batch[:i:i], batch[i:]
 	sh.mu.Unlock()
 
 	p.decide(e, sh, k, f, batch)
 
-	sh.mu.Lock()
-	var next *waiter
-	if len(f.queue) == 0 {
-		delete(sh.flights, string(k))
-	} else {
-		next = f.queue[0]
-	}
-	sh.mu.Unlock()
 	for _, w := range batch {
 		if w != self {
 			w.wake <- false
 		}
 	}
-	if next != nil {
-		next.wake <- true
+	p.release(sh, k, f)
+}
+
+// release passes k's queue on to its first caller, who leads the next
+// batch or, an ApplyAll, owns the key; with no caller waiting, the flight
+// ends.
+func (p *swapPath) release(sh *swapShard, k []byte, f *flight) {
+	sh.mu.Lock()
+	if len(f.queue) == 0 {
+		delete(sh.flights, string(k))
+		sh.mu.Unlock()
+		// No caller can reach f any more: it left the map under the
+		// lock, and its last batch has been answered.
+		f.queue, f.first[0], f.swap[0] = nil, nil, backend.Swap{}
+		flights.Put(f)
 		return
 	}
-	// No caller can reach f any more: it left the map under the lock,
-	// and its last batch has been answered.
-	f.first[0], f.swap[0] = nil, backend.Swap{}
-	flights.Put(f)
+	next := f.queue[0]
+	if next.multi {
+		f.queue = f.queue[1:]
+	}
+	sh.mu.Unlock()
+	next.wake <- true
+}
+
+// own makes the caller the owner of k's queue, as a leader is, waiting its
+// turn behind the callers already queued: while it owns the key no other
+// caller in the process decides on it, so that an ApplyAll's
+// compare-and-swap never conflicts with this process' own. It must be
+// followed by release.
+func (p *swapPath) own(sh *swapShard, k []byte) *flight {
+	sh.mu.Lock()
+	f := sh.flights[string(k)]
+	if f == nil {
+		f = flights.Get().(*flight)
+		sh.flights[string(k)] = f
+		sh.mu.Unlock()
+		return f
+	}
+	w := &waiter{multi: true, wake: make(chan bool, 1)}
+	f.queue = append(f.queue, w)
+	sh.mu.Unlock()
+	<-w.wake
+	return f
 }
 
 // decide steps the batch's requests in order on k's record and commits the
@@ -361,6 +419,10 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 		if err != nil {
 			fail(err)
 			return
+		}
+		if attempt == 0 {
+			seen = p.current(seen, now)
+			expected, kept = seen.v, seen.kept
 		}
 		// Step a copy: the steps write in place, and expected is what
 		// the swap compares against.
@@ -472,10 +534,8 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 		}
 		if b.which[j] < 0 {
 			b.which[j] = len(b.swaps)
-			sh := p.shard(k)
 			b.swaps = append(b.swaps, backend.Swap{Key: k})
-			seen := sh.lastSeen(k)
-			b.slots = append(b.slots, swapSlot{sh: sh, expected: seen.v, kept: seen.kept})
+			b.slots = append(b.slots, swapSlot{sh: p.shard(k)})
 			g := ""
 			if p.group != nil {
 				g = p.group.SwapGroup(k)
@@ -485,6 +545,41 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 				order = append(order, g)
 			}
 		}
+	}
+	// A denial the last-seen records show is answered before queueing for
+	// the keys, and again once they are owned: the callers before may have
+	// spent them.
+	if denied, err := p.deniedAllLocally(e, &b); denied || err != nil {
+		if err != nil {
+			return nil, false, err
+		}
+		return b.decisions, false, nil
+	}
+	// Own every key, in the order of their bytes so that two calls on
+	// overlapping keys cannot each wait for the other.
+	byKey := make([]int, len(b.slots))
+	for s := range byKey {
+		byKey[s] = s
+	}
+	slices.SortFunc(byKey, func(x, y int) int { return bytes.Compare(b.swaps[x].Key, b.swaps[y].Key) })
+	owned := make([]*flight, len(b.slots))
+	for _, s := range byKey {
+		owned[s] = p.own(b.slots[s].sh, b.swaps[s].Key)
+	}
+	defer func() {
+		for s, f := range owned {
+			p.release(b.slots[s].sh, b.swaps[s].Key, f)
+		}
+	}()
+	if denied, err := p.deniedAllLocally(e, &b); denied || err != nil {
+		if err != nil {
+			return nil, false, err
+		}
+		return b.decisions, false, nil
+	}
+	for s := range b.slots {
+		seen := b.slots[s].sh.lastSeen(b.swaps[s].Key)
+		b.slots[s].expected, b.slots[s].kept = seen.v, seen.kept
 	}
 	if len(order) == 1 {
 		all, err := p.commit(e, &b, nil, true)
@@ -531,6 +626,60 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 	return b.decisions, true, nil
 }
 
+// deniedAllLocally steps b's requests in order on the last-seen records of
+// their keys, spending nothing, and reports whether one of them is denied
+// and every denial is one deniedLocally would answer alone: then the call
+// is answered from
+// those decisions, with no round trip (the others' say what they would
+// have answered on the records last seen). Otherwise b.decisions are left
+// zero.
+func (p *swapPath) deniedAllLocally(e *Engine, b *swapBatch) (bool, error) {
+	if p.confirm {
+		return false, nil
+	}
+	now, err := p.now(e)
+	if err != nil {
+		return false, e.storeError("swap", err)
+	}
+	if now < p.latest.Load() {
+		return false, nil // see deniedLocally
+	}
+	seen := make([]seenRecord, len(b.slots))
+	states := make([][]byte, len(b.slots))
+	for s := range b.slots {
+		seen[s] = p.current(b.slots[s].sh.lastSeen(b.swaps[s].Key), now)
+		if seen[s].v != nil {
+			states[s] = append([]byte(nil), seen[s].v...)
+		}
+	}
+	local := false
+	for j, r := range b.reqs {
+		s, d := b.which[j], &b.decisions[j]
+		next := algo.StepInto(r.Limit.Algorithm, states[s], now, r.Cost, d)
+		if d.CorruptState {
+			local = false
+			break
+		}
+		if next != nil {
+			states[s] = next
+		}
+		if !d.Allowed {
+			if seen[s].v == nil || addSat(now, d.Reset) > seen[s].kept {
+				// This denial is the store's to keep (see seenRecord).
+				local = false
+				break
+			}
+			local = true
+		}
+	}
+	if !local {
+		clear(b.decisions)
+		return false, nil
+	}
+	p.localDenials.Add(1)
+	return true, nil
+}
+
 // swapBatch is one ApplyAll's keys and decisions over the swap path: one
 // slot and one swap per distinct key.
 type swapBatch struct {
@@ -570,6 +719,8 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 		}
 		for _, s := range slots {
 			sl := &b.slots[s]
+			cur := p.current(seenRecord{sl.expected, sl.kept}, now)
+			sl.expected, sl.kept = cur.v, cur.kept
 			sl.state, sl.keep = nil, 0
 			if sl.expected != nil {
 				sl.state = append([]byte(nil), sl.expected...)

@@ -165,6 +165,20 @@ func testTwoEngines(t *testing.T, confirm bool) {
 				reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(t, "limit2"), Key: "c", Cost: 1}}
 				d1, all1, err1 := e.ApplyAll(reqs)
 				d2, all2, err2 := one.ApplyAll(reqs)
+				if !confirm && err1 == nil && err2 == nil && !all1 && !all2 {
+					// A denial answered from the last-seen records: each
+					// denial as conservative as a single one may be, the
+					// other requests' answers those of records as stale.
+					stale := true
+					for j := range d1 {
+						if !d1[j].Allowed && !(!d2[j].Allowed && d1[j].Limit == d2[j].Limit && d1[j].Remaining >= d2[j].Remaining && d1[j].RetryAfter > 0 && d1[j].RetryAfter <= d2[j].RetryAfter) {
+							stale = false
+						}
+					}
+					if stale {
+						d1 = d2
+					}
+				}
 				got, want = fmt.Sprintf("%+v %v %v", d1, all1, err1), fmt.Sprintf("%+v %v %v", d2, all2, err2)
 			default:
 				d1, err1 := e.Apply(l, key, cost)
