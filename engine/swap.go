@@ -52,7 +52,6 @@ type swapPath struct {
 	offset atomic.Int64 // the store's clock minus the engine's, once timed
 	timed  atomic.Bool  // offset has been learned (or the store has no clock)
 	latest atomic.Int64 // the latest time a reply carried (or the engine's, over a store with no clock)
-	rtt    atomic.Int64 // the last compare-and-swap's round trip, in the engine's nanoseconds
 
 	life sync.RWMutex // read-held by every call, so close can wait for them
 	shut bool         // set by close; guarded by life
@@ -178,13 +177,11 @@ func (p *swapPath) now(e *Engine) (int64, error) {
 // record's own as no time passed.
 func (p *swapPath) cas(e *Engine, swaps []backend.Swap) (bool, [][]byte, error) {
 	p.swaps.Add(1)
-	sent := e.now()
 	ok, cur, storeNow, err := p.s.CompareAndSwap(swaps)
 	if err != nil {
 		return false, nil, err
 	}
 	local := e.now()
-	p.rtt.Store(max(0, local-sent))
 	if storeNow != 0 {
 		p.offset.Store(storeNow - local)
 	} else {
@@ -224,13 +221,14 @@ func (sh *swapShard) lastSeen(k []byte) seenRecord {
 }
 
 // current returns r as the store holds it at now, by the store's clock: r
-// itself, or absent once the store has forgotten it. A swap reaches the
-// store about a round trip after now (the estimate lags the store by the
-// reply's travel, and the request has its own to make), so a record whose
-// expiry falls within that is expected absent too. Either guess is safe:
-// a wrong one costs a mismatch, whose reply carries the record.
+// itself, or absent once the store has forgotten it. kept was reckoned
+// from the time the record was stepped, which is before the store wrote
+// it by a round trip (the estimate of the store's clock lags it by a
+// reply's travel), just as now is before this swap reaches the store: the
+// two lags cancel, give or take their difference. Either guess is safe: a
+// wrong one costs a mismatch, whose reply carries the record.
 func (p *swapPath) current(r seenRecord, now int64) seenRecord {
-	if r.kept != 0 && addSat(now, time.Duration(p.rtt.Load())) >= r.kept {
+	if r.kept != 0 && now >= r.kept {
 		return seenRecord{}
 	}
 	return r
