@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -261,5 +262,90 @@ func TestFleetContention(t *testing.T) {
 	}
 	if allowed != 100 {
 		t.Errorf("the processes counted %v allowed in all, want 100", allowed)
+	}
+}
+
+// Three gateways with the store's defaults (the deadline, the breaker), on
+// one Redis, while two busy loops take both cores: 24 concurrent clients
+// send 5 users × 60 orders spread over the gateways. A healthy Redis
+// behind busy gateways is never refused: each user gets exactly the limit,
+// every other request a 429, none a 503.
+func TestFleetDefaultsOnABusyMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a fleet")
+	}
+	rs := redistest.Start(t)
+	waitAwayFromDayBoundary(t)
+	cfg := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`store:
+  backend: redis
+  redis:
+    addrs: [%s]
+    key_prefix: %q
+on_store_error: closed
+rules:
+  - name: orders
+    method: POST
+    path_prefix: /api/orders
+    scope: user
+    algorithm: fixed_window
+    limit: 20
+    window: 24h
+`, rs.Addr, testPrefix(t)))
+	f := startFleet(t, 3, cfg)
+	for range 2 {
+		busy := exec.Command("sh", "-c", "while :; do :; done")
+		if err := busy.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
+	}
+
+	const users, each, clients = 5, 60, 24
+	jobs := make(chan int, users*each)
+	for n := range users * each {
+		jobs <- n
+	}
+	close(jobs)
+	var (
+		mu     sync.Mutex
+		counts = map[string]map[int]int{}
+		wg     sync.WaitGroup
+	)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range jobs {
+				user := fmt.Sprintf("user-%d", n%users)
+				req, _ := http.NewRequest("POST", "http://"+f.procs[n%len(f.procs)].Listen+"/api/orders", nil)
+				req.Header.Set("X-User-ID", user)
+				resp, err := fleetClient.Do(req)
+				code := -1
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					code = resp.StatusCode
+				}
+				mu.Lock()
+				if counts[user] == nil {
+					counts[user] = map[int]int{}
+				}
+				counts[user][code]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for u := range users {
+		user := fmt.Sprintf("user-%d", u)
+		if c := counts[user]; c[200] != 20 || c[429] != each-20 {
+			t.Errorf("%s: statuses %v, want exactly 20 × 200 and %d × 429", user, c, each-20)
+		}
+	}
+	for i := range f.procs {
+		if errs := f.metric(t, i, `sluice_store_errors_total{policy="closed",rule="orders"}`); errs != 0 {
+			t.Errorf("gateway %d counted %v store errors; log:\n%s", i, errs, f.procs[i].Log())
+		}
 	}
 }
