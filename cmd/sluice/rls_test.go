@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluice-go/sluice/backend/redis/redistest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -797,4 +799,108 @@ func TestRLSAdminToken(t *testing.T) {
 		t.Errorf("GET /v1/keys with the token: %d %s", code, body)
 	}
 	p.waitLog(t, "token=true", 1)
+}
+
+// rlsLoadConfig: a hot descriptor, a tenant with a per-user limit under
+// it (two limits per request), and one for distinct callers.
+const rlsLoadConfig = `domain: load
+descriptors:
+  - key: hot
+    rate_limit:
+      unit: day
+      requests_per_unit: 100
+  - key: tenant
+    rate_limit:
+      unit: day
+      requests_per_unit: 100000
+    descriptors:
+      - key: user
+        rate_limit:
+          unit: day
+          requests_per_unit: 100
+  - key: solo
+    rate_limit:
+      unit: day
+      requests_per_unit: 5
+`
+
+// `sluice rls` on Redis with the store's defaults, 64 concurrent callers:
+// 1,000 calls on one fresh descriptor, then 1,000 on a request of two
+// limits, admit exactly 100 each with not one error; once spent, the hot
+// descriptor costs Redis at most one script per five decisions, and
+// distinct callers at most one per decision.
+func TestRLSProcessRedisUnderLoad(t *testing.T) {
+	rs := redistest.Start(t)
+	waitAwayFromDayBoundary(t)
+	cfg := filepath.Join(t.TempDir(), "load.yaml")
+	writeFile(t, cfg, rlsLoadConfig)
+	p := startRLS(t, "--config", cfg, "--backend", "redis", "--redis-addr", rs.Addr)
+	run := func(n int, req func(i int) []*rlv3.RateLimitDescriptor) (ok, over int, errs []error) {
+		var (
+			mu   sync.Mutex
+			wg   sync.WaitGroup
+			jobs = make(chan int, n)
+		)
+		for i := range n {
+			jobs <- i
+		}
+		close(jobs)
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range jobs {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					resp, err := p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "load", Descriptors: req(i)})
+					cancel()
+					mu.Lock()
+					switch {
+					case err != nil:
+						errs = append(errs, err)
+					case resp.OverallCode == rlspb.RateLimitResponse_OK:
+						ok++
+					case resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT:
+						over++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return ok, over, errs
+	}
+	hot := func(int) []*rlv3.RateLimitDescriptor { return []*rlv3.RateLimitDescriptor{rd("hot", "h")} }
+	two := func(int) []*rlv3.RateLimitDescriptor {
+		return []*rlv3.RateLimitDescriptor{rd("tenant", "t"), rd("tenant", "t", "user", "u")}
+	}
+	for _, c := range []struct {
+		name string
+		req  func(int) []*rlv3.RateLimitDescriptor
+	}{{"one descriptor", hot}, {"two limits", two}} {
+		ok, over, errs := run(1000, c.req)
+		if len(errs) > 0 {
+			t.Fatalf("%s: %d errors, the first: %v", c.name, len(errs), errs[0])
+		}
+		if ok != 100 || over != 900 {
+			t.Errorf("%s: 1,000 calls from 64 callers: %d OK and %d OVER_LIMIT, want exactly 100 and 900", c.name, ok, over)
+		}
+	}
+	scripts := func() int64 { c := rs.CommandCalls(t); return c["evalsha"] + c["eval"] }
+	before := scripts()
+	if ok, _, errs := run(1000, hot); ok != 0 || len(errs) > 0 {
+		t.Fatalf("the spent hot descriptor: %d OK, %v", ok, errs)
+	}
+	if n := scripts() - before; n > 200 {
+		t.Errorf("1,000 calls on the spent hot descriptor ran %d scripts, want at most 200", n)
+	}
+	before = scripts()
+	solo := func(i int) []*rlv3.RateLimitDescriptor {
+		return []*rlv3.RateLimitDescriptor{rd("solo", "caller-"+strconv.Itoa(i))}
+	}
+	if ok, _, errs := run(1000, solo); ok != 1000 || len(errs) > 0 {
+		t.Fatalf("1,000 distinct callers: %d OK, %v", ok, errs)
+	}
+	if n := scripts() - before; n > 1000 {
+		t.Errorf("1,000 distinct callers ran %d scripts, want at most one each", n)
+	}
 }
