@@ -197,7 +197,8 @@ func TestSlowServerKeepsTheDeadline(t *testing.T) {
 
 // TestRestartedServer: a server killed and started again (its script cache
 // and records gone) serves decisions again: the script is sent again by
-// EVAL after NOSCRIPT, and the engine, whose last-seen record no longer
+// EVAL after NOSCRIPT (for a record that exists: a fresh one is a SET NX),
+// and the engine, whose last-seen record no longer
 // matches, learns the empty key from the mismatch.
 func TestRestartedServer(t *testing.T) {
 	srv := redistest.Start(t)
@@ -228,6 +229,12 @@ func TestRestartedServer(t *testing.T) {
 			t.Fatalf("10s after the restart: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// That first write needed no script (a fresh record is SET NX); the
+	// next one steps the record it wrote, with the script the restarted
+	// server has never seen.
+	if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("second decision after the restart: %+v, %v", d, err)
 	}
 	if calls := srv.CommandCalls(t); calls["eval"] == 0 {
 		t.Fatalf("no EVAL after the restart (commandstats %v): the NOSCRIPT fallback did not run", calls)
