@@ -79,14 +79,18 @@ func (b *breaker) allow() (probe bool, ok bool) {
 }
 
 // done counts the outcome of a call allow let through.
-func (b *breaker) done(probe bool, err error) {
+func (b *breaker) done(probe bool, err error) { b.doneN(probe, err, 1) }
+
+// doneN counts the outcome of a call allow let through that carried n
+// decisions (a batch): it weighs as n calls.
+func (b *breaker) doneN(probe bool, err error, n int64) {
 	if b.off {
 		return
 	}
-	b.calls.Add(1)
+	b.calls.Add(uint64(n))
 	failed := isFailure(err)
 	if failed {
-		b.failures.Add(1)
+		b.failures.Add(uint64(n))
 	}
 	if probe {
 		if !failed {
@@ -106,11 +110,11 @@ func (b *breaker) done(probe bool, err error) {
 		bk.calls.Store(0)
 		bk.fails.Store(0)
 	}
-	bk.calls.Add(1)
+	bk.calls.Add(n)
 	if !failed {
 		return
 	}
-	bk.fails.Add(1)
+	bk.fails.Add(n)
 	if b.open.Load() {
 		return
 	}

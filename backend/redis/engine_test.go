@@ -553,3 +553,59 @@ func TestExpiredRecordIsExpectedAbsent(t *testing.T) {
 		t.Fatalf("%d revisits of expired records: %d scripts, %d SETs and %d conflicts, want 0, %d and 0", keys, scripts2-scripts, sets2-sets, c, keys)
 	}
 }
+
+// TestBatchedAcrossProcesses: two stores (two processes) × 32 goroutines
+// spend 200 keys of a fixed window of 10, each goroutine over the keys in
+// its own order: far more than 4 swaps are in flight, so the stores send
+// them in batches (one script per batch), and another process' writes
+// make some of each batch mismatch. Every key admits exactly 10, with no
+// error.
+func TestBatchedAcrossProcesses(t *testing.T) {
+	srv := server(t)
+	l := engine.Limit{Namespace: "b", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour})}
+	o := redis.Options{KeyPrefix: prefix(t)}
+	engines := []*engine.Engine{newEngine(t, open(t, []string{srv.Addr}, o), engine.Options{}), newEngine(t, open(t, []string{srv.Addr}, o), engine.Options{})}
+	const keys, goroutines, rounds = 200, 32, 2
+	before := srv.CommandCalls(t)
+	var (
+		mu       sync.Mutex
+		admitted = map[int]int{}
+		errs     []error
+		wg       sync.WaitGroup
+	)
+	for _, e := range engines {
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds * keys {
+					k := (r*7 + g*31) % keys
+					d, err := e.Apply(l, "k"+strconv.Itoa(k), 1)
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, err)
+					} else if d.Allowed {
+						admitted[k]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	after := srv.CommandCalls(t)
+	var swaps, conflicts uint64
+	for _, e := range engines {
+		swaps += e.Stats().Swaps
+		conflicts += e.Stats().Conflicts
+	}
+	t.Logf("%d decisions: %d swaps (%d conflicts), %d scripts, %d SETs", 2*goroutines*rounds*keys, swaps, conflicts, after["evalsha"]+after["eval"]-before["evalsha"]-before["eval"], after["set"]-before["set"])
+	if len(errs) > 0 {
+		t.Fatalf("%d errors, the first: %v", len(errs), errs[0])
+	}
+	for k := range keys {
+		if admitted[k] != 10 {
+			t.Errorf("key %d admitted %d, want exactly 10", k, admitted[k])
+		}
+	}
+}

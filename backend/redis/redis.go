@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,6 +107,7 @@ type Store struct {
 	// timed is when (time.Now's UnixNano) a reply last carried the
 	// server's time.
 	timed atomic.Int64
+	batch batcher // single-key swaps past crowd in flight, but on a Cluster
 }
 
 // timeEvery is how often a swap must carry the server's time: a fresh
@@ -225,10 +225,12 @@ func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 
 // loadScripts loads the compare-and-swap scripts into the server c reaches.
 func loadScripts(ctx context.Context, c goredis.Scripter) error {
-	if err := casScript.Load(ctx, c).Err(); err != nil {
-		return err
+	for _, sc := range []*goredis.Script{casScript, casOneScript, casEachScript} {
+		if err := sc.Load(ctx, c).Err(); err != nil {
+			return err
+		}
 	}
-	return casOneScript.Load(ctx, c).Err()
+	return nil
 }
 
 // ClientOptions say how Open reaches Redis.
@@ -521,12 +523,9 @@ type processor interface {
 	Process(ctx context.Context, cmd goredis.Cmder) error
 }
 
-// compareAndSwapOne is CompareAndSwap of one key, with casOneScript and
-// pooled arguments.
-func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error) {
-	if len(w.Key) == 0 {
-		return false, nil, 0, backend.ErrEmptyKey
-	}
+// oneCallFor returns a pooled oneCall holding w's arguments (of
+// casOneSource, and of SET NX GET for a fresh record).
+func (s *Store) oneCallFor(w *backend.Swap) *oneCall {
 	c := oneCalls.Get().(*oneCall)
 	c.key.b = s.appendRedisKey(c.key.b[:0], w.Key)
 	c.args[3] = &c.key
@@ -557,12 +556,31 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 		c.px.b = appendPxMillis(c.px.b[:0], w.TTL, s.noClock)
 		c.val.b = w.Value
 	}
+	return c
+}
+
+// compareAndSwapOne is CompareAndSwap of one key, with casOneScript and
+// pooled arguments.
+func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error) {
+	if len(w.Key) == 0 {
+		return false, nil, 0, backend.ErrEmptyKey
+	}
+	c := s.oneCallFor(w)
 	var on processor = s.c
 	if s.crowded != nil {
-		if s.flying.Add(1) > s.crowd {
+		crowded := s.flying.Add(1) > s.crowd
+		defer s.flying.Add(-1)
+		if crowded && !s.cluster {
+			ok, cur, now, err := s.batched(c)
+			c.val.b = nil
+			if err == nil {
+				oneCalls.Put(c) // else see below: c is not reused
+			}
+			return ok, cur, now, err
+		}
+		if crowded {
 			on = s.crowded
 		}
-		defer s.flying.Add(-1)
 	}
 	if fresh := w.Expected == nil && !w.Keep && w.Value != nil && w.TTL > 0; fresh && !s.noSetGet.Load() &&
 		(s.noClock || time.Now().UnixNano()-s.timed.Load() < int64(timeEvery)) {
@@ -778,24 +796,7 @@ func (s *Store) check(key []byte) error {
 
 // call runs fn under the call deadline and the circuit breaker.
 func (s *Store) call(fn func(ctx context.Context) error) error {
-	probe, ok := s.brk.allow()
-	if !ok {
-		return ErrUnavailable
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	err := fn(ctx)
-	late := ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)
-	cancel()
-	s.brk.done(probe, err)
-	switch {
-	case err == nil:
-		return nil
-	case late && !errors.Is(err, context.DeadlineExceeded):
-		// go-redis reports a deadline met on the socket as an i/o timeout.
-		return fmt.Errorf("sluice/backend/redis: %w after %v: %w", context.DeadlineExceeded, s.timeout, err)
-	default:
-		return fmt.Errorf("sluice/backend/redis: %w", err)
-	}
+	return s.callBy(time.Now().Add(s.timeout), 1, fn)
 }
 
 // SwapGroup implements backend.Grouper: on a Cluster, keys swap together
