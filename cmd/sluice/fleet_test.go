@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,6 +74,20 @@ func (f *fleet) order(t *testing.T, i int, user string) (int, http.Header) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, resp.Header
+}
+
+// try sends one POST /api/orders as user to process i from a goroutine of
+// its own, and returns the status, or -1 when the request failed.
+func (f *fleet) try(i int, user string) int {
+	req, _ := http.NewRequest("POST", "http://"+f.procs[i].Listen+"/api/orders", nil)
+	req.Header.Set("X-User-ID", user)
+	resp, err := fleetClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // roundRobin sends n orders as user, the k-th to process (start+k) mod
@@ -234,15 +249,7 @@ func TestFleetContention(t *testing.T) {
 				defer wg.Done()
 				<-start
 				for range each {
-					req, _ := http.NewRequest("POST", "http://"+f.procs[i].Listen+"/api/orders", nil)
-					req.Header.Set("X-User-ID", "hot")
-					resp, err := fleetClient.Do(req)
-					code := -1
-					if err == nil {
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						code = resp.StatusCode
-					}
+					code := f.try(i, "hot")
 					mu.Lock()
 					counts[code]++
 					mu.Unlock()
@@ -277,21 +284,8 @@ func TestFleetDefaultsOnABusyMachine(t *testing.T) {
 	rs := redistest.Start(t)
 	waitAwayFromDayBoundary(t)
 	cfg := filepath.Join(t.TempDir(), "fleet.yaml")
-	writeFile(t, cfg, fmt.Sprintf(`store:
-  backend: redis
-  redis:
-    addrs: [%s]
-    key_prefix: %q
-on_store_error: closed
-rules:
-  - name: orders
-    method: POST
-    path_prefix: /api/orders
-    scope: user
-    algorithm: fixed_window
-    limit: 20
-    window: 24h
-`, rs.Addr, testPrefix(t)))
+	// The store's defaults: the file names no timeout.
+	writeFile(t, cfg, strings.Replace(redisGateway(rs.Addr, testPrefix(t), "closed", 20, 3), "    timeout: 1s\n", "", 1))
 	f := startFleet(t, 3, cfg)
 	for range 2 {
 		busy := exec.Command("sh", "-c", "while :; do :; done")
@@ -318,15 +312,7 @@ rules:
 			defer wg.Done()
 			for n := range jobs {
 				user := fmt.Sprintf("user-%d", n%users)
-				req, _ := http.NewRequest("POST", "http://"+f.procs[n%len(f.procs)].Listen+"/api/orders", nil)
-				req.Header.Set("X-User-ID", user)
-				resp, err := fleetClient.Do(req)
-				code := -1
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					code = resp.StatusCode
-				}
+				code := f.try(n%len(f.procs), user)
 				mu.Lock()
 				if counts[user] == nil {
 					counts[user] = map[int]int{}
