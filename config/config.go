@@ -146,6 +146,129 @@ type Redis struct {
 	// it helps many callers over many keys, not one hot key). Default
 	// false.
 	AutoPipeline bool
+	// Breaker is "breaker": the circuit breaker that stops calling a Redis
+	// whose calls keep failing. "off" (or false) turns it off; a mapping
+	// of window, min_calls and failure_rate tunes it; "on", true or left
+	// out, the store's defaults (1s, 20 calls, 0.5).
+	Breaker RedisBreaker
+}
+
+// RedisBreaker is the redis section's "breaker". Its zero value is the
+// store's default breaker; a zero field takes that field's default.
+type RedisBreaker struct {
+	// Off turns the breaker off: every call goes to Redis and waits out
+	// its deadline however many have failed.
+	Off bool
+	// Window is "window", the span over which the error rate is judged;
+	// at least 10ms.
+	Window time.Duration
+	// MinCalls is "min_calls", how many calls must have ended within the
+	// window before it is judged; at least 1.
+	MinCalls int
+	// FailureRate is "failure_rate", the share of the window's calls
+	// that must have failed for the circuit to open: above 0, at most 1.
+	FailureRate float64
+}
+
+// MinBreakerWindow is the shortest breaker window: the store judges it in
+// ten slices of at least a millisecond.
+const MinBreakerWindow = 10 * time.Millisecond
+
+// String gives b as ParseRedisBreaker reads it: "off", "default", or the
+// fields set, such as "window=2s,min_calls=50".
+func (b RedisBreaker) String() string {
+	if b.Off {
+		return "off"
+	}
+	var parts []string
+	if b.Window != 0 {
+		parts = append(parts, "window="+b.Window.String())
+	}
+	if b.MinCalls != 0 {
+		parts = append(parts, "min_calls="+strconv.Itoa(b.MinCalls))
+	}
+	if b.FailureRate != 0 {
+		parts = append(parts, "failure_rate="+strconv.FormatFloat(b.FailureRate, 'g', -1, 64))
+	}
+	if len(parts) == 0 {
+		return "default"
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseRedisBreaker reads a breaker from a command line: "off",
+// "default", or comma-separated window=DURATION, min_calls=N and
+// failure_rate=R, each optional (what is left out keeps its default), as
+// in "window=2s,min_calls=50,failure_rate=0.8".
+func ParseRedisBreaker(s string) (RedisBreaker, error) {
+	var b RedisBreaker
+	switch s {
+	case "off", "false":
+		return RedisBreaker{Off: true}, nil
+	case "default", "on", "true":
+		return b, nil
+	}
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return b, fmt.Errorf("want off, default, or window=DURATION,min_calls=N,failure_rate=R; got %q", part)
+		}
+		if seen[name] {
+			return b, fmt.Errorf("%s given twice", name)
+		}
+		seen[name] = true
+		var reason string
+		switch name {
+		case "window":
+			d, err := time.ParseDuration(value)
+			if err != nil {
+				return b, fmt.Errorf("window: want a duration such as 1s, got %q", value)
+			}
+			b.Window, reason = d, checkBreakerWindow(d)
+		case "min_calls":
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return b, fmt.Errorf("min_calls: want a whole number, got %q", value)
+			}
+			b.MinCalls, reason = n, checkBreakerMinCalls(int64(n))
+		case "failure_rate":
+			r, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return b, fmt.Errorf("failure_rate: want a number such as 0.5, got %q", value)
+			}
+			b.FailureRate, reason = r, checkBreakerRate(r)
+		default:
+			return b, fmt.Errorf("unknown setting %q (want window, min_calls or failure_rate)", name)
+		}
+		if reason != "" {
+			return b, fmt.Errorf("%s: %s", name, reason)
+		}
+	}
+	return b, nil
+}
+
+// checkBreakerWindow, checkBreakerMinCalls and checkBreakerRate say what is
+// wrong with a breaker's setting, or "".
+func checkBreakerWindow(d time.Duration) string {
+	if d < MinBreakerWindow {
+		return fmt.Sprintf("must be at least %v, got %v", MinBreakerWindow, d)
+	}
+	return ""
+}
+
+func checkBreakerMinCalls(n int64) string {
+	if n < 1 || n > 1<<30 {
+		return fmt.Sprintf("want 1 or more calls, got %d (breaker: off turns the breaker off)", n)
+	}
+	return ""
+}
+
+func checkBreakerRate(r float64) string {
+	if !(r > 0 && r <= 1) {
+		return fmt.Sprintf("want a share above 0 and at most 1, such as 0.5, got %v", r)
+	}
+	return ""
 }
 
 // RedisTLS is the redis section's "tls": whether to connect with TLS and
@@ -213,8 +336,8 @@ func (s Store) String() string {
 		return fmt.Sprintf("{Backend:%s Dir:%s Durability:%v FlushInterval:%v}", s.Backend, s.Dir, s.Durability, s.FlushInterval)
 	}
 	r := s.Redis
-	return fmt.Sprintf("{Backend:redis Addrs:%v MasterName:%s Username:%s Password:%s DB:%d TLS:%t KeyPrefix:%q Timeout:%v FleetSize:%d}",
-		r.Addrs, r.MasterName, r.Username, map[bool]string{false: "(none)", true: "(set)"}[r.Password != ""], r.DB, r.TLS.Enabled, r.KeyPrefix, r.Timeout, r.FleetSize)
+	return fmt.Sprintf("{Backend:redis Addrs:%v MasterName:%s Username:%s Password:%s DB:%d TLS:%t KeyPrefix:%q Timeout:%v FleetSize:%d Breaker:%v}",
+		r.Addrs, r.MasterName, r.Username, map[bool]string{false: "(none)", true: "(set)"}[r.Password != ""], r.DB, r.TLS.Enabled, r.KeyPrefix, r.Timeout, r.FleetSize, r.Breaker)
 }
 
 // Error reports a configuration that does not parse or validate, with the
@@ -292,6 +415,66 @@ func Load(path string) (*Config, error) {
 // aliases are not supported. The result holds every default filled in.
 func Parse(name string, data []byte) (*Config, error) {
 	p := parser{file: name}
+	root, err := p.document(data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{
+		Store:        defaultStore(),
+		Identity:     identity.Config{}.WithDefaults(),
+		OnStoreError: sluice.FailOpen,
+		Match:        sluice.MatchMostSpecific,
+	}
+	if err := p.config(root, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// defaultStore is the store section left out: memory, with every default.
+func defaultStore() Store {
+	return Store{Backend: DefaultBackend, Durability: engine.Interval, FlushInterval: DefaultFlushInterval,
+		Redis: Redis{Timeout: DefaultRedisTimeout, KeyPrefix: DefaultRedisKeyPrefix, FleetSize: DefaultFleetSize}}
+}
+
+// LoadStore reads only the store section of the file at path, checked as
+// Parse checks it: a gateway configuration, whose other sections are left
+// unread, or a file holding a store section alone, for a command (such as
+// `sluice rls --store`) that takes its rules from elsewhere. A file
+// without a store section is an error.
+func LoadStore(path string) (Store, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Store{}, err
+	}
+	p := parser{file: path}
+	root, err := p.document(data)
+	if err != nil {
+		return Store{}, err
+	}
+	s, found := defaultStore(), false
+	err = p.fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
+		switch key {
+		case "store":
+			found = true
+			return true, p.store(v, field, &s)
+		case "identity", "on_store_error", "match", "rules", "default", "overrides":
+			return true, nil // a gateway's, not the store's
+		}
+		return false, nil
+	})
+	if err != nil {
+		return Store{}, err
+	}
+	if !found {
+		return Store{}, p.errAt(root.Line, "store", "the file has no store section")
+	}
+	return s, nil
+}
+
+// document reads the one YAML document data holds and returns its root;
+// an empty document is an error.
+func (p *parser) document(data []byte) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -317,17 +500,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return nil, p.errAt(root.Line, "", "the configuration is empty")
 	}
-	c := &Config{
-		Store: Store{Backend: DefaultBackend, Durability: engine.Interval, FlushInterval: DefaultFlushInterval,
-			Redis: Redis{Timeout: DefaultRedisTimeout, KeyPrefix: DefaultRedisKeyPrefix, FleetSize: DefaultFleetSize}},
-		Identity:     identity.Config{}.WithDefaults(),
-		OnStoreError: sluice.FailOpen,
-		Match:        sluice.MatchMostSpecific,
-	}
-	if err := p.config(root, c); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return root, nil
 }
 
 // parser walks a configuration's YAML node tree.
@@ -826,6 +999,8 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 			r.FleetSize = int(size)
 		case "auto_pipeline":
 			r.AutoPipeline, err = p.boolean(v, field)
+		case "breaker":
+			err = p.breaker(v, field, &r.Breaker)
 		default:
 			return false, nil
 		}
@@ -838,6 +1013,51 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 		return p.errAt(lines["db"], join(path, "db"), "a Cluster (several addrs) has database 0 only, got %d", r.DB)
 	}
 	return nil
+}
+
+// breaker reads the redis section's breaker: off (or false), on (or
+// true), or a mapping of window, min_calls and failure_rate.
+func (p *parser) breaker(n *yaml.Node, path string, b *RedisBreaker) error {
+	if n.Kind == yaml.ScalarNode {
+		switch {
+		case n.Tag == "!!bool" && strings.EqualFold(n.Value, "false"), n.Tag == "!!str" && n.Value == "off":
+			*b = RedisBreaker{Off: true}
+			return nil
+		case n.Tag == "!!bool" && strings.EqualFold(n.Value, "true"), n.Tag == "!!str" && n.Value == "on":
+			*b = RedisBreaker{}
+			return nil
+		}
+		return p.errAt(n.Line, path, "want off, on, or a mapping of window, min_calls and failure_rate, got %s", describe(n))
+	}
+	return p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		var (
+			err    error
+			reason string
+		)
+		switch key {
+		case "window":
+			if b.Window, err = p.duration(v, field); err == nil {
+				reason = checkBreakerWindow(b.Window)
+			}
+		case "min_calls":
+			var n int64
+			if n, err = p.integer(v, field); err == nil {
+				b.MinCalls, reason = int(n), checkBreakerMinCalls(n)
+			}
+		case "failure_rate":
+			var r float64
+			if err = v.Decode(&r); err != nil || v.Kind != yaml.ScalarNode {
+				return true, p.notSupported(v, field, "a number such as 0.5")
+			}
+			b.FailureRate, reason = r, checkBreakerRate(r)
+		default:
+			return false, nil
+		}
+		if err == nil && reason != "" {
+			err = p.errAt(v.Line, field, "%s", reason)
+		}
+		return true, err
+	})
 }
 
 // checkAddr says what is wrong with a Redis address, or "".

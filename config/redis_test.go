@@ -73,6 +73,17 @@ func TestParseRedisStore(t *testing.T) {
 			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Password: "from-the-env", Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 		{"tls false", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], tls: false}",
 			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
+		{"breaker off", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], breaker: off}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1, Breaker: config.RedisBreaker{Off: true}}},
+		{"breaker false", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], breaker: false}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1, Breaker: config.RedisBreaker{Off: true}}},
+		{"breaker on", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], breaker: true}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
+		{"breaker tuned", "  backend: redis\n  redis:\n    addrs: [127.0.0.1:6379]\n    breaker: {window: 2s, min_calls: 50, failure_rate: 0.8}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1,
+				Breaker: config.RedisBreaker{Window: 2 * time.Second, MinCalls: 50, FailureRate: 0.8}}},
+		{"breaker partly tuned", "  backend: redis\n  redis: {addrs: [127.0.0.1:6379], breaker: {min_calls: 5}}",
+			config.Redis{Addrs: []string{"127.0.0.1:6379"}, Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1, Breaker: config.RedisBreaker{MinCalls: 5}}},
 		{"tls mapping", "  backend: redis\n  redis:\n    addrs: [127.0.0.1:6379]\n    tls: {ca_file: " + caFile + ", server_name: redis.internal, insecure_skip_verify: false}",
 			config.Redis{Addrs: []string{"127.0.0.1:6379"}, TLS: config.RedisTLS{Enabled: true, CAFile: caFile, ServerName: "redis.internal"},
 				Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
@@ -175,6 +186,18 @@ func TestBadRedisStores(t *testing.T) {
 			`fleet.yaml:3: store.redis.key_prefix: must not be empty (leave it out for "sluice:")`},
 		{"auto_pipeline not a boolean", "  backend: redis\n  redis: {addrs: [a:1], auto_pipeline: sometimes}",
 			`fleet.yaml:3: store.redis.auto_pipeline: want true or false, got "sometimes"`},
+		{"breaker a word", "  backend: redis\n  redis: {addrs: [a:1], breaker: sometimes}",
+			`fleet.yaml:3: store.redis.breaker: want off, on, or a mapping of window, min_calls and failure_rate, got "sometimes"`},
+		{"breaker window too short", "  backend: redis\n  redis: {addrs: [a:1], breaker: {window: 5ms}}",
+			"fleet.yaml:3: store.redis.breaker.window: must be at least 10ms, got 5ms"},
+		{"breaker min_calls zero", "  backend: redis\n  redis: {addrs: [a:1], breaker: {min_calls: 0}}",
+			"fleet.yaml:3: store.redis.breaker.min_calls: want 1 or more calls, got 0 (breaker: off turns the breaker off)"},
+		{"breaker rate above 1", "  backend: redis\n  redis: {addrs: [a:1], breaker: {failure_rate: 1.5}}",
+			"fleet.yaml:3: store.redis.breaker.failure_rate: want a share above 0 and at most 1, such as 0.5, got 1.5"},
+		{"breaker rate a word", "  backend: redis\n  redis: {addrs: [a:1], breaker: {failure_rate: half}}",
+			`fleet.yaml:3: store.redis.breaker.failure_rate: want a number such as 0.5, got "half"`},
+		{"breaker unknown key", "  backend: redis\n  redis: {addrs: [a:1], breaker: {cooldown: 1s}}",
+			"fleet.yaml:3: store.redis.breaker.cooldown: unknown key"},
 		{"zero fleet", "  backend: redis\n  redis: {addrs: [a:1], fleet_size: 0}",
 			"fleet.yaml:3: store.redis.fleet_size: want the number of gateways sharing the store, 1 or more, got 0"},
 		{"fleet not a number", "  backend: redis\n  redis: {addrs: [a:1], fleet_size: three}",
@@ -270,4 +293,70 @@ func writeCA(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// ParseRedisBreaker reads what --redis-breaker takes, and String writes it
+// back.
+func TestParseRedisBreaker(t *testing.T) {
+	for _, c := range []struct {
+		in, want, err string
+	}{
+		{in: "off", want: "off"},
+		{in: "default", want: "default"},
+		{in: "window=2s,min_calls=50,failure_rate=0.8", want: "window=2s,min_calls=50,failure_rate=0.8"},
+		{in: "min_calls=5", want: "min_calls=5"},
+		{in: "window=5ms", err: "window: must be at least 10ms, got 5ms"},
+		{in: "min_calls=0", err: "min_calls: want 1 or more calls, got 0"},
+		{in: "failure_rate=0", err: "failure_rate: want a share above 0 and at most 1"},
+		{in: "failure_rate=x", err: `failure_rate: want a number such as 0.5, got "x"`},
+		{in: "window=1s,window=2s", err: "window given twice"},
+		{in: "cooldown=1s", err: `unknown setting "cooldown"`},
+		{in: "sometimes", err: `want off, default, or window=DURATION,min_calls=N,failure_rate=R; got "sometimes"`},
+	} {
+		b, err := config.ParseRedisBreaker(c.in)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("ParseRedisBreaker(%q) = %v, %v; want the error %q", c.in, b, err, c.err)
+		case c.err == "" && err != nil:
+			t.Errorf("ParseRedisBreaker(%q): %v", c.in, err)
+		case c.err == "" && b.String() != c.want:
+			t.Errorf("ParseRedisBreaker(%q).String() = %q, want %q", c.in, b, c.want)
+		}
+	}
+}
+
+// LoadStore reads the store section of a gateway configuration or of a
+// file holding it alone, checked as Parse checks it.
+func TestLoadStore(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	alone := write("store.yaml", "store:\n  backend: redis\n  redis: {addrs: [127.0.0.1:6379], timeout: 20ms, breaker: off}\n")
+	s, err := config.LoadStore(alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Backend != config.BackendRedis || s.Redis.Timeout != 20*time.Millisecond || !s.Redis.Breaker.Off || s.Redis.KeyPrefix != "sluice:" {
+		t.Errorf("LoadStore(store alone) = %v", s)
+	}
+	gateway := write("gateway.yaml", "on_store_error: closed\nrules:\n  - {name: r, algorithm: gcra, limit: 1, window: 1s}\nstore:\n  backend: pebble\n  dir: /var/lib/sluice\n")
+	if s, err = config.LoadStore(gateway); err != nil || s.Backend != config.BackendPebble || s.Dir != "/var/lib/sluice" {
+		t.Errorf("LoadStore(a gateway's file) = %v, %v", s, err)
+	}
+	for _, c := range []struct{ body, want string }{
+		{"on_store_error: closed\n", "bad.yaml:1: store: the file has no store section"},
+		{"stor:\n  backend: memory\n", "bad.yaml:1: stor: unknown key"},
+		{"store:\n  backend: redis\n", "bad.yaml:2: store.redis.addrs: required for the redis backend"},
+		{"", "bad.yaml: the configuration is empty"},
+	} {
+		_, err := config.LoadStore(write("bad.yaml", c.body))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("LoadStore(%q) = %v, want %q", c.body, err, c.want)
+		}
+	}
 }

@@ -469,3 +469,67 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCorrupt, float64(s.CorruptRecords))
 	counter(descEngineStoreErrors, float64(s.StoreErrors))
 }
+
+// Breaker is what a store's circuit breaker reports (the Redis store's
+// Breaker method, say): whether it is open, and its counts since the
+// store was opened.
+type Breaker struct {
+	// Open reports that calls fail at once, but for one probe at a time.
+	Open bool
+	// Opened counts the times the breaker opened; Rejected the calls it
+	// failed without calling the store.
+	Opened, Rejected uint64
+	// Calls counts the calls that went to the store; Failures those of
+	// them that failed.
+	Calls, Failures uint64
+}
+
+// BreakerCollector returns a Prometheus collector of the breaker read
+// reports, called at each scrape. Its metrics, all prefixed sluice_store_:
+//
+//	breaker_open                   gauge, 1 while the breaker is open
+//	breaker_opened_total           counter
+//	breaker_rejected_total         counter: calls failed without calling the store
+//	calls_total                    counter: calls that went to the store
+//	call_failures_total            counter: those of them that failed
+func BreakerCollector(read func() Breaker) prometheus.Collector {
+	return breakerCollector(read)
+}
+
+var (
+	descBreakerOpen = prometheus.NewDesc("sluice_store_breaker_open",
+		"1 while the store's circuit breaker is open: calls fail at once but for one probe at a time.", nil, nil)
+	descBreakerOpened = prometheus.NewDesc("sluice_store_breaker_opened_total",
+		"Times the store's circuit breaker opened.", nil, nil)
+	descBreakerRejected = prometheus.NewDesc("sluice_store_breaker_rejected_total",
+		"Calls the open circuit breaker failed without calling the store.", nil, nil)
+	descStoreCalls = prometheus.NewDesc("sluice_store_calls_total",
+		"Calls that went to the store (a batch of decisions counts as its decisions).", nil, nil)
+	descStoreCallFailures = prometheus.NewDesc("sluice_store_call_failures_total",
+		"Calls to the store that failed: timed out, lost their connection or met a server that cannot serve.", nil, nil)
+)
+
+type breakerCollector func() Breaker
+
+// Describe implements prometheus.Collector.
+func (breakerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBreakerOpen, descBreakerOpened, descBreakerRejected, descStoreCalls, descStoreCallFailures} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (read breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	b := read()
+	open := 0.0
+	if b.Open {
+		open = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descBreakerOpen, prometheus.GaugeValue, open)
+	for _, c := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{{descBreakerOpened, b.Opened}, {descBreakerRejected, b.Rejected}, {descStoreCalls, b.Calls}, {descStoreCallFailures, b.Failures}} {
+		ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v))
+	}
+}

@@ -84,13 +84,13 @@ func (b *breaker) done(probe bool, err error) { b.doneN(probe, err, 1) }
 // doneN counts the outcome of a call allow let through that carried n
 // decisions (a batch): it weighs as n calls.
 func (b *breaker) doneN(probe bool, err error, n int64) {
-	if b.off {
-		return
-	}
 	b.calls.Add(uint64(n))
 	failed := isFailure(err)
 	if failed {
 		b.failures.Add(uint64(n))
+	}
+	if b.off {
+		return
 	}
 	if probe {
 		if !failed {

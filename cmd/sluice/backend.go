@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/backend"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-go/sluice/backend/redis"
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/metrics"
 )
 
 // backendFlags choose and configure the store under a command's engine:
@@ -84,8 +86,13 @@ func addBackendFlags(fs *flag.FlagSet) *backendFlags {
 	return f
 }
 
-// addRedisFlags registers --redis-addr and --redis-prefix on fs, setting r's
-// Addrs and KeyPrefix; wrap marks a flag given.
+// redisFlags are the flags addRedisFlags registers, which apply to the
+// redis backend only.
+var redisFlags = []string{"redis-addr", "redis-prefix", "redis-timeout", "redis-breaker"}
+
+// addRedisFlags registers --redis-addr, --redis-prefix, --redis-timeout and
+// --redis-breaker on fs, setting r's Addrs, KeyPrefix, Timeout and Breaker;
+// wrap marks a flag given.
 func addRedisFlags(fs *flag.FlagSet, r *config.Redis, wrap func(string, func(string) error) func(string) error) {
 	fs.Func("redis-addr", "with --backend redis: the Redis server's `host:port`; several, comma-separated, are the seed nodes of a Cluster", wrap("redis-addr", func(s string) error {
 		addrs, err := parseRedisAddrs(s)
@@ -102,6 +109,33 @@ func addRedisFlags(fs *flag.FlagSet, r *config.Redis, wrap func(string, func(str
 		r.KeyPrefix = s
 		return nil
 	}))
+	fs.Func("redis-timeout", "with --backend redis: every call's `deadline`, connecting included (default 50ms); a call past it is a store error", wrap("redis-timeout", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want a positive duration such as 50ms, got %q", s)
+		}
+		r.Timeout = d
+		return nil
+	}))
+	fs.Func("redis-breaker", "with --backend redis: the circuit `breaker`: off, default, or window=DURATION,min_calls=N,failure_rate=R (default window=1s,min_calls=20,failure_rate=0.5)", wrap("redis-breaker", func(s string) error {
+		b, err := config.ParseRedisBreaker(s)
+		if err != nil {
+			return err
+		}
+		r.Breaker = b
+		return nil
+	}))
+}
+
+// redisOptions returns the store options r gives, for an engine driven by
+// a fake clock when fakeClock is set.
+func redisOptions(r config.Redis, fakeClock bool) *redis.Options {
+	o := &redis.Options{KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, EngineClock: fakeClock,
+		BreakerWindow: r.Breaker.Window, BreakerMinCalls: r.Breaker.MinCalls, BreakerFailureRate: r.Breaker.FailureRate}
+	if r.Breaker.Off {
+		o.BreakerMinCalls = -1
+	}
+	return o
 }
 
 // parseRedisAddrs reads --redis-addr: host:port[,host:port...].
@@ -150,6 +184,12 @@ func (f *backendFlags) over(base backendFlags) backendFlags {
 	if f.given["redis-prefix"] {
 		out.redis.KeyPrefix = f.redis.KeyPrefix
 	}
+	if f.given["redis-timeout"] {
+		out.redis.Timeout = f.redis.Timeout
+	}
+	if f.given["redis-breaker"] {
+		out.redis.Breaker = f.redis.Breaker
+	}
 	out.given, out.fakeClock = f.given, f.fakeClock
 	return out
 }
@@ -163,10 +203,9 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// checkRedisFlags refuses --redis-addr and --redis-prefix for a store other
-// than redis.
+// checkRedisFlags refuses the --redis-* flags for a store other than redis.
 func (f *backendFlags) checkRedisFlags() error {
-	for _, name := range []string{"redis-addr", "redis-prefix"} {
+	for _, name := range redisFlags {
 		if f.given[name] && f.name != config.BackendRedis {
 			if f.from != "" {
 				return usagef("--%s: only with --backend redis (the store is %s, from %s)", name, f.name, f.from)
@@ -226,7 +265,7 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 		if f.durable {
 			return nil, opts, usagef("--durability: applies to pebble and bolt; Redis keeps its records as its own persistence says")
 		}
-		s, err := openRedis(f.redis, &redis.Options{KeyPrefix: f.redis.KeyPrefix, Timeout: f.redis.Timeout, EngineClock: f.fakeClock})
+		s, err := openRedis(f.redis, redisOptions(f.redis, f.fakeClock))
 		if err != nil {
 			return nil, opts, err
 		}
@@ -255,6 +294,19 @@ func openRedis(r config.Redis, opts *redis.Options) (*redis.Store, error) {
 		return nil, fmt.Errorf("Redis at %s: %w (is it running there? the address is store.redis.addrs, or --redis-addr)", strings.Join(r.Addrs, ","), err)
 	}
 	return s, nil
+}
+
+// storeCollectors returns the Prometheus collectors of what b reports
+// beyond the engine's statistics: the Redis store's circuit breaker.
+func storeCollectors(b backend.Backend) []prometheus.Collector {
+	s, ok := b.(*redis.Store)
+	if !ok {
+		return nil
+	}
+	return []prometheus.Collector{metrics.BreakerCollector(func() metrics.Breaker {
+		st := s.Breaker()
+		return metrics.Breaker{Open: st.Open, Opened: st.Opened, Rejected: st.Rejected, Calls: st.Calls, Failures: st.Failures}
+	})}
 }
 
 // redisLogger passes the go-redis client's own log lines (a pool that

@@ -333,5 +333,15 @@ func TestFleetDefaultsOnABusyMachine(t *testing.T) {
 		if errs := f.metric(t, i, `sluice_store_errors_total{policy="closed",rule="orders"}`); errs != 0 {
 			t.Errorf("gateway %d counted %v store errors; log:\n%s", i, errs, f.procs[i].Log())
 		}
+		// The breaker's metrics: calls went to Redis, none failed, it
+		// never opened.
+		if calls := f.metric(t, i, "sluice_store_calls_total"); calls == 0 {
+			t.Errorf("gateway %d: sluice_store_calls_total = 0 after %d requests", i, users*each/len(f.procs))
+		}
+		for _, series := range []string{"sluice_store_call_failures_total", "sluice_store_breaker_opened_total", "sluice_store_breaker_open"} {
+			if got := f.metric(t, i, series); got != 0 {
+				t.Errorf("gateway %d: %s = %v, want 0", i, series, got)
+			}
+		}
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/bolt"
 	"github.com/sluice-go/sluice/backend/pebble"
-	"github.com/sluice-go/sluice/backend/redis"
 	"github.com/sluice-go/sluice/codec"
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
@@ -29,7 +28,7 @@ import (
 
 const inspectUsage = `Usage: sluice inspect --backend pebble|bolt --dir DIR [--namespace NS] [--key K]
        [--limit N] [--now TIME] [--json]
-       sluice inspect --backend redis --redis-addr HOST:PORT[,HOST:PORT...] [--redis-prefix P] ...
+       sluice inspect --backend redis --redis-addr HOST:PORT[,HOST:PORT...] [--redis-prefix P --redis-timeout D] ...
        sluice inspect --config FILE ...
 
 Inspect lists the rate-limit records a store holds, in key order: for each
@@ -173,7 +172,16 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 		if set["redis-prefix"] {
 			file.redis.KeyPrefix = f.redis.KeyPrefix
 		}
+		if set["redis-timeout"] {
+			file.redis.Timeout = f.redis.Timeout
+		}
+		if set["redis-breaker"] {
+			file.redis.Breaker = f.redis.Breaker
+		}
 		f.backend, f.dir, f.redis = file.backend, file.dir, file.redis
+	}
+	if !set["redis-timeout"] {
+		f.redis.Timeout = inspectRedisTimeout // a scan, not a gateway's decision
 	}
 	switch f.backend {
 	case "pebble", "bolt", "redis":
@@ -184,7 +192,7 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	default:
 		return inspectFlags{}, usagef("--backend %s: unknown backend (want pebble, bolt or redis)", f.backend)
 	}
-	for _, name := range []string{"redis-addr", "redis-prefix"} {
+	for _, name := range redisFlags {
 		if set[name] && f.backend != "redis" {
 			return inspectFlags{}, usagef("--%s: only with --backend redis (the store is %s)", name, f.backend)
 		}
@@ -216,7 +224,8 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	return *f, nil
 }
 
-// inspectRedisTimeout is each Redis call's deadline under inspect.
+// inspectRedisTimeout is each Redis call's deadline under inspect, unless
+// --redis-timeout says otherwise.
 const inspectRedisTimeout = 5 * time.Second
 
 // openInspectStore opens the store f names: a Pebble or bbolt directory
@@ -225,7 +234,7 @@ const inspectRedisTimeout = 5 * time.Second
 func openInspectStore(f inspectFlags) (rangeStore, error) {
 	if f.backend == "redis" {
 		setRedisLogger(nil) // a failure is reported once, by the error
-		return openRedis(f.redis, &redis.Options{KeyPrefix: f.redis.KeyPrefix, Timeout: inspectRedisTimeout})
+		return openRedis(f.redis, redisOptions(f.redis, false))
 	}
 	if err := checkStoreDir(f.backend, f.dir); err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 )
 
 const resetUsage = `Usage: sluice reset --rule NAME --key KEY [--config FILE]
-       [--backend pebble|bolt --dir DIR | --backend redis --redis-addr HOST:PORT[,...] --redis-prefix P]
+       [--backend pebble|bolt --dir DIR | --backend redis --redis-addr HOST:PORT[,...] --redis-prefix P --redis-timeout D --redis-breaker B]
 
 Reset unblocks one caller: it forgets the caller's record under the rule,
 so that its next request is decided as its first. KEY is the caller as an

@@ -34,8 +34,8 @@ import (
 
 // rlsUsage is what "sluice rls --help" prints before the flags.
 const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR --grpc ADDR [--admin ADDR [--admin-token-file FILE]]
-       [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
-        --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P]
+       [--store FILE] [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
+        --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
        [--headers both|ietf|x-ratelimit|none --shadow-headers --shadow-mode]
 
 Rls is Envoy's external rate-limit service
@@ -52,6 +52,11 @@ hits_addend (the descriptor's, else the request's) is the cost. A
 shadow_mode limit is decided and counted but answers OK; an unlimited one
 is always OK; a descriptor that matches no limit is OK. The response carries
 rate-limit headers for Envoy to add (--headers; a denial adds Retry-After).
+
+The store is memory unless --store names a file with a store section (the
+one sluice serve reads: backend, dir, durability, or redis with its addrs,
+timeout, breaker, TLS and password); the --backend, --dir, --durability and
+--redis-* flags go over it.
 
 A store failure answers UNAVAILABLE: Envoy then lets the request pass,
 unless its filter sets failure_mode_deny.
@@ -118,7 +123,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
-	bf := addBackendFlags(fs)
+	storePath := fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
+	storeFlagsGiven := addBackendFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rlsUsage)
 		fs.PrintDefaults()
@@ -145,12 +151,22 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err != nil {
 		return fail(2, "%v", err) // a *config.Error names file:line and the field
 	}
+	bf := *storeFlagsGiven
+	if *storePath != "" {
+		st, err := config.LoadStore(*storePath)
+		if err != nil {
+			return fail(2, "--store: %v", err)
+		}
+		fileStore := storeFlags(st)
+		fileStore.from = *storePath + "'s store section"
+		bf = storeFlagsGiven.over(fileStore)
+	}
 	logger := slog.New(slog.NewTextHandler(errw, nil))
 
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
 	}
-	b, opts, err := openBackend(*bf)
+	b, opts, err := openBackend(bf)
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -212,7 +228,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		}
 		adminAddr = aln.Addr().String()
 		keys := &rlsAdminKeys{srv: srv, eng: eng, log: logger}
-		adminSrv = &http.Server{Handler: guard.wrap(keys.mount(rlsAdminHandler(srv, counts, reloads, eng))), ReadHeaderTimeout: 10 * time.Second}
+		adminSrv = &http.Server{Handler: guard.wrap(keys.mount(rlsAdminHandler(srv, counts, reloads, eng, storeCollectors(b)...))), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- adminSrv.Serve(aln) }()
 	}
 	storeAttrs := []any{"store", bf.name}
@@ -276,10 +292,12 @@ type rlsLimitJSON struct {
 	Replaces        []string `json:"replaces,omitempty"`
 }
 
-// rlsAdminHandler serves /metrics, /healthz and /config.
-func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *metrics.Metrics, eng *engine.Engine) http.Handler {
+// rlsAdminHandler serves /metrics, /healthz and /config; /metrics
+// also serves the collectors in store.
+func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *metrics.Metrics, eng *engine.Engine, store ...prometheus.Collector) http.Handler {
 	preg := prometheus.NewRegistry()
 	preg.MustRegister(counts, reloads.Collector(eng))
+	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

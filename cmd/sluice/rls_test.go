@@ -24,9 +24,11 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluice-go/sluice/backend/redis/redistest"
 	"google.golang.org/grpc"
+	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -607,10 +609,15 @@ func TestRLSProcessReload(t *testing.T) {
 // Usage errors and an invalid configuration exit 2 with a clear message.
 func TestRLSUsage(t *testing.T) {
 	t.Parallel()
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("domain: d\ndescriptors:\n  - key: \"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	noStore, noRedisStore, pebbleStore := filepath.Join(dir, "nostore.yaml"), filepath.Join(dir, "noaddr.yaml"), filepath.Join(dir, "pebble.yaml")
+	writeFile(t, noStore, "on_store_error: closed\n")
+	writeFile(t, noRedisStore, "store:\n  backend: redis\n  redis:\n    timeout: 20ms\n")
+	writeFile(t, pebbleStore, "store:\n  backend: pebble\n  dir: "+filepath.Join(dir, "state")+"\n")
 	tests := []struct {
 		args []string
 		code int
@@ -622,6 +629,13 @@ func TestRLSUsage(t *testing.T) {
 		{[]string{"rls", "--config", bad, "--grpc", "127.0.0.1:0"}, 2, "bad.yaml:3: descriptors[0].key: required"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--headers", "all"}, 2, "--headers: want both"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "pebble"}, 2, "--dir: required"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "redis", "--redis-addr", "127.0.0.1:1", "--redis-timeout", "0s"}, 2, "flag -redis-timeout: want a positive duration"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "redis", "--redis-addr", "127.0.0.1:1", "--redis-breaker", "window=1ms"}, 2, "window: must be at least 10ms"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "redis", "--redis-addr", "127.0.0.1:1", "--redis-breaker", "failure_rate=2"}, 2, "failure_rate: want a share above 0 and at most 1"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--redis-breaker", "off"}, 2, "--redis-breaker: only with --backend redis (the store is memory)"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", noStore}, 2, "nostore.yaml:1: store: the file has no store section"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", noRedisStore}, 2, "store.redis.addrs: required for the redis backend"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", pebbleStore, "--redis-timeout", "1s"}, 2, "--redis-timeout: only with --backend redis (the store is pebble, from " + pebbleStore + "'s store section)"},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := runCmd(t, "", tt.args...)
@@ -902,5 +916,84 @@ func TestRLSProcessRedisUnderLoad(t *testing.T) {
 	}
 	if n := scripts() - before; n > 1000 {
 		t.Errorf("1,000 distinct callers ran %d scripts, want at most one each", n)
+	}
+}
+
+// rls takes its Redis store from --store's file, deadline and breaker
+// included, and /metrics shows the breaker: with the file's breaker, a
+// stopped Redis opens it and calls are refused at once; with
+// --redis-breaker off over the same file every call goes to Redis.
+func TestRLSProcessRedisStoreFile(t *testing.T) {
+	s := redisServer(t)
+	waitAwayFromDayBoundary(t)
+	store := filepath.Join(t.TempDir(), "store.yaml")
+	writeFile(t, store, fmt.Sprintf(`# the store section of a gateway configuration
+store:
+  backend: redis
+  redis:
+    addrs: [%s]
+    key_prefix: %q
+    timeout: 20ms
+    breaker:
+      window: 10s
+      min_calls: 5
+      failure_rate: 0.5
+`, s.Addr, testPrefix(t)))
+	on := startRLS(t, "--config", "testdata/rls/sluice", "--store", store)
+	off := startRLS(t, "--config", "testdata/rls/sluice", "--store", store, "--redis-breaker", "off")
+	for _, p := range []*rlsProcess{on, off} {
+		if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "erin"))); got != "OK: OK" {
+			t.Fatalf("erin's first call: %s", got)
+		}
+		if calls := metricValue(t, p.admin, "sluice_store_calls_total"); calls < 1 {
+			t.Errorf("sluice_store_calls_total after a decision on Redis: %v", calls)
+		}
+	}
+	if !strings.Contains(on.stderr.String(), "key_prefix="+testPrefix(t)) {
+		t.Errorf("the file's key_prefix is not the one in force:\n%s", on.stderr)
+	}
+
+	s.Pause()
+	defer s.Resume()
+	unavailable := func(p *rlsProcess, user string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", "t1", "user", user)}})
+		if status.Code(err) != grpccodes.Unavailable {
+			t.Errorf("%s's call with Redis stopped: %v, want UNAVAILABLE", user, err)
+		}
+	}
+	// Calls one after another: each is the one probe the open breaker
+	// lets through, so they open it but none is refused at once.
+	const n = 20
+	for _, p := range []*rlsProcess{on, off} {
+		for i := 0; i < n; i++ {
+			unavailable(p, fmt.Sprint("u", i))
+		}
+	}
+	if got := metricValue(t, on.admin, "sluice_store_breaker_opened_total"); got < 1 {
+		t.Errorf("the file's breaker (5 calls, half failed) did not open after %d failed calls", n)
+	}
+	// Calls together: one probes, the others are refused at once.
+	for round := 0; metricValue(t, on.admin, "sluice_store_breaker_rejected_total") == 0; round++ {
+		if round == 50 {
+			t.Fatalf("the open breaker refused none of 50 rounds of 8 calls together")
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Go(func() { unavailable(on, fmt.Sprint("c", i)) })
+		}
+		wg.Wait()
+	}
+	if got := metricValue(t, on.admin, "sluice_store_breaker_open"); got != 1 {
+		t.Errorf("sluice_store_breaker_open with Redis stopped: %v, want 1", got)
+	}
+	for _, series := range []string{"sluice_store_breaker_opened_total", "sluice_store_breaker_rejected_total", "sluice_store_breaker_open"} {
+		if got := metricValue(t, off.admin, series); got != 0 {
+			t.Errorf("with --redis-breaker off, %s = %v, want 0", series, got)
+		}
+	}
+	if got := metricValue(t, off.admin, "sluice_store_call_failures_total"); got < n {
+		t.Errorf("with --redis-breaker off, %v of %d calls to a stopped Redis failed", got, n)
 	}
 }

@@ -50,7 +50,7 @@ const maxPooledCopyBuffers = 256
 // serveUsage is what "sluice serve --help" prints before the flags.
 const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR [--admin-token-file FILE]]
        [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
-        --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P]
+        --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
 
 Serve is a rate-limiting reverse proxy: each request is decided under the
 rules of the configuration file and, when allowed, passed to the upstream;
@@ -318,7 +318,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 		adminAddr = aln.Addr().String()
 		servers = append(servers, &http.Server{
-			Handler:           guard.wrap(newAdminKeys(reg, eng, &curID, logger).mount(adminHandler(reg, counts, upstreamErrs, eng))),
+			Handler:           guard.wrap(newAdminKeys(reg, eng, &curID, logger).mount(adminHandler(reg, counts, upstreamErrs, eng, storeCollectors(b)...))),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          proxy.ErrorLog,
 		})
@@ -514,10 +514,12 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 	}
 }
 
-// adminHandler serves /metrics, /healthz and /rules.
-func adminHandler(reg *sluice.Registry, m *metrics.Metrics, up *upstreamErrors, eng *engine.Engine) http.Handler {
+// adminHandler serves /metrics, /healthz and /rules; /metrics also
+// serves the collectors in store.
+func adminHandler(reg *sluice.Registry, m *metrics.Metrics, up *upstreamErrors, eng *engine.Engine, store ...prometheus.Collector) http.Handler {
 	preg := prometheus.NewRegistry()
 	preg.MustRegister(m.Collector(eng), up)
+	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

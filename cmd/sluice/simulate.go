@@ -24,7 +24,7 @@ const simulateNamespace = "simulate"
 
 const simulateUsage = `Usage: sluice simulate --algorithm NAME --limit N --window DUR [--burst N]
        [--backend memory|pebble|bolt --dir DIR --durability sync|interval]
-       [--backend redis --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P]
+       [--backend redis --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
 
 Simulate reads one JSON request per line from stdin,
 
