@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test vet race demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test vet race fleet demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -16,8 +16,10 @@ build:
 	$(GO) build -o $(BIN) ./cmd/sluice
 
 ## test: vet, then every package's tests under the race detector; the fuzz
-## targets run over their committed seed corpora; the bench module must build.
-test: vet race bench-compile
+## targets run over their committed seed corpora; the bench module must
+## build; the fleet's fault tests (a real toxiproxy between the Redis store
+## and redis-server) run on a normal build, as a gateway runs.
+test: vet race bench-compile fleet
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -30,6 +32,12 @@ race:
 
 bench-compile:
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^$$' -bench '^$$' ./...
+
+## fleet: bench/fleet's fault tests: latency with jitter, a narrow link, a
+## gateway short of CPU, a black hole, reset connections, slow closes and a
+## Sentinel failover, each under 64 callers on the default options.
+fleet:
+	cd bench && $(GO) test -count=1 ./fleet/
 
 ## demo: the demo on Pebble under ./var/demo, then a second process on the
 ## same directory showing the budget survived the restart.

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -109,7 +110,10 @@ type waiter struct {
 	// leader's batch, and is woken, off the queue, once the batch before
 	// it is done.
 	multi bool
-	buf   [64]byte // deniedLocally's copy of the last-seen record
+	// queued is when (Unix ns) the caller joined the key's queue behind
+	// a flight.
+	queued int64
+	buf    [64]byte // deniedLocally's copy of the last-seen record
 }
 
 func newSwapPath(s backend.Swapper, o *Options, n int) (*swapPath, error) {
@@ -280,7 +284,7 @@ func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool,
 		sh.flights[string(k)] = f
 		sh.mu.Unlock()
 	} else {
-		w.wake = make(chan bool, 1)
+		w.wake, w.queued = make(chan bool, 1), time.Now().UnixNano()
 		f.queue = append(f.queue, w)
 		sh.mu.Unlock()
 		if lead := <-w.wake; !lead {
@@ -348,6 +352,27 @@ func (p *swapPath) lead(e *Engine, sh *swapShard, k []byte, f *flight, self *wai
 
 	p.decide(e, sh, k, f, batch)
 
+	if err := batch[0].err; err != nil && !errors.Is(err, ErrContention) {
+		// The store failed this key's call (a deadline, a lost
+		// connection, an open breaker): the callers that queued behind
+		// it before it was sent, who have waited all of it, fail with
+		// it rather than each wait out a call of their own, so that no
+		// decision waits much longer than one call's deadline while the
+		// store does not answer. Those that came later, and an ApplyAll
+		// waiting to own the key, keep their turn: the store may be back.
+		sh.mu.Lock()
+		i := 0
+		for i < len(f.queue) && !f.queue[i].multi {
+			i++
+		}
+		behind := f.queue[:i:i]
+		f.queue = f.queue[i:]
+		sh.mu.Unlock()
+		for _, w := range behind {
+			w.d, w.err = algo.Decision{}, err
+			w.wake <- false
+		}
+	}
 	for _, w := range batch {
 		if w != self {
 			w.wake <- false

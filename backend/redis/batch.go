@@ -70,6 +70,16 @@ const (
 // queues. A caller whose call is answered passes the lead to the first
 // caller queued, if any, which sends the next call. The engine has at most
 // one swap in flight per key, so a batch never holds a key twice.
+//
+// The deadline of a call starts when it is sent: a swap that waited for a
+// call to come back is not refused for the wait while Redis answers each
+// call within the deadline. When a call fails (its deadline, a lost
+// connection, the breaker), the swaps that queued before it was sent,
+// having waited all of it, fail with it instead of waiting out a call of
+// their own; those that queued later go in the next call but keep the
+// deadline they would have had from the moment they queued. So none waits
+// much longer than one deadline while Redis does not answer, and those
+// that arrive as it comes back are not failed for the calls before them.
 type batcher struct {
 	mu     sync.Mutex
 	queue  []*batchCall
@@ -78,26 +88,29 @@ type batcher struct {
 
 // batchCall is one single-key swap waiting in, or answered by, a batch.
 type batchCall struct {
-	c        *oneCall
-	deadline time.Time
-	lead     bool          // woken to send the next batch, not answered
-	wake     chan struct{} // receives once: answered, or lead
-	ok       bool
-	cur      []byte
-	now      int64
-	err      error
+	c      *oneCall
+	queued time.Time // when it queued; zero if sent at once
+	// due, when not zero, is the latest the swap may be answered: set
+	// when a call failed while it queued.
+	due  time.Time
+	lead bool          // woken to send the next batch, not answered
+	wake chan struct{} // receives once: answered, or lead
+	ok   bool
+	cur  []byte
+	now  int64
+	err  error
 }
 
 // batched is compareAndSwapOne's swap of c sent in a batch.
 func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
-	bc := &batchCall{c: c, deadline: time.Now().Add(s.timeout)}
+	bc := &batchCall{c: c}
 	b := &s.batch
 	b.mu.Lock()
 	lead := b.flying < maxFlying
 	if lead {
 		b.flying++
 	} else {
-		bc.wake = make(chan struct{}, 1)
+		bc.wake, bc.queued = make(chan struct{}, 1), time.Now()
 		b.queue = append(b.queue, bc)
 	}
 	b.mu.Unlock()
@@ -112,10 +125,29 @@ func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
 
-		s.sendBatch(batch)
+		sent := time.Now()
+		failed := s.sendBatch(batch)
 
+		var behind []*batchCall // failed with this call
 		b.mu.Lock()
 		var next *batchCall
+		if err := failed; err != nil && isFailure(err) {
+			kept := b.queue[:0]
+			for _, o := range b.queue {
+				switch {
+				case o.queued.Before(sent):
+					o.err = err
+					behind = append(behind, o)
+				case o.due.IsZero():
+					o.due = o.queued.Add(s.timeout)
+					kept = append(kept, o)
+				default:
+					kept = append(kept, o)
+				}
+			}
+			clear(b.queue[len(kept):])
+			b.queue = kept
+		}
 		if len(b.queue) > 0 {
 			next, b.queue = b.queue[0], b.queue[1:]
 			next.lead = true
@@ -124,6 +156,9 @@ func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
 		}
 		b.mu.Unlock()
 		for _, o := range batch[1:] {
+			o.wake <- struct{}{}
+		}
+		for _, o := range behind {
 			o.wake <- struct{}{}
 		}
 		if next != nil {
@@ -140,37 +175,40 @@ func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
 	return bc.ok, cur, bc.now, nil
 }
 
-// sendBatch sends batch's swaps in one script call and sets each one's
-// outcome. A swap whose deadline has passed while it queued fails without
-// being sent; the call's deadline is the earliest of the rest.
-func (s *Store) sendBatch(batch []*batchCall) {
+// sendBatch sends batch's swaps in one script call, under a deadline
+// from now (or the earliest due, if sooner), and sets each one's outcome;
+// it returns the call's error. A swap already past its due fails without
+// being sent.
+func (s *Store) sendBatch(batch []*batchCall) error {
 	now := time.Now()
+	deadline := now.Add(s.timeout)
 	live := batch[:0:0]
 	for _, bc := range batch {
-		if now.Before(bc.deadline) {
-			live = append(live, bc)
+		switch {
+		case bc.due.IsZero():
+		case !now.Before(bc.due):
+			bc.err = fmt.Errorf("sluice/backend/redis: %w after %v queued behind failed calls", context.DeadlineExceeded, s.timeout)
 			continue
+		case bc.due.Before(deadline):
+			deadline = bc.due
 		}
-		bc.err = fmt.Errorf("sluice/backend/redis: %w after %v queued for a batch", context.DeadlineExceeded, s.timeout)
+		live = append(live, bc)
 	}
 	if len(live) == 0 {
-		return
+		return nil
 	}
-	deadline := live[0].deadline
-	args := make([]any, 3, 3+5*len(live))
-	args[0], args[1], args[2] = "evalsha", casEachScript.Hash(), len(live)
-	for _, bc := range live {
-		if bc.deadline.Before(deadline) {
-			deadline = bc.deadline
-		}
+	batch = live
+	args := make([]any, 3, 3+5*len(batch))
+	args[0], args[1], args[2] = "evalsha", casEachScript.Hash(), len(batch)
+	for _, bc := range batch {
 		args = append(args, bc.c.args[3])
 	}
-	for _, bc := range live {
+	for _, bc := range batch {
 		c := bc.c
 		args = append(args, &c.kind, &c.exp, &c.px, &c.val)
 	}
 	var reply []any
-	err := s.callBy(deadline, int64(len(live)), func(ctx context.Context) error {
+	err := s.callBy(deadline, int64(len(batch)), func(ctx context.Context) error {
 		cmd := goredis.NewSliceCmd(ctx, args...)
 		err := s.c.Process(ctx, cmd)
 		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -184,15 +222,16 @@ func (s *Store) sendBatch(batch []*batchCall) {
 		return err
 	})
 	if err == nil {
-		err = s.parseEach(reply, live)
+		err = s.parseEach(reply, batch)
 	}
 	if err != nil {
-		for _, bc := range live {
+		for _, bc := range batch {
 			bc.err = err
 		}
-		return
+		return err
 	}
 	s.timed.Store(time.Now().UnixNano())
+	return nil
 }
 
 // parseEach reads casEachSource's reply into the batch's outcomes.
@@ -235,6 +274,9 @@ func (s *Store) callBy(deadline time.Time, n int64, fn func(ctx context.Context)
 	late := ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)
 	cancel()
 	s.brk.doneN(probe, err, n)
+	if err != nil && s.stale != nil && isFailure(err) && !isReply(err) {
+		s.stale.Store(time.Now().UnixNano())
+	}
 	switch {
 	case err == nil:
 		return nil

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,12 +26,14 @@ const breakerBuckets = 10
 // in. It opens when, over the last window, at least minCalls calls ended
 // and at least rate of them failed: an error rate with a volume, so that
 // neither one stall of a moment (a few calls in flight failing together)
-// nor a streak on a quiet gateway opens it. Open, the calls fail at once
-// with ErrUnavailable, except one at a time, the probe, which goes to
-// Redis: the probe's success closes the breaker (and forgets the window),
-// its failure lets the next call probe. So a Redis that comes back is
-// noticed by the first call it answers, not after a cooldown, and a Redis
-// that does not answer sees one call at a time.
+// nor a streak on a quiet gateway opens it. Open, one call at a time, the
+// probe, goes to Redis; the calls made meanwhile wait for its answer (at
+// most its deadline): its success closes the breaker (and forgets the
+// window) and they go on to Redis, its failure fails them with
+// ErrUnavailable and lets the next call probe. So a Redis that comes back
+// is noticed by the first call it answers, not after a cooldown, and no
+// call is refused once it has answered; a Redis that does not answer sees
+// one call at a time, and every decision still ends within its deadline.
 type breaker struct {
 	off      bool  // never opens
 	minCalls int64 // calls in the window before it is judged
@@ -39,7 +42,10 @@ type breaker struct {
 
 	buckets [breakerBuckets]bucket
 	open    atomic.Bool
-	probing atomic.Bool
+
+	mu      sync.Mutex    // guards probing and probed
+	probing bool          // a probe is out
+	probed  chan struct{} // closed when the probe out is answered
 
 	opened, rejected, failures, calls atomic.Uint64
 }
@@ -66,13 +72,24 @@ func (b *breaker) init(o *Options) {
 }
 
 // allow reports whether a call may go to Redis; a true answer must be
-// followed by done. While open, only the probe may.
+// followed by done. While open, only the probe may: a call made while the
+// probe is out waits for its answer (at most the probe's deadline) and
+// goes to Redis if the probe closed the breaker, else fails.
 func (b *breaker) allow() (probe bool, ok bool) {
 	if b.off || !b.open.Load() {
 		return false, true
 	}
-	if b.probing.CompareAndSwap(false, true) {
+	b.mu.Lock()
+	if !b.probing {
+		b.probing, b.probed = true, make(chan struct{})
+		b.mu.Unlock()
 		return true, true
+	}
+	probed := b.probed
+	b.mu.Unlock()
+	<-probed
+	if !b.open.Load() {
+		return false, true
 	}
 	b.rejected.Add(1)
 	return false, false
@@ -97,7 +114,10 @@ func (b *breaker) doneN(probe bool, err error, n int64) {
 			b.reset()
 			b.open.Store(false)
 		}
-		b.probing.Store(false)
+		b.mu.Lock()
+		b.probing = false
+		close(b.probed)
+		b.mu.Unlock()
 		return
 	}
 	now := time.Now().UnixNano()

@@ -26,7 +26,8 @@ var (
 	// ErrUnavailable is returned without calling Redis while the circuit
 	// breaker is open: over the last Options.BreakerWindow, enough calls
 	// failed (Options.BreakerMinCalls, Options.BreakerFailureRate), and
-	// until one call probing Redis succeeds, the others fail at once.
+	// until one call probing Redis succeeds, the others wait for the
+	// probe's answer and fail with this when it fails.
 	ErrUnavailable = errors.New("sluice/backend/redis: unavailable (circuit open: too many calls failed in the last window; one call at a time probes Redis)")
 	// ErrCrossSlot is returned by a CompareAndSwap over a Cluster whose
 	// keys lie in more than one swap group (see SwapGroup). The engine
@@ -108,6 +109,10 @@ type Store struct {
 	// server's time.
 	timed atomic.Int64
 	batch batcher // single-key swaps past crowd in flight, but on a Cluster
+	// stale, when Open made the client, is when (Unix ns) a call last
+	// timed out or lost its connection: the pool drops the connections
+	// made before (see lateConn.SyscallConn).
+	stale *atomic.Int64
 }
 
 // timeEvery is how often a swap must carry the server's time: a fresh
@@ -298,7 +303,8 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 	if opts != nil && opts.Timeout > 0 {
 		io = opts.Timeout
 	}
-	dial := dialer(io, o.TLS)
+	stale := new(atomic.Int64)
+	dial := dialer(io, o.TLS, stale)
 	if o.PoolSize == 0 {
 		o.PoolSize = DefaultPoolSize
 	}
@@ -331,6 +337,7 @@ func Open(o ClientOptions, opts *Options) (*Store, error) {
 		c.Close()
 		return nil, err
 	}
+	s.stale = stale
 	if o.AutoPipeline {
 		ap, err := c.AutoPipeline()
 		if err != nil {

@@ -1,0 +1,492 @@
+// Package fleet puts a real TCP fault proxy (toxiproxy's server, built
+// from the module proxy's copy and run as a process of its own) between Sluice's Redis store and a real redis-server, and
+// drives the store the way a gateway does: 64 concurrent callers over many
+// users, on the store's default options. Each fault is checked for what a
+// fleet relies on: no caller admitted past its limit, no refusal while
+// Redis answers within the deadline, the store error (and so the door's
+// on_store_error policy) within the deadline when it does not, and
+// decisions back soon after the fault ends.
+//
+// The tests run without the race detector (make test runs them so): they
+// judge the store's deadline on a real gateway's speed, and the main
+// module's tests run the same code under -race.
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/redis"
+	"github.com/sluice-go/sluice/backend/redis/redistest"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// ceiling is how long past its deadline a call may take before a test
+// calls it hung: the scheduling of a loaded machine, not the store's.
+const ceiling = time.Second
+
+// limit is each user's budget: 20 an hour in a token bucket, so that no
+// token comes back within a test (one every 3 minutes).
+var limit = engine.Limit{Namespace: "orders", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 20, Window: time.Hour})}
+
+const callers = 64
+
+// TestMain builds toxiproxy's server from the module's own copy into a
+// temporary folder and runs it as a process of its own for the package's
+// tests: a fault proxy beside the gateway, as a network is, not inside its
+// scheduler.
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		if !redistest.Available() {
+			fmt.Println("*** redis-server not found: the fleet fault tests are SKIPPED (" + redistest.Install + ") ***")
+			return m.Run() // each test skips, saying so
+		}
+		dir, err := os.MkdirTemp("", "fleet-toxiproxy")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "toxiproxy-server")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/Shopify/toxiproxy/v2/cmd/server").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building toxiproxy-server: %v\n%s", err, out)
+			return 1
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		srv := exec.Command(bin, "-host", host, "-port", port)
+		if err := srv.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { srv.Process.Kill(); srv.Wait() }()
+		toxics = toxiproxy.NewClient(addr)
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := toxics.Proxies(); err == nil {
+				break
+			} else if time.Since(start) > 20*time.Second {
+				fmt.Fprintf(os.Stderr, "toxiproxy-server did not answer on %s: %v\n", addr, err)
+				return 1
+			}
+		}
+		return m.Run()
+	}())
+}
+
+// toxics is the client of the package's toxiproxy server.
+var toxics *toxiproxy.Client
+
+// proxy is one toxiproxy proxy in front of a Redis address.
+type proxy struct {
+	p    *toxiproxy.Proxy
+	Addr string
+}
+
+// startProxy starts a proxy on a free loopback port to upstream and
+// deletes it when t ends.
+func startProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	p, err := toxics.CreateProxy(t.Name(), "127.0.0.1:0", upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Delete() })
+	return &proxy{p: p, Addr: p.Listen}
+}
+
+// add adds a toxic and returns its name.
+func (p *proxy) add(t *testing.T, name, typ, stream string, attrs toxiproxy.Attributes) string {
+	t.Helper()
+	if _, err := p.p.AddToxic(name, typ, stream, 1, attrs); err != nil {
+		t.Fatalf("adding the %s toxic: %v", typ, err)
+	}
+	return name
+}
+
+// remove removes a toxic.
+func (p *proxy) remove(t *testing.T, name string) {
+	t.Helper()
+	if err := p.p.RemoveToxic(name); err != nil {
+		t.Fatalf("removing the %s toxic: %v", name, err)
+	}
+}
+
+// gateway opens a Redis store on addr with the default options (but a
+// prefix of the test's own) and an engine over it.
+func gateway(t *testing.T, addr string, o redis.Options) (*redis.Store, *engine.Engine) {
+	t.Helper()
+	o.KeyPrefix = fmt.Sprintf("fleet:%s:%d:", t.Name(), rand.Uint64())
+	s, err := redis.Open(redis.ClientOptions{Addrs: []string{addr}}, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(s, &engine.Options{})
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return s, e
+}
+
+// call is one decision as a caller saw it.
+type call struct {
+	user     string
+	start    time.Time
+	took     time.Duration
+	allowed  bool
+	err      error
+	finished time.Time
+}
+
+// load is the calls of one drive.
+type load struct {
+	calls []call
+}
+
+// drive sends each of users' each requests once, in random order, from
+// callers goroutines.
+func drive(e *engine.Engine, users, each int) *load {
+	order := make([]string, 0, users*each)
+	for u := range users {
+		for range each {
+			order = append(order, fmt.Sprintf("user-%d", u))
+		}
+	}
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	jobs := make(chan string, len(order))
+	for _, u := range order {
+		jobs <- u
+	}
+	close(jobs)
+	return run(e, func() (string, bool) {
+		u, ok := <-jobs
+		return u, ok
+	})
+}
+
+// driveWhile sends requests of users picked at random from callers
+// goroutines, each pausing a moment between two, until fault returns, and
+// for after more; fault runs alongside from the start.
+func driveWhile(e *engine.Engine, users int, after time.Duration, fault func()) *load {
+	return drivePicking(e, func() string { return fmt.Sprintf("user-%d", rand.N(users)) }, after, fault)
+}
+
+// drivePicking is driveWhile with the users pick gives.
+func drivePicking(e *engine.Engine, pick func() string, after time.Duration, fault func()) *load {
+	done := make(chan struct{})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		fault()
+		time.Sleep(after)
+		close(done)
+	}()
+	return run(e, func() (string, bool) {
+		select {
+		case <-done:
+			return "", false
+		case <-time.After(500 * time.Microsecond):
+			return pick(), true
+		}
+	})
+}
+
+// run decides the users next gives from callers goroutines until it
+// says no more.
+func run(e *engine.Engine, next func() (string, bool)) *load {
+	var (
+		mu  sync.Mutex
+		out = &load{}
+		wg  sync.WaitGroup
+	)
+	for range callers {
+		wg.Go(func() {
+			for {
+				u, ok := next()
+				if !ok {
+					return
+				}
+				c := call{user: u, start: time.Now()}
+				d, err := e.Apply(limit, u, 1)
+				c.finished = time.Now()
+				c.took, c.allowed, c.err = c.finished.Sub(c.start), d.Allowed && err == nil, err
+				mu.Lock()
+				out.calls = append(out.calls, c)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// allowed returns the admissions per user.
+func (l *load) allowed() map[string]int {
+	m := map[string]int{}
+	for _, c := range l.calls {
+		if c.allowed {
+			m[c.user]++
+		}
+	}
+	return m
+}
+
+// errors returns the calls that failed.
+func (l *load) errors() []call {
+	var out []call
+	for _, c := range l.calls {
+		if c.err != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// slowest returns the longest call.
+func (l *load) slowest() time.Duration {
+	var m time.Duration
+	for _, c := range l.calls {
+		m = max(m, c.took)
+	}
+	return m
+}
+
+// p99 returns the 99th percentile of the calls' durations.
+func (l *load) p99() time.Duration {
+	d := make([]time.Duration, len(l.calls))
+	for i, c := range l.calls {
+		d[i] = c.took
+	}
+	slices.Sort(d)
+	return d[len(d)*99/100]
+}
+
+// checkErrors fails t for an error that is not a store error.
+func checkErrors(t *testing.T, l *load) {
+	t.Helper()
+	for _, c := range l.errors() {
+		if !errors.Is(c.err, engine.ErrStore) {
+			t.Fatalf("a decision failed with %v, not a store error the door's policy applies to", c.err)
+		}
+	}
+}
+
+// wantNoOverAdmission fails t for a user admitted past the limit.
+func wantNoOverAdmission(t *testing.T, l *load) {
+	t.Helper()
+	for u, n := range l.allowed() {
+		if n > 20 {
+			t.Errorf("%s admitted %d times, limit 20", u, n)
+		}
+	}
+}
+
+// wantExact fails t unless every one of users got exactly the limit and
+// no call failed.
+func wantExact(t *testing.T, l *load, users int) {
+	t.Helper()
+	if errs := l.errors(); len(errs) > 0 {
+		t.Errorf("%d of %d decisions failed while Redis answered within the deadline; the first: %v (after %v)", len(errs), len(l.calls), errs[0].err, errs[0].took)
+	}
+	got := l.allowed()
+	for u := range users {
+		if n := got[fmt.Sprintf("user-%d", u)]; n != 20 {
+			t.Errorf("user-%d admitted %d times, want exactly 20", u, n)
+		}
+	}
+}
+
+// wantWithinDeadline fails t for a call that outlived the deadline by more
+// than the ceiling.
+func wantWithinDeadline(t *testing.T, l *load) {
+	t.Helper()
+	if s := l.slowest(); s > redis.DefaultTimeout+ceiling {
+		t.Errorf("a decision took %v with the %v deadline", s, redis.DefaultTimeout)
+	}
+}
+
+// busy runs n busy loops (separate processes, as another tenant of the
+// machine) until t ends.
+func busy(t *testing.T, n int) {
+	for range n {
+		b := exec.Command("sh", "-c", "while :; do :; done")
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Process.Kill(); b.Wait() })
+	}
+}
+
+// Latency with jitter inside the deadline (10ms ± 8ms each way) costs
+// nothing: 64 callers over 50 users get exactly the limit each, with no
+// store error.
+func TestLatencyWithJitter(t *testing.T) {
+	rs := redistest.Start(t)
+	px := startProxy(t, rs.Addr)
+	px.add(t, "down", "latency", "downstream", toxiproxy.Attributes{"latency": 10, "jitter": 5})
+	px.add(t, "up", "latency", "upstream", toxiproxy.Attributes{"latency": 3, "jitter": 2})
+	_, e := gateway(t, px.Addr, redis.Options{})
+	l := drive(e, 50, 40)
+	wantExact(t, l, 50)
+	t.Logf("latency 13ms ± 7ms: %d decisions, p99 %v, slowest %v, %d errors", len(l.calls), l.p99(), l.slowest(), len(l.errors()))
+}
+
+// A narrow link (256 KB/s each way) that still answers within the
+// deadline: exact, no store error.
+func TestBandwidth(t *testing.T) {
+	rs := redistest.Start(t)
+	px := startProxy(t, rs.Addr)
+	px.add(t, "down", "bandwidth", "downstream", toxiproxy.Attributes{"rate": 256})
+	px.add(t, "up", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 256})
+	_, e := gateway(t, px.Addr, redis.Options{})
+	l := drive(e, 50, 40)
+	wantExact(t, l, 50)
+	t.Logf("bandwidth 256 KB/s: %d decisions, p99 %v, slowest %v", len(l.calls), l.p99(), l.slowest())
+}
+
+// A gateway short of CPU (a busy loop beside it on a 2-core machine, and
+// its own 64 callers asking as fast as they can) behind a Redis 5ms away:
+// exact, no store error, on the default deadline.
+func TestCPUStarvedGateway(t *testing.T) {
+	rs := redistest.Start(t)
+	px := startProxy(t, rs.Addr)
+	px.add(t, "down", "latency", "downstream", toxiproxy.Attributes{"latency": 5})
+	_, e := gateway(t, px.Addr, redis.Options{})
+	busy(t, 1)
+	l := drive(e, 50, 40)
+	wantExact(t, l, 50)
+	t.Logf("a busy loop, 5ms away: %d decisions, p99 %v, slowest %v", len(l.calls), l.p99(), l.slowest())
+}
+
+// faultFor runs the load with a fault present for d, then removed, and
+// half a second more; it returns the load and when the fault ended.
+func faultFor(t *testing.T, e *engine.Engine, users int, d time.Duration, on func(), off func()) (*load, time.Time) {
+	t.Helper()
+	var ended time.Time
+	l := driveWhile(e, users, 500*time.Millisecond, func() {
+		on()
+		time.Sleep(d)
+		off()
+		ended = time.Now()
+	})
+	return l, ended
+}
+
+// recovery returns how long after end the first decision that started
+// after it succeeded, and how many that started after it failed.
+func recovery(l *load, end time.Time) (first time.Duration, errs int, after int) {
+	first = -1
+	byStart := slices.Clone(l.calls)
+	slices.SortFunc(byStart, func(a, b call) int { return a.start.Compare(b.start) })
+	for _, c := range byStart {
+		if c.start.Before(end) {
+			continue
+		}
+		after++
+		if c.err != nil {
+			errs++
+		} else if first < 0 {
+			first = c.finished.Sub(end)
+		}
+	}
+	return first, errs, after
+}
+
+// wantRecovered fails t unless calls started after the fault ended, the
+// first of them succeeded soon, and at most 10 of them failed.
+func wantRecovered(t *testing.T, what string, l *load, end time.Time) {
+	t.Helper()
+	first, errs, after := recovery(l, end)
+	switch {
+	case after < 100:
+		t.Fatalf("%s: only %d decisions started after the fault ended: lengthen the load", what, after)
+	case first < 0:
+		t.Errorf("%s: none of the %d decisions after the fault succeeded", what, after)
+	case first > ceiling:
+		t.Errorf("%s: the first decision after the fault succeeded %v after it", what, first)
+	}
+	if errs > 10 {
+		t.Errorf("%s: %d of the %d decisions after the fault failed, want at most 10", what, errs, after)
+	}
+	t.Logf("%s: %d decisions, %d errors during, p99 %v, slowest %v; after the fault: first answer %v, %d errors of %d",
+		what, len(l.calls), len(l.errors())-errs, l.p99(), l.slowest(), first, errs, after)
+}
+
+// A black hole (the proxy passes nothing, closes nothing) for half a
+// second under load: every decision ends within its deadline as a store
+// error (the door's policy), none is admitted past the limit, and once the
+// link passes data again decisions succeed at once.
+func TestBlackHole(t *testing.T) {
+	rs := redistest.Start(t)
+	px := startProxy(t, rs.Addr)
+	_, e := gateway(t, px.Addr, redis.Options{})
+	l, end := faultFor(t, e, 2000, 500*time.Millisecond,
+		func() { px.add(t, "hole", "timeout", "downstream", toxiproxy.Attributes{"timeout": 0}) },
+		func() { px.remove(t, "hole") })
+	checkErrors(t, l)
+	wantWithinDeadline(t, l)
+	wantNoOverAdmission(t, l)
+	if len(l.errors()) == 0 {
+		t.Error("no decision failed during the black hole")
+	}
+	wantRecovered(t, "black hole 500ms", l, end)
+}
+
+// Connections reset by the peer for 300ms under load: store errors within
+// the deadline, no over-admission, and decisions back once it stops.
+func TestResetPeer(t *testing.T) {
+	rs := redistest.Start(t)
+	px := startProxy(t, rs.Addr)
+	_, e := gateway(t, px.Addr, redis.Options{})
+	l, end := faultFor(t, e, 2000, 300*time.Millisecond,
+		func() { px.add(t, "reset", "reset_peer", "downstream", toxiproxy.Attributes{"timeout": 0}) },
+		func() { px.remove(t, "reset") })
+	checkErrors(t, l)
+	wantWithinDeadline(t, l)
+	wantNoOverAdmission(t, l)
+	wantRecovered(t, "reset_peer 300ms", l, end)
+}
+
+// Connections that close slowly (the proxy holds each close for 2s) while
+// the server drops every client mid-load: the calls on a dropped
+// connection fail within their deadline, none is admitted past the limit,
+// and new connections carry on.
+func TestSlowClose(t *testing.T) {
+	rs := redistest.Start(t)
+	px := startProxy(t, rs.Addr)
+	px.add(t, "slow", "slow_close", "downstream", toxiproxy.Attributes{"delay": 2000})
+	_, e := gateway(t, px.Addr, redis.Options{})
+	l, end := faultFor(t, e, 2000, 0,
+		func() { rs.Do(t, "CLIENT", "KILL", "TYPE", "normal") },
+		func() {})
+	checkErrors(t, l)
+	wantWithinDeadline(t, l)
+	wantNoOverAdmission(t, l)
+	wantRecovered(t, "slow_close 2s, every client killed", l, end)
+}
+
+// freeAddr returns a loopback address nothing listens on yet.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
