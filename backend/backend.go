@@ -17,6 +17,12 @@ var (
 	// already holding its configured maximum number of keys. Existing keys
 	// can still be updated.
 	ErrFull = errors.New("sluice/backend: full")
+	// ErrCorrupt is wrapped by the error of a call that met damage in a
+	// durable store's files (a page or block that does not decode, a
+	// checksum that does not match): the call failed, the process did
+	// not. The error names the store, the path and what was damaged; the
+	// package documentation of each store says how to recover.
+	ErrCorrupt = errors.New("sluice/backend: the store's files are damaged")
 )
 
 // Backend is the store under the engine. Implementations must be safe for

@@ -133,23 +133,33 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := bbolt.Open(filepath.Join(dir, FileName), 0o600, &bbolt.Options{
-		Timeout:      o.Timeout,
-		NoSync:       o.NoSync,
-		FreelistType: bbolt.FreelistMapType,
+	var db *bbolt.DB
+	err = guard(filepath.Join(dir, FileName), "open", func() (err error) {
+		db, err = bbolt.Open(filepath.Join(dir, FileName), 0o600, &bbolt.Options{
+			Timeout:      o.Timeout,
+			NoSync:       o.NoSync,
+			FreelistType: bbolt.FreelistMapType,
+		})
+		return err
 	})
 	if err != nil {
+		if db != nil {
+			db.Close()
+		}
 		h.Release()
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, opened.Locked(dir, "another process", err)
+		}
+		if errors.Is(err, backend.ErrCorrupt) {
+			return nil, err
 		}
 		if errors.Is(err, fs.ErrPermission) {
 			return nil, fmt.Errorf("sluice/backend/bolt: open %q: cannot open or create %s (is the directory writable?): %w", dir, FileName, err)
 		}
 		return nil, fmt.Errorf("sluice/backend/bolt: open %q: %w", dir, err)
 	}
-	if err := checkFormat(db, dir); err != nil {
-		db.Close()
+	if err := guard(filepath.Join(dir, FileName), "open", func() error { return checkFormat(db, dir) }); err != nil {
+		guard(filepath.Join(dir, FileName), "close", db.Close)
 		h.Release()
 		return nil, err
 	}
@@ -233,12 +243,16 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	defer s.gate.Leave()
 	var out []byte
 	var exp int64
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		out, exp = frame.Live(tx.Bucket(recordsBucket).Get(key), now)
+	err := s.view("get", func(tx *bbolt.Tx) error {
+		b, err := records(tx)
+		if err != nil {
+			return err
+		}
+		out, exp = frame.Live(b.Get(key), now)
 		return nil
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("sluice/backend/bolt: get: %w", err)
+		return nil, 0, wrap("get", err)
 	}
 	return out, exp, nil
 }
@@ -249,7 +263,13 @@ func (s *Store) update(fn func(b *bbolt.Bucket) error) error {
 		return err
 	}
 	defer s.gate.Leave()
-	return s.db.Update(func(tx *bbolt.Tx) error { return fn(tx.Bucket(recordsBucket)) })
+	return s.updateTx("write", func(tx *bbolt.Tx) error {
+		b, err := records(tx)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
 }
 
 // Put stores value under key until expiresAt (Unix nanoseconds; zero or less
@@ -264,7 +284,7 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 		if errors.Is(err, backend.ErrClosed) {
 			return err
 		}
-		return fmt.Errorf("sluice/backend/bolt: put: %w", err)
+		return wrap("put", err)
 	}
 	return nil
 }
@@ -279,7 +299,7 @@ func (s *Store) Delete(key []byte) error {
 		if errors.Is(err, backend.ErrClosed) {
 			return err
 		}
-		return fmt.Errorf("sluice/backend/bolt: delete: %w", err)
+		return wrap("delete", err)
 	}
 	return nil
 }
@@ -353,7 +373,7 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 		if errors.Is(err, backend.ErrClosed) {
 			return err
 		}
-		return fmt.Errorf("sluice/backend/bolt: write batch: %w", err)
+		return wrap("write batch", err)
 	}
 	return nil
 }
@@ -364,8 +384,8 @@ func (s *Store) syncFile() error {
 		return err
 	}
 	defer s.gate.Leave()
-	if err := s.db.Sync(); err != nil {
-		return fmt.Errorf("sluice/backend/bolt: sync: %w", err)
+	if err := guard(s.file(), "sync", s.db.Sync); err != nil {
+		return wrap("sync", err)
 	}
 	return nil
 }
@@ -390,8 +410,12 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 		return nil, nil, err
 	}
 	defer s.gate.Leave()
-	err = s.db.View(func(tx *bbolt.Tx) error {
-		c := tx.Bucket(recordsBucket).Cursor()
+	err = s.view("range", func(tx *bbolt.Tx) error {
+		b, err := records(tx)
+		if err != nil {
+			return err
+		}
+		c := b.Cursor()
 		k, v := c.Seek(from)
 		for ; k != nil && len(recs) < rangeChunk; k, v = c.Next() {
 			if v == nil {
@@ -405,7 +429,7 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("sluice/backend/bolt: range: %w", err)
+		return nil, nil, wrap("range", err)
 	}
 	return recs, next, nil
 }
@@ -417,7 +441,7 @@ func (s *Store) Close() error {
 	if !s.gate.Close() {
 		return nil
 	}
-	err := s.db.Close()
+	err := guard(s.file(), "close", s.db.Close)
 	s.hold.Release()
 	if err != nil {
 		return fmt.Errorf("sluice/backend/bolt: close %q: %w", s.dir, err)

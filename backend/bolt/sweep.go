@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"errors"
-	"fmt"
 
 	"go.etcd.io/bbolt"
 
@@ -35,8 +34,12 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 		return nil, nil, err
 	}
 	defer s.gate.Leave()
-	err = s.db.View(func(tx *bbolt.Tx) error {
-		c := tx.Bucket(recordsBucket).Cursor()
+	err = s.view("sweep", func(tx *bbolt.Tx) error {
+		b, err := records(tx)
+		if err != nil {
+			return err
+		}
+		c := b.Cursor()
 		k, v := c.First()
 		if from != nil {
 			k, v = c.Seek(from)
@@ -56,7 +59,7 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("sluice/backend/bolt: sweep: %w", err)
+		return nil, nil, wrap("sweep", err)
 	}
 	return candidates, next, nil
 }
@@ -70,8 +73,11 @@ func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err er
 		return 0, err
 	}
 	defer s.gate.Leave()
-	err = s.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(recordsBucket)
+	err = s.updateTx("sweep", func(tx *bbolt.Tx) error {
+		b, err := records(tx)
+		if err != nil {
+			return err
+		}
 		for _, k := range candidates {
 			v := b.Get(k)
 			if v == nil || !frame.Dead(v, now) {
@@ -91,7 +97,7 @@ func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err er
 		err = nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("sluice/backend/bolt: sweep: %w", err)
+		return 0, wrap("sweep", err)
 	}
 	return removed, nil
 }

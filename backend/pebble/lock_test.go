@@ -35,7 +35,7 @@ func TestLockHeldText(t *testing.T) {
 	}
 	// The same through pebble.Open, as another program in this process
 	// would open the directory.
-	db, err := pebbledb.Open(dir, &pebbledb.Options{Logger: quietLogger{}})
+	db, err := pebbledb.Open(dir, &pebbledb.Options{Logger: &pebbleLog{}})
 	if err == nil {
 		db.Close()
 		t.Fatal("pebble.Open of a directory whose lock this process holds succeeded")
@@ -51,7 +51,7 @@ func TestLockHeldText(t *testing.T) {
 // backend.ErrLocked.
 func TestOpenAfterRawOpen(t *testing.T) {
 	dir := t.TempDir()
-	db, err := pebbledb.Open(dir, &pebbledb.Options{Logger: quietLogger{}})
+	db, err := pebbledb.Open(dir, &pebbledb.Options{Logger: &pebbleLog{}})
 	if err != nil {
 		t.Fatal(err)
 	}

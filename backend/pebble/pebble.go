@@ -3,6 +3,7 @@ package pebble
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -116,6 +117,7 @@ type Store struct {
 
 	sweeper *walk.Sweeper // its cursor is a prefixed record key
 
+	log *pebbleLog // Pebble's logger, which records a Fatalf (damage.go)
 }
 
 var (
@@ -151,9 +153,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 		h.Release()
 		return nil, lockError(dir, err)
 	}
+	plog := &pebbleLog{dir: dir}
 	popts := &pebbledb.Options{
 		Lock:         lock,
-		Logger:       quietLogger{},
+		Logger:       plog,
 		MemTableSize: o.MemTableSize,
 	}
 	popts.CacheSize = DefaultCacheSize
@@ -164,24 +167,17 @@ func Open(dir string, opts *Options) (*Store, error) {
 	// table only: a bloom filter (10 bits per key, 1% false positives)
 	// spares reading the blocks of the others. Later levels inherit it.
 	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	db, err := pebbledb.Open(dir, popts)
-	if err != nil {
-		lock.Close()
-		h.Release()
-		return nil, fmt.Errorf("sluice/backend/pebble: open %q: %w", dir, err)
-	}
-	if err := checkFormat(db, dir); err != nil {
-		db.Close()
-		lock.Close()
-		h.Release()
-		return nil, err
-	}
 	s := &Store{
-		db:   db,
 		lock: lock,
 		dir:  dir,
 		hold: h,
 		gate: gate.New(),
+		log:  plog,
+	}
+	if err := s.open(popts); err != nil {
+		lock.Close()
+		h.Release()
+		return nil, err
 	}
 	s.sweeper = walk.NewSweeper(o.SweepBatch, o.Now, s.sweepRead, s.sweepDelete)
 	s.sweeper.Start(s.gate, o.SweepInterval)
@@ -189,6 +185,30 @@ func Open(dir string, opts *Options) (*Store, error) {
 		s.gate.Go(func() { s.syncer(o.SyncInterval) })
 	}
 	return s, nil
+}
+
+// open opens the database and checks its format, turning damage met on the
+// way into an error wrapping backend.ErrCorrupt.
+func (s *Store) open(popts *pebbledb.Options) (err error) {
+	defer s.catch("open", &err, debug.SetPanicOnFault(true))
+	db, err := pebbledb.Open(s.dir, popts)
+	if err != nil {
+		if isDamage(err) {
+			return err // catch words it
+		}
+		return fmt.Errorf("sluice/backend/pebble: open %q: %w", s.dir, err)
+	}
+	if err := s.poisoned("open"); err != nil {
+		return err // Pebble gave up in a goroutine of its own
+	}
+	if err := checkFormat(db, s.dir); err != nil {
+		if s.log.fatal.Load() == nil {
+			db.Close()
+		}
+		return err
+	}
+	s.db = db
+	return nil
 }
 
 // checkFormat initialises an empty database with FormatVersion and refuses
@@ -235,7 +255,11 @@ func (s *Store) Get(key []byte, now int64) ([]byte, error) {
 }
 
 // Load is Get that also returns the record's expiry (backend.Loader).
-func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
+func (s *Store) Load(key []byte, now int64) (_ []byte, _ int64, err error) {
+	defer s.catch("get", &err, debug.SetPanicOnFault(true))
+	if err := s.poisoned("get"); err != nil {
+		return nil, 0, err
+	}
 	if len(key) == 0 {
 		return nil, 0, backend.ErrEmptyKey
 	}
@@ -286,9 +310,13 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 
 // writeOne applies the one-key batch fill builds, unsynced, and marks the
 // store dirty for the syncer; op names the operation in errors.
-func (s *Store) writeOne(op string, key []byte, fill func(*pebbledb.Batch)) error {
+func (s *Store) writeOne(op string, key []byte, fill func(*pebbledb.Batch)) (err error) {
 	if len(key) == 0 {
 		return backend.ErrEmptyKey
+	}
+	defer s.catch(op, &err, debug.SetPanicOnFault(true))
+	if err := s.poisoned(op); err != nil {
+		return err
 	}
 	if err := s.gate.Enter(); err != nil {
 		return err
@@ -318,11 +346,15 @@ func (s *Store) Delete(key []byte) error {
 // write with an empty key fails the whole batch with backend.ErrEmptyKey
 // before anything is written. An empty batch with sync set syncs every
 // write committed before it, Puts and Deletes included.
-func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
+func (s *Store) WriteBatch(writes []backend.Write, sync bool) (err error) {
 	for i := range writes {
 		if len(writes[i].Key) == 0 {
 			return fmt.Errorf("sluice/backend/pebble: write batch: write %d: %w", i, backend.ErrEmptyKey)
 		}
+	}
+	defer s.catch("write batch", &err, debug.SetPanicOnFault(true))
+	if err := s.poisoned("write batch"); err != nil {
+		return err
 	}
 	if err := s.gate.Enter(); err != nil {
 		return err
@@ -377,6 +409,10 @@ func (s *Store) Range(start []byte, fn func(r backend.Record) bool) error {
 // rangeChunk copies out up to rangeChunk records from lower on. next is the
 // prefixed key to continue from, nil at the end.
 func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, err error) {
+	defer s.catch("range", &err, debug.SetPanicOnFault(true))
+	if err := s.poisoned("range"); err != nil {
+		return nil, nil, err
+	}
 	if err := s.gate.Enter(); err != nil {
 		return nil, nil, err
 	}
@@ -405,11 +441,19 @@ func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, er
 // Close stops the sweeper, waits for the calls in progress and closes the
 // database, releasing the directory's lock. Later calls return
 // backend.ErrClosed; a second Close returns nil.
-func (s *Store) Close() error {
+func (s *Store) Close() (err error) {
 	if !s.gate.Close() {
 		return nil
 	}
-	err := s.db.Close()
+	if err := s.poisoned("close"); err != nil {
+		// Pebble gave up: its state is past use, and closing it may wait
+		// on a goroutine it ended. Release the directory; the process
+		// keeps what Pebble holds.
+		s.lock.Close()
+		s.hold.Release()
+		return err
+	}
+	err = s.closeDB()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}
@@ -431,20 +475,23 @@ func (s *Store) syncer(interval time.Duration) {
 			return
 		}
 		defer s.gate.Leave()
-		if err := s.db.LogData(nil, pebbledb.Sync); err != nil {
+		if err := s.syncLog(); err != nil {
 			s.dirty.Store(true)
 		}
 	})
 }
 
-// quietLogger drops Pebble's informational messages and passes its errors
-// to the standard logger.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	pebbledb.DefaultLogger.Errorf(format, args...)
+// syncLog syncs the write-ahead log, guarded.
+func (s *Store) syncLog() (err error) {
+	defer s.catch("sync", &err, debug.SetPanicOnFault(true))
+	if err := s.poisoned("sync"); err != nil {
+		return err
+	}
+	return s.db.LogData(nil, pebbledb.Sync)
 }
-func (quietLogger) Fatalf(format string, args ...any) {
-	pebbledb.DefaultLogger.Fatalf(format, args...)
+
+// closeDB closes the database, guarded.
+func (s *Store) closeDB() (err error) {
+	defer s.catch("close", &err, debug.SetPanicOnFault(true))
+	return s.db.Close()
 }

@@ -56,7 +56,7 @@ func TestUnknownFormat(t *testing.T) {
 				}
 				s.Close()
 			}
-			db, err := pebbledb.Open(dir, &pebbledb.Options{Logger: quietLogger{}})
+			db, err := pebbledb.Open(dir, &pebbledb.Options{Logger: &pebbleLog{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestUnknownFormat(t *testing.T) {
 				t.Fatalf("Open() = %v, want ErrFormat naming %q and %s", err, dir, tt.want)
 			}
 			// The refused store is released: it can be opened raw again.
-			db, err = pebbledb.Open(dir, &pebbledb.Options{Logger: quietLogger{}})
+			db, err = pebbledb.Open(dir, &pebbledb.Options{Logger: &pebbleLog{}})
 			if err != nil {
 				t.Fatalf("raw re-open after refusal = %v", err)
 			}

@@ -3,6 +3,7 @@ package pebble
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
@@ -26,6 +27,10 @@ func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
 // blocking anyone: at most budget records from the prefixed key from on
 // (nil: the first).
 func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]byte, next []byte, err error) {
+	defer s.catch("sweep", &err, debug.SetPanicOnFault(true))
+	if err := s.poisoned("sweep"); err != nil {
+		return nil, nil, err
+	}
 	if err := s.gate.Enter(); err != nil {
 		return nil, nil, err
 	}
@@ -63,6 +68,10 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 // expired at now, in one unsynced batch. The candidates are in key order, so
 // one iterator seeks through them.
 func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err error) {
+	defer s.catch("sweep", &err, debug.SetPanicOnFault(true))
+	if err := s.poisoned("sweep"); err != nil {
+		return 0, err
+	}
 	if err := s.gate.Enter(); err != nil {
 		return 0, err
 	}

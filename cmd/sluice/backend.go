@@ -275,6 +275,31 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 	}
 }
 
+// openGatewayBackend is openBackend for a gateway (serve, rls): a durable
+// store whose files are too damaged to open does not stop it. The damage
+// is logged once, with the store, the path and what is damaged, and the
+// gateway runs on a damagedStore, every decision of which is a store
+// error that on_store_error decides, until the operator moves the
+// directory away and restarts it.
+func openGatewayBackend(f backendFlags, log *slog.Logger) (backend.Backend, engine.Options, error) {
+	b, opts, err := openBackend(f)
+	if err != nil && errors.Is(err, backend.ErrCorrupt) {
+		log.Error("the store is damaged: every decision is a store error, which on_store_error decides; stop the gateway, move the directory away (what callers spent is lost: each starts with a full budget) and start it again",
+			"store", f.name, "dir", f.dir, "error", err)
+		return damagedStore{err: err}, opts, nil
+	}
+	return b, opts, err
+}
+
+// damagedStore stands for a durable store that would not open because its
+// files are damaged: every call fails with Open's error.
+type damagedStore struct{ err error }
+
+func (d damagedStore) Get([]byte, int64) ([]byte, error) { return nil, d.err }
+func (d damagedStore) Put([]byte, []byte, int64) error   { return d.err }
+func (d damagedStore) Delete([]byte) error               { return d.err }
+func (d damagedStore) Close() error                      { return nil }
+
 // openRedis connects to the Redis r describes. Without an address it is a
 // usage error; a Redis that does not answer within the connect timeout is
 // an error naming the addresses.

@@ -102,6 +102,9 @@ func runInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	s, err := openInspectStore(f)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice inspect: %v\n", err)
+		if errors.Is(err, backend.ErrCorrupt) {
+			fmt.Fprint(stderr, damagedHint(f.dir))
+		}
 		if errors.Is(err, backend.ErrLocked) {
 			fmt.Fprintf(stderr, "sluice inspect: stop the gateway or simulate process using %s, then inspect it\n", f.dir)
 		}
@@ -113,9 +116,17 @@ func runInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice inspect: %v\n", err)
+		if errors.Is(err, backend.ErrCorrupt) {
+			fmt.Fprint(stderr, damagedHint(f.dir))
+		}
 		return 1
 	}
 	return 0
+}
+
+// damagedHint tells an operator how to recover from a damaged store in dir.
+func damagedHint(dir string) string {
+	return fmt.Sprintf("sluice inspect: the store in %s is damaged; the records listed above (if any) read correctly. To recover, stop the gateway, move %s away and start it again: it starts with an empty store, so every caller's budget is full again once\n", dir, dir)
 }
 
 func newInspectFlags() (*flag.FlagSet, *inspectFlags, *string) {

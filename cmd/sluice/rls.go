@@ -166,7 +166,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
 	}
-	b, opts, err := openBackend(bf)
+	b, opts, err := openGatewayBackend(bf, logger)
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {

@@ -187,7 +187,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
 	}
-	b, opts, err := openBackend(bf)
+	b, opts, err := openGatewayBackend(bf, logger)
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {

@@ -1,0 +1,82 @@
+package bolt
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime/debug"
+
+	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/sluice-go/sluice/backend"
+)
+
+// bbolt reads its file through a memory map and trusts what it finds: a
+// damaged page makes it panic (an assertion, an index out of range, a nil
+// bucket) or read outside the map, which is a fault, not a panic. Every
+// call into bbolt goes through guard, which turns either into an error
+// wrapping backend.ErrCorrupt, so that a damaged file fails the call that
+// met the damage, and the gateway's on_store_error decides it, instead of
+// killing the process. Calls that do not meet the damaged pages go on
+// working.
+
+// guard runs fn, a call into bbolt for op, returning its error, or one
+// wrapping backend.ErrCorrupt when it panicked or faulted.
+func guard(path, op string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = damaged(path, op, fmt.Sprint(r))
+		}
+	}()
+	err = fn()
+	if isDamage(err) {
+		err = damaged(path, op, err.Error())
+	}
+	return err
+}
+
+// damaged is the error of op meeting damage in the file at path.
+func damaged(path, op, what string) error {
+	return fmt.Errorf("sluice/backend/bolt: %s: %s is damaged (%s); move the directory away to start afresh: %w", op, path, what, backend.ErrCorrupt)
+}
+
+// wrap adds the package and op to err, but to an error that names them
+// already (damage met).
+func wrap(op string, err error) error {
+	if errors.Is(err, backend.ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("sluice/backend/bolt: %s: %w", op, err)
+}
+
+// isDamage reports a bbolt error that says the file does not hold a valid
+// database.
+func isDamage(err error) bool {
+	return errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) ||
+		errors.Is(err, bolterrors.ErrVersionMismatch) || errors.Is(err, bolterrors.ErrInvalidMapping)
+}
+
+// file is the path of the store's bbolt file.
+func (s *Store) file() string { return filepath.Join(s.dir, FileName) }
+
+// view runs fn in a read-only transaction, guarded.
+func (s *Store) view(op string, fn func(tx *bbolt.Tx) error) error {
+	return guard(s.file(), op, func() error { return s.db.View(fn) })
+}
+
+// updateTx runs fn in a read-write transaction, guarded.
+func (s *Store) updateTx(op string, fn func(tx *bbolt.Tx) error) error {
+	return guard(s.file(), op, func() error { return s.db.Update(fn) })
+}
+
+// records returns the records bucket of tx, or an error when the file's
+// tree has lost it.
+func records(tx *bbolt.Tx) (*bbolt.Bucket, error) {
+	b := tx.Bucket(recordsBucket)
+	if b == nil {
+		return nil, fmt.Errorf("the %q bucket is missing: %w", recordsBucket, bolterrors.ErrInvalid)
+	}
+	return b, nil
+}
