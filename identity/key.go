@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/textproto"
+	"strings"
 
 	"github.com/sluice-go/sluice"
 )
@@ -243,6 +244,18 @@ func (id *Identifier) key(scope sluice.Scope, remote string, h Header, who Calle
 		return "", fmt.Errorf("%w: the API key is %d bytes, over %d", ErrIdentityTooLong, len(v), MaxAPIKeyLen)
 	}
 	return hashAPIKey(v), nil
+}
+
+// ShowKey returns how a caller key (Key's result, as stored) is shown to
+// an operator, in the form ParseKey reads back to the same key: an API
+// key's hash as "keyhash:" and its hex digits (the stored "key:" prefix
+// would read as a raw API key, and be hashed again), every other key as
+// it is.
+func ShowKey(key string) string {
+	if h, ok := strings.CutPrefix(key, "key:"); ok {
+		return "keyhash:" + h
+	}
+	return key
 }
 
 // hashAPIKey returns the caller key of the API key v: "key:" and the first

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/sluice-go/sluice/identity"
 )
 
 // Report is what one configuration would have decided over a replay.
@@ -72,8 +74,9 @@ type RuleReport struct {
 
 // CallerReport is one caller's denials under a rule.
 type CallerReport struct {
-	// Key is the caller's key under the rule, as serve builds it
-	// ("user:alice", "ip:192.0.2.1", "key:" and a hash of the API key).
+	// Key is the caller's key under the rule, as serve builds it and
+	// identity.ShowKey shows it ("user:alice", "ip:192.0.2.1", an API
+	// key as "keyhash:" and its hash).
 	Key string
 	// Requests and Denied count its requests under the rule and the
 	// denials among them.
@@ -159,7 +162,7 @@ func (s *ruleStats) report(share float64, top int, res, span int64) RuleReport {
 	})
 	for _, i := range order[:min(top, len(order))] {
 		c := &s.list[i]
-		rr.Top = append(rr.Top, CallerReport{Key: c.key, Requests: c.requests, Denied: c.denied,
+		rr.Top = append(rr.Top, CallerReport{Key: identity.ShowKey(c.key), Requests: c.requests, Denied: c.denied,
 			FirstDenied: c.firstDenied, LastDenied: c.lastDenied, Need: needs[i]})
 	}
 	sg := suggest(needs, share, rule.Limit)

@@ -237,19 +237,53 @@ func (a *adminKeys) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, tokenGiven := bearer(r)
-	if err := a.eng.Reset(rule.Limit(), key); err != nil {
-		a.log.Error("sluice serve: admin reset failed", "rule", rule.Name(), "key", key, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
+	shown := identity.ShowKey(key)
+	removed, err := resetRecord(a.eng, rule.Limit(), key)
+	if err != nil {
+		a.log.Error("sluice serve: admin reset failed", "rule", rule.Name(), "key", shown, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
 		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
 		return
 	}
-	a.log.Info("sluice serve: admin reset", "rule", rule.Name(), "key", key, "remote", r.RemoteAddr, "token", tokenGiven)
-	writeJSON(w, map[string]any{"rule": rule.Name(), "key": key, "reset": true})
+	a.log.Info("sluice serve: admin reset", "rule", rule.Name(), "key", shown, "remote", r.RemoteAddr, "token", tokenGiven, "removed", removed)
+	answerReset(w, removed, map[string]any{"rule": rule.Name(), "key": shown})
+}
+
+// resetRecord removes the record of key under l and reports whether there
+// was one.
+func resetRecord(eng *engine.Engine, l engine.Limit, key string) (removed bool, err error) {
+	rec, err := eng.Record(l, key)
+	if err != nil {
+		return false, err
+	}
+	if err := eng.Reset(l, key); err != nil {
+		return false, err
+	}
+	return rec != nil, nil
+}
+
+// answerReset answers a reset: 200 with "reset": true when a record was
+// removed; 404 with "reset": false when there was none, for a reset that
+// found nothing has not unblocked anyone (a mistyped key or rule most
+// often).
+func answerReset(w http.ResponseWriter, removed bool, body map[string]any) {
+	body["reset"] = removed
+	if !removed {
+		body["error"] = "no record to reset: the caller has spent nothing under this limit, or the key or the limit is not the one it is counted under (GET /v1/keys shows a caller's key as it is counted)"
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(body)
+		return
+	}
+	writeJSON(w, body)
 }
 
 // keyStateJSON is the body of GET /v1/keys.
 type keyStateJSON struct {
 	Rule string `json:"rule"`
-	// Key is the caller key the store holds (an API key's hash).
+	// Key is the caller key the store holds, as identity.ShowKey shows
+	// it (an API key as keyhash:HEX), which /v1/reset takes back.
 	Key string `json:"key"`
 	// Override reports that the caller has its own limit under the rule;
 	// Limit, Window and Burst are then the caller's.
@@ -289,7 +323,7 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	}
 	c := rs.Override(rule, key)
 	spec := c.Rule()
-	out := keyStateJSON{Rule: c.Name(), Key: key, Override: c != rule, Algorithm: spec.Algorithm,
+	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: spec.Algorithm,
 		Limit: spec.Limit, Window: spec.Window.String(), Burst: spec.Burst, Cost: spec.Cost}
 	if err := out.read(a.eng, c.Limit(), key, c.Cost()); err != nil {
 		keyStoreError(w, a.log, "sluice serve: admin keys", err)

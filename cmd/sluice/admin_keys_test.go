@@ -133,6 +133,35 @@ func TestAdminResetAndKeys(t *testing.T) {
 		t.Errorf("the log shows an API key:\n%s", s.stderr)
 	}
 
+	// The key Sluice shows for an API-key caller is the key it takes
+	// back: /v1/keys, the reset's reply and the log say keyhash:HEX, and
+	// resetting that unblocks the caller. Written as key:HEX it is a raw
+	// API key (hashed again): no record, not reported as done.
+	codes(t, 3, "GET", search, "X-API-Key", "sk_live_2")
+	code, body = adminDo(t, testClient, "GET", admin+"/v1/keys?rule=search&key=key:sk_live_2", "", "", "")
+	var shown keyStateJSON
+	if err := json.Unmarshal([]byte(body), &shown); code != 200 || err != nil || !strings.HasPrefix(shown.Key, "keyhash:") || shown.AllowedNow {
+		t.Fatalf("/v1/keys for an API key: %d %s (%v); want it shown as keyhash:HEX and blocked", code, body, err)
+	}
+	hash := strings.TrimPrefix(shown.Key, "keyhash:")
+	code, body = adminDo(t, testClient, "POST", admin+"/v1/reset", "", "application/x-www-form-urlencoded", url.Values{"rule": {"search"}, "key": {"key:" + hash}}.Encode())
+	if code != 404 || !strings.Contains(body, `"reset": false`) || !strings.Contains(body, "no record") {
+		t.Errorf("POST /v1/reset of key:<the hash>: %d %s; want 404, reset false: it names a raw API key", code, body)
+	}
+	if got := codes(t, 1, "GET", search, "X-API-Key", "sk_live_2"); got[0] != 429 {
+		t.Errorf("sk_live_2 after a reset that found nothing: %v, want still blocked", got)
+	}
+	code, body = adminDo(t, testClient, "POST", admin+"/v1/reset", "", "application/x-www-form-urlencoded", url.Values{"rule": {"search"}, "key": {shown.Key}}.Encode())
+	if code != 200 || !strings.Contains(body, `"reset": true`) || !strings.Contains(body, `"key": "`+shown.Key+`"`) {
+		t.Errorf("POST /v1/reset of the key /v1/keys showed: %d %s", code, body)
+	}
+	if got := codes(t, 1, "GET", search, "X-API-Key", "sk_live_2"); got[0] != 200 {
+		t.Errorf("sk_live_2 after the reset of %s: %v", shown.Key, got)
+	}
+	if !strings.Contains(s.stderr.String(), "key="+shown.Key) {
+		t.Errorf("the reset's log line does not name %s:\n%s", shown.Key, s.stderr)
+	}
+
 	// Mistakes are named.
 	for _, c := range []struct {
 		method, path, ctype, body string

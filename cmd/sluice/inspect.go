@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-go/sluice/codec"
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
 )
 
 const inspectUsage = `Usage: sluice inspect --backend pebble|bolt --dir DIR [--namespace NS] [--key K]
@@ -139,7 +140,7 @@ func newInspectFlags() (*flag.FlagSet, *inspectFlags, *string) {
 	addRedisFlags(fs, &f.redis, func(_ string, set func(string) error) func(string) error { return set })
 	fs.StringVar(&f.config, "config", "", "read the store section of this gateway configuration `file`; the flags override it")
 	fs.StringVar(&f.namespace, "namespace", "", "list only the records of this rule `namespace` (simulate uses \"simulate\")")
-	fs.StringVar(&f.key, "key", "", "list only the records of this caller `key`, in any namespace")
+	fs.StringVar(&f.key, "key", "", "list only the records of this caller `key`, in any namespace: user:ID, key:API_KEY (hashed as the gateway hashes it), keyhash:HEX, ip:ADDRESS or global, or a key of another kind as stored")
 	fs.IntVar(&f.limit, "limit", defaultInspectLimit, "list at most `N` records; 0 lists them all")
 	now := fs.String("now", "", "measure TTLs from this `time` (RFC 3339, such as 2023-11-14T22:13:20Z) instead of the wall clock")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per record per line instead of a table")
@@ -165,11 +166,13 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	idCfg := identity.Config{}
 	if f.config != "" {
 		cfg, err := config.Load(f.config)
 		if err != nil {
 			return inspectFlags{}, usagef("--config: %v", err)
 		}
+		idCfg = cfg.Identity
 		file := inspectFlags{backend: cfg.Store.Backend, dir: cfg.Store.Dir, redis: cfg.Store.Redis}
 		if set["backend"] && f.backend != file.backend {
 			file = inspectFlags{backend: f.backend, redis: defaultRedis()} // the file's store is another
@@ -220,6 +223,20 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 		return inspectFlags{}, usagef("--limit: must be 0 (all) or more, got %d", f.limit)
 	}
 	f.hasNS, f.hasKey = set["namespace"], set["key"]
+	if f.hasKey {
+		// A caller key as the gateway counts it (key:API_KEY hashed,
+		// keyhash:HEX, user:ID, ip:ADDRESS); a key of another kind (a
+		// library's or simulate's own) is looked up as written.
+		id, err := identity.New(idCfg)
+		if err != nil {
+			return inspectFlags{}, usagef("--config: identity: %v", err)
+		}
+		if kind, _, _ := strings.Cut(f.key, ":"); kind == "user" || kind == "key" || kind == "keyhash" || kind == "ip" || f.key == "global" {
+			if f.key, err = id.ParseKey(f.key); err != nil {
+				return inspectFlags{}, usagef("--key: %v", err)
+			}
+		}
+	}
 	t := wallNow
 	if set["now"] {
 		var err error
@@ -409,7 +426,7 @@ func describeRecord(r backend.Record, now int64) recordView {
 		v.KeyHex = hex.EncodeToString(r.Key)
 		fallthrough
 	default:
-		v.Namespace, v.Key = ns, key
+		v.Namespace, v.Key = ns, identity.ShowKey(key)
 	}
 	if r.ExpiresAt > 0 {
 		exp := formatTime(r.ExpiresAt)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-go/sluice/backend/pebble"
 	"github.com/sluice-go/sluice/codec"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // inspectNow is the --now of these tests: ten seconds after the traces'
@@ -288,6 +289,13 @@ func TestInspectExpiry(t *testing.T) {
 	}
 }
 
+// apiKeyHex is the hash of the API key sk_live_1, as the gateway keys its
+// caller (apiKeyHash) and inspect shows it (keyhash:apiKeyHex).
+var (
+	apiKeyHash = func() string { k, _ := identity.New(identity.Config{}); h, _ := k.ParseKey("key:sk_live_1"); return h }()
+	apiKeyHex  = strings.TrimPrefix(apiKeyHash, "key:")
+)
+
 func TestInspectFilters(t *testing.T) {
 	t.Parallel()
 	for _, b := range durableBackends {
@@ -301,6 +309,8 @@ func TestInspectFilters(t *testing.T) {
 			putRecords(t, b, dir,
 				backend.Record{Key: engine.AppendKey(nil, "api", "tb"), Value: rec, ExpiresAt: 1_700_000_010e9},
 				backend.Record{Key: engine.AppendKey(nil, "simulate", "tb2"), Value: rec, ExpiresAt: 1_700_000_010e9},
+				// An API-key caller as the gateway stores it.
+				backend.Record{Key: engine.AppendKey(nil, "search", apiKeyHash), Value: rec, ExpiresAt: 1_700_000_010e9},
 			)
 			keys := func(views []recordView) string {
 				var s []string
@@ -321,8 +331,14 @@ func TestInspectFilters(t *testing.T) {
 				{[]string{"--namespace", "api"}, "api/tb"},
 				{[]string{"--namespace", "simulate", "--limit", "3"}, "simulate/fw simulate/gc simulate/lb"},
 				{[]string{"--limit", "1"}, "api/tb"},
-				{[]string{"--limit", "0"}, "api/tb simulate/fw simulate/gc simulate/lb simulate/sc simulate/sl simulate/tb simulate/tb2"},
+				{[]string{"--limit", "0"}, "api/tb search/keyhash:" + apiKeyHex + " simulate/fw simulate/gc simulate/lb simulate/sc simulate/sl simulate/tb simulate/tb2"},
 				{[]string{"--key", ""}, ""},
+				// The raw API key, hashed as the gateway hashes it, and the
+				// hash as inspect shows it, find the caller; the hash
+				// written as key:HEX is a raw key, which no caller has.
+				{[]string{"--key", "key:sk_live_1"}, "search/keyhash:" + apiKeyHex},
+				{[]string{"--key", "keyhash:" + apiKeyHex}, "search/keyhash:" + apiKeyHex},
+				{[]string{"--key", "key:" + apiKeyHex}, ""},
 			} {
 				got := keys(inspectJSON(t, append([]string{"--backend", b, "--dir", dir}, c.args...)...))
 				if got != c.want {

@@ -133,9 +133,16 @@ func TestServeProcessPlansOverridesAndReset(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "reset user:alice under rule orders (its record is gone)") {
 		t.Fatalf("sluice reset: %v\n%s", err, out)
 	}
-	// On memory there is nothing to reset: it says where to do it.
+	// A second reset finds nothing: it says so and exits 1.
 	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "reset", "--backend", "memory", "--rule", "orders", "--key", "user:alice")
+	cmd := exec.Command(bin, "reset", "--config", cfgPath, "--rule", "orders", "--key", "user:alice")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "nothing to reset: rule orders has no record of user:alice") {
+		t.Errorf("sluice reset of a key with no record: %v\n%s\nwant exit 1 saying there was nothing to reset", err, stderr.String())
+	}
+	// On memory there is nothing to reset: it says where to do it.
+	stderr.Reset()
+	cmd = exec.Command(bin, "reset", "--backend", "memory", "--rule", "orders", "--key", "user:alice")
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "POST /v1/reset") {
 		t.Errorf("sluice reset on memory: %v\n%s\nwant exit 2 pointing to POST /v1/reset", err, stderr.String())

@@ -122,20 +122,17 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(1, "starting the engine: %v", err)
 	}
 	l := engine.Limit{Namespace: *ruleName} // Reset and Record need only the namespace
-	had, rerr := eng.Record(l, key)
-	if rerr == nil {
-		rerr = eng.Reset(l, key)
-	}
+	removed, rerr := resetRecord(eng, l, key)
 	if cerr := eng.Close(); rerr == nil && cerr != nil {
 		rerr = fmt.Errorf("closing the store: %w", cerr)
 	}
 	if rerr != nil {
 		return fail(1, "%v", rerr)
 	}
-	state := "it had no record"
-	if had != nil {
-		state = "its record is gone"
+	shown := identity.ShowKey(key)
+	if !removed {
+		return fail(1, "nothing to reset: rule %s has no record of %s (it has spent nothing under the rule, or it is counted under another key or rule: sluice inspect lists the records)", *ruleName, shown)
 	}
-	fmt.Fprintf(stdout, "reset %s under rule %s (%s)\n", key, *ruleName, state)
+	fmt.Fprintf(stdout, "reset %s under rule %s (its record is gone)\n", shown, *ruleName)
 	return 0
 }

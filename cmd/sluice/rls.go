@@ -424,13 +424,14 @@ func (a *rlsAdminKeys) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, tokenGiven := bearer(r)
-	if err := a.eng.Reset(m.Limit.EngineLimit(), m.Key); err != nil {
+	removed, err := resetRecord(a.eng, m.Limit.EngineLimit(), m.Key)
+	if err != nil {
 		a.log.Error("sluice rls: admin reset failed", "limit", m.Limit.Path, "key", m.Key, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
 		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
 		return
 	}
-	a.log.Info("sluice rls: admin reset", "limit", m.Limit.Path, "key", m.Key, "remote", r.RemoteAddr, "token", tokenGiven)
-	writeJSON(w, map[string]any{"domain": in.Domain, "limit": m.Limit.Path, "key": m.Key, "reset": true})
+	a.log.Info("sluice rls: admin reset", "limit", m.Limit.Path, "key", m.Key, "remote", r.RemoteAddr, "token", tokenGiven, "removed", removed)
+	answerReset(w, removed, map[string]any{"domain": in.Domain, "limit": m.Limit.Path, "key": m.Key})
 }
 
 // rlsKeyStateJSON is the body of sluice rls's GET /v1/keys: serve's, with
