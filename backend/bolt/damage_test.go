@@ -26,4 +26,3 @@ func TestDamagedFile(t *testing.T) {
 		Rounds: 90,
 	})
 }
-
