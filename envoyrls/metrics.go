@@ -26,15 +26,30 @@ const NearLimitRatio = 0.8
 //	sluice_rls_unknown_domain_total                   requests naming a domain not configured
 //	sluice_rls_store_errors_total                     requests the store failed (answered UNAVAILABLE)
 //
-// The Observe path takes no lock once a series exists. Series live until
-// the Metrics is dropped, so a counter never goes backwards across reloads.
-// Safe for concurrent use.
+// No label takes a value a client chooses but through the configuration:
+// a domain no file configures is counted in unknown_domain_total alone, a
+// descriptor that carries its own limit is counted under "override", and
+// the series that detailed_metric and value_to_metric build from request
+// values are at most MaxSeries in all; past that, a new one is counted
+// under its limit's own label (its path without values).
+//
+// The Observe path takes no lock. Series live until the Metrics is
+// dropped, so a counter never goes backwards across reloads. Safe for
+// concurrent use.
 type Metrics struct {
-	series atomic.Pointer[map[seriesKey]*counters] // copy on write under mu
-	mu     sync.Mutex                              // serialises additions to series
+	series sync.Map     // seriesKey → *counters
+	count  atomic.Int64 // series in the map
 
 	unknownDomain, storeErrors atomic.Uint64
 }
+
+// MaxSeries bounds the series built from request values
+// (detailed_metric, value_to_metric).
+const MaxSeries = 10000
+
+// overrideMetric is the descriptor label of every limit a request brings
+// itself.
+const overrideMetric = "override"
 
 type seriesKey struct{ domain, descriptor string }
 
@@ -46,32 +61,24 @@ type counters struct {
 }
 
 // NewMetrics returns empty Metrics.
-func NewMetrics() *Metrics {
-	m := &Metrics{}
-	m.series.Store(&map[seriesKey]*counters{})
-	return m
-}
+func NewMetrics() *Metrics { return &Metrics{} }
 
-// of returns the counters of a series, creating them on first use.
-func (m *Metrics) of(domain, descriptor string) *counters {
-	if c := (*m.series.Load())[seriesKey{domain, descriptor}]; c != nil {
-		return c
+// of returns the counters of a series, creating them on first use; once
+// MaxSeries exist, a new one is fallback's (a label from the
+// configuration).
+func (m *Metrics) of(domain, descriptor, fallback string) *counters {
+	if c, ok := m.series.Load(seriesKey{domain, descriptor}); ok {
+		return c.(*counters)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old := *m.series.Load()
+	if descriptor != fallback && m.count.Load() >= MaxSeries {
+		return m.of(domain, fallback, fallback)
+	}
 	k := seriesKey{strings.Clone(domain), strings.Clone(descriptor)}
-	if c := old[k]; c != nil {
-		return c
+	c, loaded := m.series.LoadOrStore(k, &counters{domain: k.domain, descriptor: k.descriptor})
+	if !loaded {
+		m.count.Add(1)
 	}
-	next := make(map[seriesKey]*counters, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	c := &counters{domain: k.domain, descriptor: k.descriptor}
-	next[k] = c
-	m.series.Store(&next)
-	return c
+	return c.(*counters)
 }
 
 // InitConfig creates the series of every limit of cfg whose label does not
@@ -83,10 +90,10 @@ func (m *Metrics) InitConfig(cfg *Config) {
 	}
 	for _, name := range cfg.Domains() {
 		d := cfg.Domain(name)
-		m.of(name, "")
+		m.of(name, "", "")
 		for _, l := range d.all {
 			if !l.DetailedMetric {
-				m.of(name, l.metric)
+				m.of(name, l.metric, l.metric)
 			}
 		}
 	}
@@ -121,10 +128,11 @@ var (
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	all := make([]*counters, 0, len(*m.series.Load()))
-	for _, c := range *m.series.Load() {
-		all = append(all, c)
-	}
+	all := make([]*counters, 0, m.count.Load())
+	m.series.Range(func(_, c any) bool {
+		all = append(all, c.(*counters))
+		return true
+	})
 	slices.SortFunc(all, func(a, b *counters) int {
 		if c := strings.Compare(a.domain, b.domain); c != 0 {
 			return c
@@ -153,9 +161,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // Snapshot returns the counts of one series: hits, over the limit, near
 // it, within it, and shadow_mode would-be denials.
 func (m *Metrics) Snapshot(domain, descriptor string) (hits, over, near, within, shadow uint64) {
-	c := (*m.series.Load())[seriesKey{domain, descriptor}]
-	if c == nil {
+	v, ok := m.series.Load(seriesKey{domain, descriptor})
+	if !ok {
 		return
 	}
+	c := v.(*counters)
 	return c.hits.Load(), c.over.Load(), c.near.Load(), c.within.Load(), c.shadow.Load()
 }

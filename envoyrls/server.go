@@ -318,7 +318,7 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 		}
 		var c *counters
 		if m != nil {
-			c = m.of(domain, it.metric)
+			c = m.of(domain, it.metric, l.metric)
 			c.hits.Add(uint64(it.cost))
 		}
 		if l.Unlimited {
@@ -362,8 +362,10 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 			pick = i
 		}
 	}
-	if m != nil {
-		c := m.of(domain, "")
+	if m != nil && s.cfg.Load().Domain(domain) != nil {
+		// A domain no file configures is counted once, in
+		// unknown_domain_total: its name is the client's.
+		c := m.of(domain, "", "")
 		if over {
 			c.requestsOver.Add(1)
 		} else {
@@ -473,17 +475,12 @@ func (s *Server) override(domain string, desc *rlv3.RateLimitDescriptor) (*Limit
 	o := desc.GetLimit()
 	k := overrideKey{domain: domain, rpu: o.GetRequestsPerUnit(), unit: rlspb.RateLimitResponse_RateLimit_Unit(o.GetUnit()), mult: max(1, o.GetUnitMultiplier().GetValue())}
 	var key []byte
-	var path strings.Builder
-	path.WriteString(domain)
 	for _, e := range desc.GetEntries() {
 		key = appendField(key, e.GetKey())
 		key = appendField(key, e.GetValue())
-		path.WriteString("." + e.GetKey())
-		if e.GetValue() != "" {
-			path.WriteString("_" + e.GetValue())
-		}
 	}
-	metric := strings.TrimPrefix(path.String(), domain+".")
+	// The limit and the values are the client's: one label for them all.
+	metric := overrideMetric
 	if l, ok := s.overrides.Load(k); ok {
 		return l.(*Limit), string(key), metric
 	}
