@@ -97,7 +97,10 @@ func burst(at time.Duration, n, capacity int64) []step {
 
 // TestArticleDemo is the article's demo: limit 5 per second, 7 requests at
 // t=0. Every algorithm lets 5 through and denies 2; the buckets say to come
-// back in 0.2 s (one token), the windows in 1 s.
+// back in 0.2 s (one token), the fixed window and the log in 1 s. The
+// sliding counter says 1.2 s, not the article's 1 s: at 1 s its estimate
+// is still 5 (this window's count, now the previous one's, at full
+// weight), and a fifth of it has aged out only at 1.2 s.
 func TestArticleDemo(t *testing.T) {
 	p := algo.Params{Limit: 5, Window: time.Second}
 	cases := []struct {
@@ -108,7 +111,7 @@ func TestArticleDemo(t *testing.T) {
 		{algo.LeakyBucketName, ms(200)},
 		{algo.FixedWindowName, time.Second},
 		{algo.SlidingLogName, time.Second},
-		{algo.SlidingCounterName, time.Second},
+		{algo.SlidingCounterName, ms(1200)},
 		{algo.GCRAName, ms(200)},
 	}
 	for _, c := range cases {
@@ -165,8 +168,9 @@ func TestArticleDemoSteps(t *testing.T) {
 		algo.FixedWindowName: append(ttls(time.Second, time.Second, time.Second, time.Second, time.Second), denied(time.Second, time.Second)...),
 		// The newest entry plus the window.
 		algo.SlidingLogName: append(ttls(time.Second, time.Second, time.Second, time.Second, time.Second), denied(time.Second, time.Second)...),
-		// The end of the next window: this window's count weighs on it.
-		algo.SlidingCounterName: append(ttls(2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second), denied(time.Second, 2*time.Second)...),
+		// The end of the next window: this window's count weighs on it,
+		// and a fifth of it has aged out 1.2 s after t0.
+		algo.SlidingCounterName: append(ttls(2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second), denied(ms(1200), 2*time.Second)...),
 	}
 	for name, steps := range cases {
 		t.Run(name, func(t *testing.T) { run(t, algo.MustNew(name, p), nil, steps) })
@@ -384,9 +388,11 @@ func TestSlidingCounter(t *testing.T) {
 		// The current window alone has room 0 for a cost of 7: only the
 		// next window helps.
 		{at: ms(1500), cost: 7, remaining: 3, retry: ms(500)},
-		// The current window alone is too full (3+8 > 10): the article
-		// points at the next window, where the estimate is 3+8 > 10 still.
-		{at: ms(1500), cost: 8, remaining: 3, retry: ms(500)},
+		// The current window alone is too full (3+8 > 10). In the next
+		// window the 3 are the previous count: 3·(1-e)+8 <= 10 from
+		// e = 1/3 s, rounded up to the nanosecond (the article says the
+		// next window's start, where 3+8 > 10 still).
+		{at: ms(1500), cost: 8, remaining: 3, retry: 833333334},
 		{at: ms(2000), cost: 7, allowed: true, remaining: 0, ttl: 2 * time.Second},
 		// Two windows on, nothing is carried.
 		{at: ms(4000), cost: 10, allowed: true, remaining: 0, ttl: 2 * time.Second},
@@ -635,7 +641,9 @@ func TestCapacityLowered(t *testing.T) {
 		{algo.GCRAName, 10, ms(700), 1, true, 0, 0, true},
 		{algo.FixedWindowName, 10, ms(500), 1, false, ms(500), 0, false},
 		{algo.FixedWindowName, 10, ms(1000), 4, true, 0, 0, true},
-		{algo.SlidingCounterName, 6, ms(500), 1, false, ms(500), 0, false},
+		// 6 in this window, over the new 4: in the next they weigh
+		// 6·(1-e), and 6·(1-e)+1 <= 4 from e = 0.5 s.
+		{algo.SlidingCounterName, 6, ms(500), 1, false, time.Second, 0, false},
 		// The log holds 6 entries at t0; 6+1-4-1 = 2: the third must go.
 		{algo.SlidingLogName, 6, ms(500), 1, false, ms(500), 0, false},
 	}

@@ -200,7 +200,34 @@ func (r *refLimiter) decide(st *refState, now float64, nowNs, cost int64) refDec
 	panic("unknown reference algorithm " + r.kind)
 }
 
+// counterRetry is the sliding counter's retry_after with the deliberate
+// difference DESIGN.md lists: the article solves for the previous window
+// aging out within this window only (articleCounterRetry), and points at
+// the next window's start when this one alone has no room, where this
+// window's count, now the previous one, may still block the request. The
+// reference solves the same inequality in this window, then in the next
+// (this window's count carried at its weight), then the one after.
 func (r *refLimiter) counterRetry(st *refState, now, start float64, cost int64) float64 {
+	if room := float64(r.capacity - st.count - cost); room >= 0 {
+		if st.previous <= 0 {
+			return start - now
+		}
+		if e := r.window * (1 - room/float64(st.previous)); e < r.window {
+			return start + e - now
+		}
+	}
+	if st.count <= 0 {
+		return start + r.window - now
+	}
+	if e := r.window * (1 - float64(r.capacity-cost)/float64(st.count)); e < r.window {
+		return start + r.window + e - now
+	}
+	return start + 2*r.window - now
+}
+
+// articleCounterRetry is the article's own retry_after of the sliding
+// counter, which TestReferenceModel pins to the article's demo.
+func (r *refLimiter) articleCounterRetry(st *refState, now, start float64, cost int64) float64 {
 	room := float64(r.capacity - st.count - cost)
 	if st.previous <= 0 || room < 0 {
 		return start + r.window - now
@@ -472,7 +499,10 @@ func TestReferenceModel(t *testing.T) {
 		name  string
 		retry float64
 	}{
-		{TokenBucketName, 0.2}, {LeakyBucketName, 0.2}, {FixedWindowName, 1}, {SlidingLogName, 1}, {SlidingCounterName, 1},
+		// The sliding counter's 1.2 s is the deliberate difference (the
+		// article prints 1 s, where the request is denied again): its own
+		// formula is pinned below.
+		{TokenBucketName, 0.2}, {LeakyBucketName, 0.2}, {FixedWindowName, 1}, {SlidingLogName, 1}, {SlidingCounterName, 1.2},
 	} {
 		ref := newRef(c.name, p)
 		allowed := 0
@@ -486,6 +516,13 @@ func TestReferenceModel(t *testing.T) {
 		if allowed != 5 || math.Abs(d.retryAfter-c.retry) > 1e-12 {
 			t.Errorf("reference %s: %d allowed, Retry-After %v; the article prints 5 and %v", c.name, allowed, d.retryAfter, c.retry)
 		}
+	}
+	// The article's own sliding-counter formula gives its printed 1 s:
+	// five in the window, so it points at the window's end.
+	art := newRef(SlidingCounterName, p)
+	st := &refState{count: 5}
+	if got := art.articleCounterRetry(st, 0, 0, 1); math.Abs(got-1) > 1e-12 {
+		t.Errorf("the article's sliding-counter retry_after: %v, the article prints 1", got)
 	}
 	// The boundary burst.
 	fixed, sliding := newRef(FixedWindowName, p), newRef(SlidingCounterName, p)

@@ -97,17 +97,49 @@ func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []
 	return next
 }
 
-// retryAfter solves for when enough of the previous window will have aged
-// out for the request to fit, as the reference design does: when the current
-// window alone leaves no room, it points at the next window.
+// retryAfter is the time until the same request, with nothing else in
+// between, fits: the earliest instant at which the estimate plus cost is
+// at most the capacity. Within this window the estimate falls as the
+// previous window ages out; if it does not fall far enough before the
+// window ends, the request is tried in the next one, where this window's
+// count has become the previous one (and in the one after, where nothing
+// is left, when even that does not fit). The article looks only at the
+// current window, and so answers too early whenever this window's own
+// count still blocks the request in the next one.
 func (a *SlidingCounter) retryAfter(s codec.Counter, start, now, cost int64) int64 {
-	room := a.capacity - s.Count - cost // what the previous window may still occupy
-	if s.Previous <= 0 || room < 0 {
-		return until(satAdd(start, a.window), now)
+	w := a.window
+	// In this window, with previous and count as they are.
+	if e, ok := a.fits(s.Previous, a.capacity-s.Count-cost); ok {
+		return until(satAdd(start, e), now)
 	}
-	// Smallest elapsed e with previous·(w-e) <= room·w: e = w - floor(room·w/previous).
-	e := a.window - int64(mulDiv(uint64(room), uint64(a.window), uint64(s.Previous)))
-	return until(satAdd(start, e), now)
+	// In the next: this window's count is the previous one.
+	if e, ok := a.fits(s.Count, a.capacity-cost); ok {
+		return until(satAdd(start, satAdd(w, e)), now)
+	}
+	return until(satAdd(start, 2*w), now)
+}
+
+// fits returns the smallest elapsed time e within a window (0 <= e < w) at
+// which previous·(w-e)/w plus what the window holds leaves room for the
+// request, where room is the capacity less the window's count and the
+// request's cost; ok is false when no such e is in the window.
+func (a *SlidingCounter) fits(previous, room int64) (e int64, ok bool) {
+	w := a.window
+	switch {
+	case room < 0:
+		return 0, false
+	case previous <= 0:
+		return 0, true
+	}
+	// previous·(w-e) <= room·w holds from e = w - floor(room·w/previous).
+	f := mulDiv(uint64(room), uint64(w), uint64(previous))
+	switch {
+	case f >= uint64(w):
+		return 0, true
+	case f == 0:
+		return 0, false // only once the previous window is gone: the next one
+	}
+	return w - int64(f), true
 }
 
 // reset is the time until the estimate falls to zero: the end of the next

@@ -21,7 +21,7 @@ const wantDemo = `--- 7 POST /api/orders from user u-1, limit 5 per minute ---
   leaky bucket    : 5 allowed, 2 denied, Retry-After 0.20 s
   fixed window    : 5 allowed, 2 denied, Retry-After 1.00 s
   sliding log     : 5 allowed, 2 denied, Retry-After 1.00 s
-  sliding counter : 5 allowed, 2 denied, Retry-After 1.00 s
+  sliding counter : 5 allowed, 2 denied, Retry-After 1.20 s
   gcra            : 5 allowed, 2 denied, Retry-After 0.20 s
 --- boundary burst: 5 requests at t+0.9 s, 5 more at t+1.0 s ---
   fixed window    : 5 allowed, then 5 more within 0.1 s
