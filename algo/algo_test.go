@@ -350,6 +350,16 @@ func TestSlidingLog(t *testing.T) {
 		{at: ms(1400), cost: 2, allowed: true, remaining: 0, ttl: time.Second},
 		{at: ms(1400), cost: 1, retry: ms(600), reset: time.Second},
 	})
+	t.Run("remaining on a denial", func(t *testing.T) {
+		// A denial reports what is left, as every algorithm does: with
+		// one of two spent, a cost of 2 is refused with 1 left, and a
+		// cost of 1 then takes it.
+		run(t, algo.MustNew(algo.SlidingLogName, algo.Params{Limit: 2, Window: time.Second}), nil, []step{
+			{at: 0, cost: 1, allowed: true, remaining: 1, ttl: time.Second},
+			{at: 0, cost: 2, remaining: 1, retry: time.Second, reset: time.Second},
+			{at: 0, cost: 1, allowed: true, remaining: 0, ttl: time.Second},
+		})
+	})
 	t.Run("nanoseconds", func(t *testing.T) {
 		// Entries a nanosecond apart age out a nanosecond apart, exactly a
 		// window after each, however long the window.
@@ -359,7 +369,7 @@ func TestSlidingLog(t *testing.T) {
 				{at: 0, cost: 1, allowed: true, remaining: 1, ttl: w},
 				{at: 1, cost: 1, allowed: true, remaining: 0, ttl: w},
 				{at: w - 1, cost: 1, retry: 1, reset: 2},
-				{at: w, cost: 2, retry: 1, reset: 1},
+				{at: w, cost: 2, remaining: 1, retry: 1, reset: 1},
 				{at: w, cost: 1, allowed: true, remaining: 0, ttl: w},
 				{at: w, cost: 1, retry: 1, reset: w},
 				{at: w + 1, cost: 1, allowed: true, remaining: 0, ttl: w},
@@ -820,4 +830,22 @@ func ExampleCheckCost() {
 	// <nil>
 	// sluice/algo: cost exceeds capacity: cost 6 can never fit a capacity of 5
 	// sluice/algo: cost must be positive: got 0
+}
+
+// TestRemainingOnDenial: every algorithm reports on a denial what is left
+// now, so a client that asked for too much learns what it may still ask
+// for: limit 2, one spent, a cost of 2 is refused with 1 left.
+func TestRemainingOnDenial(t *testing.T) {
+	for _, name := range algo.Names {
+		t.Run(name, func(t *testing.T) {
+			a := algo.MustNew(name, algo.Params{Limit: 2, Window: time.Hour})
+			state, d := a.Step(nil, t0, 1)
+			if !d.Allowed || d.Remaining != 1 {
+				t.Fatalf("the first request: %+v", d)
+			}
+			if _, d = a.Step(state, t0, 2); d.Allowed || d.Remaining != 1 {
+				t.Errorf("a cost of 2 with 1 left: %+v, want denied with remaining 1", d)
+			}
+		})
+	}
 }

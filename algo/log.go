@@ -66,7 +66,8 @@ func (a *SlidingLog) StepInto(state []byte, now, cost int64, d *Decision) []byte
 		if alive > 0 {
 			reset = until(later(t, a.window), now)
 		}
-		a.denyInto(d, false, 0, retry, reset)
+		// What is left now, as every algorithm reports on a denial.
+		a.denyInto(d, false, a.capacity-alive, retry, reset)
 		return nil
 	case codec.LogRebase:
 		// The base moves, or the array grows: Rewrite writes the record
@@ -123,7 +124,7 @@ func (a *SlidingLog) stepOther(state []byte, horizon, now, cost int64, d *Decisi
 		if alive > 0 {
 			reset = until(satAdd(l.Newest, a.window), now)
 		}
-		a.denyInto(d, corrupt, 0, retry, reset)
+		a.denyInto(d, corrupt, a.capacity-alive, retry, reset)
 		return nil
 	}
 	t := now

@@ -175,8 +175,11 @@ func (r *refLimiter) decide(st *refState, now float64, nowNs, cost int64) refDec
 			}
 			return r.verdict(true, float64(r.capacity-int64(len(st.log))), 0, 0)
 		}
+		// The article reports 0 left on this denial; Sluice reports what
+		// is left, as every other algorithm does (a deliberate difference:
+		// a denied cost of 2 with 1 left says 1).
 		index := int64(len(st.log)) + cost - r.capacity - 1
-		d := r.verdict(false, 0, st.log[index]+r.window-now, 0)
+		d := r.verdict(false, float64(r.capacity-int64(len(st.log))), st.log[index]+r.window-now, 0)
 		d.retryNs = st.logNs[index] + int64(math.Round(r.window*1e9)) - nowNs
 		return d
 
