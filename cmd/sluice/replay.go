@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/sluice-go/sluice/config"
@@ -72,6 +73,7 @@ func runReplay(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	top := fs.Int("top", 10, "how many `callers` each list shows")
 	reorder := fs.Duration("reorder", replay.DefaultReorder, "how far out of time order lines may be and still be decided in order; 0 for none")
 	keepBad := fs.Int("bad-lines", 5, "how many lines that did not parse to show")
+	maxBad := fs.Float64("max-bad", defaultMaxBad, "the largest `share` of lines that may fail to parse, 0 to 1; above it (or when no line parses) the report is still printed and replay exits 1")
 	progress := fs.Bool("progress", false, "show a progress bar on stderr even when it is not a terminal")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), replayUsage, replay.DefaultFieldMap.String())
@@ -94,6 +96,8 @@ func runReplay(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(2, "--top: want 0 or more, got %d", *top)
 	case *reorder < 0:
 		return fail(2, "--reorder: want 0 or more, got %v", *reorder)
+	case !(*maxBad >= 0 && *maxBad <= 1):
+		return fail(2, "--max-bad: want a share from 0 to 1, such as 0.01, got %v", *maxBad)
 	}
 	opts := replay.SourceOptions{Format: *format, Reorder: *reorder}
 	if *reorder == 0 {
@@ -178,7 +182,32 @@ func runReplay(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "\nReport written to %s\n", *reportDir)
 	}
+	var lines, bad int64
+	for _, f := range res.Files {
+		lines, bad = lines+f.Lines, bad+f.Bad
+	}
+	switch {
+	case lines == bad:
+		return fail(1, "no line of the logs parsed (%d lines, %d bad): nothing was replayed; check --format (auto read them as %s) and, for JSON, --json-fields", lines, bad, formatsOf(res.Files))
+	case float64(bad) > *maxBad*float64(lines):
+		return fail(1, "%d of %d lines did not parse (%.1f%%), more than --max-bad allows (%g%%): the report leaves them out", bad, lines, 100*float64(bad)/float64(lines), 100**maxBad)
+	}
 	return 0
+}
+
+// defaultMaxBad is --max-bad's default: a log with more lines that do not
+// parse is most likely read in the wrong format.
+const defaultMaxBad = 0.01
+
+// formatsOf names the formats the files were read as.
+func formatsOf(files []replay.FileStats) string {
+	var names []string
+	for _, f := range files {
+		if !slices.Contains(names, f.Format) {
+			names = append(names, f.Format)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -76,6 +76,14 @@ func TestReplayErrors(t *testing.T) {
 	os.WriteFile(bad, []byte("rules:\n  - name: x\n    path_prefix: /\n    scope: ip\n    algorithm: token_bucket\n    limit: 5\n    window: 1 minute\n"), 0o644)
 	garbage := filepath.Join(dir, "garbage.log")
 	os.WriteFile(garbage, []byte("not a log line\nnor this\n"), 0o644)
+	// 3,000 lines (4 of them bad) and 20 bad ones more (0.8%), or 60 (2.1%).
+	good, err := os.ReadFile(filepath.Join(replayDir, "testdata", "logs", "access.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	someBad, manyBad := filepath.Join(dir, "some-bad.log"), filepath.Join(dir, "many-bad.log")
+	os.WriteFile(someBad, append(append([]byte{}, good...), strings.Repeat("garbage\n", 20)...), 0o644)
+	os.WriteFile(manyBad, append(append([]byte{}, good...), strings.Repeat("garbage\n", 60)...), 0o644)
 	tests := []struct {
 		name       string
 		args       []string
@@ -94,7 +102,12 @@ func TestReplayErrors(t *testing.T) {
 		{"bad rules", []string{"replay", "--config", bad, "--log", garbage}, 2, "", "bad.yaml:7: rules[0].window"},
 		{"bad against", []string{"replay", "--config", rules, "--against", bad, "--log", garbage}, 2, "", "bad.yaml:7: rules[0].window"},
 		{"missing log", []string{"replay", "--config", rules, "--log", filepath.Join(dir, "nope.log")}, 1, "", "nope.log"},
-		{"bad lines", []string{"replay", "--config", rules, "--log", garbage}, 0, "garbage.log:2: replay: line does not parse", ""},
+		// A log of which no line parses: the report, then exit 1.
+		{"no line parses", []string{"replay", "--config", rules, "--log", garbage}, 1, "garbage.log:2: replay: line does not parse", "no line of the logs parsed (2 lines, 2 bad)"},
+		{"some bad lines", []string{"replay", "--config", rules, "--log", someBad}, 0, "does not parse", ""},
+		{"too many bad lines", []string{"replay", "--config", rules, "--log", manyBad}, 1, "does not parse", "64 of 3060 lines did not parse (2.1%), more than --max-bad allows (1%)"},
+		{"bad lines allowed", []string{"replay", "--config", rules, "--log", manyBad, "--max-bad", "0.05"}, 0, "does not parse", ""},
+		{"max-bad", []string{"replay", "--config", rules, "--log", garbage, "--max-bad", "2"}, 2, "", "--max-bad: want a share from 0 to 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
