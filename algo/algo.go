@@ -381,3 +381,36 @@ var capacityOther = func(a Algorithm) int64 { return a.Params().Capacity() }
 func isCorrupt(state []byte) bool {
 	return len(state) != 0 && !codec.Valid(state)
 }
+
+// Quota returns the quota policy the IETF RateLimit-Policy field states for
+// a: units, the quota (the capacity, which a Decision's Remaining never
+// exceeds), and window, the time in which a whole quota comes back — a
+// window algorithm's window; for a bucket (token, leaky, GCRA), the time
+// it takes to refill from empty: the capacity at the rate of limit per
+// window (a burst of 5 at 2 per 2 s is 5 per 5 s).
+func Quota(a Algorithm) (units int64, window time.Duration) {
+	p := a.Params()
+	c := p.Capacity()
+	switch a.Name() {
+	case TokenBucketName, LeakyBucketName, GCRAName:
+		if p.Limit <= 0 {
+			return c, p.Window
+		}
+		w := mulDivCeil(uint64(c), uint64(p.Window), uint64(p.Limit))
+		return c, time.Duration(min(w, uint64(math.MaxInt64)))
+	}
+	return c, p.Window
+}
+
+// QuotaReset returns the IETF RateLimit field's reset (t) for d under a
+// quota policy window w (Quota's): on a denial, d.RetryAfter, when the same
+// request passes, as Retry-After says; otherwise d.Reset, when the whole
+// quota is back, but at most w (a sliding counter's count still weighs in
+// the next window, so its quota can take up to two windows to be whole;
+// t never says more than the policy's window).
+func QuotaReset(d Decision, w time.Duration) time.Duration {
+	if !d.Allowed {
+		return d.RetryAfter
+	}
+	return min(d.Reset, w)
+}

@@ -849,3 +849,43 @@ func TestRemainingOnDenial(t *testing.T) {
 		})
 	}
 }
+
+// TestQuota: the quota policy the IETF fields state. The quota is the
+// capacity; the window is a window algorithm's own, and for a bucket the
+// time the whole capacity takes to come back; the reset of an allowed
+// answer never passes that window, and a denial's is its RetryAfter.
+func TestQuota(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		p      algo.Params
+		units  int64
+		window time.Duration
+	}{
+		{algo.TokenBucketName, algo.Params{Limit: 60, Window: time.Minute}, 60, time.Minute},
+		{algo.TokenBucketName, algo.Params{Limit: 2, Window: 2 * time.Second, Burst: 5}, 5, 5 * time.Second},
+		{algo.LeakyBucketName, algo.Params{Limit: 2, Window: 2 * time.Second, Burst: 5}, 5, 5 * time.Second},
+		{algo.GCRAName, algo.Params{Limit: 100, Window: time.Second, Burst: 1}, 1, 10 * time.Millisecond},
+		{algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Minute}, 10, time.Minute},
+		{algo.SlidingLogName, algo.Params{Limit: 10, Window: time.Minute}, 10, time.Minute},
+		{algo.SlidingCounterName, algo.Params{Limit: 10, Window: time.Minute}, 10, time.Minute},
+	} {
+		a := algo.MustNew(c.name, c.p)
+		units, window := algo.Quota(a)
+		if units != c.units || window != c.window {
+			t.Errorf("%s %+v: Quota = %d per %v, want %d per %v", c.name, c.p, units, window, c.units, c.window)
+		}
+		var state []byte
+		now := t0
+		for i := range 3 * int(units) {
+			next, d := a.Step(state, now, 1)
+			if next != nil {
+				state = next
+			}
+			r := algo.QuotaReset(d, window)
+			if d.Allowed && r > window || !d.Allowed && r != d.RetryAfter {
+				t.Errorf("%s step %d: QuotaReset = %v for %+v under a window of %v", c.name, i, r, d, window)
+			}
+			now += int64(window) / int64(2*units)
+		}
+	}
+}

@@ -405,9 +405,20 @@ func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
 	var hs []*corev3.HeaderValue
 	add := func(k, v string) { hs = append(hs, &corev3.HeaderValue{Key: k, Value: v}) }
 	if s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersIETF {
+		// The quota policy as httplimit states it (algo.Quota): a
+		// bucket's window is the time it refills from empty, and t is
+		// never past it.
+		window := l.Window
+		if l.limit.Algorithm != nil {
+			_, window = algo.Quota(l.limit.Algorithm)
+		}
+		t := reset
+		if !it.denied {
+			t = strconv.FormatInt(ceilSeconds(min(it.d.Reset, window)), 10)
+		}
 		name := sfString(l.policy)
-		add("RateLimit-Policy", name+";q="+capacity+";w="+strconv.FormatInt(ceilSeconds(l.Window), 10))
-		add("RateLimit", name+";r="+remaining+";t="+reset)
+		add("RateLimit-Policy", name+";q="+capacity+";w="+strconv.FormatInt(ceilSeconds(window), 10))
+		add("RateLimit", name+";r="+remaining+";t="+t)
 	}
 	if s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersX {
 		add("X-RateLimit-Limit", capacity)

@@ -393,7 +393,8 @@ descriptors:
 		headers[h.Key] = h.Value
 	}
 	for k, v := range map[string]string{
-		"RateLimit-Policy":  `"api.user";q=3;w=60`,
+		// A burst of 3 at one a second: the whole quota is back in 3 s.
+		"RateLimit-Policy":  `"api.user";q=3;w=3`,
 		"RateLimit":         `"api.user";r=0;t=1`,
 		"X-RateLimit-Limit": "3",
 		"Retry-After":       "1",

@@ -89,7 +89,7 @@ func ExampleNew() {
 	// 1: OK ratelimit: "health";r=2;t=20
 	// 2: OK ratelimit: "health";r=1;t=40
 	// 3: OK ratelimit: "health";r=0;t=60
-	// 4: ResourceExhausted ratelimit: "health";r=0;t=60 retry-after: 20 retry delay: 20s
+	// 4: ResourceExhausted ratelimit: "health";r=0;t=20 retry-after: 20 retry delay: 20s
 }
 
 // An IdentityFunc fed by verified credentials: the subject of the client

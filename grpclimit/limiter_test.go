@@ -231,7 +231,7 @@ func TestUnaryDenialCarriesRetryInfo(t *testing.T) {
 	if got := get(t, md, MetadataRetryAfter); got != "12" {
 		t.Errorf("retry-after = %q, want 12", got)
 	}
-	if got := get(t, md, MetadataRateLimit); got != `"check";r=0;t=60` {
+	if got := get(t, md, MetadataRateLimit); got != `"check";r=0;t=12` { // the reset is retry-after's
 		t.Errorf("ratelimit on the denial = %q", got)
 	}
 	if _, err := s.check(t, "x-user-id", "bob"); err != nil {
@@ -624,7 +624,8 @@ func TestAllModeAndDelay(t *testing.T) {
 	// The denied call spent nothing on the global bucket: one more caller
 	// fits its burst of 4.
 	md, err := s.check(t, "x-user-id", "bob")
-	if err != nil || get(t, md, MetadataPolicy) != `"global";q=60;w=60` {
+	// The global quota is its burst of 4, back whole in 4 s.
+	if err != nil || get(t, md, MetadataPolicy) != `"global";q=4;w=4` {
 		t.Fatalf("bob: %v, policy %q; want allowed under the global rule (its fourth)", err, get(t, md, MetadataPolicy))
 	}
 	s.mu.Lock()
@@ -675,7 +676,7 @@ func TestDenialMetadataOnly(t *testing.T) {
 		}
 	}
 	md, err := s.check(t, "x-user-id", "ann")
-	if status.Code(err) != codes.ResourceExhausted || get(t, md, MetadataRetryAfter) != "12" || get(t, md, MetadataRateLimit) != `"check";r=0;t=60` {
+	if status.Code(err) != codes.ResourceExhausted || get(t, md, MetadataRetryAfter) != "12" || get(t, md, MetadataRateLimit) != `"check";r=0;t=12` {
 		t.Errorf("denied: %v, metadata %v; want ResourceExhausted with retry-after 12 and ratelimit", err, md)
 	}
 }

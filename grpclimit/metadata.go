@@ -23,10 +23,11 @@ import (
 // ruleInfo is what a decision under one compiled rule sends that does not
 // depend on the decision: worked out once per rule, not once per call.
 type ruleInfo struct {
-	policy   []string   // the ratelimit-policy value, "name";q=5;w=60
-	rlPrefix string     // the ratelimit value's start, "name";r=
-	message  string     // a denial's status message
-	quota    *anypb.Any // a denial's QuotaFailure detail, marshalled
+	policy   []string      // the ratelimit-policy value, "name";q=5;w=60
+	rlPrefix string        // the ratelimit value's start, "name";r=
+	message  string        // a denial's status message
+	quota    *anypb.Any    // a denial's QuotaFailure detail, marshalled
+	window   time.Duration // the quota policy's window (algo.Quota)
 }
 
 // ruleCache maps the compiled rules of one ruleset to their ruleInfo. A
@@ -80,13 +81,15 @@ const maxCachedRules = 4096
 
 func newRuleInfo(rule *sluice.CompiledRule) *ruleInfo {
 	spec := rule.Rule()
+	quota, window := algo.Quota(rule.Limit().Algorithm)
 	var b []byte
 	b = appendSFString(b, spec.Name)
 	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, spec.Limit, 10)
+	b = strconv.AppendInt(b, quota, 10)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(spec.Window), 10)
+	b = strconv.AppendInt(b, ceilSeconds(window), 10)
 	ri := &ruleInfo{
+		window:   window,
 		policy:   []string{string(b)},
 		rlPrefix: string(appendSFString(nil, spec.Name)) + ";r=",
 		message:  deniedMessage + rule.Name(),
@@ -132,7 +135,11 @@ func decisionMD(ri *ruleInfo, d algo.Decision) metadata.MD {
 	b = append(b, ri.rlPrefix...)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, reset, 10)
+	if d.Allowed {
+		b = strconv.AppendInt(b, ceilSeconds(algo.QuotaReset(d, ri.window)), 10)
+	} else {
+		b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
+	}
 	ends[3] = len(b)
 	n := 4
 	if !d.Allowed {

@@ -68,5 +68,5 @@ func ExampleNew() {
 	// 3: 200 RateLimit: "orders-write";r=2;t=36
 	// 4: 200 RateLimit: "orders-write";r=1;t=48
 	// 5: 200 RateLimit: "orders-write";r=0;t=60
-	// 6: 429 RateLimit: "orders-write";r=0;t=60 Retry-After: 12 — rate limit exceeded for rule orders-write
+	// 6: 429 RateLimit: "orders-write";r=0;t=12 Retry-After: 12 — rate limit exceeded for rule orders-write
 }

@@ -119,8 +119,9 @@ type limiter struct {
 // Every limited response, allowed or denied, carries X-RateLimit-Limit,
 // X-RateLimit-Remaining, X-RateLimit-Reset (seconds until the full capacity
 // is back, rounded up) and the IETF draft fields RateLimit-Policy
-// ("orders-write";q=5;w=60: the rule's limit and window in seconds) and
-// RateLimit ("orders-write";r=3;t=24: remaining, and seconds until reset).
+// ("orders-write";q=5;w=60: algo.Quota's quota and window in seconds) and
+// RateLimit ("orders-write";r=3;t=24: remaining, and algo.QuotaReset in
+// seconds: Retry-After on a denial).
 // A denied request is answered 429 Too Many Requests with a short body
 // naming the rule and a Retry-After in whole seconds, rounded up, at least
 // 1. An allowed leaky-bucket request waits its Delay before it reaches the
@@ -516,11 +517,23 @@ func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.
 	}
 	l.storeError(rule, err)
 	if l.policy == sluice.FailClosed {
-		http.Error(w, unavailableBody, http.StatusServiceUnavailable)
+		unavailable(w)
 		return
 	}
 	l.shadow(r, rs)
 	next.ServeHTTP(w, r)
+}
+
+// unavailableRetry is the Retry-After of a 503 a store failure answers: a
+// store that fails is retried at once, one call at a time (the breaker's
+// probe), so the decision may work again in a second.
+const unavailableRetry = "1"
+
+// unavailable answers 503 for a store that cannot decide the request, with
+// a Retry-After, as RFC 9110 suggests for a temporary condition.
+func unavailable(w http.ResponseWriter) {
+	w.Header().Set(headerRetryAfter, unavailableRetry)
+	http.Error(w, unavailableBody, http.StatusServiceUnavailable)
 }
 
 // storeError counts and logs a store error under rule.
@@ -538,7 +551,7 @@ func (l *limiter) localError(w http.ResponseWriter, r *http.Request, rule *sluic
 	l.log.Error("httplimit: cannot decide the request locally either",
 		"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
 	if isStoreError(err) {
-		http.Error(w, unavailableBody, http.StatusServiceUnavailable)
+		unavailable(w)
 		return
 	}
 	http.Error(w, internalErrorBody, http.StatusInternalServerError)
@@ -570,6 +583,7 @@ func (l *limiter) logStoreError(rule *sluice.CompiledRule, err error) {
 func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.Decision) {
 	spec := rule.Rule()
 	reset := ceilSeconds(d.Reset)
+	quota, window := algo.Quota(rule.Limit().Algorithm)
 	// One buffer, one string, five substrings: two allocations in all.
 	var buf [256]byte
 	b := buf[:0]
@@ -582,15 +596,15 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 	ends[2] = len(b)
 	b = appendSFString(b, spec.Name)
 	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, spec.Limit, 10)
+	b = strconv.AppendInt(b, quota, 10)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(spec.Window), 10)
+	b = strconv.AppendInt(b, ceilSeconds(window), 10)
 	ends[3] = len(b)
 	b = appendSFString(b, spec.Name)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, reset, 10)
+	b = strconv.AppendInt(b, retryOrReset(algo.QuotaReset(d, window), d.Allowed), 10)
 	ends[4] = len(b)
 	s := string(b)
 	n := 5
@@ -604,11 +618,7 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 		start = e
 	}
 	if !d.Allowed {
-		retry := ceilSeconds(d.RetryAfter)
-		if retry < 1 {
-			retry = 1 // never 0: that would invite an immediate retry
-		}
-		vals[5] = strconv.FormatInt(retry, 10)
+		vals[5] = strconv.FormatInt(retryOrReset(d.RetryAfter, false), 10)
 		vals[6] = "text/plain; charset=utf-8"
 		vals[7] = "nosniff"
 		h[headerRetryAfter] = vals[5:6:6]
@@ -621,6 +631,17 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 	h[headerReset] = vals[2:3:3]
 	h[headerPolicy] = vals[3:4:4]
 	h[headerRateLimit] = vals[4:5:5]
+}
+
+// retryOrReset returns d in whole seconds, rounded up; for a denial at
+// least 1, as Retry-After says it: never 0, which would invite an
+// immediate retry.
+func retryOrReset(d time.Duration, allowed bool) int64 {
+	s := ceilSeconds(d)
+	if !allowed && s < 1 {
+		return 1
+	}
+	return s
 }
 
 // appendSFString appends s as a structured field string (RFC 8941): in

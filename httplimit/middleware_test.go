@@ -222,7 +222,9 @@ func TestOrdersScenario(t *testing.T) {
 			"X-RateLimit-Remaining": "0",
 			"X-RateLimit-Reset":     "60",
 			"RateLimit-Policy":      `"orders-write";q=5;w=60`,
-			"RateLimit":             `"orders-write";r=0;t=60`,
+			// On a denial the reset is Retry-After's: a client reading
+			// r=0 waits t, which must not be longer than it need wait.
+			"RateLimit": `"orders-write";r=0;t=12`,
 		})
 	}
 	if n := f.calls.Load(); n != 5 {
@@ -587,15 +589,19 @@ func TestStoreErrorPolicy(t *testing.T) {
 			for range 2 {
 				resp := doHTTP(t, srv, "POST", "/api/orders", "X-User-ID", "frank")
 				body := readBody(t, resp)
+				retry := resp.Header.Get("Retry-After")
+				resp.Header.Del("Retry-After")
 				wantNoRateHeaders(t, resp.Header)
 				switch policy {
 				case sluice.FailOpen:
-					if resp.StatusCode != 200 || body != "ok" {
-						t.Errorf("open: %d %q, want 200 from the handler", resp.StatusCode, body)
+					if resp.StatusCode != 200 || body != "ok" || retry != "" {
+						t.Errorf("open: %d %q, Retry-After %q; want 200 from the handler, none", resp.StatusCode, body, retry)
 					}
 				case sluice.FailClosed:
-					if resp.StatusCode != 503 {
-						t.Errorf("closed: %d, want 503", resp.StatusCode)
+					// A temporary condition: the client is told when to
+					// try again (RFC 9110).
+					if resp.StatusCode != 503 || retry != "1" {
+						t.Errorf("closed: %d, Retry-After %q; want 503 and 1", resp.StatusCode, retry)
 					}
 				}
 			}
@@ -733,8 +739,13 @@ func TestRetryAfterNeverZero(t *testing.T) {
 	if w.Code != 429 || w.Header().Get("Retry-After") != "1" {
 		t.Errorf("%d Retry-After %q, want 429 and 1 (10ms rounded up)", w.Code, w.Header().Get("Retry-After"))
 	}
-	if got := w.Header().Get("RateLimit-Policy"); got != `"fast";q=100;w=1` {
-		t.Errorf("policy %q", got)
+	// The quota is the capacity (a burst of 1), which comes back whole in
+	// 10 ms (rounded up to 1 s); the reset is Retry-After's.
+	if got := w.Header().Get("RateLimit-Policy"); got != `"fast";q=1;w=1` {
+		t.Errorf("policy %q, want the capacity of 1 per 1 s", got)
+	}
+	if got := w.Header().Get("RateLimit"); got != `"fast";r=0;t=1` {
+		t.Errorf("RateLimit %q, want r=0;t=1", got)
 	}
 }
 
