@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync/atomic"
@@ -52,11 +53,16 @@ func dialer(timeout time.Duration, cfg *tls.Config, stale *atomic.Int64) func(ct
 		t := tls.Client(c, tc)
 		if err := t.HandshakeContext(ctx); err != nil {
 			c.Close()
-			return failedConn{err: err, addr: addr}, nil
+			return failedConn{err: fmt.Errorf("%w: %w", errHandshake, err), addr: addr}, nil
 		}
 		return t, nil
 	}
 }
+
+// errHandshake marks the error of a TLS handshake that failed or did not
+// complete (a server that does not speak TLS never answers the client's
+// hello).
+var errHandshake = errors.New("TLS handshake")
 
 // lateLook is how long a read past its deadline waits for bytes already
 // on their way: long enough for the kernel to hand over what it holds.

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
@@ -278,4 +279,42 @@ func TestSentinel(t *testing.T) {
 	if calls := primary.CommandCalls(t)["evalsha"]; calls == 0 {
 		t.Fatal("the primary ran no EVALSHA: the decisions went elsewhere")
 	}
+}
+
+// A Redis that answers but refuses the login, and one that does not speak
+// the TLS the store was told to use, fail Open at once, each with its own
+// error, not as a Redis that does not answer.
+func TestOpenSaysWhatFailed(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Do(t, "CONFIG", "SET", "requirepass", "s3cret")
+	for _, c := range []struct {
+		name string
+		o    redis.ClientOptions
+		want error
+	}{
+		{"wrong password", redis.ClientOptions{Addrs: []string{srv.Addr}, Password: "wrong"}, redis.ErrLogin},
+		{"no password", redis.ClientOptions{Addrs: []string{srv.Addr}}, redis.ErrLogin},
+		{"TLS to a plain server", redis.ClientOptions{Addrs: []string{srv.Addr}, Password: "s3cret", TLS: &tls.Config{ServerName: "redis.internal"}}, redis.ErrTLS},
+	} {
+		start := time.Now()
+		s, err := redis.Open(c.o, &redis.Options{KeyPrefix: prefix(t), ConnectTimeout: 3 * time.Second})
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: Open succeeded", c.name)
+		}
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want it to wrap %v", c.name, err, c.want)
+		}
+		// A plain server never answers a TLS hello: the handshake times
+		// out, which a slow server would too, so that one is tried for
+		// the connect timeout.
+		if took := time.Since(start); took >= 3*time.Second && c.want != redis.ErrTLS {
+			t.Errorf("%s: Open took %v, its whole connect timeout: a refusal is final", c.name, took)
+		}
+	}
+	s, err := redis.Open(redis.ClientOptions{Addrs: []string{srv.Addr}, Password: "s3cret"}, &redis.Options{KeyPrefix: prefix(t)})
+	if err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+	s.Close()
 }

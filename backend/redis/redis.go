@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha1"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,12 @@ var (
 	// failed (Options.BreakerMinCalls, Options.BreakerFailureRate), and
 	// until one call probing Redis succeeds, the others wait for the
 	// probe's answer and fail with this when it fails.
+	// ErrLogin is wrapped by New's error when Redis answered but refused
+	// the username or password (WRONGPASS, NOAUTH).
+	ErrLogin = errors.New("sluice/backend/redis: login refused")
+	// ErrTLS is wrapped by New's error when the TLS handshake failed: a
+	// certificate that does not verify, a server that does not speak TLS.
+	ErrTLS         = errors.New("sluice/backend/redis: TLS handshake failed")
 	ErrUnavailable = errors.New("sluice/backend/redis: unavailable (circuit open: too many calls failed in the last window; one call at a time probes Redis)")
 	// ErrCrossSlot is returned by a CompareAndSwap over a Cluster whose
 	// keys lie in more than one swap group (see SwapGroup). The engine
@@ -171,6 +179,12 @@ func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error
 	ctx, cancel := context.WithTimeout(context.Background(), connect)
 	defer cancel()
 	if err := ping(ctx, c); err != nil {
+		switch {
+		case isLoginRefused(err):
+			return nil, fmt.Errorf("sluice/backend/redis: Redis refused the login: %w: %w", ErrLogin, err)
+		case isTLSFailure(err):
+			return nil, fmt.Errorf("sluice/backend/redis: the TLS handshake with Redis failed: %w: %w", ErrTLS, err)
+		}
 		return nil, fmt.Errorf("sluice/backend/redis: Redis does not answer: %w", err)
 	}
 	if cc, ok := c.(*goredis.ClusterClient); ok {
@@ -216,8 +230,8 @@ func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 	wait := 10 * time.Millisecond
 	for {
 		err := fn(ctx)
-		if err == nil || !isFailure(err) || ctx.Err() != nil {
-			return err
+		if err == nil || !isFailure(err) || isTLSRefusal(err) || ctx.Err() != nil {
+			return err // a certificate that does not verify will not later
 		}
 		select {
 		case <-ctx.Done():
@@ -226,6 +240,37 @@ func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
+}
+
+// isLoginRefused reports an error reply refusing the connection's login.
+func isLoginRefused(err error) bool {
+	for _, prefix := range []string{"WRONGPASS", "NOAUTH", "ERR invalid password", "ERR AUTH"} {
+		if goredis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// isTLSFailure reports an error of the TLS handshake: a certificate that
+// does not verify, or a peer that does not speak TLS.
+func isTLSFailure(err error) bool {
+	var (
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+		record   tls.RecordHeaderError
+		verify   *tls.CertificateVerificationError
+	)
+	return errors.Is(err, errHandshake) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &record) || errors.As(err, &verify) || strings.Contains(err.Error(), "tls: ")
+}
+
+// isTLSRefusal reports a TLS failure that trying again will not mend: a
+// certificate that does not verify, a peer that answered with no TLS (a
+// handshake that merely timed out may be a slow server).
+func isTLSRefusal(err error) bool {
+	return isTLSFailure(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // loadScripts loads the compare-and-swap scripts into the server c reaches.

@@ -315,7 +315,12 @@ func openRedis(r config.Redis, opts *redis.Options) (*redis.Store, error) {
 		Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password, DB: r.DB, TLS: tlsConfig,
 		AutoPipeline: r.AutoPipeline,
 	}, opts)
-	if err != nil {
+	switch {
+	case errors.Is(err, redis.ErrLogin):
+		return nil, fmt.Errorf("Redis at %s: %w (check store.redis.username and the password: password, password_file or password_env)", strings.Join(r.Addrs, ","), err)
+	case errors.Is(err, redis.ErrTLS):
+		return nil, fmt.Errorf("Redis at %s: %w (check store.redis.tls: ca_file, server_name, and that the server speaks TLS)", strings.Join(r.Addrs, ","), err)
+	case err != nil:
 		return nil, fmt.Errorf("Redis at %s: %w (is it running there? the address is store.redis.addrs, or --redis-addr)", strings.Join(r.Addrs, ","), err)
 	}
 	return s, nil
