@@ -12,8 +12,12 @@ FLOODKEYS ?= 10000000
 
 all: build
 
+# The commit, stamped into the binary for `sluice version` even where the
+# environment turns Go's own VCS stamping off (GOFLAGS=-buildvcs=false).
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/sluice
+	$(GO) build -ldflags "-X main.stampedCommit=$(COMMIT)" -o $(BIN) ./cmd/sluice
 
 ## test: vet, then every package's tests under the race detector; the fuzz
 ## targets run over their committed seed corpora; the bench module must

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -74,6 +75,11 @@ type Config struct {
 	// Overrides is "overrides": callers given their own limit on a rule,
 	// their keys as the doors build them (see overrides.go).
 	Overrides []sluice.Override
+	// Warnings are what the file says that is valid but most likely not
+	// what was meant, each naming the file, the line, the field and the
+	// risk (a file that limits nothing; on_store_error: local on a store
+	// in the gateway's own process). A command should log them.
+	Warnings []string
 
 	ruleset *sluice.Ruleset // compiled from the above by Parse
 }
@@ -514,6 +520,17 @@ type parser struct {
 	overrideNodes []overrideNode // the overrides section, read (overrides.go)
 }
 
+// path reads a file or directory path: one that is not absolute is
+// relative to the configuration file's own directory, as the file reads,
+// whatever the working directory of the process reading it.
+func (p *parser) path(n *yaml.Node, field string) (string, error) {
+	s, err := p.str(n, field)
+	if err != nil || s == "" || filepath.IsAbs(s) {
+		return s, err
+	}
+	return filepath.Join(filepath.Dir(p.file), s), nil
+}
+
 func (p *parser) errAt(line int, field, format string, args ...any) *Error {
 	return &Error{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
 }
@@ -693,7 +710,9 @@ func (p *parser) duration(n *yaml.Node, field string) (time.Duration, error) {
 }
 
 func (p *parser) config(root *yaml.Node, c *Config) error {
+	lines := map[string]int{}
 	err := p.fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
+		lines[key] = v.Line
 		var err error
 		switch key {
 		case "store":
@@ -746,6 +765,13 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 		return err
 	}
 	c.ruleset = rs
+	if len(c.Rules) == 0 && c.Default == nil {
+		c.Warnings = append(c.Warnings, p.errAt(lines["rules"], "rules", "no rule and no default: this configuration limits nothing").Error())
+	}
+	if c.OnStoreError == sluice.FailLocal && c.Store.Backend != BackendRedis {
+		c.Warnings = append(c.Warnings, p.errAt(lines["on_store_error"], "on_store_error",
+			"local decides in memory while a shared store is down, but the store is %s, in the gateway's own process: it never applies (open or closed say what a failing %s store does)", c.Store.Backend, c.Store.Backend).Error())
+	}
 	return nil
 }
 
@@ -859,7 +885,7 @@ func (p *parser) store(n *yaml.Node, path string, s *Store) error {
 		case "redis":
 			err = p.redis(v, field, &s.Redis)
 		case "dir":
-			s.Dir, err = p.str(v, field)
+			s.Dir, err = p.path(v, field)
 			dirGiven = true
 			if err == nil && s.Dir == "" {
 				err = p.errAt(v.Line, field, "must not be empty")
@@ -955,7 +981,7 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 			r.Password, err = p.str(v, field)
 		case "password_file":
 			var file string
-			if file, err = p.str(v, field); err == nil {
+			if file, err = p.path(v, field); err == nil {
 				var data []byte
 				if data, err = os.ReadFile(file); err != nil {
 					err = p.errAt(v.Line, field, "cannot read the password: %v", err)
@@ -1090,7 +1116,7 @@ func (p *parser) redisTLS(n *yaml.Node, path string, t *RedisTLS) error {
 		var err error
 		switch key {
 		case "ca_file":
-			if t.CAFile, err = p.str(v, field); err == nil {
+			if t.CAFile, err = p.path(v, field); err == nil {
 				if t.roots, err = readCAFile(t.CAFile); err != nil {
 					err = p.errAt(v.Line, field, "%v", err)
 				}
@@ -1138,6 +1164,9 @@ func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error 
 				pfx, err := identity.ParseTrustedProxy(s)
 				if err != nil {
 					return true, p.errAt(item.Line, f, "%v", err)
+				}
+				if pfx.Bits() == 0 {
+					return true, p.errAt(item.Line, f, "%s trusts every peer as a proxy: any client could choose its own key by sending %s; list your proxies' addresses or prefixes", s, "X-Forwarded-For")
 				}
 				id.TrustedProxies = append(id.TrustedProxies, pfx)
 			}

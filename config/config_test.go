@@ -26,7 +26,9 @@ func TestLoadTheIssueConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Config{
-		Store: config.Store{Backend: "pebble", Dir: "./var/sluice", Durability: engine.Interval, FlushInterval: 50 * time.Millisecond, Redis: redisDefaults},
+		// The file's dir is relative to the file: ../var/sluice from
+		// testdata/.
+		Store: config.Store{Backend: "pebble", Dir: filepath.Join("..", "var", "sluice"), Durability: engine.Interval, FlushInterval: 50 * time.Millisecond, Redis: redisDefaults},
 		// No trusted proxy: the example is served on a port any local
 		// process can reach, and a trusted client may name any address.
 		Identity:     identity.Config{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", ForwardingHeader: identity.XForwardedFor, IPv6Prefix: 64},
@@ -156,7 +158,7 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 			"config.yaml:31: default.path_prefix: not allowed: the default covers every request no rule covers", nil},
 		{"bad backend", issueConfig(t, "backend: pebble", "backend: etcd"),
 			`config.yaml:2: store.backend: want one of memory, pebble, bolt, redis, got "etcd"`, nil},
-		{"durable backend without dir", issueConfig(t, "  dir: ./var/sluice\n", ""),
+		{"durable backend without dir", issueConfig(t, "  dir: ../var/sluice      # relative to this file: ./var/sluice from the repository's root\n", ""),
 			"config.yaml:2: store.dir: required for the pebble backend", nil},
 		{"bad flush interval", issueConfig(t, "flush_interval: 50ms", "flush_interval: 50"),
 			`config.yaml:5: store.flush_interval: want a duration such as 1m or 500ms, got "50"`, nil},
@@ -275,4 +277,26 @@ func names(rs []*sluice.CompiledRule) []string {
 		out = append(out, r.Name())
 	}
 	return out
+}
+
+// Valid but most likely not meant: a file that limits nothing, and
+// on_store_error: local over a store in the gateway's own process. They
+// load, with warnings naming the line and the risk.
+func TestWarnings(t *testing.T) {
+	for _, c := range []struct{ file, want string }{
+		{"rules: []\n", "w.yaml:1: rules: no rule and no default: this configuration limits nothing"},
+		{"store:\n  backend: pebble\n  dir: /tmp/x\non_store_error: local\ndefault: {name: d, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n",
+			"w.yaml:4: on_store_error: local decides in memory while a shared store is down, but the store is pebble"},
+	} {
+		cfg, err := config.Parse("w.yaml", []byte(c.file))
+		if err != nil {
+			t.Fatalf("%q: %v", c.file, err)
+		}
+		if len(cfg.Warnings) != 1 || !strings.HasPrefix(cfg.Warnings[0], c.want) {
+			t.Errorf("%q: warnings %q, want one starting %q", c.file, cfg.Warnings, c.want)
+		}
+	}
+	if cfg, err := config.Parse("w.yaml", []byte("default: {name: d, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n")); err != nil || len(cfg.Warnings) != 0 {
+		t.Errorf("a plain file: warnings %q, %v", cfg.Warnings, err)
+	}
 }

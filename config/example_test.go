@@ -39,7 +39,7 @@ func ExampleLoad() {
 	_, err = config.Parse("gateway.yaml", []byte("rules:\n  - name: a\n    window: 1 minute\n"))
 	fmt.Println(err)
 	// Output:
-	// store: pebble ./var/sluice interval
+	// store: pebble ../var/sluice interval
 	// trusted proxies: 0 forwarding header: x-forwarded-for
 	// rule orders-write: POST /api/orders per user, 5 per 1m0s
 	// rule search: GET /api/search per user, 10 per 1m0s

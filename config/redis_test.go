@@ -360,3 +360,41 @@ func TestLoadStore(t *testing.T) {
 		}
 	}
 }
+
+// Relative paths in a file — a durable store's dir, password_file,
+// tls.ca_file — are relative to the file's own directory, whatever the
+// working directory of the command reading it.
+func TestRelativePathsFollowTheFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "password"), []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Base(writeCA(t, dir))
+	redisFile := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(redisFile, []byte(redisConfig("  backend: redis\n  redis:\n    addrs: [a:1]\n    password_file: password\n    tls: {ca_file: "+ca+"}")), 0o644)
+	pebbleFile := filepath.Join(dir, "gateway.yaml")
+	os.WriteFile(pebbleFile, []byte("store:\n  backend: pebble\n  dir: state\nrules: []\n"), 0o644)
+
+	elsewhere := t.TempDir()
+	t.Chdir(elsewhere)
+	c, err := config.Load(redisFile)
+	if err != nil {
+		t.Fatalf("Load from another directory: %v", err)
+	}
+	if c.Store.Redis.Password != "pw" || c.Store.Redis.TLS.CAFile != filepath.Join(dir, ca) {
+		t.Errorf("password %q, ca_file %q: want them read beside the file", c.Store.Redis.Password, c.Store.Redis.TLS.CAFile)
+	}
+	if c, err = config.Load(pebbleFile); err != nil || c.Store.Dir != filepath.Join(dir, "state") {
+		t.Errorf("dir: %q, %v; want %s", c.Store.Dir, err, filepath.Join(dir, "state"))
+	}
+}
+
+// A trusted proxy prefix of every address lets every client pick its key.
+func TestTrustEveryoneRefused(t *testing.T) {
+	for _, p := range []string{"0.0.0.0/0", "::/0"} {
+		_, err := config.Parse("g.yaml", []byte("identity:\n  trusted_proxies: [10.0.0.1, \""+p+"\"]\nrules: []\n"))
+		if err == nil || !strings.Contains(err.Error(), "g.yaml:2: identity.trusted_proxies[1]: "+p+" trusts every peer") {
+			t.Errorf("trusted_proxies %s: %v", p, err)
+		}
+	}
+}

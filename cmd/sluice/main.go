@@ -84,6 +84,11 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// stampedCommit is the commit `make build` stamps into the binary
+// (-ldflags -X main.stampedCommit=...), for a build whose environment
+// leaves the version control information out (GOFLAGS=-buildvcs=false).
+var stampedCommit string
+
 // versionLine describes this build in one line.
 func versionLine() string {
 	version, commit := "(unknown)", ""
@@ -108,6 +113,9 @@ func versionLine() string {
 		if rev != "" {
 			commit = fmt.Sprintf(" (commit %s %s%s)", rev, when, dirty)
 		}
+	}
+	if commit == "" && stampedCommit != "" {
+		commit = fmt.Sprintf(" (commit %s)", stampedCommit)
 	}
 	return fmt.Sprintf("sluice %s%s %s %s/%s", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -179,6 +179,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "%s: %v", *configPath, err)
 	}
 	logger := slog.New(slog.NewTextHandler(errw, nil))
+	warn := func(c *config.Config) {
+		for _, w := range c.Warnings {
+			logger.Warn("sluice serve: the configuration may not say what was meant", "warning", w)
+		}
+	}
+	warn(cfg)
 
 	// The store: read at start only, the flags over the file's section.
 	fileStore := storeFlags(cfg.Store)
@@ -275,6 +281,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		if err != nil {
 			return
 		}
+		warn(next)
 		h, err := limited(next)
 		if err != nil {
 			logger.Error("sluice serve: reload: keeping the identity and store-error settings in force", "config", *configPath, "err", err)
