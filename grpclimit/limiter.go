@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -528,6 +529,15 @@ func (l *Limiter) identityError(method string, rule *sluice.CompiledRule, err er
 	return l.callerError(err, "cannot identify the caller", "identity or cost function panicked", "rule", rule.Name(), "method", method)
 }
 
+// grpcKeyNames lower-cases the header names in msg that follow "once: ",
+// as gRPC metadata keys are.
+func grpcKeyNames(msg string) string {
+	if before, name, ok := strings.Cut(msg, "once: "); ok {
+		return before + "once: " + strings.ToLower(name)
+	}
+	return msg
+}
+
 // callerError returns the status of a call refused because the caller
 // could not be identified: the status an IdentityFunc returned,
 // InvalidArgument for a malformed identity, and otherwise Internal, logged
@@ -540,7 +550,10 @@ func (l *Limiter) callerError(err error, failed, panicked string, attrs ...any) 
 		}
 	}
 	if errors.Is(err, identity.ErrBadIdentity) {
-		return status.Error(codes.InvalidArgument, "bad caller identity: "+err.Error())
+		// The message says it once, in gRPC's terms: metadata, lower case.
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), identity.ErrBadIdentity.Error()+": "), "identity: ")
+		msg = strings.Replace(msg, "header given more than once", "metadata given more than once", 1)
+		return status.Error(codes.InvalidArgument, "bad caller identity: "+grpcKeyNames(msg))
 	}
 	var pe *panicError
 	if errors.As(err, &pe) {

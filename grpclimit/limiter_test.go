@@ -338,6 +338,8 @@ func TestIdentityFromMetadataAndMatching(t *testing.T) {
 	}
 	if _, err := s.check(t, "x-tenant", "d", "x-tenant", "e"); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("an identity key sent twice: %v, want InvalidArgument", err)
+	} else if msg := status.Convert(err).Message(); msg != "bad caller identity: metadata given more than once: x-tenant" {
+		t.Errorf("an identity key sent twice: message %q, want it said once, in metadata's terms", msg)
 	}
 	if _, err := s.check(t, "x-tenant", strings.Repeat("u", identity.MaxUserIDLen+1)); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a user id too long: %v, want InvalidArgument", err)

@@ -94,7 +94,10 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got %d bytes with no kind and colon before them (not shown: they may be an API key)", ErrBadKey, len(s))
 	}
 	if v == "" {
-		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got nothing after %q", ErrBadKey, clip(kind)+":")
+		if !knownKind(kind) {
+			return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global; what was given has none of these kinds before its colon (not shown: it may be an API key)", ErrBadKey)
+		}
+		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got nothing after %q", ErrBadKey, kind+":")
 	}
 	if trimOWS(v) != v {
 		return "", fmt.Errorf("%w: spaces around what follows %s:, which no caller key has", ErrBadKey, kind)
@@ -132,7 +135,16 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 		}
 		return id.IPKey(a), nil
 	}
-	return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got the kind %q (what follows it is not shown: it may be an API key)", ErrBadKey, clip(kind))
+	return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global; what was given has none of these kinds before its colon (not shown: it may be an API key)", ErrBadKey)
+}
+
+// knownKind reports a kind ParseKey reads.
+func knownKind(kind string) bool {
+	switch kind {
+	case "user", "key", "keyhash", "ip":
+		return true
+	}
+	return false
 }
 
 func isLowerHex(s string) bool {

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -75,6 +76,31 @@ func readAdminToken(path string) (adminGuard, error) {
 // 127.0.0.1) and returns it with its guard. Bound to an address that is
 // not loopback, it needs a token: without one it is a *usageError and
 // nothing stays bound.
+// checkAdminFlags checks --admin and --admin-token-file as listenAdmin
+// will, without binding: called before the store is opened, so that a
+// mistake there is the first error an operator sees, not one found after
+// the store was opened (and, on Pebble or bbolt, locked).
+func checkAdminFlags(addr, tokenFile string) error {
+	if addr == "" {
+		return nil
+	}
+	var g adminGuard
+	if tokenFile != "" {
+		var err error
+		if g, err = readAdminToken(tokenFile); err != nil {
+			return err
+		}
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--admin %s: want host:port, or :port for loopback", addr)
+	}
+	if ip, perr := netip.ParseAddr(host); perr == nil && !ip.IsLoopback() && !g.hasToken {
+		return usagef("--admin %s: %s is not loopback: its endpoints (resets among them) would be open to the network; give --admin-token-file, or bind to 127.0.0.1", addr, host)
+	}
+	return nil
+}
+
 func listenAdmin(addr, tokenFile string) (net.Listener, adminGuard, error) {
 	var g adminGuard
 	if tokenFile != "" {

@@ -166,6 +166,13 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
 	}
+	if err := checkAdminFlags(*admin, *adminTokenFile); err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return fail(2, "%v", err)
+		}
+		return fail(1, "%v", err)
+	}
 	b, opts, err := openGatewayBackend(bf, logger)
 	if err != nil {
 		var ue *usageError
