@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -221,7 +222,11 @@ func load(path string) (*Config, uint64, error) {
 	return c, h.Sum64(), err
 }
 
-// configFiles lists the files Load reads at path, sorted.
+// configFiles lists the files Load reads at path, sorted: the file, or
+// every *.yaml and *.yml file under the directory, in its subdirectories
+// too, as envoyproxy/ratelimit walks its runtime directory. Names starting
+// with a dot are skipped, directories included (a Kubernetes ConfigMap's
+// ..data and timestamped directories: its files are linked from the top).
 func configFiles(path string) ([]string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -230,27 +235,55 @@ func configFiles(path string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	ents, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
 	var files []string
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			continue
+	err = filepath.WalkDir(path, func(f string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
-		f := filepath.Join(path, name)
+		name := e.Name()
+		if f != path && strings.HasPrefix(name, ".") {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			return nil
+		}
 		if st, err := os.Stat(f); err != nil || !st.Mode().IsRegular() {
-			continue // a dangling link, a directory named *.yaml
+			return nil // a dangling link, a directory named *.yaml
 		}
 		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: %s holds no *.yaml or *.yml file", ErrNoConfig, path)
 	}
 	slices.Sort(files)
 	return files, nil
+}
+
+// Files returns the files Load reads at path, sorted (see Load).
+func Files(path string) ([]string, error) { return configFiles(path) }
+
+// configDirs lists path, when a directory, and its subdirectories but
+// those starting with a dot: what a watcher watches.
+func configDirs(path string) []string {
+	var dirs []string
+	filepath.WalkDir(path, func(f string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil || !e.IsDir():
+			return nil
+		case f != path && strings.HasPrefix(e.Name(), "."):
+			return filepath.SkipDir
+		}
+		dirs = append(dirs, f)
+		return nil
+	})
+	return dirs
 }
 
 func readFile(name string) ([]byte, error) {

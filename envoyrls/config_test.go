@@ -112,8 +112,8 @@ descriptors:
 	}
 }
 
-// Load reads a directory's YAML files, one domain each, skipping hidden
-// files and others; two files of one domain are refused, naming both.
+// Load reads a directory's YAML files, one domain each, its
+// subdirectories' too, skipping hidden files and directories and others; two files of one domain are refused, naming both.
 func TestLoadDirectory(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) {
@@ -135,6 +135,19 @@ func TestLoadDirectory(t *testing.T) {
 	}
 	if got := strings.Join(cfg.Domains(), ","); got != "a,b" {
 		t.Errorf("domains %s, want a,b", got)
+	}
+	// Subdirectories are read too, as envoyproxy/ratelimit walks its
+	// runtime directory; hidden ones (a ConfigMap's ..data) are not.
+	for _, d := range []string{"team", filepath.Join("team", "deep"), "..data"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join("team", "c.yaml"), "domain: c\n")
+	write(filepath.Join("team", "deep", "d.yaml"), "domain: d\n")
+	write(filepath.Join("..data", "e.yaml"), "domain: e\n")
+	if cfg, err = Load(dir); err != nil || strings.Join(cfg.Domains(), ",") != "a,b,c,d" {
+		t.Errorf("with subdirectories: domains %v, %v; want a,b,c,d", cfg.Domains(), err)
 	}
 	write("c.yaml", "domain: a\n")
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), `duplicate domain "a"`) || !strings.Contains(err.Error(), "a.yaml") {

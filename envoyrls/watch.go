@@ -56,6 +56,10 @@ type Watcher struct {
 	mu     sync.Mutex // serialises reloads and guards the fields below
 	closed bool
 	digest uint64 // of the configuration in force, 0 before the first
+	// rejected reports that the last reload was rejected: a file that
+	// then loads as the configuration in force is said to be in force
+	// again, though nothing changes.
+	rejected bool
 }
 
 // Watch starts watching path (what Load reads) for srv, whose configuration
@@ -86,6 +90,9 @@ func Watch(path string, srv *Server, opts WatchOptions) (*Watcher, error) {
 		return nil, err
 	}
 	w.fw = fw
+	if dir == w.path {
+		w.watchSubdirs()
+	}
 	if opts.SIGHUP {
 		w.sigC = make(chan os.Signal, 1)
 		signal.Notify(w.sigC, syscall.SIGHUP)
@@ -146,6 +153,7 @@ func (w *Watcher) reload(force bool) error {
 	}
 	cfg, digest, err := load(w.path)
 	if err != nil {
+		w.rejected = true
 		w.log.Error("envoyrls: configuration rejected; the previous one stays in force", "path", w.path, "err", err)
 		if w.opts.OnReload != nil {
 			w.opts.OnReload(nil, err)
@@ -153,15 +161,34 @@ func (w *Watcher) reload(force bool) error {
 		return err
 	}
 	if !force && digest == w.digest {
+		if w.rejected {
+			w.rejected = false
+			w.log.Info("envoyrls: the configuration loads again, and is the one in force: nothing changed", "path", w.path)
+		}
 		return nil
 	}
+	w.rejected = false
 	w.digest = digest
+	w.watchSubdirs() // a new subdirectory's files are read: watch it too
 	w.srv.SetConfig(cfg)
 	w.log.Info("envoyrls: configuration reloaded", "path", w.path, "domains", cfg.Domains())
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(cfg, nil)
 	}
 	return nil
+}
+
+// watchSubdirs watches the subdirectories of a configuration directory,
+// whose files Load reads too (fsnotify watches one directory at a time).
+func (w *Watcher) watchSubdirs() {
+	if st, err := os.Stat(w.path); err != nil || !st.IsDir() {
+		return
+	}
+	for _, d := range configDirs(w.path) {
+		if d != w.path {
+			w.fw.Add(d)
+		}
+	}
 }
 
 // Close stops watching. It waits for a reload in progress to finish.

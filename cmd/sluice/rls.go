@@ -162,6 +162,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		bf = storeFlagsGiven.over(fileStore)
 	}
 	logger := slog.New(slog.NewTextHandler(errw, nil))
+	if files, err := envoyrls.Files(*configPath); err == nil {
+		logger.Info("sluice rls: configuration read", "files", strings.Join(files, ","), "domains", strings.Join(cfg.Domains(), ","))
+	}
 
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)

@@ -593,6 +593,10 @@ func TestRLSProcessReload(t *testing.T) {
 	if got := rlsAnswer(p.ask(t, "api", 0, rd("user", "frank"))); got != "OVER_LIMIT: OVER_LIMIT" {
 		t.Errorf("after a rejected file: %s, want the limit of 5 still in force", got)
 	}
+	// The file fixed back to what is in force: nothing changes, and the
+	// log says the file is the configuration in force again.
+	write(conf(5))
+	p.waitLog(t, "the configuration loads again, and is the one in force", 1)
 	// SIGHUP reloads too.
 	write(conf(7))
 	p.waitLog(t, "configuration reloaded", 2)
