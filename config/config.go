@@ -75,6 +75,13 @@ type Config struct {
 	// Overrides is "overrides": callers given their own limit on a rule,
 	// their keys as the doors build them (see overrides.go).
 	Overrides []sluice.Override
+	// Response is the "response" section: how a denial is answered.
+	Response Response
+	// Exempt is "exempt": the callers no rule limits, each written as
+	// overrides' callers are (user:ID, key:API_KEY, keyhash:HEX,
+	// ip:ADDRESS), or ip: and a prefix (ip:10.0.0.0/8) for a network.
+	// Exemptions reload with the file. See ExemptFunc.
+	Exempt []string
 	// Warnings are what the file says that is valid but most likely not
 	// what was meant, each naming the file, the line, the field and the
 	// risk (a file that limits nothing; on_store_error: local on a store
@@ -82,6 +89,70 @@ type Config struct {
 	Warnings []string
 
 	ruleset *sluice.Ruleset // compiled from the above by Parse
+}
+
+// Response is the "response" section.
+type Response struct {
+	// DenyStatus is "deny_status", a denial's status: 429 when left out
+	// (nginx's limit_req_status), any of 400 to 599.
+	DenyStatus int
+	// Problem is "body: problem": an RFC 9457 application/problem+json
+	// body naming the rule, the limit and the retry; "text" (the default)
+	// is one line of text.
+	Problem bool
+	// ResetUnix is "reset: unix": X-RateLimit-Reset as a Unix time, as
+	// GitHub and ulule/limiter send it; "seconds" (the default) counts from
+	// now.
+	ResetUnix bool
+}
+
+// ExemptFunc returns the test of the callers Exempt names, their keys
+// read as id reads them: a caller key (as a rule counts it) is exempt when
+// an entry names it, or, an IP key, when it falls in an entry's prefix.
+func (c *Config) ExemptFunc(id *identity.Identifier) (func(key string) bool, error) {
+	if len(c.Exempt) == 0 {
+		return nil, nil
+	}
+	keys := map[string]bool{}
+	var nets []netip.Prefix
+	for _, e := range c.Exempt {
+		if v, ok := strings.CutPrefix(e, "ip:"); ok && strings.Contains(v, "/") {
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				return nil, fmt.Errorf("exempt %q: want ip: and an address or a prefix such as 10.0.0.0/8", e)
+			}
+			nets = append(nets, p.Masked())
+			continue
+		}
+		k, err := id.ParseKey(e)
+		if err != nil {
+			return nil, fmt.Errorf("exempt: %w", err)
+		}
+		keys[k] = true
+	}
+	return func(key string) bool {
+		if keys[key] {
+			return true
+		}
+		v, ok := strings.CutPrefix(key, "ip:")
+		if !ok || len(nets) == 0 {
+			return false
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			p, perr := netip.ParsePrefix(v) // an IPv6 caller, by its prefix
+			if perr != nil {
+				return false
+			}
+			a = p.Addr()
+		}
+		for _, n := range nets {
+			if n.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}, nil
 }
 
 // Store is the "store" section: where the limiter keeps its state.
@@ -518,6 +589,33 @@ type parser struct {
 	defLines  map[string]int
 
 	overrideNodes []overrideNode // the overrides section, read (overrides.go)
+	exemptLines   []int          // the line of each exempt entry
+}
+
+// response reads the response section.
+func (p *parser) response(n *yaml.Node, path string, r *Response) error {
+	return p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		var err error
+		switch key {
+		case "deny_status":
+			var code int64
+			if code, err = p.integer(v, field); err == nil && (code < 400 || code > 599) {
+				err = p.errAt(v.Line, field, "want a client or server error status, 400 to 599, got %d", code)
+			}
+			r.DenyStatus = int(code)
+		case "body":
+			var b string
+			b, err = p.oneOf(v, field, "text", "problem")
+			r.Problem = b == "problem"
+		case "reset":
+			var b string
+			b, err = p.oneOf(v, field, "seconds", "unix")
+			r.ResetUnix = b == "unix"
+		default:
+			return false, nil
+		}
+		return true, err
+	})
 }
 
 // path reads a file or directory path: one that is not absolute is
@@ -749,6 +847,21 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			c.Default, p.defNode, p.defLines = &r, v, lines
 		case "overrides":
 			err = p.overrides(v, field)
+		case "response":
+			err = p.response(v, field, &c.Response)
+		case "exempt":
+			if v.Kind != yaml.SequenceNode {
+				return true, p.notSupported(v, field, "a list of callers, such as [user:ops, ip:10.0.0.0/8]")
+			}
+			for i, item := range v.Content {
+				f := fmt.Sprintf("%s[%d]", field, i)
+				e, err := p.str(item, f)
+				if err != nil {
+					return true, err
+				}
+				c.Exempt = append(c.Exempt, e)
+				p.exemptLines = append(p.exemptLines, item.Line)
+			}
 		default:
 			return false, nil
 		}
@@ -765,6 +878,17 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 		return err
 	}
 	c.ruleset = rs
+	if len(c.Exempt) > 0 {
+		id, err := identity.New(c.Identity)
+		if err == nil {
+			for i, e := range c.Exempt {
+				one := Config{Exempt: []string{e}}
+				if _, err := one.ExemptFunc(id); err != nil {
+					return p.errAt(p.exemptLines[i], fmt.Sprintf("exempt[%d]", i), "%v", strings.TrimPrefix(err.Error(), "exempt: "))
+				}
+			}
+		}
+	}
 	if len(c.Rules) == 0 && c.Default == nil {
 		c.Warnings = append(c.Warnings, p.errAt(lines["rules"], "rules", "no rule and no default: this configuration limits nothing").Error())
 	}

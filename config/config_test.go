@@ -300,3 +300,45 @@ func TestWarnings(t *testing.T) {
 		t.Errorf("a plain file: warnings %q, %v", cfg.Warnings, err)
 	}
 }
+
+// The response section and exempt list: read, checked with the line and
+// the field, and exempt entries matched as the doors count callers.
+func TestResponseAndExempt(t *testing.T) {
+	cfg, err := config.Parse("g.yaml", []byte(`response:
+  deny_status: 503
+  body: problem
+  reset: unix
+exempt: [user:ops, key:sk_live_1, ip:10.0.0.0/8, ip:2001:db8::1]
+default: {name: d, scope: ip, algorithm: gcra, limit: 1, window: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Response; r.DenyStatus != 503 || !r.Problem || !r.ResetUnix {
+		t.Errorf("response %+v", r)
+	}
+	id, _ := identity.New(cfg.Identity)
+	exempt, err := cfg.ExemptFunc(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiKey, _ := id.ParseKey("key:sk_live_1")
+	for key, want := range map[string]bool{
+		"user:ops": true, "user:alice": false, apiKey: true, "ip:10.1.2.3": true, "ip:192.0.2.1": false,
+		"ip:2001:db8::/64": true, "ip:2001:db9::/64": false,
+	} {
+		if got := exempt(key); got != want {
+			t.Errorf("exempt(%q) = %v, want %v", key, got, want)
+		}
+	}
+	for _, c := range []struct{ file, want string }{
+		{"response: {deny_status: 302}\nrules: []\n", "g.yaml:1: response.deny_status: want a client or server error status, 400 to 599, got 302"},
+		{"response: {body: html}\nrules: []\n", "g.yaml:1: response.body:"},
+		{"exempt: [user:ops, alice]\nrules: []\n", "g.yaml:1: exempt[1]: identity: bad caller key"},
+		{"exempt: [ip:10.0.0.0/33]\nrules: []\n", "g.yaml:1: exempt[0]: exempt \"ip:10.0.0.0/33\": want ip: and an address or a prefix"},
+	} {
+		if _, err := config.Parse("g.yaml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.file, err, c.want)
+		}
+	}
+}

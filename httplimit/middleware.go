@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +59,21 @@ type Config struct {
 	// rule covers (never Retry-After: the request passes). False by
 	// default: a shadow rule is invisible to clients.
 	ShadowHeaders bool
+	// DenyStatus is the status of a denied request; zero means 429 Too
+	// Many Requests (as nginx's limit_req_status, any of 400 to 599).
+	DenyStatus int
+	// ProblemDetails, when true, answers a denial with an RFC 9457
+	// application/problem+json body naming the rule, its limit and the
+	// retry, in place of the one-line text body.
+	ProblemDetails bool
+	// ResetAsUnixTime, when true, sends X-RateLimit-Reset as the Unix
+	// time (seconds) at which the capacity is whole again, as GitHub and
+	// ulule/limiter do, in place of the seconds from now.
+	ResetAsUnixTime bool
+	// Exempt, when set, reports the caller keys (as a rule counts them:
+	// "user:alice", "key:" and a hash, "ip:192.0.2.1") no rule limits: a
+	// request whose key under a rule is exempt is not decided by it.
+	Exempt func(key string) bool
 	// Logger receives store errors (at most one line a second), contained
 	// panics of the IdentityFunc and other internal errors; nil means
 	// slog.Default().
@@ -93,6 +109,10 @@ type limiter struct {
 	local    *sluice.Local // with policy FailLocal
 	cost     func(*http.Request, *sluice.CompiledRule) int64
 	shadowH  bool // ShadowHeaders
+	deny     int  // DenyStatus
+	problem  bool // ProblemDetails
+	unix     bool // ResetAsUnixTime
+	exempt   func(string) bool
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
 	lastLog  atomic.Int64  // Unix ns of the last store error logged
@@ -185,8 +205,18 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		local:    cfg.Local,
 		cost:     cfg.Cost,
 		shadowH:  cfg.ShadowHeaders,
+		deny:     cfg.DenyStatus,
+		problem:  cfg.ProblemDetails,
+		unix:     cfg.ResetAsUnixTime,
+		exempt:   cfg.Exempt,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
+	}
+	switch {
+	case l.deny == 0:
+		l.deny = http.StatusTooManyRequests
+	case l.deny < 400 || l.deny > 599:
+		return nil, fmt.Errorf("httplimit: Config.DenyStatus %d: want a client or server error status, 400 to 599", l.deny)
 	}
 	if l.id == nil {
 		var err error
@@ -258,6 +288,10 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			l.identityError(w, r, rule, err)
 			return
 		}
+		if l.exempt != nil && l.exempt(key) {
+			next.ServeHTTP(w, r) // no rule limits this caller
+			return
+		}
 		rule = rs.Override(rule, key)
 		var start time.Time
 		if l.metrics != nil { // time the decision only for someone to see it
@@ -298,8 +332,12 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 
 	l.setHeaders(w.Header(), rule, d)
 	if !d.Allowed {
+		if l.problem {
+			l.problemBody(w, rule, d)
+			return
+		}
 		// As http.Error would, with fewer allocations.
-		w.WriteHeader(http.StatusTooManyRequests)
+		w.WriteHeader(l.deny)
 		io.WriteString(w, deniedBody+rule.Name()+"\n")
 		return
 	}
@@ -399,13 +437,25 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Handler, rs *sluice.Ruleset, rules []*sluice.CompiledRule) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, ok bool) {
 	var stack [maxStackRules]engine.Request
 	reqs := stack[:0]
+	kept := rules[:0:0]
 	for _, c := range rules {
 		key, cost, err := l.keyAndCost(r, c)
 		if err != nil {
 			l.identityError(w, r, c, err)
 			return nil, d, 0, false
 		}
+		if l.exempt != nil && l.exempt(key) {
+			continue // no rule limits this caller under c
+		}
+		kept = append(kept, c)
 		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
+	}
+	if len(reqs) == 0 {
+		next.ServeHTTP(w, r)
+		return nil, d, 0, false
+	}
+	if len(kept) != len(rules) {
+		rules = kept
 	}
 	Override(rs, rules, reqs) // rules is the door's own (AppendMatchPlan's), not the ruleset's
 	start := time.Now()
@@ -583,6 +633,10 @@ func (l *limiter) logStoreError(rule *sluice.CompiledRule, err error) {
 func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.Decision) {
 	spec := rule.Rule()
 	reset := ceilSeconds(d.Reset)
+	xreset := reset
+	if l.unix {
+		xreset = (l.eng.Clock().Now() + int64(d.Reset) + int64(time.Second) - 1) / int64(time.Second)
+	}
 	quota, window := algo.Quota(rule.Limit().Algorithm)
 	// One buffer, one string, five substrings: two allocations in all.
 	var buf [256]byte
@@ -592,7 +646,7 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 	ends[0] = len(b)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	ends[1] = len(b)
-	b = strconv.AppendInt(b, reset, 10)
+	b = strconv.AppendInt(b, xreset, 10)
 	ends[2] = len(b)
 	b = appendSFString(b, spec.Name)
 	b = append(b, ";q="...)
@@ -631,6 +685,26 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 	h[headerReset] = vals[2:3:3]
 	h[headerPolicy] = vals[3:4:4]
 	h[headerRateLimit] = vals[4:5:5]
+}
+
+// problemBody answers a denial with an RFC 9457 problem details object:
+// the rule, its quota, what is left and when to retry, beside the headers.
+func (l *limiter) problemBody(w http.ResponseWriter, rule *sluice.CompiledRule, d algo.Decision) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/problem+json"}
+	retry := retryOrReset(d.RetryAfter, false)
+	body, _ := json.Marshal(map[string]any{
+		"type":        "about:blank",
+		"title":       http.StatusText(l.deny),
+		"status":      l.deny,
+		"detail":      deniedBody + rule.Name(),
+		"rule":        rule.Name(),
+		"limit":       d.Limit,
+		"remaining":   d.Remaining,
+		"retry_after": retry,
+	})
+	w.WriteHeader(l.deny)
+	w.Write(append(body, '\n'))
 }
 
 // retryOrReset returns d in whole seconds, rounded up; for a denial at

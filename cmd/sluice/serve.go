@@ -257,15 +257,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			return nil, fmt.Errorf("identity: %w", err)
 		}
 		curID.Store(id) // the admin endpoints read caller keys under it
+		exempt, err := cfg.ExemptFunc(id)
+		if err != nil {
+			return nil, err
+		}
 		mw, err := httplimit.New(httplimit.Config{
-			Engine:        eng,
-			Registry:      reg,
-			Identifier:    id,
-			Metrics:       counts,
-			OnStoreError:  cfg.OnStoreError,
-			Local:         local,
-			Logger:        logger,
-			ShadowHeaders: *shadowHeaders,
+			Engine:          eng,
+			Registry:        reg,
+			Identifier:      id,
+			Metrics:         counts,
+			OnStoreError:    cfg.OnStoreError,
+			Local:           local,
+			Logger:          logger,
+			ShadowHeaders:   *shadowHeaders,
+			DenyStatus:      cfg.Response.DenyStatus,
+			ProblemDetails:  cfg.Response.Problem,
+			ResetAsUnixTime: cfg.Response.ResetUnix,
+			Exempt:          exempt,
 		})
 		if err != nil {
 			return nil, err

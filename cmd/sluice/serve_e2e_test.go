@@ -372,6 +372,23 @@ func TestServeReload(t *testing.T) {
 	if got := codes(t, 1, "GET", url, "X-Forwarded-For", "203.0.113.9"); got[0] != 200 {
 		t.Errorf("X-Forwarded-For after trusting the peer: %v, want 200 (keyed by the client)", got)
 	}
+
+	// The exempt list and the response section reload too: the blocked
+	// peer exempt, another caller denied with the status and body asked.
+	if got := codes(t, 1, "GET", url); got[0] != 429 {
+		t.Fatalf("the peer before the exemption: %v, want 429", got)
+	}
+	replaceFile(t, cfgPath, gatewayConfig(memoryStore, "127.0.0.1/32", 10)+"exempt: [ip:127.0.0.0/8]\nresponse: {deny_status: 503, body: problem}\n")
+	waitMetric(t, s.admin, ok, 3)
+	if got := codes(t, 3, "GET", url); fmt.Sprint(got) != "[200 200 200]" {
+		t.Errorf("the exempt peer: %v, want every request through", got)
+	}
+	for range 10 {
+		send(t, "GET", url, "X-Forwarded-For", "203.0.113.7")
+	}
+	if code, h := send(t, "GET", url, "X-Forwarded-For", "203.0.113.7"); code != 503 || h.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("a denial after the response section: %d %q, want 503 and problem details", code, h.Get("Content-Type"))
+	}
 }
 
 // serveProcess is `sluice serve` running as a child process.
