@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -34,6 +35,7 @@ import (
 
 // rlsUsage is what "sluice rls --help" prints before the flags.
 const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR --grpc ADDR [--admin ADDR [--admin-token-file FILE]]
+       [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--store FILE] [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
        [--headers both|ietf|x-ratelimit|none --shadow-headers --shadow-mode]
@@ -123,6 +125,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
+	tlsf := addTLSFlags(fs, "the gRPC listener")
 	storePath := fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
 	storeFlagsGiven := addBackendFlags(fs)
 	fs.Usage = func() {
@@ -169,6 +172,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
 	}
+	tlsCfg, err := tlsf.config(logger, "h2")
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return fail(2, "%v", err)
+		}
+		return fail(1, "%v", err)
+	}
 	if err := checkAdminFlags(*admin, *adminTokenFile); err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -210,7 +221,11 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}
 	defer w.Close()
 
-	gs := grpc.NewServer()
+	var gopts []grpc.ServerOption
+	if tlsCfg != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	gs := grpc.NewServer(gopts...)
 	rlspb.RegisterRateLimitServiceServer(gs, srv)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -49,6 +50,7 @@ const maxPooledCopyBuffers = 256
 
 // serveUsage is what "sluice serve --help" prints before the flags.
 const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR [--admin-token-file FILE]]
+       [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
 
@@ -143,6 +145,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
 	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
 	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
+	tlsf := addTLSFlags(fs, "the proxy's listener")
 	storeFlagsGiven := addBackendFlags(fs)
 	fs.Lookup("backend").Usage = "the `store`, over the configuration's store.backend: memory, pebble, bolt or redis"
 	fs.Usage = func() {
@@ -192,6 +195,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	bf := storeFlagsGiven.over(fileStore)
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
+	}
+	tlsCfg, err := tlsf.config(logger, "h2", "http/1.1")
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return fail(2, "%v", err)
+		}
+		return fail(1, "%v", err)
 	}
 	if err := checkAdminFlags(*admin, *adminTokenFile); err != nil {
 		var ue *usageError
@@ -324,6 +335,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fail(1, "--listen: %v", err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{ln}
