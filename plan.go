@@ -97,7 +97,7 @@ func (rs *Ruleset) indexPlans() {
 // replaces reports whether the plan rule o stands in for the plan-less
 // rule c, for o's plan's callers.
 func (rs *Ruleset) replaces(o, c *CompiledRule) bool {
-	same := o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix
+	same := o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix && o.rule.Host == c.rule.Host
 	if rs.mode == MatchAll {
 		return same && o.rule.Scope == c.rule.Scope
 	}
@@ -136,9 +136,20 @@ func (rs *Ruleset) forPlan(plan string) []*CompiledRule {
 // names is matched as no plan. The result must not be modified; in
 // MatchMostSpecific mode it is not allocated.
 func (rs *Ruleset) MatchPlan(method, path, plan string) []*CompiledRule {
+	return rs.MatchHostPlan("", method, path, plan)
+}
+
+// AppendMatchPlan appends the rules MatchPlan would return to dst.
+func (rs *Ruleset) AppendMatchPlan(dst []*CompiledRule, method, path, plan string) []*CompiledRule {
+	return rs.AppendMatchHostPlan(dst, "", method, path, plan)
+}
+
+// MatchHostPlan is MatchPlan for a request to host (see Rule.Host; ""
+// matches only the rules naming no host).
+func (rs *Ruleset) MatchHostPlan(host, method, path, plan string) []*CompiledRule {
 	if rs.mode == MatchMostSpecific {
 		for _, c := range rs.forPlan(plan) {
-			if c.matches(method, path) {
+			if c.matches(host, method, path) {
 				return c.alone
 			}
 		}
@@ -147,14 +158,14 @@ func (rs *Ruleset) MatchPlan(method, path, plan string) []*CompiledRule {
 		}
 		return nil
 	}
-	return rs.AppendMatchPlan(nil, method, path, plan)
+	return rs.AppendMatchHostPlan(nil, host, method, path, plan)
 }
 
-// AppendMatchPlan appends the rules MatchPlan would return to dst.
-func (rs *Ruleset) AppendMatchPlan(dst []*CompiledRule, method, path, plan string) []*CompiledRule {
+// AppendMatchHostPlan appends the rules MatchHostPlan would return to dst.
+func (rs *Ruleset) AppendMatchHostPlan(dst []*CompiledRule, host, method, path, plan string) []*CompiledRule {
 	n := len(dst)
 	for _, c := range rs.forPlan(plan) {
-		if c.matches(method, path) {
+		if c.matches(host, method, path) {
 			dst = append(dst, c)
 			if rs.mode == MatchMostSpecific {
 				return dst

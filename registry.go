@@ -44,6 +44,7 @@ type Ruleset struct {
 	free      []*CompiledRule            // the plan-less enforced rules, in rules' order: what a caller on no plan is matched against
 	plans     map[string][]*CompiledRule // per plan named by a rule, what its callers are matched against (plan.go); nil without plan rules
 	overrides *overrideSet               // the callers given their own limits (override.go); nil without overrides
+	hosts     bool                       // a rule names a host
 }
 
 // NewRuleset validates and compiles rules, the optional default rule def
@@ -90,16 +91,17 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 		seen[r.Name] = i
 		if mode == MatchMostSpecific {
 			for _, o := range rs.all {
-				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix && o.rule.Plan == c.rule.Plan {
+				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan {
 					kind := ""
 					if c.rule.Shadow {
 						kind = "shadow "
 					}
-					return nil, i, r.fail("path_prefix", "%srule %q has the same method and path prefix and always wins in %s mode", kind, o.rule.Name, mode)
+					return nil, i, r.fail("path_prefix", "%srule %q has the same method, path prefix and host and always wins in %s mode", kind, o.rule.Name, mode)
 				}
 			}
 		}
 		rs.all = append(rs.all, c)
+		rs.hosts = rs.hosts || c.rule.Host != ""
 	}
 	slices.SortStableFunc(rs.all, moreSpecific)
 	for _, c := range rs.all {
@@ -112,7 +114,7 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 	rs.indexPlans()
 	if def != nil {
 		d := *def
-		d.Method, d.PathPrefix = AnyMethod, "/"
+		d.Method, d.PathPrefix, d.Host = AnyMethod, "/", ""
 		if d.Plan != "" {
 			return nil, -1, d.fail("plan", "not allowed on the default, which covers every caller; write a rule with path_prefix \"/\" and this plan")
 		}
@@ -141,6 +143,10 @@ func (rs *Ruleset) HasShadow() bool {
 	return len(rs.shadow) > 0 || rs.def != nil && rs.def.rule.Shadow
 }
 
+// HasHostRules reports whether a rule of the ruleset names a host
+// (Rule.Host), so that a door reads the request's host only then.
+func (rs *Ruleset) HasHostRules() bool { return rs.hosts }
+
 // Default returns the default rule, or nil when there is none.
 func (rs *Ruleset) Default() *CompiledRule { return rs.def }
 
@@ -168,28 +174,12 @@ func (rs *Ruleset) Rule(name string) *CompiledRule {
 // The result must not be modified. In MatchMostSpecific mode it is not
 // allocated; use AppendMatch to avoid the allocation in MatchAll mode.
 func (rs *Ruleset) Match(method, path string) []*CompiledRule {
-	if rs.mode == MatchMostSpecific {
-		for _, c := range rs.free {
-			if c.matches(method, path) {
-				return c.alone
-			}
-		}
-		if rs.def != nil && !rs.def.rule.Shadow {
-			return rs.def.alone
-		}
-		return nil
-	}
-	return rs.AppendMatch(nil, method, path)
+	return rs.MatchHostPlan("", method, path, "")
 }
 
 // AppendMatch appends the rules Match would return to dst.
 func (rs *Ruleset) AppendMatch(dst []*CompiledRule, method, path string) []*CompiledRule {
-	n := len(dst)
-	dst = rs.appendCovering(dst, rs.free, method, path)
-	if len(dst) == n && rs.def != nil && !rs.def.rule.Shadow {
-		dst = append(dst, rs.def)
-	}
-	return dst
+	return rs.AppendMatchHostPlan(dst, "", method, path, "")
 }
 
 // MatchShadow returns the shadow rules that apply to a request, chosen
@@ -201,11 +191,11 @@ func (rs *Ruleset) AppendMatch(dst []*CompiledRule, method, path string) []*Comp
 func (rs *Ruleset) MatchShadow(method, path string) []*CompiledRule {
 	if rs.mode == MatchMostSpecific {
 		for _, c := range rs.shadow {
-			if c.matches(method, path) {
+			if c.matches("", method, path) {
 				return c.alone
 			}
 		}
-		if rs.shadowDefault(method, path) {
+		if rs.shadowDefault("", method, path) {
 			return rs.def.alone
 		}
 		return nil
@@ -215,9 +205,15 @@ func (rs *Ruleset) MatchShadow(method, path string) []*CompiledRule {
 
 // AppendMatchShadow appends the rules MatchShadow would return to dst.
 func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, method, path string) []*CompiledRule {
+	return rs.AppendMatchHostShadow(dst, "", method, path)
+}
+
+// AppendMatchHostShadow is AppendMatchShadow for a request to host (see
+// Rule.Host; "" matches only the rules naming no host).
+func (rs *Ruleset) AppendMatchHostShadow(dst []*CompiledRule, host, method, path string) []*CompiledRule {
 	n := len(dst)
-	dst = rs.appendCovering(dst, rs.shadow, method, path)
-	if len(dst) == n && rs.shadowDefault(method, path) {
+	dst = rs.appendCovering(dst, rs.shadow, host, method, path)
+	if len(dst) == n && rs.shadowDefault(host, method, path) {
 		dst = append(dst, rs.def)
 	}
 	return dst
@@ -225,9 +221,9 @@ func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, method, path string) [
 
 // appendCovering appends the rules of from that cover a request: the
 // first only in MatchMostSpecific mode.
-func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, method, path string) []*CompiledRule {
+func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, host, method, path string) []*CompiledRule {
 	for _, c := range from {
-		if c.matches(method, path) {
+		if c.matches(host, method, path) {
 			dst = append(dst, c)
 			if rs.mode == MatchMostSpecific {
 				return dst
@@ -240,12 +236,12 @@ func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, method, path string
 // shadowDefault reports whether the default is a shadow rule and no
 // enforced rule covers the request (the caller has found no shadow rule
 // that does).
-func (rs *Ruleset) shadowDefault(method, path string) bool {
+func (rs *Ruleset) shadowDefault(host, method, path string) bool {
 	if rs.def == nil || !rs.def.rule.Shadow {
 		return false
 	}
 	for _, c := range rs.rules {
-		if c.matches(method, path) {
+		if c.matches(host, method, path) {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,5 +292,51 @@ func TestNilRulesetMatchesNothing(t *testing.T) {
 	reg := sluice.NewRegistry(nil)
 	if m := reg.Match("GET", "/"); len(m) != 0 {
 		t.Errorf("Match on an empty registry = %v, want nothing", names(m))
+	}
+}
+
+// Rules by host: a rule naming a host covers only requests to it (a
+// wildcard the names under it, not the name itself), and is more specific
+// than a rule naming none, whatever their paths; a request whose host the
+// door does not give matches only the rules naming none.
+func TestHostRules(t *testing.T) {
+	mk := func(name, host, prefix string) sluice.Rule {
+		return sluice.Rule{Name: name, Host: host, PathPrefix: prefix, Scope: sluice.ScopeIP, Algorithm: "gcra", Limit: 1, Window: time.Second}
+	}
+	rs, err := sluice.NewRuleset([]sluice.Rule{
+		mk("any-api", "", "/api/orders"),
+		mk("exact", "api.example.com", "/"),
+		mk("wild", "*.example.com", "/"),
+	}, nil, sluice.MatchMostSpecific)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ host, path, want string }{
+		{"api.example.com", "/api/orders", "exact"},
+		{"eu.example.com", "/api/orders", "wild"},
+		{"example.com", "/api/orders", "any-api"},
+		{"", "/api/orders", "any-api"},
+		{"other.org", "/x", ""},
+	} {
+		got := ""
+		if m := rs.MatchHostPlan(c.host, "GET", c.path, ""); len(m) > 0 {
+			got = m[0].Name()
+		}
+		if got != c.want {
+			t.Errorf("%s%s: %q, want %q", c.host, c.path, got, c.want)
+		}
+	}
+	if !rs.HasHostRules() {
+		t.Error("HasHostRules = false")
+	}
+	for _, h := range []string{"API.example.com", "api.example.com:8080", "*", "a..b", "*.*.x"} {
+		if _, err := sluice.NewRuleset([]sluice.Rule{mk("bad", h, "/")}, nil, sluice.MatchMostSpecific); err == nil || !strings.Contains(err.Error(), "host") {
+			t.Errorf("host %q: %v, want a host error", h, err)
+		}
+	}
+	for in, want := range map[string]string{"API.Example.com:8443": "api.example.com", "[::1]:80": "::1", "example.com.": "example.com", "h": "h"} {
+		if got := sluice.RequestHost(in); got != want {
+			t.Errorf("RequestHost(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

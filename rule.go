@@ -72,6 +72,12 @@ type Rule struct {
 	// start with "/". Matching is by plain string prefix, as in the
 	// reference design: "/api/orders" also covers "/api/orders-archive".
 	PathPrefix string
+	// Host, when set, is the host the rule covers (the request's Host, or
+	// :authority, without its port, in lower case): an exact name such as
+	// "api.example.com", or "*.example.com" for every name under it (not
+	// the name itself). Empty covers every host. A rule naming a host is
+	// more specific than one that does not, whatever their paths.
+	Host string
 	// Scope says whose budget a request spends. Required.
 	Scope Scope
 	// Algorithm is one of algo.Names. Required.
@@ -156,6 +162,9 @@ func (r Rule) compile() (*CompiledRule, error) {
 	}
 	if !strings.HasPrefix(r.PathPrefix, "/") {
 		return nil, r.fail("path_prefix", "must start with \"/\", got %q", r.PathPrefix)
+	}
+	if r.Host != "" && !validHost(r.Host) {
+		return nil, r.fail("host", "want a host name in lower case, such as api.example.com, or *.example.com for the names under it, with no port, got %q", r.Host)
 	}
 	if !r.Scope.Valid() {
 		return nil, r.fail("scope", "must be one of %v, got %q", Scopes, string(r.Scope))
@@ -245,14 +254,61 @@ func (c *CompiledRule) Request(key string) engine.Request {
 	return engine.Request{Limit: c.limit, Key: key, Cost: c.rule.Cost}
 }
 
-// matches reports whether the rule covers a request.
-func (c *CompiledRule) matches(method, path string) bool {
-	return (c.rule.Method == AnyMethod || c.rule.Method == method) && strings.HasPrefix(path, c.rule.PathPrefix)
+// matches reports whether the rule covers a request to host ("" when
+// the door knows none: only rules naming no host cover it).
+func (c *CompiledRule) matches(host, method, path string) bool {
+	return (c.rule.Method == AnyMethod || c.rule.Method == method) && strings.HasPrefix(path, c.rule.PathPrefix) &&
+		(c.rule.Host == "" || hostMatches(c.rule.Host, host))
 }
 
-// moreSpecific orders rules most specific first: the longer path prefix,
-// then an exact method over AnyMethod.
+// hostMatches reports whether the host pattern (a name, or *.name) covers
+// host.
+func hostMatches(pattern, host string) bool {
+	if suffix, ok := strings.CutPrefix(pattern, "*"); ok {
+		return len(host) > len(suffix) && strings.HasSuffix(host, suffix)
+	}
+	return host == pattern
+}
+
+// validHost reports a host pattern Rule.Host takes: labels of lower-case
+// letters, digits and hyphens, or an IP address, the first label "*" for
+// a wildcard.
+func validHost(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// RequestHost returns the host of a request as rules match it: the Host
+// header's name without its port, in lower case.
+func RequestHost(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// moreSpecific orders rules most specific first: a rule naming a host
+// (an exact one over a wildcard), then the longer path prefix, then an
+// exact method over AnyMethod.
 func moreSpecific(a, b *CompiledRule) int {
+	if ha, hb := hostRank(a.rule.Host), hostRank(b.rule.Host); ha != hb {
+		return hb - ha
+	}
 	if la, lb := len(a.rule.PathPrefix), len(b.rule.PathPrefix); la != lb {
 		return lb - la
 	}
@@ -264,4 +320,16 @@ func moreSpecific(a, b *CompiledRule) int {
 		return 1
 	}
 	return 0
+}
+
+// hostRank ranks host patterns by specificity: an exact name over a
+// wildcard (the longer the more specific), either over none.
+func hostRank(h string) int {
+	switch {
+	case h == "":
+		return 0
+	case strings.HasPrefix(h, "*."):
+		return 1 + len(h)
+	}
+	return 1 << 20
 }

@@ -932,16 +932,19 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 		switch key {
 		case "name":
 			r.Name, err = p.str(v, field)
-		case "method", "path_prefix":
+		case "method", "path_prefix", "host":
 			if isDefault {
 				return true, p.errAt(v.Line, field, "not allowed: the default covers every request no rule covers")
 			}
 			var s string
 			s, err = p.str(v, field)
-			if key == "method" {
+			switch key {
+			case "method":
 				r.Method = s
-			} else {
+			case "path_prefix":
 				r.PathPrefix = s
+			default:
+				r.Host = s
 			}
 		case "scope":
 			var s string

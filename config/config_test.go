@@ -342,3 +342,19 @@ default: {name: d, scope: ip, algorithm: gcra, limit: 1, window: 1s}
 		}
 	}
 }
+
+// A rule's host: read, validated with the line, refused on the default.
+func TestRuleHost(t *testing.T) {
+	cfg, err := config.Parse("h.yaml", []byte("rules:\n  - {name: eu, host: \"*.eu.example.com\", path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n"))
+	if err != nil || cfg.Rules[0].Host != "*.eu.example.com" {
+		t.Fatalf("host: %v %+v", err, cfg.Rules)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"rules:\n  - {name: eu, host: EU.example.com, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n", `h.yaml:2: rules[0].host: rule "eu": want a host name in lower case`},
+		{"default: {name: d, host: a.b, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n", "h.yaml:1: default.host: not allowed"},
+	} {
+		if _, err := config.Parse("h.yaml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.file, err, c.want)
+		}
+	}
+}

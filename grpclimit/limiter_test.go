@@ -682,3 +682,18 @@ func TestDenialMetadataOnly(t *testing.T) {
 		t.Errorf("denied: %v, metadata %v; want ResourceExhausted with retry-after 12 and ratelimit", err, md)
 	}
 }
+
+// A rule naming a host covers the calls whose :authority is that host.
+func TestHostRule(t *testing.T) {
+	here, elsewhere := checkRule, checkRule
+	here.Name, here.Host, here.Limit = "here", "127.0.0.1", 1
+	elsewhere.Name, elsewhere.Host = "elsewhere", "rpc.example.com"
+	s := newServer(t, []sluice.Rule{here, elsewhere}, serverOpts{})
+	md, err := s.check(t, "x-user-id", "ann")
+	if err != nil || get(t, md, MetadataPolicy) != `"here";q=1;w=60` {
+		t.Fatalf("a call to 127.0.0.1: %v, policy %q; want the rule of its host", err, get(t, md, MetadataPolicy))
+	}
+	if _, err := s.check(t, "x-user-id", "ann"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("the second of 1: %v", err)
+	}
+}

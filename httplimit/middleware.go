@@ -261,10 +261,14 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
 	var rules []*sluice.CompiledRule
+	host := ""
+	if rs.HasHostRules() {
+		host = sluice.RequestHost(r.Host)
+	}
 	if rs.Mode() == sluice.MatchAll {
-		rules = rs.AppendMatchPlan(stack[:0], r.Method, r.URL.Path, plan)
+		rules = rs.AppendMatchHostPlan(stack[:0], host, r.Method, r.URL.Path, plan)
 	} else {
-		rules = rs.MatchPlan(r.Method, r.URL.Path, plan)
+		rules = rs.MatchHostPlan(host, r.Method, r.URL.Path, plan)
 	}
 	if len(rules) == 0 {
 		if srule, sd := l.shadow(r, rs); srule != nil && l.shadowH {
@@ -366,7 +370,11 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 		return nil, algo.Decision{}
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
-	rules := rs.AppendMatchShadow(stack[:0], r.Method, r.URL.Path)
+	host := ""
+	if rs.HasHostRules() {
+		host = sluice.RequestHost(r.Host)
+	}
+	rules := rs.AppendMatchHostShadow(stack[:0], host, r.Method, r.URL.Path)
 	if len(rules) == 0 {
 		return nil, algo.Decision{}
 	}

@@ -2,7 +2,9 @@ package httplimit
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +79,29 @@ func TestExempt(t *testing.T) {
 				t.Errorf("bob's sixth order: %d, want 429: he is not exempt", code)
 			}
 		})
+	}
+}
+
+// Rules by host: a request is matched with its Host (port and case left
+// out), so one gateway limits each virtual host by its own rules.
+func TestHostRule(t *testing.T) {
+	eu := sluice.Rule{Name: "eu-orders", Host: "eu.example.com", Method: "POST", PathPrefix: "/api/orders", Scope: sluice.ScopeUser, Algorithm: "token_bucket", Limit: 1, Window: time.Minute}
+	f := newFixture(t, []sluice.Rule{ordersRule, eu}, fixtureOpts{})
+	do := func(host string) (int, string) {
+		req := httptest.NewRequest("POST", "http://"+host+"/api/orders", nil)
+		req.RemoteAddr = "192.0.2.1:1"
+		req.Header.Set("X-User-ID", "carol")
+		w := httptest.NewRecorder()
+		f.handler.ServeHTTP(w, req)
+		return w.Code, w.Header().Get("RateLimit-Policy")
+	}
+	if code, policy := do("EU.example.com:8443"); code != 200 || !strings.HasPrefix(policy, `"eu-orders"`) {
+		t.Errorf("eu's first: %d %q, want its own rule", code, policy)
+	}
+	if code, _ := do("eu.example.com"); code != 429 {
+		t.Errorf("eu's second of 1: %d", code)
+	}
+	if code, policy := do("us.example.com"); code != 200 || !strings.HasPrefix(policy, `"orders-write"`) {
+		t.Errorf("another host: %d %q, want the host-less rule", code, policy)
 	}
 }

@@ -516,6 +516,7 @@ type ruleJSON struct {
 	Name       string `json:"name"`
 	Method     string `json:"method"`
 	PathPrefix string `json:"path_prefix"`
+	Host       string `json:"host,omitempty"`
 	Scope      string `json:"scope"`
 	Algorithm  string `json:"algorithm"`
 	Limit      int64  `json:"limit"`
@@ -539,6 +540,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Name:       r.Name,
 		Method:     r.Method,
 		PathPrefix: r.PathPrefix,
+		Host:       r.Host,
 		Scope:      string(r.Scope),
 		Algorithm:  r.Algorithm,
 		Limit:      r.Limit,
