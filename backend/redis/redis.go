@@ -178,7 +178,18 @@ func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error
 	s.brk.init(&o)
 	ctx, cancel := context.WithTimeout(context.Background(), connect)
 	defer cancel()
-	if err := ping(ctx, c); err != nil {
+	var sawTLS error // a TLS failure of an attempt, if the last error is only the deadline
+	err := retry(ctx, func(ctx context.Context) error {
+		err := c.Ping(ctx).Err()
+		if err != nil && isTLSFailure(err) {
+			sawTLS = err
+		}
+		return err
+	})
+	if err != nil && sawTLS != nil && !isTLSFailure(err) {
+		err = fmt.Errorf("%w (an attempt before: %w)", err, sawTLS)
+	}
+	if err != nil {
 		switch {
 		case isLoginRefused(err):
 			return nil, fmt.Errorf("sluice/backend/redis: Redis refused the login: %w: %w", ErrLogin, err)
