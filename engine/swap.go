@@ -616,15 +616,25 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 		i := slices.Index(order, g)
 		members[i] = append(members[i], s)
 	}
+	// A store error of one group's call names the request it concerns
+	// first, so that a door counts it under that request's rule.
+	fail := func(m []int, err error) error {
+		for j, s := range b.which {
+			if slices.Contains(m, s) {
+				return &RequestError{Request: j, Err: err}
+			}
+		}
+		return err
+	}
 	for _, m := range members[1:] {
 		all, err := p.commit(e, &b, m, false)
 		if err != nil {
-			return nil, false, err
+			return nil, false, fail(m, err)
 		}
 		if !all {
 			for _, m := range members[:1] {
 				if _, err := p.commit(e, &b, m, false); err != nil {
-					return nil, false, err
+					return nil, false, fail(m, err)
 				}
 			}
 			return b.decisions, false, nil
@@ -633,14 +643,14 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 	for i, m := range members {
 		all, err := p.commit(e, &b, m, true)
 		if err != nil {
-			return nil, false, err
+			return nil, false, fail(m, err)
 		}
 		if !all {
 			// Confirm what the remaining groups would answer; their
 			// decisions are those of the compare-only swaps.
 			for _, m := range members[i+1:] {
 				if _, err := p.commit(e, &b, m, false); err != nil {
-					return nil, false, err
+					return nil, false, fail(m, err)
 				}
 			}
 			return b.decisions, false, nil
@@ -648,6 +658,21 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 	}
 	return b.decisions, true, nil
 }
+
+// RequestError is an ApplyAll error that concerns some of its requests
+// only: over a store whose keys fall in several groups (a Redis Cluster's
+// slots), the call of one group failed. Request is the index of the first
+// request of that group; errors.Is sees Err's sentinels (ErrStore).
+type RequestError struct {
+	Request int
+	Err     error
+}
+
+// Error implements error.
+func (e *RequestError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RequestError) Unwrap() error { return e.Err }
 
 // deniedAllLocally steps b's requests in order on the last-seen records of
 // their keys, spending nothing, and reports whether one of them is denied

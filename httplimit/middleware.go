@@ -159,7 +159,9 @@ type limiter struct {
 // OnStoreError: FailOpen passes the request to the handler, without rate
 // limit headers, logs (at most one line a second) and counts it with
 // Metrics.ObserveStoreError; FailClosed answers 503 and counts it. In all
-// mode a store error is counted once, under the most specific rule.
+// mode a store error is counted once, under the rule of the request it
+// concerns (engine.RequestError: a Redis Cluster slot's call), else the
+// most specific rule.
 //
 // FailLocal logs and counts the store error too, then decides the request
 // on Config.Local's in-process engine, under the matching rules' shares
@@ -469,11 +471,18 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 	start := time.Now()
 	ds, all, err := l.eng.ApplyAll(reqs)
 	local := false
+	// A store error is counted under the rule of the request it concerns
+	// (a Cluster slot's), else the most specific.
+	at := 0
+	var re *engine.RequestError
+	if errors.As(err, &re) && re.Request < len(rules) {
+		at = re.Request
+	}
 	if err != nil && l.local != nil && isStoreError(err) {
 		// Decide every rule's share together on the local engine, and
 		// report the shares. reqs and rules may be the caller's stack
 		// arrays: they are replaced, not written to.
-		l.storeError(rules[0], err)
+		l.storeError(rules[at], err)
 		rules, reqs = l.local.Requests(rules, reqs)
 		local = true
 		ds, all, err = l.local.Engine().ApplyAll(reqs)
@@ -483,7 +492,7 @@ func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Han
 		if local {
 			l.localError(w, r, rules[0], err)
 		} else {
-			l.engineError(w, r, next, rs, rules[0], err)
+			l.engineError(w, r, next, rs, rules[at], err)
 		}
 		return nil, d, 0, false
 	}

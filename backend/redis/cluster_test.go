@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -134,5 +135,41 @@ func TestClusterContention(t *testing.T) {
 	}
 	if total != 50 {
 		t.Fatalf("3 clients × 8 goroutines × 10 tries on a Cluster admitted %d, want 50", total)
+	}
+}
+
+// A Cluster node that does not answer fails only the ApplyAll calls of
+// its slots, and the error names the request it concerns
+// (engine.RequestError), so that a door counts it under that request's
+// rule rather than another's.
+func TestClusterApplyAllNamesTheFailedRequest(t *testing.T) {
+	c := cluster(t)
+	s := open(t, c.Addrs(), redis.Options{KeyPrefix: "fail:", Timeout: 300 * time.Millisecond})
+	e := newEngine(t, s, engine.Options{})
+	user := engine.Limit{Namespace: "per-user", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 5, Window: time.Hour})}
+	global := engine.Limit{Namespace: "global", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 7, Window: time.Hour})}
+	userNode := c.NodeOf(t, "fail:{user:1}:per-user")
+	var globalKey string
+	for i := range 100 {
+		k := fmt.Sprintf("g%d", i)
+		if c.NodeOf(t, "fail:{"+k+"}:global") != userNode {
+			globalKey = k
+			break
+		}
+	}
+	if globalKey == "" {
+		t.Fatal("no global key on another node than the user's")
+	}
+	reqs := []engine.Request{{Limit: user, Key: "user:1", Cost: 1}, {Limit: global, Key: globalKey, Cost: 1}}
+	if _, all, err := e.ApplyAll(reqs); err != nil || !all {
+		t.Fatalf("with every node up: %v, %v", all, err)
+	}
+	paused := c.NodeOf(t, "fail:{"+globalKey+"}:global")
+	paused.Pause()
+	_, _, err := e.ApplyAll(reqs)
+	paused.Resume()
+	var re *engine.RequestError
+	if !errors.As(err, &re) || re.Request != 1 || !errors.Is(err, engine.ErrStore) {
+		t.Fatalf("with the global limit's node stopped: %v, want a RequestError of request 1 that is a store error", err)
 	}
 }
