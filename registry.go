@@ -96,7 +96,11 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 					if c.rule.Shadow {
 						kind = "shadow "
 					}
-					return nil, i, r.fail("path_prefix", "%srule %q has the same method, path prefix and host and always wins in %s mode", kind, o.rule.Name, mode)
+					same := "method and path prefix"
+					if c.rule.Host != "" {
+						same = "method, path prefix and host"
+					}
+					return nil, i, r.fail("path_prefix", "%srule %q has the same %s and always wins in %s mode", kind, o.rule.Name, same, mode)
 				}
 			}
 		}

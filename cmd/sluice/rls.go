@@ -146,6 +146,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
 	}
+	if _, _, err := net.SplitHostPort(*grpcAddr); err != nil {
+		return fail(2, "--grpc %s: want host:port, or :port for every address", *grpcAddr)
+	}
 	headers, err := envoyrls.ParseHeaders(*headersFlag)
 	if err != nil {
 		return fail(2, "--headers: %v", err)

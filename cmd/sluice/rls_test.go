@@ -637,6 +637,7 @@ func TestRLSUsage(t *testing.T) {
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "redis", "--redis-addr", "127.0.0.1:1", "--redis-breaker", "window=1ms"}, 2, "window: must be at least 10ms"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "redis", "--redis-addr", "127.0.0.1:1", "--redis-breaker", "failure_rate=2"}, 2, "failure_rate: want a share above 0 and at most 1"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--redis-breaker", "off"}, 2, "--redis-breaker: only with --backend redis (the store is memory)"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "8081"}, 2, "--grpc 8081: want host:port"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", noStore}, 2, "nostore.yaml:1: store: the file has no store section"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", noRedisStore}, 2, "store.redis.addrs: required for the redis backend"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", pebbleStore, "--redis-timeout", "1s"}, 2, "--redis-timeout: only with --backend redis (the store is pebble, from " + pebbleStore + "'s store section)"},

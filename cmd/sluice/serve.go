@@ -168,6 +168,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
 	}
+	if _, _, err := net.SplitHostPort(*listen); err != nil {
+		return fail(2, "--listen %s: want host:port, or :port for every address", *listen)
+	}
 	up, err := url.Parse(*upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
 		return fail(2, "--upstream %s: want an http or https URL such as http://127.0.0.1:8081", *upstream)
