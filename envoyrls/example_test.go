@@ -48,5 +48,5 @@ descriptors:
 	// Output:
 	// OK OK 99
 	// OK OK 98
-	// OVER_LIMIT OVER_LIMIT 97
+	// OVER_LIMIT OVER_LIMIT 98
 }

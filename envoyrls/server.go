@@ -329,7 +329,18 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 			continue
 		}
 		st.CurrentLimit = l.proto
-		st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
+		// As envoyproxy/ratelimit answers: an OVER_LIMIT descriptor (a
+		// shadow_mode one too) has 0 remaining, whatever the request's
+		// cost left; one the rejected request did not spend has what it
+		// had, its decision's Remaining being after the cost.
+		remaining := it.d.Remaining
+		switch {
+		case it.denied:
+			remaining = 0
+		case over && !it.spent && !it.checkOK:
+			remaining = min(remaining+it.cost, l.Capacity())
+		}
+		st.LimitRemaining = uint32(min(max(remaining, 0), math.MaxUint32))
 		wait := it.d.Reset
 		if it.denied {
 			wait = it.d.RetryAfter

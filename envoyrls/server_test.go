@@ -128,10 +128,16 @@ func TestAllOrNothing(t *testing.T) {
 		if got := codesOf(r); got != "OVER_LIMIT: OVER_LIMIT OK" {
 			t.Fatalf("refused request %d: %s", i, got)
 		}
-		// What the number's descriptor would have left: 95 spent 5, minus
-		// this request's 1, never spent.
-		if got := r.Statuses[1].LimitRemaining; got != 94 {
-			t.Errorf("refused request %d: number would-be remaining %d, want 94", i, got)
+		// The number's descriptor, unspent by the refused request, has
+		// what it had: 95 (envoyproxy/ratelimit with
+		// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT reports the count it
+		// did not increment); the refused one has 0, as its OVER_LIMIT
+		// status does there.
+		if got := r.Statuses[1].LimitRemaining; got != 95 {
+			t.Errorf("refused request %d: number remaining %d, want 95", i, got)
+		}
+		if got := r.Statuses[0].LimitRemaining; got != 0 {
+			t.Errorf("refused request %d: the OVER_LIMIT descriptor's remaining %d, want 0", i, got)
 		}
 	}
 	// The number alone: five spent, not eight.
@@ -462,5 +468,33 @@ func TestLimitOverride(t *testing.T) {
 	}
 	if r := f.ask(t, "internal", 0, desc("azure", "x")); r.Statuses[0].LimitRemaining != 99 {
 		t.Errorf("the configured limit after overrides: remaining %d, want 99 (its own budget)", r.Statuses[0].LimitRemaining)
+	}
+}
+
+// As envoyproxy/ratelimit answers (its base_limiter: an over-limit status
+// carries LimitRemaining 0): a hits_addend above what is left is
+// OVER_LIMIT with 0 remaining, not with what is left, which Envoy would
+// turn into x-ratelimit-remaining on a 429; what is left stays for the
+// next request.
+func TestOverLimitRemainingIsZero(t *testing.T) {
+	f := newFixture(t, Options{}, `domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: day, requests_per_unit: 50}
+`)
+	r := f.ask(t, "d", 51, desc("k", "v"))
+	if got := codesOf(r); got != "OVER_LIMIT: OVER_LIMIT" || r.Statuses[0].LimitRemaining != 0 {
+		t.Errorf("hits 51 of 50: %s, remaining %d; want OVER_LIMIT, 0", got, r.Statuses[0].LimitRemaining)
+	}
+	r = f.ask(t, "d", 47, desc("k", "v"))
+	if got := codesOf(r); got != "OK: OK" || r.Statuses[0].LimitRemaining != 3 {
+		t.Fatalf("hits 47: %s, remaining %d; want OK, 3", got, r.Statuses[0].LimitRemaining)
+	}
+	r = f.ask(t, "d", 4, desc("k", "v"))
+	if got := codesOf(r); got != "OVER_LIMIT: OVER_LIMIT" || r.Statuses[0].LimitRemaining != 0 {
+		t.Errorf("hits 4 of 3 left: %s, remaining %d; want OVER_LIMIT, 0", got, r.Statuses[0].LimitRemaining)
+	}
+	if r = f.ask(t, "d", 3, desc("k", "v")); r.Statuses[0].LimitRemaining != 0 || codesOf(r) != "OK: OK" {
+		t.Errorf("the 3 left: %s, remaining %d", codesOf(r), r.Statuses[0].LimitRemaining)
 	}
 }
