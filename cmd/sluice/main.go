@@ -129,6 +129,16 @@ func failer(w io.Writer, prefix string) func(status int, format string, a ...any
 	}
 }
 
+// exitStatus is the exit status of a set-up error: 2 for a usage error,
+// 1 for anything else.
+func exitStatus(err error) int {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
 // parseArgs parses args into fs, whose Usage is set: asked for with -h or
 // --help, the help goes to stdout (it is the output) and parseArgs reports
 // exit status 0; any other parse error is printed with one line pointing to

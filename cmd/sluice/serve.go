@@ -199,20 +199,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	if bf.name == config.BackendRedis {
 		setRedisLogger(logger)
 	}
+	// The listeners' flags, checked before the store is opened.
 	tlsCfg, err := tlsf.config(logger, "h2", "http/1.1")
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return fail(2, "%v", err)
-		}
-		return fail(1, "%v", err)
+	if err == nil {
+		err = checkAdminFlags(*admin, *adminTokenFile)
 	}
-	if err := checkAdminFlags(*admin, *adminTokenFile); err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return fail(2, "%v", err)
-		}
-		return fail(1, "%v", err)
+	if err != nil {
+		return fail(exitStatus(err), "%v", err)
 	}
 	b, opts, err := openGatewayBackend(bf, logger)
 	if err != nil {
