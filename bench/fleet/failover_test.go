@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluice-go/sluice/backend/redis"
 	"github.com/sluice-go/sluice/backend/redis/redistest"
-	"github.com/sluice-go/sluice/engine"
 )
 
 // A Sentinel failover mid-load: a primary, one replica and a Sentinel
@@ -44,16 +43,8 @@ func TestSentinelFailover(t *testing.T) {
 	}
 
 	o := redis.Options{KeyPrefix: fmt.Sprintf("fleet:%s:", t.Name())}
-	s, err := redis.Open(redis.ClientOptions{Addrs: []string{sentinel.Addr}, MasterName: "fleet"}, &o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(s, &engine.Options{})
-	if err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+	viaSentinel := redis.ClientOptions{Addrs: []string{sentinel.Addr}, MasterName: "fleet"}
+	s, e := gatewayOn(t, viaSentinel, o)
 
 	// Callers ask for 200 users, spent to their limit before the kill,
 	// and for a new user in one request of four: a decision that must
@@ -110,16 +101,7 @@ func TestSentinelFailover(t *testing.T) {
 	// Another gateway, new after the failover, knows only what the new
 	// primary holds: what it admits of the spent users is what the
 	// failover lost.
-	s2, err := redis.Open(redis.ClientOptions{Addrs: []string{sentinel.Addr}, MasterName: "fleet"}, &o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e2, err := engine.New(s2, &engine.Options{})
-	if err != nil {
-		s2.Close()
-		t.Fatal(err)
-	}
-	defer e2.Close()
+	_, e2 := gatewayOn(t, viaSentinel, o)
 	lost := 0
 	for u := range users {
 		d, err := e2.Apply(limit, fmt.Sprintf("user-%d", u), 1)

@@ -132,7 +132,14 @@ func (p *proxy) remove(t *testing.T, name string) {
 func gateway(t *testing.T, addr string, o redis.Options) (*redis.Store, *engine.Engine) {
 	t.Helper()
 	o.KeyPrefix = fmt.Sprintf("fleet:%s:%d:", t.Name(), rand.Uint64())
-	s, err := redis.Open(redis.ClientOptions{Addrs: []string{addr}}, &o)
+	return gatewayOn(t, redis.ClientOptions{Addrs: []string{addr}}, o)
+}
+
+// gatewayOn opens a store with the client options and store options given
+// and an engine over it, closed when t ends.
+func gatewayOn(t *testing.T, c redis.ClientOptions, o redis.Options) (*redis.Store, *engine.Engine) {
+	t.Helper()
+	s, err := redis.Open(c, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
