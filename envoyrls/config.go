@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -104,8 +105,9 @@ type Limit struct {
 	line   int          // of the rate_limit key, for errors
 	limit  engine.Limit // nil Algorithm when unlimited or RequestsPerUnit is 0
 	proto  *rlspb.RateLimitResponse_RateLimit
-	policy string // the RateLimit-Policy item name: Name, else Path
-	metric string // the metric label: Path without the domain
+	policy string                      // the RateLimit-Policy item name: Name, else Path
+	metric string                      // the metric label: Path without the domain
+	fields atomic.Pointer[limitFields] // headerFields' cache
 }
 
 // EngineLimit returns the engine limit that enforces l: its namespace is

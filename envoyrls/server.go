@@ -406,40 +406,90 @@ func (s *Server) moreRestrictive(a, b *item, over bool) bool {
 // headers renders the rate-limit fields of the chosen descriptor.
 func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
 	l := it.limit
-	capacity := strconv.FormatInt(l.Capacity(), 10)
-	remaining := strconv.FormatInt(max(it.d.Remaining, 0), 10)
+	f := l.headerFields()
+	ietf := s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersIETF
+	x := s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersX
 	wait := it.d.Reset
 	if it.denied {
 		wait = it.d.RetryAfter
 	}
-	reset := strconv.FormatInt(ceilSeconds(wait), 10)
-	var hs []*corev3.HeaderValue
-	add := func(k, v string) { hs = append(hs, &corev3.HeaderValue{Key: k, Value: v}) }
-	if s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersIETF {
+	reset := ceilSeconds(wait)
+	// The per-decision values in one buffer, one string, and every header
+	// in one array: a handful of allocations, however many headers.
+	var buf [128]byte
+	b := buf[:0]
+	var ends [5]int
+	b = strconv.AppendInt(b, max(it.d.Remaining, 0), 10)
+	ends[0] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[1] = len(b)
+	if ietf {
 		// The quota policy as httplimit states it (algo.Quota): a
 		// bucket's window is the time it refills from empty, and t is
 		// never past it.
-		window := l.Window
-		if l.limit.Algorithm != nil {
-			_, window = algo.Quota(l.limit.Algorithm)
-		}
 		t := reset
 		if !it.denied {
-			t = strconv.FormatInt(ceilSeconds(min(it.d.Reset, window)), 10)
+			t = ceilSeconds(min(it.d.Reset, f.window))
 		}
-		name := sfString(l.policy)
-		add("RateLimit-Policy", name+";q="+capacity+";w="+strconv.FormatInt(ceilSeconds(window), 10))
-		add("RateLimit", name+";r="+remaining+";t="+t)
+		b = append(b, f.sfName...)
+		b = append(b, ";r="...)
+		b = append(b, buf[:ends[0]]...)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
 	}
-	if s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersX {
-		add("X-RateLimit-Limit", capacity)
+	ends[2] = len(b)
+	if over {
+		b = strconv.AppendInt(b, max(ceilSeconds(it.d.RetryAfter), 1), 10)
+	}
+	ends[3] = len(b)
+	v := string(b)
+	remaining, resetS, rl, retry := v[:ends[0]], v[ends[0]:ends[1]], v[ends[1]:ends[2]], v[ends[2]:ends[3]]
+
+	vals := make([]corev3.HeaderValue, 0, 6)
+	add := func(k, val string) { vals = append(vals, corev3.HeaderValue{Key: k, Value: val}) }
+	if ietf {
+		add("RateLimit-Policy", f.policy)
+		add("RateLimit", rl)
+	}
+	if x {
+		add("X-RateLimit-Limit", f.capacity)
 		add("X-RateLimit-Remaining", remaining)
-		add("X-RateLimit-Reset", reset)
+		add("X-RateLimit-Reset", resetS)
 	}
 	if over {
-		add("Retry-After", strconv.FormatInt(max(ceilSeconds(it.d.RetryAfter), 1), 10))
+		add("Retry-After", retry)
+	}
+	hs := make([]*corev3.HeaderValue, len(vals))
+	for i := range vals {
+		hs[i] = &vals[i]
 	}
 	return hs
+}
+
+// limitFields are the parts of a limit's rate-limit headers that do not
+// change from one decision to the next.
+type limitFields struct {
+	sfName   string        // the policy's name as a structured-field string
+	policy   string        // the RateLimit-Policy value
+	capacity string        // X-RateLimit-Limit
+	window   time.Duration // the quota policy's window (algo.Quota)
+}
+
+// headerFields returns l's limitFields, worked out on first use.
+func (l *Limit) headerFields() *limitFields {
+	if f := l.fields.Load(); f != nil {
+		return f
+	}
+	window := l.Window
+	if l.limit.Algorithm != nil {
+		_, window = algo.Quota(l.limit.Algorithm)
+	}
+	name := sfString(l.policy)
+	capacity := strconv.FormatInt(l.Capacity(), 10)
+	f := &limitFields{sfName: name, capacity: capacity, window: window,
+		policy: name + ";q=" + capacity + ";w=" + strconv.FormatInt(ceilSeconds(window), 10)}
+	l.fields.Store(f)
+	return f
 }
 
 // ceilSeconds rounds d up to whole seconds.
