@@ -40,17 +40,28 @@ const (
 	HeadersX Headers = "x-ratelimit"
 	// HeadersNone adds none.
 	HeadersNone Headers = "none"
+	// HeadersEnvoy adds what envoyproxy/ratelimit adds with
+	// LIMIT_RESPONSE_HEADERS_ENABLED: the descriptor's requests_per_unit,
+	// its limit_remaining and the seconds until its window resets, under
+	// Options.EnvoyHeaderNames (RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset by default), so that a client sees the headers it
+	// saw before the move.
+	HeadersEnvoy Headers = "envoy"
 )
+
+// DefaultEnvoyHeaderNames are envoyproxy/ratelimit's LIMIT_LIMIT_HEADER,
+// LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER defaults.
+var DefaultEnvoyHeaderNames = [3]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
 
 // ParseHeaders reads a Headers by its name; empty is HeadersBoth.
 func ParseHeaders(s string) (Headers, error) {
 	switch h := Headers(s); h {
 	case "":
 		return HeadersBoth, nil
-	case HeadersBoth, HeadersIETF, HeadersX, HeadersNone:
+	case HeadersBoth, HeadersIETF, HeadersX, HeadersNone, HeadersEnvoy:
 		return h, nil
 	}
-	return "", fmt.Errorf("want %s, %s, %s or %s, got %q", HeadersBoth, HeadersIETF, HeadersX, HeadersNone, s)
+	return "", fmt.Errorf("want %s, %s, %s, %s or %s, got %q", HeadersBoth, HeadersIETF, HeadersX, HeadersEnvoy, HeadersNone, s)
 }
 
 // Options configure a Server. Engine is required; the zero value of every
@@ -65,6 +76,9 @@ type Options struct {
 	// the denying one with the longest wait, or else the one with the
 	// least remaining.
 	Headers Headers
+	// EnvoyHeaderNames are HeadersEnvoy's names of the limit, remaining
+	// and reset headers; an empty one is DefaultEnvoyHeaderNames'.
+	EnvoyHeaderNames [3]string
 	// ShadowHeaders makes shadow_mode limits take part in the headers;
 	// by default a shadow_mode limit is invisible to the caller.
 	ShadowHeaders bool
@@ -383,7 +397,11 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 			c.requestsOK.Add(1)
 		}
 	}
-	if pick >= 0 && s.opts.Headers != HeadersNone {
+	switch {
+	case pick < 0 || s.opts.Headers == HeadersNone:
+	case s.opts.Headers == HeadersEnvoy:
+		resp.ResponseHeadersToAdd = s.envoyHeaders(&items[pick], resp.Statuses[pick])
+	default:
 		resp.ResponseHeadersToAdd = s.headers(&items[pick], over)
 	}
 	return resp
@@ -464,6 +482,24 @@ func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
 		hs[i] = &vals[i]
 	}
 	return hs
+}
+
+// envoyHeaders renders envoyproxy/ratelimit's own headers of the chosen
+// descriptor (HeadersEnvoy): its requests_per_unit, the limit_remaining of
+// its status, and the seconds until its window resets.
+func (s *Server) envoyHeaders(it *item, st *rlspb.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	names := s.opts.EnvoyHeaderNames
+	for i, n := range names {
+		if n == "" {
+			names[i] = DefaultEnvoyHeaderNames[i]
+		}
+	}
+	vals := []corev3.HeaderValue{
+		{Key: names[0], Value: strconv.FormatUint(uint64(it.limit.RequestsPerUnit), 10)},
+		{Key: names[1], Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: names[2], Value: strconv.FormatInt(ceilSeconds(it.d.Reset), 10)},
+	}
+	return []*corev3.HeaderValue{&vals[0], &vals[1], &vals[2]}
 }
 
 // limitFields are the parts of a limit's rate-limit headers that do not

@@ -122,7 +122,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	grpcAddr := fs.String("grpc", "", "the `address` of the gRPC listener, such as :8081; required")
 	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /config, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
 	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
-	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit or none")
+	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit, envoy (envoyproxy/ratelimit's own, as LIMIT_RESPONSE_HEADERS_ENABLED) or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
 	tlsf := addTLSFlags(fs, "the gRPC listener")
@@ -136,6 +136,24 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return status
 	}
 	fail := failer(errw, "sluice rls")
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	env, err := readRLSEnv(os.Getenv)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	if !given["config"] && env.config != "" {
+		*configPath = env.config
+	}
+	if !given["grpc"] && env.grpc != "" {
+		*grpcAddr = env.grpc
+	}
+	if !given["shadow-mode"] && env.shadowMode {
+		*shadowMode = true
+	}
+	if !given["headers"] && env.headers {
+		*headersFlag = string(envoyrls.HeadersEnvoy)
+	}
 	switch {
 	case fs.NArg() > 0:
 		return fail(2, "unexpected argument %q", fs.Arg(0))
@@ -201,8 +219,11 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 
 	counts := envoyrls.NewMetrics()
 	reloads := metrics.New(nil) // the reload and engine counters
+	for _, note := range env.notes {
+		logger.Info("sluice rls: from envoyproxy/ratelimit's environment", "note", note)
+	}
 	srv, err := envoyrls.NewServer(cfg, envoyrls.Options{
-		Engine: eng, Metrics: counts, Headers: headers, ShadowHeaders: *shadowHeaders, ShadowMode: *shadowMode, Logger: logger,
+		Engine: eng, Metrics: counts, Headers: headers, EnvoyHeaderNames: env.headerNames, ShadowHeaders: *shadowHeaders, ShadowMode: *shadowMode, Logger: logger,
 	})
 	if err != nil {
 		return fail(2, "%v", err)

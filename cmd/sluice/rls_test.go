@@ -83,9 +83,16 @@ var rlsListeningRE = regexp.MustCompile(`msg="sluice rls: listening" grpc=(\S+) 
 // loopback ports of its choosing) and connects a client to it.
 func startRLS(t *testing.T, args ...string) *rlsProcess {
 	t.Helper()
+	return startRLSEnv(t, nil, args...)
+}
+
+// startRLSEnv is startRLS with env added to the process's environment.
+func startRLSEnv(t *testing.T, env []string, args ...string) *rlsProcess {
+	t.Helper()
 	bin := rlsBinary(t)
 	args = append([]string{"rls", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)
 	p := &rlsProcess{cmd: exec.Command(bin, args...), exited: make(chan error, 1), stderr: &syncBuffer{}}
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -1002,5 +1009,65 @@ store:
 	}
 	if got := metricValue(t, off.admin, "sluice_store_call_failures_total"); got < n {
 		t.Errorf("with --redis-breaker off, %v of %d calls to a stopped Redis failed", got, n)
+	}
+}
+
+// A deployment's envoyproxy/ratelimit environment works unchanged: the
+// configuration under RUNTIME_ROOT, SHADOW_MODE, and
+// LIMIT_RESPONSE_HEADERS_ENABLED with its header names, which give the
+// headers envoyproxy/ratelimit gives (its service's rateLimit*Header:
+// requests_per_unit, limit_remaining, seconds to the window's reset).
+func TestRLSProcessEnvoyEnvironment(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "env.yaml"), "domain: env\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 2}\n")
+	waitAwayFromDayBoundary(t)
+	p := startRLSEnv(t, []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit",
+		"LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_REMAINING_HEADER=X-Left", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"})
+	headers := func(r *rlspb.RateLimitResponse) map[string]string {
+		m := map[string]string{}
+		for _, h := range r.ResponseHeadersToAdd {
+			m[h.Key] = h.Value
+		}
+		return m
+	}
+	r := p.ask(t, "env", 0, rd("user", "u"))
+	h := headers(r)
+	if rlsAnswer(r) != "OK: OK" || h["RateLimit-Limit"] != "2" || h["X-Left"] != "1" || len(h) != 3 {
+		t.Fatalf("first: %s %v; want OK and envoyproxy/ratelimit's three headers", rlsAnswer(r), h)
+	}
+	if reset, err := strconv.Atoi(h["RateLimit-Reset"]); err != nil || reset < 1 || reset > 3600 {
+		t.Errorf("RateLimit-Reset %q: want the seconds to the hour's end", h["RateLimit-Reset"])
+	}
+	p.ask(t, "env", 0, rd("user", "u"))
+	r = p.ask(t, "env", 0, rd("user", "u"))
+	if h = headers(r); rlsAnswer(r) != "OVER_LIMIT: OVER_LIMIT" || h["X-Left"] != "0" {
+		t.Errorf("third of 2: %s %v", rlsAnswer(r), h)
+	}
+
+	// SHADOW_MODE: decided and counted, always OK.
+	s := startRLSEnv(t, []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "SHADOW_MODE=true"})
+	for range 3 {
+		if got := rlsAnswer(s.ask(t, "env", 0, rd("user", "v"))); got != "OK: OK" {
+			t.Errorf("under SHADOW_MODE: %s, want OK", got)
+		}
+	}
+
+	// What Sluice cannot honour is refused, naming the setting.
+	for _, c := range []struct{ env, want string }{
+		{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_TYPE=GRPC_XDS_SOTW: sluice rls reads its configuration from files only"},
+		{"MERGE_DOMAIN_CONFIGURATIONS=true", "MERGE_DOMAIN_CONFIGURATIONS=true: not supported"},
+		{"NEAR_LIMIT_RATIO=0.9", "NEAR_LIMIT_RATIO=0.9"},
+		{"BACKEND_TYPE=memcache", "BACKEND_TYPE=memcache"},
+	} {
+		cmd := exec.Command(rlsBinary(t), "rls", "--grpc", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", c.env)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: %v %s, want exit 2 saying %q", c.env, err, out, c.want)
+		}
 	}
 }
