@@ -193,12 +193,27 @@ func (c *Config) Files() []string { return slices.Clone(c.files) }
 // Errors are *config.Error values naming the file, the line and the field
 // at fault, or I/O errors.
 func Load(path string) (*Config, error) {
-	c, _, err := load(path)
+	c, _, err := load(path, LoadOptions{})
+	return c, err
+}
+
+// LoadOptions change how Load reads a configuration.
+type LoadOptions struct {
+	// MergeDomains reads the files of one domain as one, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does: their top-level
+	// descriptors together, one that two files both have refused. Without
+	// it two files of one domain are an error.
+	MergeDomains bool
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, o LoadOptions) (*Config, error) {
+	c, _, err := load(path, o)
 	return c, err
 }
 
 // load is Load that also returns a digest of the file names and contents.
-func load(path string) (*Config, uint64, error) {
+func load(path string, o LoadOptions) (*Config, uint64, error) {
 	files, err := configFiles(path)
 	if err != nil {
 		return nil, 0, err
@@ -220,8 +235,55 @@ func load(path string) (*Config, uint64, error) {
 		}
 		domains = append(domains, d)
 	}
+	if o.MergeDomains {
+		if domains, err = mergeDomains(domains); err != nil {
+			return nil, 0, err
+		}
+	}
 	c, err := NewConfig(domains...)
 	return c, h.Sum64(), err
+}
+
+// mergeDomains merges the domains of one name, in file order, into the
+// first of them.
+func mergeDomains(ds []*Domain) ([]*Domain, error) {
+	byName := map[string]*Domain{}
+	out := ds[:0:0]
+	for _, d := range ds {
+		first, ok := byName[d.Name]
+		if !ok {
+			byName[d.Name] = d
+			out = append(out, d)
+			continue
+		}
+		if err := first.merge(d); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// merge adds o's top-level descriptors to d. A descriptor both have (the
+// same key and value) is an error naming both files, as
+// envoyproxy/ratelimit's "duplicate descriptor composite key".
+func (d *Domain) merge(o *Domain) error {
+	for e, n := range o.root.exact {
+		if _, dup := d.root.exact[e]; dup {
+			return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too (MERGE_DOMAIN_CONFIG merges the files' descriptors, not their children)", e.key, e.value, d.Name, d.File)}
+		}
+		d.root.exact[e] = n
+	}
+	for key, ns := range o.root.patterns {
+		for _, n := range ns {
+			if slices.ContainsFunc(d.root.patterns[key], func(m *node) bool { return m.value == n.value }) {
+				return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too", key, n.value, d.Name, d.File)}
+			}
+			d.root.patterns[key] = append(d.root.patterns[key], n)
+		}
+	}
+	d.all = append(d.all, o.all...)
+	d.File += "," + o.File
+	return nil
 }
 
 // configFiles lists the files Load reads at path, sorted: the file, or

@@ -157,3 +157,42 @@ func TestLoadDirectory(t *testing.T) {
 		t.Errorf("an empty directory: %v, want ErrNoConfig", err)
 	}
 }
+
+// MERGE_DOMAIN_CONFIG: the files of one domain read as one, their
+// top-level descriptors together; one both have is refused, naming both
+// files, as envoyproxy/ratelimit refuses a duplicate composite key.
+// Without it, two files of one domain are refused.
+func TestLoadMergingDomains(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 5}\n")
+	write("b.yaml", "domain: d\ndescriptors:\n  - key: ip\n    rate_limit: {unit: day, requests_per_unit: 7}\n  - key: path\n    value: \"/api/*\"\n    rate_limit: {unit: day, requests_per_unit: 9}\n")
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), `duplicate domain "d"`) {
+		t.Errorf("without merging: %v, want the duplicate refused", err)
+	}
+	cfg, err := LoadWith(dir, LoadOptions{MergeDomains: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		entries []string
+		rpu     uint32
+	}{{[]string{"user", "u1"}, 5}, {[]string{"ip", "10.0.0.1"}, 7}, {[]string{"path", "/api/x"}, 9}} {
+		m := cfg.Match("d", desc(c.entries...).GetEntries())
+		if m.Limit == nil || m.Limit.RequestsPerUnit != c.rpu {
+			t.Errorf("merged domain, %v: %+v, want the limit of %d", c.entries, m.Limit, c.rpu)
+		}
+	}
+	if n := len(cfg.Domain("d").Limits()); n != 3 {
+		t.Errorf("merged domain has %d limits, want 3", n)
+	}
+	write("c.yaml", "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	if _, err := LoadWith(dir, LoadOptions{MergeDomains: true}); err == nil || !strings.Contains(err.Error(), "duplicate descriptor user=") || !strings.Contains(err.Error(), "a.yaml") {
+		t.Errorf("a descriptor in two merged files: %v, want it refused naming both", err)
+	}
+}

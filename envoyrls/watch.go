@@ -34,6 +34,8 @@ type WatchOptions struct {
 	// Debounce is how long to wait after the last event before reloading;
 	// zero means DefaultDebounce.
 	Debounce time.Duration
+	// Load is how each reload reads the configuration (LoadWith).
+	Load LoadOptions
 }
 
 // Watcher reloads a configuration file or directory into a Server when it
@@ -72,7 +74,7 @@ func Watch(path string, srv *Server, opts WatchOptions) (*Watcher, error) {
 	if w.debounce <= 0 {
 		w.debounce = DefaultDebounce
 	}
-	if _, d, err := load(w.path); err == nil {
+	if _, d, err := load(w.path, opts.Load); err == nil {
 		w.digest = d
 	}
 	dir := w.path
@@ -151,7 +153,7 @@ func (w *Watcher) reload(force bool) error {
 	if w.closed {
 		return ErrWatcherClosed
 	}
-	cfg, digest, err := load(w.path)
+	cfg, digest, err := load(w.path, w.opts.Load)
 	if err != nil {
 		w.rejected = true
 		w.log.Error("envoyrls: configuration rejected; the previous one stays in force", "path", w.path, "err", err)

@@ -125,6 +125,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit, envoy (envoyproxy/ratelimit's own, as LIMIT_RESPONSE_HEADERS_ENABLED) or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
+	mergeDomains := fs.Bool("merge-domains", false, "read several files of one domain as one, their top-level descriptors together (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it two files of one domain are an error")
 	tlsf := addTLSFlags(fs, "the gRPC listener")
 	storePath := fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
 	storeFlagsGiven := addBackendFlags(fs)
@@ -151,6 +152,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if !given["shadow-mode"] && env.shadowMode {
 		*shadowMode = true
 	}
+	if !given["merge-domains"] && env.merge {
+		*mergeDomains = true
+	}
 	if !given["headers"] && env.headers {
 		*headersFlag = string(envoyrls.HeadersEnvoy)
 	}
@@ -171,7 +175,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err != nil {
 		return fail(2, "--headers: %v", err)
 	}
-	cfg, err := envoyrls.Load(*configPath)
+	loadOpts := envoyrls.LoadOptions{MergeDomains: *mergeDomains}
+	cfg, err := envoyrls.LoadWith(*configPath, loadOpts)
 	if err != nil {
 		return fail(2, "%v", err) // a *config.Error names file:line and the field
 	}
@@ -231,6 +236,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	w, err := envoyrls.Watch(*configPath, srv, envoyrls.WatchOptions{
 		Logger:   logger,
 		SIGHUP:   true,
+		Load:     loadOpts,
 		OnReload: func(_ *envoyrls.Config, err error) { reloads.ObserveReload(err) },
 	})
 	if err != nil {

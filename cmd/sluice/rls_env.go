@@ -16,6 +16,7 @@ type rlsEnv struct {
 	grpc        string    // GRPC_HOST:GRPC_PORT
 	shadowMode  bool      // SHADOW_MODE
 	headers     bool      // LIMIT_RESPONSE_HEADERS_ENABLED
+	merge       bool      // MERGE_DOMAIN_CONFIG
 	headerNames [3]string // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
 	notes       []string  // settings read that change nothing here, said at start
 }
@@ -68,7 +69,10 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	if t := getenv("CONFIG_TYPE"); t != "" && !strings.EqualFold(t, "FILE") {
 		return e, fmt.Errorf("CONFIG_TYPE=%s: sluice rls reads its configuration from files only (--config, or RUNTIME_ROOT); configuration from an xDS control plane is not supported yet", t)
 	}
-	for _, name := range []string{"MERGE_DOMAIN_CONFIGURATIONS", "MERGE_DOMAIN_CONFIG", "RESPONSE_DYNAMIC_METADATA", "REDIS_PERSECOND"} {
+	if e.merge, err = isTrue("MERGE_DOMAIN_CONFIG"); err != nil {
+		return e, err
+	}
+	for _, name := range []string{"RESPONSE_DYNAMIC_METADATA", "REDIS_PERSECOND"} {
 		on, err := isTrue(name)
 		if err != nil {
 			return e, err

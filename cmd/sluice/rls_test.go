@@ -1056,10 +1056,27 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 		}
 	}
 
+	// MERGE_DOMAIN_CONFIG: a second file of the domain is merged, not
+	// refused; reloads merge too.
+	writeFile(t, filepath.Join(dir, "env-more.yaml"), "domain: env\ndescriptors:\n  - key: ip\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	m := startRLSEnv(t, []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "MERGE_DOMAIN_CONFIG=true"})
+	if got := rlsAnswer(m.ask(t, "env", 0, rd("ip", "10.0.0.1"))); got != "OK: OK" {
+		t.Errorf("the merged file's limit, first: %s", got)
+	}
+	if got := rlsAnswer(m.ask(t, "env", 0, rd("ip", "10.0.0.1"))); got != "OVER_LIMIT: OVER_LIMIT" {
+		t.Errorf("the merged file's limit of 1, second: %s", got)
+	}
+	cmd := exec.Command(rlsBinary(t), "rls", "--grpc", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `duplicate domain \"env\"`) && !strings.Contains(string(out), `duplicate domain "env"`) {
+		t.Errorf("two files of one domain without MERGE_DOMAIN_CONFIG: %v %s, want them refused", err, out)
+	}
+	os.Remove(filepath.Join(dir, "env-more.yaml"))
+
 	// What Sluice cannot honour is refused, naming the setting.
 	for _, c := range []struct{ env, want string }{
 		{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_TYPE=GRPC_XDS_SOTW: sluice rls reads its configuration from files only"},
-		{"MERGE_DOMAIN_CONFIGURATIONS=true", "MERGE_DOMAIN_CONFIGURATIONS=true: not supported"},
+		{"RESPONSE_DYNAMIC_METADATA=true", "RESPONSE_DYNAMIC_METADATA=true: not supported"},
 		{"NEAR_LIMIT_RATIO=0.9", "NEAR_LIMIT_RATIO=0.9"},
 		{"BACKEND_TYPE=memcache", "BACKEND_TYPE=memcache"},
 	} {
