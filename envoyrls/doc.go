@@ -39,8 +39,9 @@
 // The cost is hits_addend: the descriptor's own when set (zero checks
 // without spending), else the request's, else 1. A shadow_mode limit is
 // decided and counted but never denies; an unlimited one is always OK; a
-// quota_mode limit denies the request only when every quota_mode
-// descriptor of it is over its limit; replaces drops the replaced limits.
+// quota_mode limit over its quota never denies either: its status is OK
+// with 0 remaining, and the dynamic metadata names it, as in
+// envoyproxy/ratelimit; replaces drops the replaced limits.
 //
 // A Server is safe for concurrent use; SetConfig swaps the configuration
 // atomically, and requests in flight finish under the one they took.

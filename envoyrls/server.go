@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-go/sluice/algo"
@@ -76,6 +77,13 @@ type Options struct {
 	// the denying one with the longest wait, or else the one with the
 	// least remaining.
 	Headers Headers
+	// DynamicMetadata returns, with each response, the request as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does, for Envoy's
+	// filters and access logs: the domain, each descriptor's entries (as
+	// key=value), limit and hits_addend, the request's hits_addend, the
+	// quota_mode limits it went past (quotaModeViolations: the
+	// descriptors' indices) and whether any limit is in quota mode.
+	DynamicMetadata bool
 	// EnvoyHeaderNames are HeadersEnvoy's names of the limit, remaining
 	// and reset headers; an empty one is DefaultEnvoyHeaderNames'.
 	EnvoyHeaderNames [3]string
@@ -209,7 +217,6 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	// candidates for one ApplyAll.
 	now := s.eng.Clock().Now()
 	var active []int
-	quotaTotal := 0
 	for i := range items {
 		it := &items[i]
 		l := it.limit
@@ -217,9 +224,6 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			continue
 		}
 		it.shadow = l.Shadow || s.opts.ShadowMode
-		if l.Quota {
-			quotaTotal++
-		}
 		switch {
 		case l.RequestsPerUnit == 0:
 			w := int64(l.Window)
@@ -244,22 +248,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			active = append(active, i)
 		}
 	}
+	// A denial of a shadow_mode or quota_mode limit never refuses the
+	// request, as in envoyproxy/ratelimit (its service tests: quota mode
+	// alone, every quota limit over, answers OK); the others refuse it.
 	fatal := func() bool {
-		quotaDenied := 0
 		for i := range items {
-			it := &items[i]
-			if !it.denied {
-				continue
-			}
-			switch {
-			case it.shadow:
-			case it.limit.Quota:
-				quotaDenied++
-			default:
+			if it := &items[i]; it.denied && !it.shadow && !it.limit.Quota {
 				return true
 			}
 		}
-		return quotaTotal > 0 && quotaDenied == quotaTotal
+		return false
 	}
 
 	over := fatal()
@@ -311,7 +309,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			}
 		}
 	}
-	return s.answer(domain, items, over), nil
+	resp := s.answer(domain, items, over)
+	if s.opts.DynamicMetadata {
+		resp.DynamicMetadata = requestMetadata(req, items, over)
+	}
+	return resp, nil
 }
 
 // answer builds the response and counts the decisions.
@@ -358,7 +360,10 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 		wait := it.d.Reset
 		if it.denied {
 			wait = it.d.RetryAfter
-			if !it.shadow {
+			// A quota_mode limit past its quota is OK, with 0 remaining,
+			// as envoyproxy/ratelimit answers it (the violation is in the
+			// dynamic metadata), even in a request another limit refuses.
+			if !it.shadow && !l.Quota {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
 		}
@@ -482,6 +487,50 @@ func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
 		hs[i] = &vals[i]
 	}
 	return hs
+}
+
+// requestMetadata is DynamicMetadata's struct for req, answered as items
+// say (over: the request was refused).
+func requestMetadata(req *rlspb.RateLimitRequest, items []item, over bool) *structpb.Struct {
+	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
+	for _, d := range req.GetDescriptors() {
+		entries := make([]*structpb.Value, 0, len(d.GetEntries()))
+		for _, e := range d.GetEntries() {
+			entries = append(entries, structpb.NewStringValue(e.GetKey()+"="+e.GetValue()))
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if d.GetLimit() != nil {
+			f["limit"] = structpb.NewStringValue(d.GetLimit().String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.GetDomain()),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: descs}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	var violations []*structpb.Value
+	quota := false
+	for i := range items {
+		l := items[i].limit
+		if l == nil || !l.Quota {
+			continue
+		}
+		quota = true
+		if items[i].denied && !over {
+			violations = append(violations, structpb.NewNumberValue(float64(i)))
+		}
+	}
+	if len(violations) > 0 {
+		fields["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: violations})
+	}
+	fields["quotaModeEnabled"] = structpb.NewBoolValue(quota)
+	return &structpb.Struct{Fields: fields}
 }
 
 // envoyHeaders renders envoyproxy/ratelimit's own headers of the chosen

@@ -357,16 +357,32 @@ descriptors:
       requests_per_unit: 2
 `
 
-// quota_mode: the request is refused only when every quota descriptor is
-// over; until then it spends where it is allowed.
+// quota_mode, as envoyproxy/ratelimit's service tests expect it
+// (TestServiceQuotaModeOnly, TestServicePerDescriptorQuotaMode): a
+// quota_mode limit past its quota never refuses the request, and its
+// status is OK with 0 remaining; a non-quota limit over refuses it. The
+// request spends where it is allowed.
 func TestQuotaMode(t *testing.T) {
 	f := newFixture(t, Options{}, quota)
 	s1, s2 := desc("service", "service_1"), desc("service", "service_2")
-	want := []string{"OK: OK OK", "OK: OVER_LIMIT OK", "OVER_LIMIT: OVER_LIMIT OVER_LIMIT"}
-	for i, w := range want {
-		if got := codesOf(f.ask(t, "rl", 0, s1, s2)); got != w {
-			t.Errorf("request %d: %s, want %s", i, got, w)
+	for i, want := range []string{"OK: OK OK", "OK: OK OK", "OK: OK OK"} {
+		r := f.ask(t, "rl", 0, s1, s2)
+		if got := codesOf(r); got != want {
+			t.Errorf("request %d: %s, want %s", i, got, want)
 		}
+		if i == 2 && (r.Statuses[0].LimitRemaining != 0 || r.Statuses[1].LimitRemaining != 0) {
+			t.Errorf("request 3, both quotas spent: remaining %d, %d; want 0, 0", r.Statuses[0].LimitRemaining, r.Statuses[1].LimitRemaining)
+		}
+	}
+	// A quota_mode limit beside an enforced one that is over: the
+	// request is refused by the enforced one, the quota one OK.
+	g := newFixture(t, Options{}, quota+`  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`)
+	u := desc("user", "u")
+	g.ask(t, "rl", 0, u, s1)
+	if got := codesOf(g.ask(t, "rl", 0, u, s1)); got != "OVER_LIMIT: OVER_LIMIT OK" {
+		t.Errorf("an enforced limit over beside a quota one over: %s, want OVER_LIMIT: OVER_LIMIT OK", got)
 	}
 }
 
@@ -496,5 +512,38 @@ descriptors:
 	}
 	if r = f.ask(t, "d", 3, desc("k", "v")); r.Statuses[0].LimitRemaining != 0 || codesOf(r) != "OK: OK" {
 		t.Errorf("the 3 left: %s, remaining %d", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+}
+
+// DynamicMetadata: the request, as envoyproxy/ratelimit's
+// RESPONSE_DYNAMIC_METADATA returns it (ratelimitToMetadata): the domain,
+// each descriptor's entries as key=value, the hits_addend, the quota_mode
+// violations by index and whether quota mode is on.
+func TestDynamicMetadata(t *testing.T) {
+	f := newFixture(t, Options{DynamicMetadata: true}, `domain: q
+descriptors:
+  - key: plan
+    quota_mode: true
+    rate_limit: {unit: day, requests_per_unit: 1}
+  - key: region
+    quota_mode: true
+    rate_limit: {unit: day, requests_per_unit: 100}
+`)
+	f.ask(t, "q", 0, desc("plan", "free"), desc("region", "eu"))
+	r := f.ask(t, "q", 2, desc("plan", "free"), desc("region", "eu"))
+	if codesOf(r) != "OK: OK OK" {
+		t.Fatalf("quota mode past its limit: %s, want OK", codesOf(r))
+	}
+	m := r.GetDynamicMetadata().AsMap()
+	descs, _ := m["descriptors"].([]any)
+	first, _ := descs[0].(map[string]any)
+	entries, _ := first["entries"].([]any)
+	violations, _ := m["quotaModeViolations"].([]any)
+	if m["domain"] != "q" || len(descs) != 2 || len(entries) != 1 || entries[0] != "plan=free" || m["hitsAddend"] != 2.0 ||
+		m["quotaModeEnabled"] != true || len(violations) != 1 || violations[0] != 0.0 {
+		t.Errorf("dynamic metadata %v", m)
+	}
+	if g := newFixture(t, Options{}, messaging).ask(t, "messaging", 0, desc("to_number", "1")); g.GetDynamicMetadata() != nil {
+		t.Errorf("without DynamicMetadata: %v", g.GetDynamicMetadata())
 	}
 }

@@ -17,6 +17,7 @@ type rlsEnv struct {
 	shadowMode  bool      // SHADOW_MODE
 	headers     bool      // LIMIT_RESPONSE_HEADERS_ENABLED
 	merge       bool      // MERGE_DOMAIN_CONFIG
+	metadata    bool      // RESPONSE_DYNAMIC_METADATA
 	headerNames [3]string // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
 	notes       []string  // settings read that change nothing here, said at start
 }
@@ -72,7 +73,10 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	if e.merge, err = isTrue("MERGE_DOMAIN_CONFIG"); err != nil {
 		return e, err
 	}
-	for _, name := range []string{"RESPONSE_DYNAMIC_METADATA", "REDIS_PERSECOND"} {
+	if e.metadata, err = isTrue("RESPONSE_DYNAMIC_METADATA"); err != nil {
+		return e, err
+	}
+	for _, name := range []string{"REDIS_PERSECOND"} {
 		on, err := isTrue(name)
 		if err != nil {
 			return e, err
