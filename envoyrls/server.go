@@ -77,6 +77,10 @@ type Options struct {
 	// the denying one with the longest wait, or else the one with the
 	// least remaining.
 	Headers Headers
+	// QuotaMode puts every limit in quota mode: past its quota a limit
+	// answers OK and is named in the dynamic metadata, never refusing the
+	// request (envoyproxy/ratelimit's QUOTA_MODE).
+	QuotaMode bool
 	// DynamicMetadata returns, with each response, the request as
 	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does, for Envoy's
 	// filters and access logs: the domain, each descriptor's entries (as
@@ -157,6 +161,7 @@ type item struct {
 	d       algo.Decision
 	denied  bool // over its limit
 	shadow  bool // never denies the request
+	quota   bool // quota_mode, its own or QuotaMode's: never denies, OK past its quota
 	spent   bool
 	checkOK bool // hits_addend 0: checked, never denied
 }
@@ -224,6 +229,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			continue
 		}
 		it.shadow = l.Shadow || s.opts.ShadowMode
+		it.quota = l.Quota || s.opts.QuotaMode
 		switch {
 		case l.RequestsPerUnit == 0:
 			w := int64(l.Window)
@@ -253,7 +259,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	// alone, every quota limit over, answers OK); the others refuse it.
 	fatal := func() bool {
 		for i := range items {
-			if it := &items[i]; it.denied && !it.shadow && !it.limit.Quota {
+			if it := &items[i]; it.denied && !it.shadow && !it.quota {
 				return true
 			}
 		}
@@ -311,7 +317,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	}
 	resp := s.answer(domain, items, over)
 	if s.opts.DynamicMetadata {
-		resp.DynamicMetadata = requestMetadata(req, items, over)
+		resp.DynamicMetadata = requestMetadata(req, items)
 	}
 	return resp, nil
 }
@@ -363,7 +369,7 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 			// A quota_mode limit past its quota is OK, with 0 remaining,
 			// as envoyproxy/ratelimit answers it (the violation is in the
 			// dynamic metadata), even in a request another limit refuses.
-			if !it.shadow && !l.Quota {
+			if !it.shadow && !it.quota {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
 		}
@@ -490,8 +496,8 @@ func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
 }
 
 // requestMetadata is DynamicMetadata's struct for req, answered as items
-// say (over: the request was refused).
-func requestMetadata(req *rlspb.RateLimitRequest, items []item, over bool) *structpb.Struct {
+// say.
+func requestMetadata(req *rlspb.RateLimitRequest, items []item) *structpb.Struct {
 	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
 	for _, d := range req.GetDescriptors() {
 		entries := make([]*structpb.Value, 0, len(d.GetEntries()))
@@ -517,12 +523,10 @@ func requestMetadata(req *rlspb.RateLimitRequest, items []item, over bool) *stru
 	var violations []*structpb.Value
 	quota := false
 	for i := range items {
-		l := items[i].limit
-		if l == nil || !l.Quota {
-			continue
+		if l := items[i].limit; l != nil && l.Quota {
+			quota = true // the limits' own flag, as there
 		}
-		quota = true
-		if items[i].denied && !over {
+		if items[i].quota && items[i].denied {
 			violations = append(violations, structpb.NewNumberValue(float64(i)))
 		}
 	}

@@ -547,3 +547,20 @@ descriptors:
 		t.Errorf("without DynamicMetadata: %v", g.GetDynamicMetadata())
 	}
 }
+
+// QuotaMode, as envoyproxy/ratelimit's QUOTA_MODE (TestServiceGlobalQuotaMode
+// there): every limit past its quota answers OK, the request passes.
+func TestGlobalQuotaMode(t *testing.T) {
+	f := newFixture(t, Options{QuotaMode: true, DynamicMetadata: true}, messaging)
+	n := desc("to_number", "1")
+	for range 100 {
+		f.ask(t, "messaging", 0, n)
+	}
+	r := f.ask(t, "messaging", 0, n)
+	if codesOf(r) != "OK: OK" || r.Statuses[0].LimitRemaining != 0 {
+		t.Errorf("past the quota: %s, remaining %d; want OK, 0", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+	if v, _ := r.GetDynamicMetadata().AsMap()["quotaModeViolations"].([]any); len(v) != 1 {
+		t.Errorf("metadata %v, want the violation named", r.GetDynamicMetadata().AsMap())
+	}
+}

@@ -125,6 +125,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit, envoy (envoyproxy/ratelimit's own, as LIMIT_RESPONSE_HEADERS_ENABLED) or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
+	quotaMode := fs.Bool("quota-mode", false, "put every limit in quota mode: past its quota a limit answers OK and is named in the dynamic metadata (envoyproxy/ratelimit's QUOTA_MODE)")
 	dynamicMetadata := fs.Bool("dynamic-metadata", false, "return the request as dynamic metadata with each response, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA")
 	mergeDomains := fs.Bool("merge-domains", false, "read several files of one domain as one, their top-level descriptors together (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it two files of one domain are an error")
 	tlsf := addTLSFlags(fs, "the gRPC listener")
@@ -152,6 +153,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}
 	if !given["shadow-mode"] && env.shadowMode {
 		*shadowMode = true
+	}
+	if !given["quota-mode"] && env.quotaMode {
+		*quotaMode = true
 	}
 	if !given["dynamic-metadata"] && env.metadata {
 		*dynamicMetadata = true
@@ -232,7 +236,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		logger.Info("sluice rls: from envoyproxy/ratelimit's environment", "note", note)
 	}
 	srv, err := envoyrls.NewServer(cfg, envoyrls.Options{
-		Engine: eng, Metrics: counts, Headers: headers, EnvoyHeaderNames: env.headerNames, DynamicMetadata: *dynamicMetadata, ShadowHeaders: *shadowHeaders, ShadowMode: *shadowMode, Logger: logger,
+		Engine: eng, Metrics: counts, Headers: headers, EnvoyHeaderNames: env.headerNames, DynamicMetadata: *dynamicMetadata, QuotaMode: *quotaMode, ShadowHeaders: *shadowHeaders, ShadowMode: *shadowMode, Logger: logger,
 	})
 	if err != nil {
 		return fail(2, "%v", err)

@@ -15,6 +15,7 @@ type rlsEnv struct {
 	config      string    // RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY
 	grpc        string    // GRPC_HOST:GRPC_PORT
 	shadowMode  bool      // SHADOW_MODE
+	quotaMode   bool      // QUOTA_MODE
 	headers     bool      // LIMIT_RESPONSE_HEADERS_ENABLED
 	merge       bool      // MERGE_DOMAIN_CONFIG
 	metadata    bool      // RESPONSE_DYNAMIC_METADATA
@@ -57,6 +58,9 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	}
 	var err error
 	if e.shadowMode, err = isTrue("SHADOW_MODE"); err != nil {
+		return e, err
+	}
+	if e.quotaMode, err = isTrue("QUOTA_MODE"); err != nil {
 		return e, err
 	}
 	if e.headers, err = isTrue("LIMIT_RESPONSE_HEADERS_ENABLED"); err != nil {
