@@ -197,6 +197,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		fileStore := storeFlags(st)
 		fileStore.from = *storePath + "'s store section"
 		bf = storeFlagsGiven.over(fileStore)
+	} else if env.redis != nil && !storeFlagsGiven.given["backend"] {
+		// envoyproxy/ratelimit's REDIS_* environment, the flags over it.
+		bf = storeFlagsGiven.over(backendFlags{name: config.BackendRedis, redis: *env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
 	}
 	logger := slog.New(slog.NewTextHandler(errw, nil))
 	if files, err := envoyrls.Files(*configPath); err == nil {

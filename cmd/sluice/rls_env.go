@@ -6,21 +6,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-go/sluice/config"
 )
 
 // rlsEnv is what `sluice rls` reads of envoyproxy/ratelimit's environment,
 // so that a deployment's env block can stay as it is. Flags given on the
 // command line go over it.
 type rlsEnv struct {
-	config      string    // RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY
-	grpc        string    // GRPC_HOST:GRPC_PORT
-	shadowMode  bool      // SHADOW_MODE
-	quotaMode   bool      // QUOTA_MODE
-	headers     bool      // LIMIT_RESPONSE_HEADERS_ENABLED
-	merge       bool      // MERGE_DOMAIN_CONFIG
-	metadata    bool      // RESPONSE_DYNAMIC_METADATA
-	headerNames [3]string // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
-	notes       []string  // settings read that change nothing here, said at start
+	config      string        // RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY
+	grpc        string        // GRPC_HOST:GRPC_PORT
+	shadowMode  bool          // SHADOW_MODE
+	quotaMode   bool          // QUOTA_MODE
+	headers     bool          // LIMIT_RESPONSE_HEADERS_ENABLED
+	merge       bool          // MERGE_DOMAIN_CONFIG
+	metadata    bool          // RESPONSE_DYNAMIC_METADATA
+	headerNames [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
+	redis       *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
+	notes       []string      // settings read that change nothing here, said at start
 }
 
 // readRLSEnv reads envoyproxy/ratelimit's settings from getenv. A setting
@@ -107,13 +110,66 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	if getenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED") != "" {
 		e.notes = append(e.notes, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: sluice rls serves only once a configuration has loaded, always")
 	}
-	if getenv("REDIS_URL") != "" {
-		e.notes = append(e.notes, "REDIS_URL is not read: give the store with --backend redis --redis-addr, or --store FILE")
+	if url := getenv("REDIS_URL"); url != "" {
+		r, err := redisFromEnv(getenv, url)
+		if err != nil {
+			return e, err
+		}
+		e.redis = r
 	}
-	for _, name := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "CACHE_KEY_PREFIX"} {
+	for _, name := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"} {
 		if getenv(name) != "" {
 			e.notes = append(e.notes, name+" is not read: see the migration table in the README for the equivalent")
 		}
 	}
 	return e, nil
+}
+
+// redisFromEnv reads envoyproxy/ratelimit's Redis settings: REDIS_URL as
+// REDIS_TYPE says (SINGLE: host:port; CLUSTER: host:port,...; SENTINEL:
+// the master's name, then the Sentinels' host:port,...), REDIS_AUTH
+// (password, or username:password), REDIS_TLS with REDIS_TLS_CACERT and
+// REDIS_TLS_SKIP_HOSTNAME_VERIFICATION, and CACHE_KEY_PREFIX as the key
+// prefix. A unix socket is refused: Sluice dials TCP.
+func redisFromEnv(getenv func(string) string, url string) (*config.Redis, error) {
+	r := defaultRedis()
+	if t := getenv("REDIS_SOCKET_TYPE"); !strings.EqualFold(t, "tcp") {
+		return nil, fmt.Errorf("REDIS_SOCKET_TYPE=%s: sluice rls reaches Redis over TCP only (set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port)", t)
+	}
+	parts := strings.Split(url, ",")
+	switch typ := strings.ToUpper(getenv("REDIS_TYPE")); typ {
+	case "", "SINGLE":
+		if len(parts) != 1 {
+			return nil, fmt.Errorf("REDIS_URL=%s: REDIS_TYPE SINGLE takes one host:port", url)
+		}
+	case "CLUSTER":
+	case "SENTINEL":
+		if len(parts) < 2 {
+			return nil, fmt.Errorf("REDIS_URL=%s: REDIS_TYPE SENTINEL takes the master's name, then the Sentinels' host:port", url)
+		}
+		r.MasterName, parts = parts[0], parts[1:]
+	default:
+		return nil, fmt.Errorf("REDIS_TYPE=%s: want SINGLE, CLUSTER or SENTINEL", typ)
+	}
+	addrs, err := parseRedisAddrs(strings.Join(parts, ","))
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL=%s: %v", url, err)
+	}
+	r.Addrs = addrs
+	if auth := getenv("REDIS_AUTH"); auth != "" {
+		if user, pass, ok := strings.Cut(auth, ":"); ok {
+			r.Username, r.Password = user, pass
+		} else {
+			r.Password = auth
+		}
+	}
+	tlsOn := strings.EqualFold(getenv("REDIS_TLS"), "true")
+	if tlsOn {
+		r.TLS = config.RedisTLS{Enabled: true, CAFile: getenv("REDIS_TLS_CACERT"),
+			InsecureSkipVerify: strings.EqualFold(getenv("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"), "true")}
+	}
+	if p := getenv("CACHE_KEY_PREFIX"); p != "" {
+		r.KeyPrefix = p
+	}
+	return &r, nil
 }

@@ -1093,3 +1093,34 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// envoyproxy/ratelimit's Redis environment gives the store when no flag
+// does: two processes on REDIS_URL share one budget under
+// CACHE_KEY_PREFIX; a unix socket is refused with what to set.
+func TestRLSProcessRedisFromEnvironment(t *testing.T) {
+	s := redisServer(t)
+	waitAwayFromDayBoundary(t)
+	prefix := testPrefix(t)
+	env := []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr, "CACHE_KEY_PREFIX=" + prefix}
+	a := startRLSEnv(t, env, "--config", "testdata/rls/sluice")
+	b := startRLSEnv(t, env, "--config", "testdata/rls/sluice")
+	var got []string
+	for i := range 6 {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		got = append(got, rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "erin"))))
+	}
+	if want := "OK: OK,OK: OK,OK: OK,OK: OK,OK: OK,OVER_LIMIT: OVER_LIMIT"; strings.Join(got, ",") != want {
+		t.Errorf("erin across two processes on REDIS_URL: %v, want five allowed in all", got)
+	}
+	if keys := redisKeys(t, s, prefix); len(keys) == 0 {
+		t.Errorf("no key under CACHE_KEY_PREFIX %q", prefix)
+	}
+	cmd := exec.Command(rlsBinary(t), "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "REDIS_URL=/var/run/nutcracker/ratelimit.sock")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "REDIS_SOCKET_TYPE=: sluice rls reaches Redis over TCP only") {
+		t.Errorf("a unix socket: %v %s", err, out)
+	}
+}
