@@ -21,6 +21,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
 // envoyModule and envoyVersion name the envoyproxy/ratelimit build that
@@ -317,32 +319,11 @@ type counters struct {
 func (r *redisServer) counters() (counters, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := r.admin.Info(ctx, "commandstats", "stats").Result()
+	sc, err := bench.ReadServerCounters(ctx, r.admin)
 	if err != nil {
 		return counters{}, err
 	}
-	c := counters{calls: map[string]int64{}}
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok {
-			continue
-		}
-		if name == "total_reads_processed" {
-			c.reads, _ = strconv.ParseInt(rest, 10, 64)
-			continue
-		}
-		cmd, ok := strings.CutPrefix(name, "cmdstat_")
-		if !ok {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				c.calls[cmd], _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-	}
-	return c, sc.Err()
+	return counters{calls: sc.Calls, reads: sc.Reads}, nil
 }
 
 // redisWork is what redis-server did between two readings, the INFO
