@@ -110,10 +110,7 @@ type waiter struct {
 	// leader's batch, and is woken, off the queue, once the batch before
 	// it is done.
 	multi bool
-	// queued is when (Unix ns) the caller joined the key's queue behind
-	// a flight.
-	queued int64
-	buf    [64]byte // deniedLocally's copy of the last-seen record
+	buf   [64]byte // deniedLocally's copy of the last-seen record
 }
 
 func newSwapPath(s backend.Swapper, o *Options, n int) (*swapPath, error) {
@@ -284,7 +281,7 @@ func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool,
 		sh.flights[string(k)] = f
 		sh.mu.Unlock()
 	} else {
-		w.wake, w.queued = make(chan bool, 1), time.Now().UnixNano()
+		w.wake = make(chan bool, 1)
 		f.queue = append(f.queue, w)
 		sh.mu.Unlock()
 		if lead := <-w.wake; !lead {

@@ -227,13 +227,6 @@ func (o *Options) check() error {
 	return nil
 }
 
-// ping checks that Redis answers, trying again until ctx ends: each try is
-// bounded by the client's socket timeouts, which may be shorter than the
-// time a starting Redis takes.
-func ping(ctx context.Context, c goredis.UniversalClient) error {
-	return retry(ctx, func(ctx context.Context) error { return c.Ping(ctx).Err() })
-}
-
 // retry calls fn until it succeeds, fails with an error reply (an answer,
 // not a failure to reach Redis), or ctx ends, waiting a little between
 // tries; it returns fn's last error.
