@@ -142,8 +142,8 @@ func ReadServerCounters(ctx context.Context, c *goredis.Client) (ServerCounters,
 type ServerDelta struct {
 	// Calls per command, every command a script ran included.
 	Calls map[string]int64
-	// Scripts counts EVAL, EVALSHA and their read-only forms: the scripts
-	// run, each one request.
+	// Scripts counts EVAL, EVALSHA, FCALL and their read-only forms: the
+	// scripts run, each one request.
 	Scripts int64
 	// Commands is every command run, scripts' own calls included.
 	Commands int64
@@ -163,12 +163,25 @@ func (after ServerCounters) Delta(before ServerCounters) ServerDelta {
 		d.Calls[cmd] = n
 		d.Commands += n
 		switch cmd {
-		case "eval", "evalsha", "eval_ro", "evalsha_ro":
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
 			d.Scripts += n
 		}
 	}
 	d.Reads = after.Reads - before.Reads - infos
 	return d
+}
+
+// Add adds o's work to d's.
+func (d *ServerDelta) Add(o ServerDelta) {
+	if d.Calls == nil {
+		d.Calls = map[string]int64{}
+	}
+	for cmd, n := range o.Calls {
+		d.Calls[cmd] += n
+	}
+	d.Scripts += o.Scripts
+	d.Commands += o.Commands
+	d.Reads += o.Reads
 }
 
 // Load is one closed-loop run: Callers goroutines, each calling Allow again

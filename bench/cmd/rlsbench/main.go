@@ -48,6 +48,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
 const benchYAML = `domain: bench
@@ -302,7 +304,7 @@ func runAll(o options) *results {
 
 	var next atomic.Uint64
 	measure := func(s string, n int, d time.Duration, limit int64, req requestFunc, alignSecond bool) result {
-		var before counters
+		var before bench.ServerCounters
 		if onRedis(s) {
 			if err := rds.flush(); err != nil {
 				fatalf("%v", err)
@@ -324,7 +326,7 @@ func runAll(o options) *results {
 			if err != nil {
 				fatalf("reading Redis counters: %v", err)
 			}
-			w := after.since(before)
+			w := after.Delta(before)
 			r.redis = &w
 		}
 		return r
@@ -343,7 +345,7 @@ func runAll(o options) *results {
 		res.cells[k] = append(res.cells[k], r)
 		extra := ""
 		if r.redis != nil && r.calls > 0 {
-			extra = fmt.Sprintf(" redis %.2f cmds/decision", float64(r.redis.commands)/float64(r.calls))
+			extra = fmt.Sprintf(" redis %.2f cmds/decision", float64(r.redis.Commands)/float64(r.calls))
 		}
 		if r.errs > 0 {
 			extra += fmt.Sprintf(" %d errors (%v)", r.errs, r.firstErr)

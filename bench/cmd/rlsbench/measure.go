@@ -10,6 +10,8 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
 // callTimeout bounds one ShouldRateLimit call; one that takes longer
@@ -66,7 +68,7 @@ type result struct {
 	rate, p50, p99 float64 // calls per second; microseconds
 	ok, over, errs int64
 	firstErr       error
-	redis          *redisWork // nil when the store is not Redis
+	redis          *bench.ServerDelta // nil when the store is not Redis
 }
 
 // run makes calls through c from n concurrent callers, each calling again

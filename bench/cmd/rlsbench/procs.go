@@ -308,61 +308,12 @@ func (r *redisServer) flush() error {
 	return nil
 }
 
-// counters are redis-server's calls per command (INFO commandstats, the
-// commands a script runs counted under their own names too) and its reads
-// from client sockets (INFO stats total_reads_processed).
-type counters struct {
-	calls map[string]int64
-	reads int64
-}
-
-func (r *redisServer) counters() (counters, error) {
+// counters reads redis-server's calls per command and its reads from
+// client sockets.
+func (r *redisServer) counters() (bench.ServerCounters, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sc, err := bench.ReadServerCounters(ctx, r.admin)
-	if err != nil {
-		return counters{}, err
-	}
-	return counters{calls: sc.Calls, reads: sc.Reads}, nil
-}
-
-// redisWork is what redis-server did between two readings, the INFO
-// command that took the later reading left out.
-type redisWork struct {
-	calls    map[string]int64
-	commands int64 // every command, those scripts ran included
-	scripts  int64 // EVAL, EVALSHA, FCALL and their read-only forms
-	reads    int64 // client socket reads: the round trips it served
-}
-
-func (after counters) since(before counters) redisWork {
-	w := redisWork{calls: map[string]int64{}}
-	for cmd, n := range after.calls {
-		n -= before.calls[cmd]
-		if cmd == "info" || n == 0 {
-			continue
-		}
-		w.calls[cmd] = n
-		w.commands += n
-		switch cmd {
-		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
-			w.scripts += n
-		}
-	}
-	w.reads = after.reads - before.reads - (after.calls["info"] - before.calls["info"])
-	return w
-}
-
-func (w *redisWork) add(o redisWork) {
-	if w.calls == nil {
-		w.calls = map[string]int64{}
-	}
-	for k, v := range o.calls {
-		w.calls[k] += v
-	}
-	w.commands += o.commands
-	w.scripts += o.scripts
-	w.reads += o.reads
+	return bench.ReadServerCounters(ctx, r.admin)
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
 // cell is one cell's measurements over the rounds, summarized.
@@ -17,7 +19,7 @@ type cell struct {
 	cmds, scripts, reads float64 // medians of the per-decision figures; -1 off Redis
 	ok, over, errs       int64   // sums
 	calls                int64   // sum
-	work                 redisWork
+	work                 bench.ServerDelta
 	firstErr             error
 }
 
@@ -35,10 +37,10 @@ func summarize(rs []result) cell {
 		}
 		if r.redis != nil && r.calls > 0 {
 			n := float64(r.calls)
-			cmds = append(cmds, float64(r.redis.commands)/n)
-			scripts = append(scripts, float64(r.redis.scripts)/n)
-			reads = append(reads, float64(r.redis.reads)/n)
-			c.work.add(*r.redis)
+			cmds = append(cmds, float64(r.redis.Commands)/n)
+			scripts = append(scripts, float64(r.redis.Scripts)/n)
+			reads = append(reads, float64(r.redis.Reads)/n)
+			c.work.Add(*r.redis)
 		}
 	}
 	c.rate, c.p50, c.p99 = median(rate), median(p50), median(p99)
@@ -57,23 +59,23 @@ func perDecision(x float64) string {
 }
 
 // byCommand lists w's calls per decision by command, the most first.
-func byCommand(w redisWork, decisions int64) string {
-	if decisions == 0 || len(w.calls) == 0 {
+func byCommand(w bench.ServerDelta, decisions int64) string {
+	if decisions == 0 || len(w.Calls) == 0 {
 		return "—"
 	}
-	names := make([]string, 0, len(w.calls))
-	for k := range w.calls {
+	names := make([]string, 0, len(w.Calls))
+	for k := range w.Calls {
 		names = append(names, k)
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		if w.calls[a] != w.calls[b] {
-			return int(w.calls[b] - w.calls[a])
+		if w.Calls[a] != w.Calls[b] {
+			return int(w.Calls[b] - w.Calls[a])
 		}
 		return strings.Compare(a, b)
 	})
 	var parts []string
 	for _, k := range names {
-		v := float64(w.calls[k]) / float64(decisions)
+		v := float64(w.Calls[k]) / float64(decisions)
 		if v < 0.005 {
 			continue
 		}
@@ -195,11 +197,11 @@ func report(b io.Writer, o options, r *results) {
 	fmt.Fprintf(b, "| workload | server | calls per decision |\n|---|---|---|\n")
 	for _, w := range append(slices.Clone(comparisonWorkloads), "tenant+user") {
 		for _, s := range r.peers {
-			var work redisWork
+			var work bench.ServerDelta
 			var calls int64
 			for _, c := range o.callers {
 				x := sum(w, c, s)
-				work.add(x.work)
+				work.Add(x.work)
 				calls += x.calls
 			}
 			fmt.Fprintf(b, "| %s | %s | %s |\n", w, label(s), byCommand(work, calls))
