@@ -112,17 +112,23 @@ func (s *server) dial(addr string) error {
 	return nil
 }
 
-// stop asks the process to finish (SIGINT), and kills it after 10s.
+// stop asks the process to finish, and kills it after 10s.
 func (s *server) stop() {
 	if s.conn != nil {
 		s.conn.Close()
 	}
-	s.cmd.Process.Signal(os.Interrupt)
+	interrupt(s.cmd, s.exited)
+}
+
+// interrupt asks cmd's process to finish (SIGINT) and waits for exited to
+// close, killing the process if it has not finished after 10s.
+func interrupt(cmd *exec.Cmd, exited <-chan struct{}) {
+	cmd.Process.Signal(os.Interrupt)
 	select {
-	case <-s.exited:
+	case <-exited:
 	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
+		cmd.Process.Kill()
+		<-exited
 	}
 }
 
@@ -290,13 +296,7 @@ func startRedis(dir string) (*redisServer, error) {
 
 func (r *redisServer) stop() {
 	r.admin.Close()
-	r.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-r.exited:
-	case <-time.After(10 * time.Second):
-		r.cmd.Process.Kill()
-		<-r.exited
-	}
+	interrupt(r.cmd, r.exited)
 }
 
 func (r *redisServer) flush() error {
