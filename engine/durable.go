@@ -181,44 +181,70 @@ func (d *dirtySet) reset() {
 }
 
 // knownSlots is the number of hashes each tier remembers in all (2 MiB),
-// in sets of knownWays: enough for the keys a busy process cycles through
-// (100,000 keys fill it to 38%, and lose about one in a hundred to a full
-// set), and a miss costs only the disk read that every miss cost before.
+// in sets of knownWays. A hash may live in either of two sets and goes to
+// the emptier, so sets fill evenly: 100,000 keys fill it to 38% and none
+// is lost to a full set (with one set per hash, about one in a hundred
+// were); past about 150,000 some are, and a lost key costs only the disk
+// read that every miss cost before.
 const (
 	knownSlots = 1 << 18
 	knownWays  = 4
 )
 
-// knownSet returns the set of slots h may be remembered in, picked by the
-// hash's high bits: the low ones chose the stripe.
-func (st *tierStripe) knownSet(h uint64) []uint64 {
-	i := int((h>>32)%uint64(len(st.known)/knownWays)) * knownWays
-	return st.known[i : i+knownWays : i+knownWays]
+// knownSets returns the two sets of slots h may be remembered in: one
+// picked by the hash's high bits (the low ones chose the stripe), the
+// other by a mix of all of them.
+func (st *tierStripe) knownSets(h uint64) (a, b []uint64) {
+	n := uint64(len(st.known) / knownWays)
+	i := int((h>>32)%n) * knownWays
+	m := h ^ h>>33
+	m *= 0xff51afd7ed558ccd
+	m ^= m >> 33
+	j := int((m>>32)%n) * knownWays
+	return st.known[i : i+knownWays : i+knownWays], st.known[j : j+knownWays : j+knownWays]
 }
 
 func (st *tierStripe) isKnown(h uint64) bool {
-	for _, v := range st.knownSet(h) {
-		if v == h|1 {
+	a, b := st.knownSets(h)
+	for i := range knownWays {
+		if a[i] == h|1 || b[i] == h|1 {
 			return true
 		}
 	}
 	return false
 }
 
-// remember records h in its set: in an empty slot, or, the set full, in
-// place of one of the others, chosen by bits of h the set was not.
+// remember records h in the emptier of its sets, or, both full, in place
+// of one of the first set's others, chosen by bits of h the sets were not.
 func (st *tierStripe) remember(h uint64) {
-	set := st.knownSet(h)
-	for i, v := range set {
-		if v == h|1 {
+	a, b := st.knownSets(h)
+	fa, fb := -1, -1 // a free slot in each set
+	na, nb := 0, 0   // free slots in each set
+	for i := range knownWays {
+		if a[i] == h|1 || b[i] == h|1 {
 			return
 		}
-		if v == 0 {
-			set[i] = h | 1
-			return
+		if a[i] == 0 {
+			na++
+			if fa < 0 {
+				fa = i
+			}
+		}
+		if b[i] == 0 {
+			nb++
+			if fb < 0 {
+				fb = i
+			}
 		}
 	}
-	set[(h>>16)%knownWays] = h | 1
+	switch {
+	case na > 0 && na >= nb:
+		a[fa] = h | 1
+	case nb > 0:
+		b[fb] = h | 1
+	default:
+		a[(h>>16)%knownWays] = h | 1
+	}
 }
 
 var _ backend.Striped = (*tier)(nil)
