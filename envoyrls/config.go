@@ -171,11 +171,19 @@ func NewConfig(domains ...*Domain) (*Config, error) {
 	return c, nil
 }
 
-// Domain returns the named domain, or nil.
-func (c *Config) Domain(name string) *Domain { return c.domains[name] }
+// Domain returns the named domain, or nil. A nil Config has no domains.
+func (c *Config) Domain(name string) *Domain {
+	if c == nil {
+		return nil
+	}
+	return c.domains[name]
+}
 
 // Domains returns the domains' names, sorted.
 func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
 	names := make([]string, 0, len(c.domains))
 	for n := range c.domains {
 		names = append(names, n)
@@ -185,7 +193,12 @@ func (c *Config) Domains() []string {
 }
 
 // Files returns the files the configuration was read from.
-func (c *Config) Files() []string { return slices.Clone(c.files) }
+func (c *Config) Files() []string {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.files)
+}
 
 // Load reads the configuration at path: a file, or every regular *.yaml
 // and *.yml file of a directory (names starting with "." are skipped, as
@@ -235,13 +248,21 @@ func load(path string, o LoadOptions) (*Config, uint64, error) {
 		}
 		domains = append(domains, d)
 	}
+	c, err := NewConfigWith(o, domains...)
+	return c, h.Sum64(), err
+}
+
+// NewConfigWith is NewConfig reading the domains as o says: with
+// o.MergeDomains, the domains of one name are merged, in order, into the
+// first of them (which it changes), as Load merges the files of one domain.
+func NewConfigWith(o LoadOptions, domains ...*Domain) (*Config, error) {
 	if o.MergeDomains {
+		var err error
 		if domains, err = mergeDomains(domains); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
-	c, err := NewConfig(domains...)
-	return c, h.Sum64(), err
+	return NewConfig(domains...)
 }
 
 // mergeDomains merges the domains of one name, in file order, into the

@@ -29,7 +29,7 @@ type Match struct {
 // leave the tree, and for a descriptor longer or shorter than the limit's
 // depth.
 func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry) Match {
-	d := c.domains[domain]
+	d := c.Domain(domain)
 	if d == nil || len(entries) == 0 {
 		return Match{}
 	}

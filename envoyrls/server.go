@@ -120,13 +120,13 @@ type Server struct {
 // maxOverrides bounds the request-borne limits a Server keeps built.
 const maxOverrides = 4096
 
-// NewServer returns a Server answering under cfg.
+// NewServer returns a Server answering under cfg. A nil cfg is a server
+// waiting for its first configuration (from a control plane, say): until
+// SetConfig gives one, every call is an Unavailable error, as
+// envoyproxy/ratelimit answers before it has loaded one.
 func NewServer(cfg *Config, opts Options) (*Server, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("envoyrls: NewServer needs an engine")
-	}
-	if cfg == nil {
-		return nil, errors.New("envoyrls: NewServer needs a configuration")
 	}
 	h, err := ParseHeaders(string(opts.Headers))
 	if err != nil {
@@ -178,6 +178,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
 	cfg := s.cfg.Load()
+	if cfg == nil {
+		return nil, status.Error(codes.Unavailable, "no rate limit configuration loaded")
+	}
 	domain := req.GetDomain()
 	known := cfg.Domain(domain) != nil
 	if !known {

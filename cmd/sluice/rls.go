@@ -30,11 +30,13 @@ import (
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/xds"
 	"github.com/sluice-go/sluice/metrics"
 )
 
 // rlsUsage is what "sluice rls --help" prints before the flags.
-const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR --grpc ADDR [--admin ADDR [--admin-token-file FILE]]
+const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR | --xds HOST:PORT [--xds-node ID ...] --grpc ADDR
+       [--admin ADDR [--admin-token-file FILE]]
        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--store FILE] [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
@@ -68,6 +70,14 @@ ConfigMap updates included) and reloaded on SIGHUP; one that does not load
 is rejected whole and logged with its file, line and field, and the
 configuration in force stays. A limit that keeps its place keeps what
 callers spent under it.
+
+From a control plane (--xds, or CONFIG_TYPE=GRPC_XDS_SOTW): rls opens an
+aggregated discovery stream for RateLimitConfig resources, as
+envoyproxy/ratelimit does, and puts each push in force whole; one that does
+not load is NACKed with the reason and logged, and the one in force stays.
+Until the first push, calls answer UNAVAILABLE and health checks
+NOT_SERVING. The stream is reopened after a failure, keeping the
+configuration in force meanwhile.
 
 Signals: SIGHUP reloads; SIGTERM or SIGINT stops accepting, finishes the
 calls in flight (up to 10s), flushes and closes the store, and exits 0.
@@ -118,7 +128,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	errw := &lockedWriter{w: stderr}
 	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
 	fs.SetOutput(errw)
-	configPath := fs.String("config", "", "the configuration `file or directory` (envoyproxy/ratelimit's YAML); required")
+	configPath := fs.String("config", "", "the configuration `file or directory` (envoyproxy/ratelimit's YAML); this or --xds is required")
 	grpcAddr := fs.String("grpc", "", "the `address` of the gRPC listener, such as :8081; required")
 	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /config, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
 	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
@@ -131,6 +141,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	tlsf := addTLSFlags(fs, "the gRPC listener")
 	storePath := fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
 	storeFlagsGiven := addBackendFlags(fs)
+	xf := addXDSFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rlsUsage)
 		fs.PrintDefaults()
@@ -145,7 +156,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	if !given["config"] && env.config != "" {
+	if env.xds.on && !given["config"] {
+		xf.over(env.xds, given)
+	} else if !given["config"] && !given["xds"] && env.config != "" {
 		*configPath = env.config
 	}
 	if !given["grpc"] && env.grpc != "" {
@@ -169,8 +182,10 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	switch {
 	case fs.NArg() > 0:
 		return fail(2, "unexpected argument %q", fs.Arg(0))
-	case *configPath == "":
-		return fail(2, "--config is required")
+	case *configPath == "" && *xf.server == "":
+		return fail(2, "--config (or --xds) is required")
+	case *configPath != "" && *xf.server != "":
+		return fail(2, "--config and --xds: give one; the configuration comes from files or from a control plane")
 	case *grpcAddr == "":
 		return fail(2, "--grpc is required")
 	case *adminTokenFile != "" && *admin == "":
@@ -184,8 +199,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return fail(2, "--headers: %v", err)
 	}
 	loadOpts := envoyrls.LoadOptions{MergeDomains: *mergeDomains}
-	cfg, err := envoyrls.LoadWith(*configPath, loadOpts)
-	if err != nil {
+	var cfg *envoyrls.Config // nil until the control plane sends one
+	var xopts xds.Options
+	if *xf.server != "" {
+		if xopts, err = xf.options(env.xds); err != nil {
+			return fail(2, "%v", err)
+		}
+		xopts.Load = loadOpts
+	} else if cfg, err = envoyrls.LoadWith(*configPath, loadOpts); err != nil {
 		return fail(2, "%v", err) // a *config.Error names file:line and the field
 	}
 	bf := *storeFlagsGiven
@@ -202,7 +223,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		bf = storeFlagsGiven.over(backendFlags{name: config.BackendRedis, redis: *env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
 	}
 	logger := slog.New(slog.NewTextHandler(errw, nil))
-	if files, err := envoyrls.Files(*configPath); err == nil {
+	if files, err := envoyrls.Files(*configPath); err == nil && cfg != nil {
 		logger.Info("sluice rls: configuration read", "files", strings.Join(files, ","), "domains", strings.Join(cfg.Domains(), ","))
 	}
 
@@ -244,16 +265,11 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	w, err := envoyrls.Watch(*configPath, srv, envoyrls.WatchOptions{
-		Logger:   logger,
-		SIGHUP:   true,
-		Load:     loadOpts,
-		OnReload: func(_ *envoyrls.Config, err error) { reloads.ObserveReload(err) },
-	})
+	src, err := startRLSConfigSource(srv, *configPath, loadOpts, xopts, logger, reloads)
 	if err != nil {
-		return fail(1, "watching %s: %v", *configPath, err)
+		return fail(1, "%v", err)
 	}
-	defer w.Close()
+	defer src.Close()
 
 	var gopts []grpc.ServerOption
 	if tlsCfg != nil {
@@ -262,8 +278,26 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	gs := grpc.NewServer(gopts...)
 	rlspb.RegisterRateLimitServiceServer(gs, srv)
 	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	serving := func() {
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+	if src.ready == nil {
+		serving()
+	} else {
+		// Not serving until the control plane's first configuration
+		// is in force (envoyproxy/ratelimit's
+		// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+		go func() {
+			select {
+			case <-src.ready:
+				serving()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
@@ -298,7 +332,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		storeAttrs = append(storeAttrs, "redis", strings.Join(bf.redis.Addrs, ","), "key_prefix", bf.redis.KeyPrefix)
 	}
 	logger.Info("sluice rls: listening", append([]any{"grpc", ln.Addr().String(), "admin", adminAddr,
-		"config", *configPath, "domains", strings.Join(cfg.Domains(), ",")}, storeAttrs...)...)
+		"config", src.name, "domains", strings.Join(cfg.Domains(), ",")}, storeAttrs...)...)
 	if ready != nil {
 		ready(ln.Addr().String(), adminAddr)
 	}
@@ -324,8 +358,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		adminSrv.Shutdown(sctx)
 		cancel()
 	}
-	if err := w.Close(); err != nil {
-		logger.Warn("sluice rls: closing the configuration watcher", "err", err)
+	if err := src.Close(); err != nil {
+		logger.Warn("sluice rls: closing the configuration source", "err", err)
 	}
 	if err := eng.Close(); err != nil {
 		fmt.Fprintf(errw, "sluice rls: closing the store: %v\n", err)

@@ -23,6 +23,7 @@ type rlsEnv struct {
 	metadata    bool          // RESPONSE_DYNAMIC_METADATA
 	headerNames [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
 	redis       *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
+	xds         rlsXDSEnv     // CONFIG_TYPE=GRPC_XDS_SOTW and its CONFIG_GRPC_XDS_*
 	notes       []string      // settings read that change nothing here, said at start
 }
 
@@ -72,11 +73,11 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	for i, name := range []string{"LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"} {
 		e.headerNames[i] = getenv(name)
 	}
-	// Settings whose behaviour Sluice does not have yet: refused, not
-	// silently different.
-	if t := getenv("CONFIG_TYPE"); t != "" && !strings.EqualFold(t, "FILE") {
-		return e, fmt.Errorf("CONFIG_TYPE=%s: sluice rls reads its configuration from files only (--config, or RUNTIME_ROOT); configuration from an xDS control plane is not supported yet", t)
+	xe, notes, err := readXDSEnv(getenv)
+	if err != nil {
+		return e, err
 	}
+	e.xds, e.notes = xe, append(e.notes, notes...)
 	if e.merge, err = isTrue("MERGE_DOMAIN_CONFIG"); err != nil {
 		return e, err
 	}

@@ -636,7 +636,7 @@ func TestRLSUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"rls", "--help"}, 0, ""},
-		{[]string{"rls", "--grpc", ":0"}, 2, "--config is required"},
+		{[]string{"rls", "--grpc", ":0"}, 2, "--config (or --xds) is required"},
 		{[]string{"rls", "--config", "testdata/rls/sluice"}, 2, "--grpc is required"},
 		{[]string{"rls", "--config", bad, "--grpc", "127.0.0.1:0"}, 2, "bad.yaml:3: descriptors[0].key: required"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--headers", "all"}, 2, "--headers: want both"},
@@ -1080,7 +1080,7 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 
 	// What Sluice cannot honour is refused, naming the setting.
 	for _, c := range []struct{ env, want string }{
-		{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_TYPE=GRPC_XDS_SOTW: sluice rls reads its configuration from files only"},
+		{"CONFIG_TYPE=GRPC_XDS_DELTA", "CONFIG_TYPE=GRPC_XDS_DELTA: want FILE or GRPC_XDS_SOTW"},
 		{"REDIS_PERSECOND=true", "REDIS_PERSECOND=true: not supported"},
 		{"NEAR_LIMIT_RATIO=0.9", "NEAR_LIMIT_RATIO=0.9"},
 		{"BACKEND_TYPE=memcache", "BACKEND_TYPE=memcache"},
