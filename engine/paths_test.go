@@ -32,7 +32,7 @@ func TestPathsAgree(t *testing.T) {
 // namespace, as a reload that changes a limit makes them: a record spent
 // under one rate is stepped under another, and a denial keeps it as long as
 // its caller waits. Every path that can lengthen an expiry
-// (backend.Extender, or the swap's Keep) agrees; the plain map under the
+// (backend.Striped.ExtendLocked, or the swap's Keep) agrees; the plain map under the
 // engine's locks cannot, and is left out.
 func TestPathsAgreeWhenRulesChange(t *testing.T) {
 	var bks []store
@@ -191,7 +191,7 @@ func TestApplyAllIsAllOrNothing(t *testing.T) {
 // TestFaultyMemoryTakesTheStripedPath: over faulty's wrapper the memory store
 // is reached through backend.Striped's locked calls, the path of the bare
 // store, so a fault on GetLocked reaches a decision; and Stats and Sweep
-// reach the store through the optional interfaces the wrapper forwards.
+// reach the store through the backend.Striped the wrapper is.
 func TestFaultyMemoryTakesTheStripedPath(t *testing.T) {
 	clock := engine.NewFakeClock(t0)
 	b, f := faulty.Wrap(memory.New(&memory.Options{SweepInterval: -1, Now: clock.Now}))

@@ -3,8 +3,8 @@
 //
 // The suite checks the backend.Backend contract (copies, overwrites, expiry,
 // empty keys, Close, binary and large records, many keys, concurrent use),
-// the optional capabilities a backend implements (backend.Striped,
-// backend.Counter), and a model property: random sequences of operations and
+// the locked operations of a backend.Striped and the counts of a
+// backend.Stats, and a model property: random sequences of operations and
 // clock steps over a few keys, run with pgregory.net/rapid, give the same
 // answers as a plain Go map with expiry. Run the suite under -race.
 //
@@ -13,8 +13,10 @@
 // still considers live, and records the suite considers expired may be
 // swept or not, as the contract allows.
 //
-// RunSwapper checks the backend.Swapper contract (atomic multi-key
-// compare-and-swap). SwapStore is an in-process Swapper, with hooks for
+// RunDurable checks what a backend.Durable adds (persistence, batches,
+// Load, Range, sweeping on disk, surviving a crash), RunSwapper the
+// backend.Swapper contract (atomic multi-key compare-and-swap, groups,
+// the watch of deletions, Range). SwapStore is an in-process Swapper, with hooks for
 // delays and for writes slipped in between the engine's read and its
 // commit, on which the engine's compare-and-swap path is tested.
 package backendtest
@@ -336,7 +338,7 @@ func testEmptyKey(t *testing.T, b backend.Backend) {
 			t.Errorf("DeleteLocked(%q) error = %v, want ErrEmptyKey", key, derr)
 		}
 	}
-	if c, ok := b.(backend.Counter); ok && c.Len() != 0 {
+	if c, ok := b.(backend.Stats); ok && c.Len() != 0 {
 		t.Errorf("Len() = %d after refused writes, want 0", c.Len())
 	}
 }
@@ -400,7 +402,7 @@ func testManyKeys(t *testing.T, b backend.Backend) {
 	for i := range n {
 		put(t, b, manyKey(i), manyValue(i), 0)
 	}
-	if c, ok := b.(backend.Counter); ok {
+	if c, ok := b.(backend.Stats); ok {
 		if got := c.Len(); got != n {
 			t.Errorf("Len() = %d after %d puts, want %d", got, n, n)
 		}
@@ -418,7 +420,7 @@ func testManyKeys(t *testing.T, b backend.Backend) {
 		}
 		wantGet(t, b, manyKey(i), now, want)
 	}
-	if c, ok := b.(backend.Counter); ok {
+	if c, ok := b.(backend.Stats); ok {
 		if got := c.Len(); got != n/2 {
 			t.Errorf("Len() = %d after deleting half, want %d", got, n/2)
 		}
@@ -574,9 +576,9 @@ func testConcurrentSameKey(t *testing.T, b backend.Backend) {
 }
 
 func testCounter(t *testing.T, b backend.Backend) {
-	c, ok := b.(backend.Counter)
+	c, ok := b.(backend.Stats)
 	if !ok {
-		t.Skipf("%T does not implement backend.Counter", b)
+		t.Skipf("%T does not implement backend.Stats", b)
 	}
 	check := func(step string, want int) {
 		t.Helper()
@@ -870,7 +872,7 @@ func testLockedCollisionMany(t *testing.T, b backend.Backend) {
 		}
 		wantLocked(t, sb, h, key(i), now, want)
 	}
-	if c, ok := b.(backend.Counter); ok && c.Len() != n {
+	if c, ok := b.(backend.Stats); ok && c.Len() != n {
 		t.Errorf("Len() = %d, want %d", c.Len(), n)
 	}
 }

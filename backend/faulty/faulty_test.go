@@ -18,7 +18,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// plain is a backend with no optional interface: a map with expiry.
+// plain is a plain backend, on no path but the engine's own locks: a map with expiry.
 type plain struct {
 	mu sync.Mutex // guards m
 	m  map[string][]byte
@@ -68,14 +68,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// capabilities lists which optional interfaces b implements.
+// capabilities lists which interfaces of package backend b implements.
 func capabilities(b backend.Backend) [5]bool {
 	_, s := b.(backend.Striped)
-	_, ba := b.(backend.Batcher)
-	_, l := b.(backend.Loader)
-	_, c := b.(backend.Counter)
-	_, r := b.(backend.Ranger)
-	return [5]bool{s, ba, l, c, r}
+	_, d := b.(backend.Durable)
+	_, w := b.(backend.Swapper)
+	_, c := b.(backend.Stats)
+	_, sw := b.(backend.Sweeper)
+	return [5]bool{s, d, w, c, sw}
 }
 
 func TestForwardsExactlyTheInnerInterfaces(t *testing.T) {
@@ -92,7 +92,7 @@ func TestForwardsExactlyTheInnerInterfaces(t *testing.T) {
 	for name, b := range inner {
 		w, _ := faulty.Wrap(b)
 		if got, want := capabilities(w), capabilities(b); got != want {
-			t.Errorf("%s: wrapper implements [Striped Batcher Loader Counter Ranger] = %v, inner %v", name, got, want)
+			t.Errorf("%s: wrapper implements [Striped Durable Swapper Stats Sweeper] = %v, inner %v", name, got, want)
 		}
 		ww, _ := faulty.Wrap(w)
 		if got, want := capabilities(ww), capabilities(b); got != want {
@@ -270,8 +270,9 @@ func TestEngineKeepsItsPath(t *testing.T) {
 			mf.Calls(faulty.OpGetLocked), mf.Calls(faulty.OpPutLocked), mf.Calls(faulty.OpGet))
 	}
 	if s := e.Stats(); s.Keys != 1 {
-		t.Errorf("memory: Keys = %d, want 1 (Counter forwarded)", s.Keys)
+		t.Errorf("memory: Keys = %d, want 1 (Stats forwarded)", s.Keys)
 	}
+
 }
 
 // TestDurableOps: the operations only a durable store has are faulted like
@@ -282,7 +283,7 @@ func TestDurableOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, f := faulty.Wrap(s)
-	batch, load, ranger := b.(backend.Batcher), b.(backend.Loader), b.(backend.Ranger)
+	batch, load, ranger := b.(backend.Durable), b.(backend.Durable), b.(backend.Durable)
 	mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch, faulty.OpRange, faulty.OpClose}, Times: 3, Err: faulty.ErrInjected})
 	writes := []backend.Write{{Key: []byte("a"), Value: []byte("1")}}
 	if err := batch.WriteBatch(writes, true); !errors.Is(err, faulty.ErrInjected) {
