@@ -336,7 +336,7 @@ func (e *Engine) check(l Limit, cost int64) error {
 func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err error) {
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
-	if e.store.mem != nil {
+	if e.store.table != nil {
 		// The key's namespaced form (AppendKey's), built here on Apply's
 		// stack, without growth checks in the common case (a namespace
 		// under 128 bytes, whose length takes one byte, and a key that
@@ -377,7 +377,7 @@ func (e *Engine) ApplyKey(l Limit, k Key, cost int64) (d algo.Decision, err erro
 // Decision out through the results costs about a tenth of a hot key's
 // decision. d must not be nil.
 func (e *Engine) ApplyKeyInto(l Limit, k *Key, cost int64, d *algo.Decision) error {
-	if e.store.mem != nil && k.form != nil && k.namespace == l.Namespace {
+	if e.store.table != nil && k.form != nil && k.namespace == l.Namespace {
 		return e.decideMemory(l.Algorithm, k.form, k.hash, cost, d)
 	}
 	var err error

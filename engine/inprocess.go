@@ -4,12 +4,12 @@ import (
 	"github.com/sluice-go/sluice/algo"
 )
 
-// The in-process decision: Apply over a bare *memory.Store, the path every
+// The in-process decision: Apply over a bare memory store, the path every
 // decision of an embedded limiter takes, written so that nothing on it is
-// an interface call, a copy of the key or a second lookup. The store lends
-// its shard lock and its entry (memory.Ref): the record is stepped where it
-// lies, and a record that keeps its size costs the store only the write of
-// its expiry.
+// an interface call, a copy of the key or a second lookup. The store's
+// table.Table lends its shard lock and its entry (table.Ref): the record
+// is stepped where it lies, and a record that keeps its size costs the
+// table only the write of its expiry.
 //
 // Apply builds the namespaced key on its stack and decideMemory decides
 // it; ApplyKey calls decideMemory with a prepared key. decideMemory takes
@@ -18,10 +18,10 @@ import (
 // no buffer for a key it does not build.
 
 // decideMemory decides the namespaced key k, of hash h, by a over a bare
-// memory store, spending, into *d (every field; zero on an error). A hash of zero is computed here, after the clock
-// is read (a key whose hash is zero is then hashed again, to zero). A key's
-// first record is built in the room the store lends for it, and copied by
-// the store.
+// memory store's table, spending, into *d (every field; zero on an error).
+// A hash of zero is computed here, after the clock is read (a key whose
+// hash is zero is then hashed again, to zero). A key's first record is
+// built in the room the table lends for it, and copied by the table.
 func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, d *algo.Decision) error {
 	// A cost outside 1..capacity is refused with an error before anything
 	// is read; the step denies such a cost too, so the capacity is looked up
@@ -39,7 +39,7 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 	if h == 0 {
 		h = hashKey(k)
 	}
-	m := e.store.mem
+	m := e.store.table
 	i := int(h & e.mask)
 	m.Lock(i)
 	state, ref, err := m.LookupLocked(h, k, now)
