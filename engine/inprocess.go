@@ -12,10 +12,10 @@ import (
 // table only the write of its expiry.
 //
 // Apply builds the namespaced key on its stack and decideMemory decides
-// it; ApplyKey calls decideMemory with a prepared key. decideMemory takes
-// no more arguments than the registers carry (the algorithm, the key, its
-// hash, the cost and the decision), and a prepared key's decision zeroes
-// no buffer for a key it does not build.
+// it; ApplyKeyInto calls decideMemory with a prepared key. decideMemory
+// takes no more arguments than the registers carry (the algorithm, the
+// key, its hash, the cost and the decision), and a prepared key's decision
+// zeroes no buffer for a key it does not build.
 
 // stepOther steps an algorithm of another package's making (algo.StepInto
 // does): the one dispatch decideMemory does not make itself. It is a
