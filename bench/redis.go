@@ -34,7 +34,7 @@ type RedisConfig struct {
 	// means the store's default. The peers take none: they call Redis with
 	// context.Background(), as their examples do.
 	Timeout time.Duration
-	// SwapCacheSize is Sluice's engine.Options.SwapCacheSize, the last-seen
+	// SwapCacheSize is Sluice's engine.SwapOptions.CacheSize, the last-seen
 	// records it keeps; zero means the engine's default.
 	SwapCacheSize int
 	// AutoPipeline is Sluice's redis.ClientOptions.AutoPipeline: the
@@ -129,7 +129,7 @@ func NewRedisSluice(cfg RedisConfig, name string, r Rate) (*RedisSluice, error) 
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.New(st, &engine.Options{SwapCacheSize: cfg.SwapCacheSize})
+	e, err := engine.New(st, &engine.Options{Swap: engine.SwapOptions{CacheSize: cfg.SwapCacheSize}})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -49,11 +49,11 @@
 //   - One round trip per decision when the last-seen record is current. A
 //     key's first request expects no record, which is right for a new key.
 //   - On a mismatch the store returns the current record and the engine
-//     steps again on it, at most Options.SwapRetries times; then the call
+//     steps again on it, at most SwapOptions.Retries times; then the call
 //     fails with ErrStore wrapping ErrContention. Nothing is ever admitted
 //     without a commit, and a failed call spends nothing.
 //   - A stale or lost last-seen record (another process wrote the key, or
-//     the bounded cache of last-seen records, Options.SwapCacheSize, let it
+//     the bounded cache of last-seen records, SwapOptions.CacheSize, let it
 //     go) costs one more round trip, never a wrong decision: the
 //     compare-and-swap catches the stale expectation.
 //   - The last-seen record follows the store's clock: once its expiry
@@ -86,7 +86,7 @@
 //     Pub/Sub), which forgets the key; a watcher
 //     that missed it denies until the denial's RetryAfter at most. A hot
 //     reload needs nothing: the new rule steps the last-seen record, so a
-//     raised limit admits at once. Options.ConfirmDenials sends every
+//     raised limit admits at once. SwapOptions.ConfirmDenials sends every
 //     denial to the store instead.
 //   - A decision that spends nothing otherwise (a Peek, a denial found on
 //     the store's record) is confirmed against the store by a compare-only

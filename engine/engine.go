@@ -39,7 +39,7 @@ var (
 	ErrStore = errors.New("sluice/engine: store")
 	// ErrContention is wrapped in ErrStore when a decision over a
 	// backend.Swapper found the key changed by others on every one of its
-	// compare-and-swaps (Options.SwapRetries): nothing was spent.
+	// compare-and-swaps (SwapOptions.Retries): nothing was spent.
 	ErrContention = errors.New("sluice/engine: compare-and-swap kept failing under contention")
 )
 
@@ -82,24 +82,9 @@ type Options struct {
 	// letting memory grow. Zero means DefaultMaxDirty.
 	MaxDirty int
 
-	// The fields below apply over a backend.Swapper (a store across a
-	// network, such as Redis); see the package doc's swap path.
-
-	// SwapRetries is how many times a decision is stepped again after its
-	// compare-and-swap found another record than expected, before it fails
-	// with ErrStore wrapping ErrContention. Zero means DefaultSwapRetries.
-	SwapRetries int
-	// SwapCacheSize bounds the records the engine keeps as last seen, one
-	// per key; zero means DefaultSwapCacheSize. A key missing from it costs
-	// one more round trip, never a wrong decision.
-	SwapCacheSize int
-	// ConfirmDenials makes every denial over a backend.Swapper a round
-	// trip: by default a request that the key's last-seen record already
-	// denies is answered from it, since spending never refunds, unless the
-	// store would forget the record before its caller is full again (see
-	// the package doc for what that promises, and for a Reset in another
-	// process).
-	ConfirmDenials bool
+	// Swap applies over a backend.Swapper (a store across a network, such
+	// as Redis); see SwapOptions and the package doc's swap path.
+	Swap SwapOptions
 }
 
 // Limit names a counter space and the algorithm that rules it. Two limits
@@ -451,13 +436,39 @@ type Request struct {
 	Cost  int64
 }
 
+// RequestError is an ApplyAll error that concerns some of its requests
+// only: over a backend.Swapper whose keys of one call fall in several
+// groups (a Redis Cluster's slots, backend.Swapper.SwapGroup), the
+// compare-and-swap of one group failed, and the groups before it may have
+// been committed (see the package doc). Request is the index in the call
+// of the first request of that group, so that a door counts the error
+// under that request's rule; errors.Is sees Err's sentinels (ErrStore,
+// ErrClosed).
+type RequestError struct {
+	Request int
+	Err     error
+}
+
+// Error returns Err's message.
+func (e *RequestError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RequestError) Unwrap() error { return e.Err }
+
 // ApplyAll decides several requests as one: either every one is allowed and
 // all of them are spent, or nothing is spent at all. It returns each
 // request's decision, in order, and whether all were allowed. When one is
 // denied, the others' decisions say what they would have answered.
 //
 // The stripes of all the keys are locked together, in ascending order, so no
-// other call can spend between the checks and the writes.
+// other call can spend between the checks and the writes. Over a
+// backend.Swapper the keys are committed by one compare-and-swap, or, when
+// they fall in several of the store's groups, group by group (see the
+// package doc).
+//
+// The errors are Apply's, for the first request that has one; a store
+// error that concerns one group of keys only is a *RequestError naming
+// its first request. On an error the decisions are nil.
 func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 	for _, r := range reqs {
 		if err := e.check(r.Limit, r.Cost); err != nil {
@@ -716,6 +727,11 @@ func (e *Engine) Sweep(budget int) (int, error) {
 }
 
 func hashKey(k []byte) uint64 { return backend.Hash(k) }
+
+// errorf returns an error of the engine's, its message prefixed.
+func errorf(format string, a ...any) error {
+	return fmt.Errorf("sluice/engine: "+format, a...)
+}
 
 func (e *Engine) storeError(op string, err error) error {
 	if errors.Is(err, backend.ErrClosed) {

@@ -48,7 +48,7 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 		if n == 0 {
 			n = DefaultStripes
 		}
-		sp, err := newSwapPath(sb, o, n)
+		sp, err := newSwapPath(sb, &o.Swap, n)
 		if err != nil {
 			return 0, err
 		}

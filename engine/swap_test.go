@@ -127,7 +127,7 @@ func testTwoEngines(t *testing.T, confirm bool) {
 		clocks := []*engine.FakeClock{engine.NewFakeClock(t0.Add(skews[0])), engine.NewFakeClock(t0.Add(skews[1]))}
 		var fleet []*engine.Engine
 		for i, c := range clocks {
-			e, err := engine.New(store, &engine.Options{Clock: c, Stripes: 4, ConfirmDenials: confirm})
+			e, err := engine.New(store, &engine.Options{Clock: c, Stripes: 4, Swap: engine.SwapOptions{ConfirmDenials: confirm}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,7 +245,7 @@ func TestSwapConflictIsSteppedAgain(t *testing.T) {
 }
 
 // TestSwapRetriesAreBounded: a key that changes before every commit makes
-// the decision fail, after exactly 1 + SwapRetries compare-and-swaps, with
+// the decision fail, after exactly 1 + SwapOptions.Retries compare-and-swaps, with
 // ErrStore wrapping ErrContention, never a silent pass; the next call, once
 // the interference stops, works.
 func TestSwapRetriesAreBounded(t *testing.T) {
@@ -258,7 +258,7 @@ func TestSwapRetriesAreBounded(t *testing.T) {
 			s.Put(swaps[0].Key, []byte(fmt.Sprintf("someone else's %d", n.Add(1))), 0)
 		}
 	}})
-	e := newSwapEngine(t, store, clock, &engine.Options{SwapRetries: retries})
+	e := newSwapEngine(t, store, clock, &engine.Options{Swap: engine.SwapOptions{Retries: retries}})
 	l := limit(algo.TokenBucketName, algo.Params{Limit: 5, Window: time.Minute}, "x")
 	if _, err := e.Apply(l, "warm-up", 1); err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestSwapStoreErrors(t *testing.T) {
 // memory store's, each miss costing one conflict (a second round trip).
 func TestSwapCacheIsBounded(t *testing.T) {
 	clock := engine.NewFakeClock(t0)
-	swap := newSwapEngine(t, openSwapStore(clock), clock, &engine.Options{Stripes: 1, SwapCacheSize: 1})
+	swap := newSwapEngine(t, openSwapStore(clock), clock, &engine.Options{Stripes: 1, Swap: engine.SwapOptions{CacheSize: 1}})
 	mem := newEngine(t, memory.New(&memory.Options{SweepInterval: -1}), clock)
 	l := limit(algo.SlidingCounterName, algo.Params{Limit: 4, Window: time.Second}, "x")
 	for i := range 60 {

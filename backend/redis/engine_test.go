@@ -51,7 +51,7 @@ func genLimits(t *rapid.T) []engine.Limit {
 // random with applies, peeks, multi-limit ApplyAll and clock steps; every
 // decision is the one a single engine over the memory store makes for the
 // same sequence, for all six algorithms. The engines' FakeClock drives
-// time (Options.EngineClock). With ConfirmDenials they agree to the
+// time (Options.EngineClock). With SwapOptions.ConfirmDenials they agree to the
 // letter; with the default local denials a denial may carry the stale
 // record's more generous Remaining and RetryAfter, and nothing else may
 // differ. Resets by either engine are in the first variant (the second
@@ -68,8 +68,8 @@ func TestModelEquivalence(t *testing.T) {
 				clock := engine.NewFakeClock(t0)
 				o := redis.Options{KeyPrefix: fmt.Sprintf("%s%d:", prefix(t), run), EngineClock: true}
 				fleet := []*engine.Engine{
-					newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: clock, ConfirmDenials: confirm}),
-					newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: clock, ConfirmDenials: confirm}),
+					newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: clock, Swap: engine.SwapOptions{ConfirmDenials: confirm}}),
+					newEngine(t, open(t, []string{addr}, o), engine.Options{Clock: clock, Swap: engine.SwapOptions{ConfirmDenials: confirm}}),
 				}
 				one, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: clock})
 				if err != nil {

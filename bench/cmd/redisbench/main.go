@@ -91,7 +91,7 @@ func main() {
 	flag.StringVar(&workloads, "workloads", "hot,keys100k", "workloads, comma-separated: hot (one key), keys100k (100,000 keys in turn)")
 	flag.StringVar(&libs, "libs", "", "libraries, comma-separated (default: all; see -list)")
 	flag.DurationVar(&c.timeout, "timeout", time.Second, "Sluice's per-call deadline (redis.Options.Timeout; the store's default is 50ms)")
-	flag.IntVar(&c.cacheSize, "swap-cache", 0, "Sluice's engine.Options.SwapCacheSize (0: the engine's default)")
+	flag.IntVar(&c.cacheSize, "swap-cache", 0, "Sluice's engine.SwapOptions.CacheSize (0: the engine's default)")
 	flag.IntVar(&c.keys, "keys", 100_000, "the keys of the keys100k workload")
 	flag.BoolVar(&c.accuracy, "accuracy", true, "run the accuracy trial across processes")
 	flag.IntVar(&c.accProcs, "acc-procs", 4, "accuracy: processes")

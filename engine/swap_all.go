@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"bytes"
+	"slices"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+)
+
+// applyAll is ApplyAll over the swap path: every key is stepped on its
+// last-seen record and committed by one compare-and-swap over them all; a
+// denial anywhere makes it a compare-only swap, so nothing is spent.
+//
+// Over a store whose keys fall in several groups (backend.Swapper's
+// SwapGroup: Redis Cluster slots), no one swap can cover them. The groups
+// are then first confirmed by compare-only swaps, one per group after the
+// first, so that a denial any of them holds is found before anything is
+// spent (the groups not yet confirmed are then confirmed too, so that
+// every request has the decision it would have had); then committed one
+// group at a time, in the order of their first requests. A group whose record
+// changed since its confirmation is stepped again; if it now denies, the
+// call is a denial but the groups already committed stay spent. That
+// charges limits for a refused request only when another process spent a
+// later group's key to denial within that round trip; it never admits
+// more than every limit allows. A store error of one group's call is a
+// *RequestError naming the group's first request.
+func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, error) {
+	if err := p.enter(e); err != nil {
+		return nil, false, err
+	}
+	defer p.life.RUnlock()
+	b := swapBatch{reqs: reqs, which: make([]int, len(reqs)), decisions: make([]algo.Decision, len(reqs))}
+	var groups []swapGroup // in the order of their first requests
+	var names []string     // each group's SwapGroup
+	for j, r := range reqs {
+		k := AppendKey(nil, r.Limit.Namespace, r.Key)
+		b.which[j] = -1
+		for s := range b.swaps {
+			if string(b.swaps[s].Key) == string(k) {
+				b.which[j] = s
+			}
+		}
+		if b.which[j] < 0 {
+			b.which[j] = len(b.swaps)
+			b.swaps = append(b.swaps, backend.Swap{Key: k})
+			b.slots = append(b.slots, swapSlot{sh: p.shard(k)})
+			name := p.s.SwapGroup(k)
+			g := slices.Index(names, name)
+			if g < 0 {
+				g = len(groups)
+				names = append(names, name)
+				groups = append(groups, swapGroup{first: j})
+			}
+			groups[g].slots = append(groups[g].slots, b.which[j])
+		}
+	}
+	// A denial the last-seen records show is answered before queueing for
+	// the keys, and again once they are owned: the callers before may have
+	// spent them.
+	if denied, err := p.deniedAllLocally(e, &b); denied || err != nil {
+		if err != nil {
+			return nil, false, err
+		}
+		return b.decisions, false, nil
+	}
+	// Own every key, in the order of their bytes so that two calls on
+	// overlapping keys cannot each wait for the other.
+	byKey := make([]int, len(b.slots))
+	for s := range byKey {
+		byKey[s] = s
+	}
+	slices.SortFunc(byKey, func(x, y int) int { return bytes.Compare(b.swaps[x].Key, b.swaps[y].Key) })
+	owned := make([]*flight, len(b.slots))
+	for _, s := range byKey {
+		owned[s] = p.own(b.slots[s].sh, b.swaps[s].Key)
+	}
+	defer func() {
+		for s, f := range owned {
+			p.release(b.slots[s].sh, b.swaps[s].Key, f)
+		}
+	}()
+	if denied, err := p.deniedAllLocally(e, &b); denied || err != nil {
+		if err != nil {
+			return nil, false, err
+		}
+		return b.decisions, false, nil
+	}
+	for s := range b.slots {
+		seen := b.slots[s].sh.lastSeen(b.swaps[s].Key)
+		b.slots[s].expected, b.slots[s].kept = seen.v, seen.kept
+	}
+	if len(groups) == 1 {
+		all, err := p.commit(e, &b, nil, true)
+		if err != nil {
+			return nil, false, err
+		}
+		return b.decisions, all, nil
+	}
+	// confirm sends compare-only swaps over gs, one group at a time, for
+	// their requests' decisions.
+	confirm := func(gs []swapGroup) error {
+		for _, g := range gs {
+			if _, err := p.commit(e, &b, g.slots, false); err != nil {
+				return g.fail(err)
+			}
+		}
+		return nil
+	}
+	for i, g := range groups[1:] {
+		all, err := p.commit(e, &b, g.slots, false)
+		if err != nil {
+			return nil, false, g.fail(err)
+		}
+		if !all {
+			// Denied before anything is spent: the first group and the
+			// ones after this are confirmed for their decisions.
+			if err := confirm(append(groups[:1:1], groups[i+2:]...)); err != nil {
+				return nil, false, err
+			}
+			return b.decisions, false, nil
+		}
+	}
+	for i, g := range groups {
+		all, err := p.commit(e, &b, g.slots, true)
+		if err != nil {
+			return nil, false, g.fail(err)
+		}
+		if !all {
+			// Denied after the groups before were committed: the
+			// remaining groups are confirmed for their decisions.
+			if err := confirm(groups[i+1:]); err != nil {
+				return nil, false, err
+			}
+			return b.decisions, false, nil
+		}
+	}
+	return b.decisions, true, nil
+}
+
+// swapGroup is one group of an ApplyAll's keys (backend.Swapper.SwapGroup):
+// its slots, and the index of its first request.
+type swapGroup struct {
+	slots []int
+	first int
+}
+
+// fail returns err, the failure of g's compare-and-swap, as the error of
+// the request it concerns first, so that a door counts it under that
+// request's rule.
+func (g swapGroup) fail(err error) error { return &RequestError{Request: g.first, Err: err} }
+
+// deniedAllLocally steps b's requests in order on the last-seen records of
+// their keys, spending nothing, and reports whether one of them is denied
+// and every denial is one deniedLocally would answer alone: then the call
+// is answered from
+// those decisions, with no round trip (the others' say what they would
+// have answered on the records last seen). Otherwise b.decisions are left
+// zero.
+func (p *swapPath) deniedAllLocally(e *Engine, b *swapBatch) (bool, error) {
+	if p.confirm {
+		return false, nil
+	}
+	now, err := p.now(e)
+	if err != nil {
+		return false, e.storeError("swap", err)
+	}
+	if now < p.latest.Load() {
+		return false, nil // see deniedLocally
+	}
+	seen := make([]seenRecord, len(b.slots))
+	states := make([][]byte, len(b.slots))
+	for s := range b.slots {
+		seen[s] = p.current(b.slots[s].sh.lastSeen(b.swaps[s].Key), now)
+		if seen[s].v != nil {
+			states[s] = append([]byte(nil), seen[s].v...)
+		}
+	}
+	local := false
+	for j, r := range b.reqs {
+		s, d := b.which[j], &b.decisions[j]
+		next := algo.StepInto(r.Limit.Algorithm, states[s], now, r.Cost, d)
+		if d.CorruptState {
+			local = false
+			break
+		}
+		if next != nil {
+			states[s] = next
+		}
+		if !d.Allowed {
+			if seen[s].v == nil || addSat(now, d.Reset) > seen[s].kept {
+				// This denial is the store's to keep (see seenRecord).
+				local = false
+				break
+			}
+			local = true
+		}
+	}
+	if !local {
+		clear(b.decisions)
+		return false, nil
+	}
+	p.localDenials.Add(1)
+	return true, nil
+}
+
+// swapBatch is one ApplyAll's keys and decisions over the swap path: one
+// slot and one swap per distinct key.
+type swapBatch struct {
+	reqs      []Request
+	which     []int // reqs[j] is on slot which[j]
+	slots     []swapSlot
+	swaps     []backend.Swap
+	decisions []algo.Decision
+}
+
+type swapSlot struct {
+	sh       *swapShard
+	expected []byte        // the record the swap expects
+	kept     int64         // until when the store keeps expected (seenRecord.kept)
+	state    []byte        // the record as the requests step it
+	keep     time.Duration // the longest wait a denial on it told its caller
+}
+
+// commit steps the requests on the slots named (all of them when slots is
+// nil) on their expected records and sends one compare-and-swap over them:
+// writing the stepped records when write is set and every request is
+// allowed, else comparing only. On a mismatch it steps again on the
+// store's records, at most p.retries times. It reports whether every
+// request was allowed; their decisions are in b.decisions.
+func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (bool, error) {
+	if slots == nil {
+		slots = make([]int, len(b.slots))
+		for s := range slots {
+			slots[s] = s
+		}
+	}
+	swaps := make([]backend.Swap, len(slots))
+	for attempt := 0; ; attempt++ {
+		now, err := p.now(e)
+		if err != nil {
+			return false, e.storeError("swap", err)
+		}
+		for _, s := range slots {
+			sl := &b.slots[s]
+			cur := p.current(seenRecord{sl.expected, sl.kept}, now)
+			sl.expected, sl.kept = cur.v, cur.kept
+			sl.state, sl.keep = nil, 0
+			if sl.expected != nil {
+				sl.state = append([]byte(nil), sl.expected...)
+			}
+			b.swaps[s] = backend.Swap{Key: b.swaps[s].Key, Expected: sl.expected, Keep: true}
+		}
+		all, corrupt := true, false
+		for j, r := range b.reqs {
+			s := b.which[j]
+			if !slices.Contains(slots, s) {
+				continue
+			}
+			d := &b.decisions[j]
+			next := algo.StepInto(r.Limit.Algorithm, b.slots[s].state, now, r.Cost, d)
+			all = all && d.Allowed
+			corrupt = corrupt || d.CorruptState
+			if next != nil || d.CorruptState {
+				b.slots[s].state = next
+				b.swaps[s].Keep, b.swaps[s].Value, b.swaps[s].TTL = false, next, d.TTL
+			} else if !d.Allowed && b.swaps[s].Keep {
+				// Denied on the record the store holds (no request
+				// before it in the call stepped it): kept until its
+				// caller is full again, should nothing be written.
+				b.slots[s].keep = max(b.slots[s].keep, d.Reset)
+			}
+		}
+		for i, s := range slots {
+			if !all || !write {
+				// A comparison only: nothing spent, and the record kept
+				// until a denied caller is full again (see seenRecord).
+				b.swaps[s].Keep, b.swaps[s].TTL = true, b.slots[s].keep
+			}
+			swaps[i] = b.swaps[s]
+		}
+		ok, cur, err := p.cas(e, swaps)
+		if err != nil {
+			for _, s := range slots {
+				p.remember(b.slots[s].sh, b.swaps[s].Key, nil, 0)
+			}
+			return false, e.storeError("swap", err)
+		}
+		if ok {
+			for _, s := range slots {
+				sl, w := &b.slots[s], &b.swaps[s]
+				v, kept := sl.expected, sl.kept
+				switch {
+				case w.Keep && w.TTL > 0:
+					kept = max(kept, addSat(now, w.TTL))
+				case !w.Keep:
+					v, kept = nil, 0
+					if w.TTL > 0 {
+						v, kept = w.Value, addSat(now, w.TTL)
+					}
+				}
+				sl.expected, sl.kept = v, kept
+				p.remember(sl.sh, w.Key, v, kept)
+			}
+			if corrupt {
+				e.noteCorrupt("", "")
+			}
+			return all, nil
+		}
+		for i, s := range slots {
+			b.slots[s].expected, b.slots[s].kept = cur[i], 0
+			p.remember(b.slots[s].sh, b.swaps[s].Key, cur[i], 0)
+		}
+		if attempt == p.retries {
+			return false, e.storeError("swap", ErrContention)
+		}
+		backoff(attempt)
+	}
+}
