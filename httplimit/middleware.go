@@ -262,16 +262,11 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
-	var rules []*sluice.CompiledRule
-	host := ""
+	q := sluice.Shape{Method: r.Method, Path: r.URL.Path, Plan: plan}
 	if rs.HasHostRules() {
-		host = sluice.RequestHost(r.Host)
+		q.Host = sluice.RequestHost(r.Host)
 	}
-	if rs.Mode() == sluice.MatchAll {
-		rules = rs.AppendMatchHostPlan(stack[:0], host, r.Method, r.URL.Path, plan)
-	} else {
-		rules = rs.MatchHostPlan(host, r.Method, r.URL.Path, plan)
-	}
+	rules := rs.AppendMatch(stack[:0], q)
 	if len(rules) == 0 {
 		if srule, sd := l.shadow(r, rs); srule != nil && l.shadowH {
 			l.setHeaders(w.Header(), srule, sd)
@@ -372,11 +367,11 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 		return nil, algo.Decision{}
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
-	host := ""
+	q := sluice.Shape{Method: r.Method, Path: r.URL.Path}
 	if rs.HasHostRules() {
-		host = sluice.RequestHost(r.Host)
+		q.Host = sluice.RequestHost(r.Host)
 	}
-	rules := rs.AppendMatchHostShadow(stack[:0], host, r.Method, r.URL.Path)
+	rules := rs.AppendMatchShadow(stack[:0], q)
 	if len(rules) == 0 {
 		return nil, algo.Decision{}
 	}
