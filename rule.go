@@ -194,6 +194,7 @@ func (r Rule) compile() (*CompiledRule, error) {
 	}
 	c := &CompiledRule{rule: r, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
 	c.alone = []*CompiledRule{c}
+	c.compileFields() // fields.go
 	return c, nil
 }
 
@@ -225,6 +226,12 @@ type CompiledRule struct {
 	rule  Rule
 	limit engine.Limit
 	alone []*CompiledRule // a one-element slice holding this rule, so Match need not allocate
+
+	// The rate-limit fields' parts that depend on the rule alone
+	// (fields.go).
+	policy    string        // RateLimit-Policy: "name";q=5;w=60
+	rateLimit string        // RateLimit's start: "name";r=
+	window    time.Duration // the quota's window (algo.Quota), which bounds RateLimit's t
 }
 
 // Rule returns the rule as compiled, with Method and Cost defaults filled in.

@@ -348,7 +348,7 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 			rule = nil
 		} else if !d.Allowed {
 			ri := l.infos.get(rs, rule)
-			return decisionMD(ri, d), 0, denial(ri, d)
+			return decisionMD(ri, rule, d), 0, denial(ri, d)
 		}
 	}
 	if rs.HasShadow() {
@@ -367,7 +367,7 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	if rule == nil || l.denialMD {
 		return nil, delay, nil
 	}
-	return decisionMD(l.infos.get(rs, rule), d), delay, nil
+	return decisionMD(l.infos.get(rs, rule), rule, d), delay, nil
 }
 
 // apply decides a call under rules, all enforced or all shadow. It returns
