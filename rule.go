@@ -226,12 +226,24 @@ type CompiledRule struct {
 	rule  Rule
 	limit engine.Limit
 	alone []*CompiledRule // a one-element slice holding this rule, so Match need not allocate
+	// origin is the rule as configured that this one derives from: an
+	// override's rule (Ruleset.Override), a local share's (Local.Rule); nil
+	// for a rule as configured.
+	origin *CompiledRule
 
 	// The rate-limit fields' parts that depend on the rule alone
 	// (fields.go).
 	policy    string        // RateLimit-Policy: "name";q=5;w=60
 	rateLimit string        // RateLimit's start: "name";r=
 	window    time.Duration // the quota's window (algo.Quota), which bounds RateLimit's t
+}
+
+// configured returns the rule as configured that c derives from, or c.
+func (c *CompiledRule) configured() *CompiledRule {
+	if c.origin != nil {
+		return c.origin
+	}
+	return c
 }
 
 // Rule returns the rule as compiled, with Method and Cost defaults filled in.

@@ -142,3 +142,23 @@ func peerString(ctx context.Context) (string, error) {
 	}
 	return p.Addr.String(), nil
 }
+
+// key is the Door's Key: the key c's caller is counted under by rule
+// (callerKey), and what Config.Cost says c spends under it. The Door
+// contains a panic in the IdentityFunc or the Cost function.
+func (l *Limiter) key(c call, rule *sluice.CompiledRule) (string, int64, error) {
+	key, err := callerKey(c.ctx, l.id, l.identify, c.method, rule.Scope())
+	if err != nil || l.cost == nil {
+		return key, 0, err
+	}
+	return key, l.cost(c.ctx, c.method, rule), nil
+}
+
+// authority is the Door's Host: the call's :authority, which the Door
+// reads only when a rule names a host.
+func authority(c call) string {
+	if a := metadata.ValueFromIncomingContext(c.ctx, ":authority"); len(a) > 0 {
+		return a[0]
+	}
+	return ""
+}

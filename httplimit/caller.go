@@ -47,3 +47,14 @@ func callerKey(id *identity.Identifier, fn IdentityFunc, r *http.Request, scope 
 	}
 	return k, err
 }
+
+// key is the Door's Key: the key r's caller is counted under by rule
+// (callerKey), and what Config.Cost says r spends under it. The Door
+// contains a panic in the IdentityFunc or the Cost function.
+func (l *limiter) key(r *http.Request, rule *sluice.CompiledRule) (string, int64, error) {
+	key, err := callerKey(l.id, l.identify, r, rule.Scope())
+	if err != nil || l.cost == nil {
+		return key, 0, err
+	}
+	return key, l.cost(r, rule), nil
+}
