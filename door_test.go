@@ -441,3 +441,38 @@ func TestNewDoorErrors(t *testing.T) {
 		}
 	}
 }
+
+// In all mode the answer reports, among denials, the rule with the longest
+// RetryAfter, wherever it stands in the match order; among allowed
+// decisions, the rule with the least Remaining.
+func TestDoorAllModePick(t *testing.T) {
+	d := newTestDoor(t, newTestEngine(t), nil)
+	hourly := sluice.Rule{Name: "hourly", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: algo.TokenBucketName, Limit: 2, Window: time.Hour}
+	rs := mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 10), hourly}, nil, sluice.MatchAll)
+	steps := []struct {
+		verdict    sluice.Verdict
+		rule       string
+		remaining  int64
+		retryAfter time.Duration
+	}{
+		{sluice.Allowed, "hourly", 1, 0},               // orders has 9 left, hourly 1
+		{sluice.Allowed, "hourly", 0, 0},               // orders 8, hourly 0
+		{sluice.Denied, "hourly", 0, 30 * time.Minute}, // only hourly denies
+	}
+	for i, step := range steps {
+		out := d.Decide(rs, "GET", "/orders", call{user: "alice"})
+		if out.Verdict != step.verdict || out.Rule.Name() != step.rule || out.Decision.Remaining != step.remaining || out.Decision.RetryAfter != step.retryAfter {
+			t.Errorf("step %d: %v under %s, remaining %d, retry after %v; want %v under %s, remaining %d, retry after %v",
+				i, out.Verdict, out.Rule.Name(), out.Decision.Remaining, out.Decision.RetryAfter, step.verdict, step.rule, step.remaining, step.retryAfter)
+		}
+	}
+	// Both deny: orders (1 a minute) waits a minute, hourly half an hour.
+	rs = mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 1), hourly}, nil, sluice.MatchAll)
+	d = newTestDoor(t, newTestEngine(t), nil)
+	d.Decide(rs, "GET", "/orders", call{user: "bob"})
+	d.Decide(rs, "GET", "/x", call{user: "bob"}) // hourly alone: spent
+	out := d.Decide(rs, "GET", "/orders", call{user: "bob"})
+	if out.Verdict != sluice.Denied || out.Rule.Name() != "hourly" || out.Decision.RetryAfter != 30*time.Minute {
+		t.Errorf("both deny: %v under %s, retry after %v; want denied under hourly, retry after 30m", out.Verdict, out.Rule.Name(), out.Decision.RetryAfter)
+	}
+}
