@@ -111,7 +111,7 @@ func keyFor(id *identity.Identifier, scope sluice.Scope, who identity.Caller, su
 // identityFuncError is an error the IdentityFunc returned.
 type identityFuncError struct{ err error }
 
-func (e *identityFuncError) Error() string { return "grpclimit: identity: " + e.err.Error() }
+func (e *identityFuncError) Error() string { return "sluice/grpclimit: identity: " + e.err.Error() }
 func (e *identityFuncError) Unwrap() error { return e.err }
 
 // peerAddr returns the call's peer IP address: IPv4-mapped IPv6 read as
@@ -120,7 +120,7 @@ func (e *identityFuncError) Unwrap() error { return e.err }
 func peerAddr(ctx context.Context) (netip.Addr, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
-		return netip.Addr{}, fmt.Errorf("grpclimit: peer: %w", identity.ErrNoPeerAddr)
+		return netip.Addr{}, fmt.Errorf("sluice/grpclimit: peer: %w", identity.ErrNoPeerAddr)
 	}
 	if ta, ok := p.Addr.(*net.TCPAddr); ok {
 		if a, ok := netip.AddrFromSlice(ta.IP); ok {
@@ -129,7 +129,7 @@ func peerAddr(ctx context.Context) (netip.Addr, error) {
 	}
 	a, err := identity.ParsePeer(p.Addr.String())
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("grpclimit: peer: %w", err)
+		return netip.Addr{}, fmt.Errorf("sluice/grpclimit: peer: %w", err)
 	}
 	return a, nil
 }
@@ -138,7 +138,7 @@ func peerAddr(ctx context.Context) (netip.Addr, error) {
 func peerString(ctx context.Context) (string, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
-		return "", fmt.Errorf("grpclimit: peer: %w", identity.ErrNoPeerAddr)
+		return "", fmt.Errorf("sluice/grpclimit: peer: %w", identity.ErrNoPeerAddr)
 	}
 	return p.Addr.String(), nil
 }

@@ -198,7 +198,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	var err error
 	l.door, err = sluice.NewDoor(sluice.DoorConfig[call]{
-		Name:         "grpclimit",
+		Name:         "sluice/grpclimit",
 		Engine:       cfg.Engine,
 		Key:          l.key,  // identity.go
 		Plan:         l.plan, // plan.go
@@ -212,7 +212,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	if l.reg == nil {
-		return nil, errors.New("grpclimit: Config.Registry is required")
+		return nil, errors.New("sluice/grpclimit: Config.Registry is required")
 	}
 	if l.id == nil {
 		if l.id, err = identity.New(identity.Config{}); err != nil {
@@ -367,9 +367,9 @@ func (l *Limiter) callerError(err error, method string) error {
 		failed, panicked = "cannot identify the caller", "identity or cost function panicked"
 	}
 	if pe := (*sluice.PanicError)(nil); errors.As(err, &pe) {
-		l.log.Error("grpclimit: "+panicked+"; call refused", append(attrs, "panic", pe.Value)...)
+		l.log.Error("sluice/grpclimit: "+panicked+"; call refused", append(attrs, "panic", pe.Value)...)
 	} else {
-		l.log.Error("grpclimit: "+failed, append(attrs, "err", err)...)
+		l.log.Error("sluice/grpclimit: "+failed, append(attrs, "err", err)...)
 	}
 	return status.Error(codes.Internal, "rate limiter cannot identify the caller")
 }

@@ -36,14 +36,14 @@ func callerKey(id *identity.Identifier, fn IdentityFunc, r *http.Request, scope 
 	if fn != nil && (scope == sluice.ScopeUser || scope == sluice.ScopeAPIKey) {
 		who, ferr := fn(r)
 		if ferr != nil {
-			return "", fmt.Errorf("httplimit: identity: %w", ferr)
+			return "", fmt.Errorf("sluice/httplimit: identity: %w", ferr)
 		}
 		k, err = id.KeyFor(scope, who, r.RemoteAddr, header(r.Header))
 	} else {
 		k, err = id.Key(scope, r.RemoteAddr, header(r.Header))
 	}
 	if err != nil && errors.Is(err, identity.ErrNoPeerAddr) {
-		err = fmt.Errorf("httplimit: RemoteAddr: %w", err)
+		err = fmt.Errorf("sluice/httplimit: RemoteAddr: %w", err)
 	}
 	return k, err
 }

@@ -198,7 +198,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	}
 	var err error
 	l.door, err = sluice.NewDoor(sluice.DoorConfig[*http.Request]{
-		Name:         "httplimit",
+		Name:         "sluice/httplimit",
 		Engine:       cfg.Engine,
 		Key:          l.key,  // caller.go
 		Plan:         l.plan, // plan.go
@@ -214,13 +214,13 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	}
 	l.clock = cfg.Engine.Clock()
 	if l.reg == nil {
-		return nil, errors.New("httplimit: Config.Registry is required")
+		return nil, errors.New("sluice/httplimit: Config.Registry is required")
 	}
 	switch {
 	case l.deny == 0:
 		l.deny = http.StatusTooManyRequests
 	case l.deny < 400 || l.deny > 599:
-		return nil, fmt.Errorf("httplimit: Config.DenyStatus %d: want a client or server error status, 400 to 599", l.deny)
+		return nil, fmt.Errorf("sluice/httplimit: Config.DenyStatus %d: want a client or server error status, 400 to 599", l.deny)
 	}
 	if l.id == nil {
 		if l.id, err = identity.New(identity.Config{}); err != nil {
@@ -302,9 +302,9 @@ func (l *limiter) callerError(r *http.Request, err error) (string, int) {
 		what, panicked = "cannot identify the caller", "identity or cost function panicked"
 	}
 	if pe := (*sluice.PanicError)(nil); errors.As(err, &pe) {
-		l.log.Error("httplimit: "+panicked+"; request refused", append(attrs, "panic", pe.Value)...)
+		l.log.Error("sluice/httplimit: "+panicked+"; request refused", append(attrs, "panic", pe.Value)...)
 	} else {
-		l.log.Error("httplimit: "+what, append(attrs, "err", err)...)
+		l.log.Error("sluice/httplimit: "+what, append(attrs, "err", err)...)
 	}
 	return internalErrorBody, http.StatusInternalServerError
 }
@@ -314,7 +314,7 @@ func (l *limiter) callerError(r *http.Request, err error) (string, int) {
 func (l *limiter) shadowError(r *http.Request, ke *sluice.KeyError) {
 	repanicAbort(ke)
 	if !errors.Is(ke, identity.ErrBadIdentity) {
-		l.log.Error("httplimit: cannot identify the caller for a shadow rule",
+		l.log.Error("sluice/httplimit: cannot identify the caller for a shadow rule",
 			"rule", ke.Rule.Name(), "method", r.Method, "path", r.URL.Path, "err", ke.Err)
 	}
 }

@@ -166,7 +166,7 @@ func New(name string, cfg *config.Config) (*Replayer, error) {
 	}
 	r.hdr.r = r
 	r.door, err = sluice.NewDoor(sluice.DoorConfig[*Record]{
-		Name:   "replay",
+		Name:   "sluice/replay",
 		Engine: eng,
 		Key:    r.key,
 		Plan:   r.planOf,
