@@ -96,7 +96,7 @@ func TestAdminResetAndKeys(t *testing.T) {
 
 	code, body = adminDo(t, testClient, "GET", admin+"/v1/keys?rule=orders-write&key=user:alice", "", "", "")
 	k := readKeyState(t, body)
-	if code != 200 || k.Key != "user:alice" || k.Override || k.Limit != 3 || k.AllowedNow || k.Remaining != 0 || k.Record == nil || k.Record.Spent == "" {
+	if code != 200 || k.Key != "user:alice" || k.Override || k.Limit != 3 || k.AllowedNow || k.Remaining != 0 || k.Record == nil || k.Record.get("spent") == "" {
 		t.Fatalf("/v1/keys for blocked alice: %d %+v, want her spent record, nothing to spend now", code, k)
 	}
 	// Full again in about an hour (three tokens at one per 20 minutes),
