@@ -671,7 +671,11 @@ func checkSluiceCommand(args []string, flagsOf map[string]map[string]bool) error
 	}
 	var stdout, stderr bytes.Buffer
 	if status := run(append(slices.Clone(args), "--help"), strings.NewReader(""), &stdout, &stderr); status != 0 {
-		return fmt.Errorf("the command refuses these flags (exit status %d):\n%s%s", status, stdout.Bytes(), stderr.Bytes())
+		msg := stdout.String() + stderr.String()
+		if i := strings.Index(msg, "Usage:"); i >= 0 {
+			msg = msg[:i] // the error, not the help after it
+		}
+		return fmt.Errorf("the command refuses these flags (exit status %d): %s", status, strings.TrimSpace(msg))
 	}
 	return nil
 }
