@@ -128,10 +128,7 @@ type Store struct {
 // last offset it learned meanwhile.
 const timeEvery = time.Second
 
-var (
-	_ backend.Swapper = (*Store)(nil)
-	_ backend.Grouper = (*Store)(nil)
-)
+var _ backend.Swapper = (*Store)(nil)
 
 // New returns a store over c, which the caller keeps: Close does not close
 // it. c must have ContextTimeoutEnabled set (go-redis ignores deadlines
@@ -855,7 +852,7 @@ func (s *Store) call(fn func(ctx context.Context) error) error {
 	return s.callBy(time.Now().Add(s.timeout), 1, fn)
 }
 
-// SwapGroup implements backend.Grouper: on a Cluster, keys swap together
+// SwapGroup implements backend.Swapper: on a Cluster, keys swap together
 // only when they share a hash tag, the caller's key; on a standalone
 // server every key is in one group.
 func (s *Store) SwapGroup(key []byte) string {

@@ -83,10 +83,11 @@ type inspectFlags struct {
 	json      bool
 }
 
-// rangeStore is a store inspect can list.
+// rangeStore is a store inspect can list: a backend.Durable or a
+// backend.Swapper.
 type rangeStore interface {
 	backend.Backend
-	backend.Ranger
+	Range(start []byte, fn func(r backend.Record) bool) error
 }
 
 // runInspect is the inspect command.
@@ -302,7 +303,7 @@ func checkStoreDir(name, dir string) error {
 
 // inspect lists the records of s that f selects to out, and reports on
 // errOut when --limit left some out.
-func inspect(s backend.Ranger, f inspectFlags, out, errOut io.Writer) error {
+func inspect(s rangeStore, f inspectFlags, out, errOut io.Writer) error {
 	var start, prefix []byte
 	if f.hasNS {
 		prefix = engine.AppendKey(nil, f.namespace, "")
