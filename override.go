@@ -222,7 +222,7 @@ type Applied struct {
 // cover the request.
 func (rs *Ruleset) Resolve(method, path, plan string, key func(Scope) (string, error)) ([]Applied, error) {
 	var stack [8]*CompiledRule
-	rules := rs.AppendMatchPlan(stack[:0], method, path, plan)
+	rules := rs.AppendMatch(stack[:0], Shape{Method: method, Path: path, Plan: plan})
 	if len(rules) == 0 {
 		return nil, nil
 	}

@@ -323,15 +323,15 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	var stack [maxStackRules]*sluice.CompiledRule
 	// gRPC calls have no HTTP method: "" matches the rules of AnyMethod
 	// only. The host is the call's :authority.
-	host := ""
+	q := sluice.Shape{Path: method, Plan: plan}
 	if rs.HasHostRules() {
 		if md, ok := metadata.FromIncomingContext(ctx); ok {
 			if a := md.Get(":authority"); len(a) > 0 {
-				host = sluice.RequestHost(a[0])
+				q.Host = sluice.RequestHost(a[0])
 			}
 		}
 	}
-	rules := rs.AppendMatchHostPlan(stack[:0], host, "", method, plan)
+	rules := rs.AppendMatch(stack[:0], q)
 	var (
 		rule  *sluice.CompiledRule // the decision to report; nil for none
 		d     algo.Decision
@@ -348,12 +348,12 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 			rule = nil
 		} else if !d.Allowed {
 			ri := l.infos.get(rs, rule)
-			return decisionMD(ri, d), 0, denial(ri, d)
+			return decisionMD(ri, rule, d), 0, denial(ri, d)
 		}
 	}
 	if rs.HasShadow() {
 		var sstack [maxStackRules]*sluice.CompiledRule
-		if shadows := rs.AppendMatchHostShadow(sstack[:0], host, "", method); len(shadows) > 0 {
+		if shadows := rs.AppendMatchShadow(sstack[:0], q); len(shadows) > 0 {
 			srule, sd, _, passed, err := l.apply(ctx, rs, method, shadows, true)
 			if err != nil {
 				return nil, 0, err
@@ -367,7 +367,7 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	if rule == nil || l.denialMD {
 		return nil, delay, nil
 	}
-	return decisionMD(l.infos.get(rs, rule), d), delay, nil
+	return decisionMD(l.infos.get(rs, rule), rule, d), delay, nil
 }
 
 // apply decides a call under rules, all enforced or all shadow. It returns

@@ -262,16 +262,11 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
-	var rules []*sluice.CompiledRule
-	host := ""
+	q := sluice.Shape{Method: r.Method, Path: r.URL.Path, Plan: plan}
 	if rs.HasHostRules() {
-		host = sluice.RequestHost(r.Host)
+		q.Host = sluice.RequestHost(r.Host)
 	}
-	if rs.Mode() == sluice.MatchAll {
-		rules = rs.AppendMatchHostPlan(stack[:0], host, r.Method, r.URL.Path, plan)
-	} else {
-		rules = rs.MatchHostPlan(host, r.Method, r.URL.Path, plan)
-	}
+	rules := rs.AppendMatch(stack[:0], q)
 	if len(rules) == 0 {
 		if srule, sd := l.shadow(r, rs); srule != nil && l.shadowH {
 			l.setHeaders(w.Header(), srule, sd)
@@ -372,11 +367,11 @@ func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledR
 		return nil, algo.Decision{}
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
-	host := ""
+	q := sluice.Shape{Method: r.Method, Path: r.URL.Path}
 	if rs.HasHostRules() {
-		host = sluice.RequestHost(r.Host)
+		q.Host = sluice.RequestHost(r.Host)
 	}
-	rules := rs.AppendMatchHostShadow(stack[:0], host, r.Method, r.URL.Path)
+	rules := rs.AppendMatchShadow(stack[:0], q)
 	if len(rules) == 0 {
 		return nil, algo.Decision{}
 	}
@@ -645,38 +640,27 @@ func (l *limiter) logStoreError(rule *sluice.CompiledRule, err error) {
 		"rule", rule.Name(), "policy", string(l.policy), "err", err, "suppressed", l.unlogged.Swap(0))
 }
 
-// setHeaders sets the rate limit headers of a decision under rule, and
-// for a denial Retry-After and the headers of its plain text body.
+// setHeaders sets the rate limit headers of a decision under rule (their
+// values are sluice's: see sluice.CompiledRule.Policy), and for a denial
+// Retry-After and the headers of its plain text body.
 func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.Decision) {
-	spec := rule.Rule()
-	reset := ceilSeconds(d.Reset)
-	xreset := reset
+	xreset := sluice.ResetSeconds(d)
 	if l.unix {
 		xreset = (l.eng.Clock().Now() + int64(d.Reset) + int64(time.Second) - 1) / int64(time.Second)
 	}
-	quota, window := algo.Quota(rule.Limit().Algorithm)
-	// One buffer, one string, five substrings: two allocations in all.
+	// One buffer, one string, four substrings, the rule's policy: two
+	// allocations in all.
 	var buf [256]byte
 	b := buf[:0]
-	var ends [5]int
+	var ends [4]int
 	b = strconv.AppendInt(b, d.Limit, 10)
 	ends[0] = len(b)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, xreset, 10)
 	ends[2] = len(b)
-	b = appendSFString(b, spec.Name)
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, quota, 10)
-	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(window), 10)
+	b = rule.AppendRateLimit(b, d)
 	ends[3] = len(b)
-	b = appendSFString(b, spec.Name)
-	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, d.Remaining, 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, retryOrReset(algo.QuotaReset(d, window), d.Allowed), 10)
-	ends[4] = len(b)
 	s := string(b)
 	n := 5
 	if !d.Allowed {
@@ -688,8 +672,9 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 		vals[i] = s[start:e]
 		start = e
 	}
+	vals[4] = rule.Policy()
 	if !d.Allowed {
-		vals[5] = strconv.FormatInt(retryOrReset(d.RetryAfter, false), 10)
+		vals[5] = strconv.FormatInt(sluice.RetryAfterSeconds(d), 10)
 		vals[6] = "text/plain; charset=utf-8"
 		vals[7] = "nosniff"
 		h[headerRetryAfter] = vals[5:6:6]
@@ -700,8 +685,8 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 	h[headerLimit] = vals[0:1:1]
 	h[headerRemaining] = vals[1:2:2]
 	h[headerReset] = vals[2:3:3]
-	h[headerPolicy] = vals[3:4:4]
-	h[headerRateLimit] = vals[4:5:5]
+	h[headerRateLimit] = vals[3:4:4]
+	h[headerPolicy] = vals[4:5:5]
 }
 
 // problemBody answers a denial with an RFC 9457 problem details object:
@@ -709,7 +694,7 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 func (l *limiter) problemBody(w http.ResponseWriter, rule *sluice.CompiledRule, d algo.Decision) {
 	h := w.Header()
 	h["Content-Type"] = []string{"application/problem+json"}
-	retry := retryOrReset(d.RetryAfter, false)
+	retry := sluice.RetryAfterSeconds(d)
 	body, _ := json.Marshal(map[string]any{
 		"type":        "about:blank",
 		"title":       http.StatusText(l.deny),
@@ -722,46 +707,4 @@ func (l *limiter) problemBody(w http.ResponseWriter, rule *sluice.CompiledRule, 
 	})
 	w.WriteHeader(l.deny)
 	w.Write(append(body, '\n'))
-}
-
-// retryOrReset returns d in whole seconds, rounded up; for a denial at
-// least 1, as Retry-After says it: never 0, which would invite an
-// immediate retry.
-func retryOrReset(d time.Duration, allowed bool) int64 {
-	s := ceilSeconds(d)
-	if !allowed && s < 1 {
-		return 1
-	}
-	return s
-}
-
-// appendSFString appends s as a structured field string (RFC 8941): in
-// double quotes, with '"' and '\' escaped. Bytes a string may not hold
-// (controls, non-ASCII) become '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }

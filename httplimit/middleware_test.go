@@ -826,12 +826,6 @@ func TestNoIdentifierMeansDefaults(t *testing.T) {
 	}
 }
 
-func TestSFString(t *testing.T) {
-	if got := string(appendSFString(nil, "a\"b\\c\né")); got != `"a\"b\\c???"` {
-		t.Errorf("got %s", got)
-	}
-}
-
 func BenchmarkMiddleware(b *testing.B) {
 	eng, err := engine.New(memory.New(nil), nil)
 	if err != nil {

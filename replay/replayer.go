@@ -237,12 +237,7 @@ func (r *Replayer) Decide(rec *Record) Outcome {
 		}
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
-	var rules []*sluice.CompiledRule
-	if r.rs.Mode() == sluice.MatchAll {
-		rules = r.rs.AppendMatchPlan(stack[:0], rec.Method, rec.Path, plan)
-	} else {
-		rules = append(stack[:0], r.rs.MatchPlan(rec.Method, rec.Path, plan)...)
-	}
+	rules := r.rs.AppendMatch(stack[:0], sluice.Shape{Method: rec.Method, Path: rec.Path, Plan: plan})
 	r.note(rec.Time)
 	r.clock.SetUnixNano(rec.Time)
 	var out Outcome
@@ -337,7 +332,7 @@ func (r *Replayer) shadow(rec *Record) (*sluice.CompiledRule, bool) {
 		return nil, false
 	}
 	var stack [maxStackRules]*sluice.CompiledRule
-	rules := r.rs.AppendMatchShadow(stack[:0], rec.Method, rec.Path)
+	rules := r.rs.AppendMatchShadow(stack[:0], sluice.Shape{Method: rec.Method, Path: rec.Path})
 	if len(rules) == 0 {
 		return nil, false
 	}
