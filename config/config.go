@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/configerr"
 )
 
 // The store backends a configuration may name.
@@ -418,44 +419,13 @@ func (s Store) String() string {
 }
 
 // Error reports a configuration that does not parse or validate, with the
-// place and the key at fault. It matches sluice.ErrInvalidConfig and
-// unwraps to the cause (a *sluice.RuleError for an invalid rule).
-type Error struct {
-	// File is the name the configuration was parsed under.
-	File string
-	// Line is the 1-based line at fault, or 0 when unknown.
-	Line int
-	// Field is the path of the key at fault, such as "rules[1].window", or
-	// empty for the document as a whole.
-	Field string
-	// Reason says what is wrong.
-	Reason string
-	// Err is the underlying error, or nil.
-	Err error
-}
-
-// Error returns "file:line: field: reason", leaving out what is unknown.
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		b.WriteString(":")
-		b.WriteString(strconv.Itoa(e.Line))
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Reason)
-	return b.String()
-}
-
-// Unwrap returns the underlying error, if any.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is sluice.ErrInvalidConfig.
-func (e *Error) Is(target error) bool { return target == sluice.ErrInvalidConfig }
+// place and the key at fault: File, Line (0 when unknown), Field (such as
+// "rules[1].window"; empty for the document as a whole), Reason, and Err,
+// the cause or nil. Its Error method returns "file:line: field: reason",
+// leaving out what is unknown. It matches sluice.ErrInvalidConfig and
+// unwraps to the cause (a *sluice.RuleError for an invalid rule). The
+// envoyproxy/ratelimit readers (envoyrls and its packages) return it too.
+type Error = configerr.Error
 
 // Ruleset returns the configuration's rules, default and match mode
 // compiled. For a Config from Parse it is the ruleset validated there; for

@@ -21,8 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-go/sluice/algo"
-	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/configerr"
 )
 
 // MaxFileSize bounds a configuration file Load reads: a bigger one is
@@ -163,7 +163,7 @@ func NewConfig(domains ...*Domain) (*Config, error) {
 	c := &Config{domains: make(map[string]*Domain, len(domains))}
 	for _, d := range domains {
 		if o, dup := c.domains[d.Name]; dup {
-			return nil, &config.Error{File: d.File, Field: "domain", Reason: fmt.Sprintf("duplicate domain %q: %s has it too", d.Name, o.File)}
+			return nil, &configerr.Error{File: d.File, Field: "domain", Reason: fmt.Sprintf("duplicate domain %q: %s has it too", d.Name, o.File)}
 		}
 		c.domains[d.Name] = d
 		c.files = append(c.files, d.File)
@@ -203,7 +203,7 @@ func (c *Config) Files() []string {
 // Load reads the configuration at path: a file, or every regular *.yaml
 // and *.yml file of a directory (names starting with "." are skipped, as
 // are subdirectories; symbolic links are followed), one domain each.
-// Errors are *config.Error values naming the file, the line and the field
+// Errors are *configerr.Error values naming the file, the line and the field
 // at fault, or I/O errors.
 func Load(path string) (*Config, error) {
 	c, _, err := load(path, LoadOptions{})
@@ -290,14 +290,14 @@ func mergeDomains(ds []*Domain) ([]*Domain, error) {
 func (d *Domain) merge(o *Domain) error {
 	for e, n := range o.root.exact {
 		if _, dup := d.root.exact[e]; dup {
-			return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too (MERGE_DOMAIN_CONFIG merges the files' descriptors, not their children)", e.key, e.value, d.Name, d.File)}
+			return &configerr.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too (MERGE_DOMAIN_CONFIG merges the files' descriptors, not their children)", e.key, e.value, d.Name, d.File)}
 		}
 		d.root.exact[e] = n
 	}
 	for key, ns := range o.root.patterns {
 		for _, n := range ns {
 			if slices.ContainsFunc(d.root.patterns[key], func(m *node) bool { return m.value == n.value }) {
-				return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too", key, n.value, d.Name, d.File)}
+				return &configerr.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too", key, n.value, d.Name, d.File)}
 			}
 			d.root.patterns[key] = append(d.root.patterns[key], n)
 		}
@@ -382,7 +382,7 @@ func readFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > MaxFileSize {
-		return nil, &config.Error{File: name, Reason: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
+		return nil, &configerr.Error{File: name, Reason: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
 	}
 	return data, nil
 }
@@ -395,7 +395,7 @@ type parser struct {
 }
 
 func (p *parser) errAt(line int, field, format string, args ...any) error {
-	return &config.Error{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &configerr.Error{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // ParseFile reads one configuration file, named name in errors. Keys
@@ -445,7 +445,7 @@ func newNode(key, value string) *node {
 	return &node{key: key, value: value, exact: map[entry]*node{}, patterns: map[string][]*node{}}
 }
 
-// yamlError turns a YAML syntax error into a *config.Error with its line.
+// yamlError turns a YAML syntax error into a *configerr.Error with its line.
 // The YAML library names the line where the enclosing block began, so the
 // line at fault is found anew: the first at which the document cut there
 // fails with the same problem.
@@ -468,7 +468,7 @@ func (p *parser) yamlError(err error, data []byte) error {
 			}
 		}
 	}
-	return &config.Error{File: p.file, Line: line, Reason: msg, Err: err}
+	return &configerr.Error{File: p.file, Line: line, Reason: msg, Err: err}
 }
 
 // maxLocateLines bounds the files yamlError searches for the line at fault,
@@ -878,7 +878,7 @@ func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
 		var pe *algo.ParamError
 		switch {
 		case errors.As(err, &pe) && pe.Field == "burst":
-			return nil, &config.Error{File: p.file, Line: rl.burstLine, Field: join(rl.field, "burst"), Reason: pe.Reason, Err: err}
+			return nil, &configerr.Error{File: p.file, Line: rl.burstLine, Field: join(rl.field, "burst"), Reason: pe.Reason, Err: err}
 		case errors.As(err, &pe):
 			field := map[string]string{"limit": "requests_per_unit", "window": "unit"}[pe.Field]
 			if field == "" {
@@ -888,9 +888,9 @@ func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
 			if field == "requests_per_unit" {
 				line = rl.rpuLine
 			}
-			return nil, &config.Error{File: p.file, Line: line, Field: join(rl.field, field), Reason: pe.Reason, Err: err}
+			return nil, &configerr.Error{File: p.file, Line: line, Field: join(rl.field, field), Reason: pe.Reason, Err: err}
 		default:
-			return nil, &config.Error{File: p.file, Line: rl.algorithmLine, Field: join(rl.field, "algorithm"), Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, l.Algorithm), Err: err}
+			return nil, &configerr.Error{File: p.file, Line: rl.algorithmLine, Field: join(rl.field, "algorithm"), Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, l.Algorithm), Err: err}
 		}
 	}
 	l.limit = engine.Limit{Namespace: l.Path, Algorithm: a}
