@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/internal/configerr"
+	"github.com/sluice-go/sluice/internal/yamlnode"
 )
 
 // The store backends a configuration may name.
@@ -461,7 +461,7 @@ func Load(path string) (*Config, error) {
 // during a reload is rejected rather than read as "no limits". Anchors and
 // aliases are not supported. The result holds every default filled in.
 func Parse(name string, data []byte) (*Config, error) {
-	p := parser{file: name}
+	p := parser{Reader: yamlnode.Reader{File: name}}
 	root, err := p.document(data)
 	if err != nil {
 		return nil, err
@@ -494,13 +494,13 @@ func LoadStore(path string) (Store, error) {
 	if err != nil {
 		return Store{}, err
 	}
-	p := parser{file: path}
+	p := parser{Reader: yamlnode.Reader{File: path}}
 	root, err := p.document(data)
 	if err != nil {
 		return Store{}, err
 	}
 	s, found := defaultStore(), false
-	err = p.fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
+	err = p.Fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
 		switch key {
 		case "store":
 			found = true
@@ -514,7 +514,7 @@ func LoadStore(path string) (Store, error) {
 		return Store{}, err
 	}
 	if !found {
-		return Store{}, p.errAt(root.Line, "store", "the file has no store section")
+		return Store{}, p.Errorf(root.Line, "store", "the file has no store section")
 	}
 	return s, nil
 }
@@ -526,33 +526,33 @@ func (p *parser) document(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, p.errAt(0, "", "the configuration is empty")
+			return nil, p.Errorf(0, "", "the configuration is empty")
 		}
-		return nil, p.yamlError(err, data)
+		return nil, p.SyntaxError(err, data)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, p.yamlError(err, data)
+			return nil, p.SyntaxError(err, data)
 		}
-		return nil, p.errAt(extra.Line, "", "want one YAML document, found another")
+		return nil, p.Errorf(extra.Line, "", "want one YAML document, found another")
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
-			return nil, p.errAt(0, "", "the configuration is empty")
+			return nil, p.Errorf(0, "", "the configuration is empty")
 		}
 		root = root.Content[0]
 	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return nil, p.errAt(root.Line, "", "the configuration is empty")
+		return nil, p.Errorf(root.Line, "", "the configuration is empty")
 	}
 	return root, nil
 }
 
 // parser walks a configuration's YAML node tree.
 type parser struct {
-	file      string
+	yamlnode.Reader
 	ruleNodes []*yaml.Node // the mapping of each rule, by index
 	defNode   *yaml.Node   // the default's mapping
 	ruleLines []map[string]int
@@ -564,22 +564,22 @@ type parser struct {
 
 // response reads the response section.
 func (p *parser) response(n *yaml.Node, path string, r *Response) error {
-	return p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+	return p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		var err error
 		switch key {
 		case "deny_status":
 			var code int64
-			if code, err = p.integer(v, field); err == nil && (code < 400 || code > 599) {
-				err = p.errAt(v.Line, field, "want a client or server error status, 400 to 599, got %d", code)
+			if code, err = p.Int(v, field); err == nil && (code < 400 || code > 599) {
+				err = p.Errorf(v.Line, field, "want a client or server error status, 400 to 599, got %d", code)
 			}
 			r.DenyStatus = int(code)
 		case "body":
 			var b string
-			b, err = p.oneOf(v, field, "text", "problem")
+			b, err = p.OneOf(v, field, "text", "problem")
 			r.Problem = b == "problem"
 		case "reset":
 			var b string
-			b, err = p.oneOf(v, field, "seconds", "unix")
+			b, err = p.OneOf(v, field, "seconds", "unix")
 			r.ResetUnix = b == "unix"
 		default:
 			return false, nil
@@ -592,194 +592,16 @@ func (p *parser) response(n *yaml.Node, path string, r *Response) error {
 // relative to the configuration file's own directory, as the file reads,
 // whatever the working directory of the process reading it.
 func (p *parser) path(n *yaml.Node, field string) (string, error) {
-	s, err := p.str(n, field)
+	s, err := p.Str(n, field)
 	if err != nil || s == "" || filepath.IsAbs(s) {
 		return s, err
 	}
-	return filepath.Join(filepath.Dir(p.file), s), nil
-}
-
-func (p *parser) errAt(line int, field, format string, args ...any) *Error {
-	return &Error{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
-// yamlLine reads the line and the problem from a YAML syntax error. The
-// YAML library gives no structured syntax error, only this text; a test
-// (TestYAMLErrorText) pins it, so that an upgrade changing it fails loudly.
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// maxLocateLines bounds the document yamlError searches for the line at
-// fault, since the search parses every prefix.
-const maxLocateLines = 2000
-
-// yamlError turns a YAML syntax error in data into an *Error with its
-// line. The library names the line where the enclosing block began, not the
-// one at fault (a badly indented key on line 7 of a mapping opened on line
-// 1 is reported on line 1), so the line is found anew: the first line at
-// which the document cut there fails with the same problem.
-func (p *parser) yamlError(err error, data []byte) *Error {
-	m := yamlLine.FindStringSubmatch(err.Error())
-	if m == nil {
-		return &Error{File: p.file, Reason: strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
-	}
-	line, _ := strconv.Atoi(m[1])
-	if at := locateYAMLError(data, m[2]); at > 0 {
-		line = at
-	}
-	return &Error{File: p.file, Line: line, Reason: m[2], Err: err}
-}
-
-// locateYAMLError returns the first line n such that the first n lines of
-// data fail to parse with the given problem, or 0 when there is none (or
-// data is too long to search).
-func locateYAMLError(data []byte, problem string) int {
-	if bytes.Count(data, []byte("\n")) > maxLocateLines {
-		return 0
-	}
-	end := 0
-	for n := 1; end < len(data); n++ {
-		if i := bytes.IndexByte(data[end:], '\n'); i >= 0 {
-			end += i + 1
-		} else {
-			end = len(data)
-		}
-		var doc yaml.Node
-		dec := yaml.NewDecoder(bytes.NewReader(data[:end]))
-		err := dec.Decode(&doc)
-		for err == nil {
-			err = dec.Decode(&doc)
-		}
-		if errors.Is(err, io.EOF) {
-			continue
-		}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil && m[2] == problem {
-			return n
-		}
-	}
-	return 0
-}
-
-// join appends key to the field path.
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// describe names what a node holds, for "want X, got Y" messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	switch n.Tag {
-	case "!!null":
-		return "nothing"
-	case "!!int":
-		return "the integer " + n.Value
-	case "!!float":
-		return "the number " + n.Value
-	case "!!bool":
-		return "the boolean " + n.Value
-	}
-	return strconv.Quote(n.Value)
-}
-
-// fields walks the mapping n at path, calling set for each key with the
-// key's field path; set returns false for a key it does not know. Keys must
-// be unique strings.
-func (p *parser) fields(n *yaml.Node, path string, set func(key string, val *yaml.Node, field string) (bool, error)) error {
-	if n.Kind != yaml.MappingNode {
-		return p.notSupported(n, path, "a mapping")
-	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			return p.errAt(k.Line, path, "want a key name, got %s", describe(k))
-		}
-		field := join(path, k.Value)
-		if seen[k.Value] {
-			return p.errAt(k.Line, field, "given twice")
-		}
-		seen[k.Value] = true
-		if v.Kind == yaml.AliasNode || v.Anchor != "" {
-			return p.errAt(v.Line, field, "anchors and aliases are not supported")
-		}
-		ok, err := set(k.Value, v, field)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return p.errAt(k.Line, field, "unknown key")
-		}
-	}
-	return nil
-}
-
-func (p *parser) notSupported(n *yaml.Node, field, want string) *Error {
-	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		return p.errAt(n.Line, field, "anchors and aliases are not supported")
-	}
-	return p.errAt(n.Line, field, "want %s, got %s", want, describe(n))
-}
-
-func (p *parser) str(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.notSupported(n, field, "a string")
-	}
-	return n.Value, nil
-}
-
-// oneOf reads a string that must be one of choices.
-func (p *parser) oneOf(n *yaml.Node, field string, choices ...string) (string, error) {
-	s, err := p.str(n, field)
-	if err != nil {
-		return "", err
-	}
-	for _, c := range choices {
-		if s == c {
-			return s, nil
-		}
-	}
-	return "", p.errAt(n.Line, field, "want one of %s, got %q", strings.Join(choices, ", "), s)
-}
-
-func (p *parser) integer(n *yaml.Node, field string) (int64, error) {
-	var v int64
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil {
-		return 0, p.notSupported(n, field, "an integer")
-	}
-	return v, nil
-}
-
-func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
-	var v bool
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&v) != nil {
-		return false, p.notSupported(n, field, "true or false")
-	}
-	return v, nil
-}
-
-func (p *parser) duration(n *yaml.Node, field string) (time.Duration, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return 0, p.notSupported(n, field, "a duration such as 1m or 500ms")
-	}
-	d, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return 0, p.errAt(n.Line, field, "want a duration such as 1m or 500ms, got %q", n.Value)
-	}
-	return d, nil
+	return filepath.Join(filepath.Dir(p.File), s), nil
 }
 
 func (p *parser) config(root *yaml.Node, c *Config) error {
 	lines := map[string]int{}
-	err := p.fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
+	err := p.Fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
 		lines[key] = v.Line
 		var err error
 		switch key {
@@ -789,15 +611,15 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			err = p.identity(v, field, &c.Identity)
 		case "on_store_error":
 			var s string
-			s, err = p.oneOf(v, field, string(sluice.FailOpen), string(sluice.FailClosed), string(sluice.FailLocal))
+			s, err = p.OneOf(v, field, string(sluice.FailOpen), string(sluice.FailClosed), string(sluice.FailLocal))
 			c.OnStoreError = sluice.StoreErrorPolicy(s)
 		case "match":
 			var s string
-			s, err = p.oneOf(v, field, string(sluice.MatchMostSpecific), string(sluice.MatchAll))
+			s, err = p.OneOf(v, field, string(sluice.MatchMostSpecific), string(sluice.MatchAll))
 			c.Match = sluice.MatchMode(s)
 		case "rules":
 			if v.Kind != yaml.SequenceNode {
-				return true, p.notSupported(v, field, "a list of rules")
+				return true, p.Want(v, field, "a list of rules")
 			}
 			c.Rules = make([]sluice.Rule, 0, len(v.Content))
 			for i, item := range v.Content {
@@ -821,11 +643,11 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			err = p.response(v, field, &c.Response)
 		case "exempt":
 			if v.Kind != yaml.SequenceNode {
-				return true, p.notSupported(v, field, "a list of callers, such as [user:ops, ip:10.0.0.0/8]")
+				return true, p.Want(v, field, "a list of callers, such as [user:ops, ip:10.0.0.0/8]")
 			}
 			for i, item := range v.Content {
 				f := fmt.Sprintf("%s[%d]", field, i)
-				e, err := p.str(item, f)
+				e, err := p.Str(item, f)
 				if err != nil {
 					return true, err
 				}
@@ -854,16 +676,16 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			for i, e := range c.Exempt {
 				one := Config{Exempt: []string{e}}
 				if _, err := one.ExemptFunc(id); err != nil {
-					return p.errAt(p.exemptLines[i], fmt.Sprintf("exempt[%d]", i), "%v", strings.TrimPrefix(err.Error(), "exempt: "))
+					return p.Errorf(p.exemptLines[i], fmt.Sprintf("exempt[%d]", i), "%v", strings.TrimPrefix(err.Error(), "exempt: "))
 				}
 			}
 		}
 	}
 	if len(c.Rules) == 0 && c.Default == nil {
-		c.Warnings = append(c.Warnings, p.errAt(lines["rules"], "rules", "no rule and no default: this configuration limits nothing").Error())
+		c.Warnings = append(c.Warnings, p.Errorf(lines["rules"], "rules", "no rule and no default: this configuration limits nothing").Error())
 	}
 	if c.OnStoreError == sluice.FailLocal && c.Store.Backend != BackendRedis {
-		c.Warnings = append(c.Warnings, p.errAt(lines["on_store_error"], "on_store_error",
+		c.Warnings = append(c.Warnings, p.Errorf(lines["on_store_error"], "on_store_error",
 			"local decides in memory while a shared store is down, but the store is %s, in the gateway's own process: it never applies (open or closed say what a failing %s store does)", c.Store.Backend, c.Store.Backend).Error())
 	}
 	return nil
@@ -874,7 +696,7 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 func (p *parser) ruleError(err error) error {
 	var re *sluice.RuleError
 	if !errors.As(err, &re) {
-		return &Error{File: p.file, Reason: err.Error(), Err: err}
+		return &Error{File: p.File, Reason: err.Error(), Err: err}
 	}
 	node, lines, path := p.defNode, p.defLines, "default"
 	if i := re.Index; i >= 0 && i < len(p.ruleNodes) {
@@ -888,7 +710,7 @@ func (p *parser) ruleError(err error) error {
 	if re.Rule != "" {
 		reason = fmt.Sprintf("rule %q: %s", re.Rule, re.Reason)
 	}
-	return &Error{File: p.file, Line: line, Field: join(path, re.Field), Reason: reason, Err: re}
+	return &Error{File: p.File, Line: line, Field: configerr.Join(path, re.Field), Reason: reason, Err: re}
 }
 
 // rule reads one rule and the line of each of its keys. The default rule
@@ -896,18 +718,18 @@ func (p *parser) ruleError(err error) error {
 func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, map[string]int, error) {
 	var r sluice.Rule
 	lines := map[string]int{}
-	err := p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+	err := p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		lines[key] = v.Line
 		var err error
 		switch key {
 		case "name":
-			r.Name, err = p.str(v, field)
+			r.Name, err = p.Str(v, field)
 		case "method", "path_prefix", "host":
 			if isDefault {
-				return true, p.errAt(v.Line, field, "not allowed: the default covers every request no rule covers")
+				return true, p.Errorf(v.Line, field, "not allowed: the default covers every request no rule covers")
 			}
 			var s string
-			s, err = p.str(v, field)
+			s, err = p.Str(v, field)
 			switch key {
 			case "method":
 				r.Method = s
@@ -918,30 +740,30 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			}
 		case "scope":
 			var s string
-			s, err = p.str(v, field)
+			s, err = p.Str(v, field)
 			r.Scope = sluice.Scope(s)
 		case "algorithm":
-			r.Algorithm, err = p.str(v, field)
+			r.Algorithm, err = p.Str(v, field)
 		case "limit":
-			r.Limit, err = p.integer(v, field)
+			r.Limit, err = p.Int(v, field)
 		case "window":
-			r.Window, err = p.duration(v, field)
+			r.Window, err = p.Duration(v, field)
 		case "burst":
-			r.Burst, err = p.integer(v, field)
+			r.Burst, err = p.Int(v, field)
 			if err == nil && r.Burst <= 0 {
-				err = p.errAt(v.Line, field, "must be positive when given, got %d", r.Burst)
+				err = p.Errorf(v.Line, field, "must be positive when given, got %d", r.Burst)
 			}
 		case "cost":
-			r.Cost, err = p.integer(v, field)
+			r.Cost, err = p.Int(v, field)
 			if err == nil && r.Cost <= 0 {
-				err = p.errAt(v.Line, field, "must be positive when given, got %d", r.Cost)
+				err = p.Errorf(v.Line, field, "must be positive when given, got %d", r.Cost)
 			}
 		case "shadow":
-			r.Shadow, err = p.boolean(v, field)
+			r.Shadow, err = p.Bool(v, field)
 		case "plan":
-			r.Plan, err = p.str(v, field)
+			r.Plan, err = p.Str(v, field)
 			if err == nil && r.Plan == "" {
-				err = p.errAt(v.Line, field, "must not be empty (leave it out for a rule of every caller)")
+				err = p.Errorf(v.Line, field, "must not be empty (leave it out for a rule of every caller)")
 			}
 		default:
 			return false, nil
@@ -959,12 +781,12 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 	}
 	if !isDefault && r.PathPrefix == "" {
 		if _, given := lines["path_prefix"]; !given {
-			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, "path_prefix"), "%s", required)
+			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, "path_prefix"), "%s", required)
 		}
 	}
 	for _, req := range []string{"name", "scope", "algorithm", "limit", "window"} {
 		if _, given := lines[req]; !given {
-			return sluice.Rule{}, nil, p.errAt(n.Line, join(path, req), "%s", required)
+			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, req), "%s", required)
 		}
 	}
 	return r, lines, nil
@@ -973,30 +795,30 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 func (p *parser) store(n *yaml.Node, path string, s *Store) error {
 	var dirGiven bool
 	lines := map[string]int{}
-	err := p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+	err := p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		lines[key] = v.Line
 		var err error
 		switch key {
 		case "backend":
-			s.Backend, err = p.oneOf(v, field, Backends...)
+			s.Backend, err = p.OneOf(v, field, Backends...)
 		case "redis":
 			err = p.redis(v, field, &s.Redis)
 		case "dir":
 			s.Dir, err = p.path(v, field)
 			dirGiven = true
 			if err == nil && s.Dir == "" {
-				err = p.errAt(v.Line, field, "must not be empty")
+				err = p.Errorf(v.Line, field, "must not be empty")
 			}
 		case "durability":
 			var d string
-			d, err = p.oneOf(v, field, engine.Interval.String(), engine.Sync.String())
+			d, err = p.OneOf(v, field, engine.Interval.String(), engine.Sync.String())
 			if err == nil {
 				s.Durability, err = engine.ParseDurability(d)
 			}
 		case "flush_interval":
-			s.FlushInterval, err = p.duration(v, field)
+			s.FlushInterval, err = p.Duration(v, field)
 			if err == nil && s.FlushInterval <= 0 {
-				err = p.errAt(v.Line, field, "must be positive, got %v", s.FlushInterval)
+				err = p.Errorf(v.Line, field, "must be positive, got %v", s.FlushInterval)
 			}
 		default:
 			return false, nil
@@ -1009,19 +831,19 @@ func (p *parser) store(n *yaml.Node, path string, s *Store) error {
 	if s.Backend == BackendRedis {
 		for _, key := range []string{"dir", "durability", "flush_interval"} {
 			if line, given := lines[key]; given {
-				return p.errAt(line, join(path, key), "not used by the redis backend (it applies to pebble and bolt)")
+				return p.Errorf(line, configerr.Join(path, key), "not used by the redis backend (it applies to pebble and bolt)")
 			}
 		}
 		if len(s.Redis.Addrs) == 0 {
-			return p.errAt(n.Line, join(path, "redis.addrs"), "required for the redis backend: one host:port, or several for a Cluster")
+			return p.Errorf(n.Line, configerr.Join(path, "redis.addrs"), "required for the redis backend: one host:port, or several for a Cluster")
 		}
 		return nil
 	}
 	if line, given := lines["redis"]; given {
-		return p.errAt(line, join(path, "redis"), "only for the redis backend, but store.backend is %s (set backend: redis)", s.Backend)
+		return p.Errorf(line, configerr.Join(path, "redis"), "only for the redis backend, but store.backend is %s (set backend: redis)", s.Backend)
 	}
 	if s.Backend != BackendMemory && !dirGiven {
-		return p.errAt(n.Line, join(path, "dir"), "required for the %s backend", s.Backend)
+		return p.Errorf(n.Line, configerr.Join(path, "dir"), "required for the %s backend", s.Backend)
 	}
 	return nil
 }
@@ -1030,98 +852,98 @@ func (p *parser) store(n *yaml.Node, path string, s *Store) error {
 func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 	var secret []string // the password keys given
 	lines := map[string]int{}
-	err := p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+	err := p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		lines[key] = v.Line
 		if key == "password" || key == "password_file" || key == "password_env" {
 			secret = append(secret, key)
 			if len(secret) > 1 {
-				return true, p.errAt(v.Line, field, "give one of password, password_file and password_env, not %s and %s", secret[0], secret[1])
+				return true, p.Errorf(v.Line, field, "give one of password, password_file and password_env, not %s and %s", secret[0], secret[1])
 			}
 		}
 		var err error
 		switch key {
 		case "addrs":
 			if v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
-				return true, p.errAt(v.Line, field, "want a list of host:port, such as [%s]", v.Value)
+				return true, p.Errorf(v.Line, field, "want a list of host:port, such as [%s]", v.Value)
 			}
 			if v.Kind != yaml.SequenceNode {
-				return true, p.notSupported(v, field, "a list of host:port")
+				return true, p.Want(v, field, "a list of host:port")
 			}
 			r.Addrs = make([]string, 0, len(v.Content))
 			for i, item := range v.Content {
 				f := fmt.Sprintf("%s[%d]", field, i)
-				a, err := p.str(item, f)
+				a, err := p.Str(item, f)
 				if err != nil {
 					return true, err
 				}
 				if reason := checkAddr(a); reason != "" {
-					return true, p.errAt(item.Line, f, "want host:port, such as 127.0.0.1:6379, got %q: %s", a, reason)
+					return true, p.Errorf(item.Line, f, "want host:port, such as 127.0.0.1:6379, got %q: %s", a, reason)
 				}
 				for j, prev := range r.Addrs {
 					if prev == a {
-						return true, p.errAt(item.Line, f, "%s is %s[%d] already", a, field, j)
+						return true, p.Errorf(item.Line, f, "%s is %s[%d] already", a, field, j)
 					}
 				}
 				r.Addrs = append(r.Addrs, a)
 			}
 			if len(r.Addrs) == 0 {
-				err = p.errAt(v.Line, field, "must list at least one host:port")
+				err = p.Errorf(v.Line, field, "must list at least one host:port")
 			}
 		case "master_name":
-			r.MasterName, err = p.str(v, field)
+			r.MasterName, err = p.Str(v, field)
 			if err == nil && r.MasterName == "" {
-				err = p.errAt(v.Line, field, "must not be empty (leave it out for no Sentinel)")
+				err = p.Errorf(v.Line, field, "must not be empty (leave it out for no Sentinel)")
 			}
 		case "username":
-			r.Username, err = p.str(v, field)
+			r.Username, err = p.Str(v, field)
 		case "password":
-			r.Password, err = p.str(v, field)
+			r.Password, err = p.Str(v, field)
 		case "password_file":
 			var file string
 			if file, err = p.path(v, field); err == nil {
 				var data []byte
 				if data, err = os.ReadFile(file); err != nil {
-					err = p.errAt(v.Line, field, "cannot read the password: %v", err)
+					err = p.Errorf(v.Line, field, "cannot read the password: %v", err)
 				} else {
 					r.Password = strings.TrimRight(string(data), "\r\n")
 				}
 			}
 		case "password_env":
 			var name string
-			if name, err = p.str(v, field); err == nil {
+			if name, err = p.Str(v, field); err == nil {
 				var set bool
 				if r.Password, set = os.LookupEnv(name); !set {
-					err = p.errAt(v.Line, field, "the environment variable %s is not set", name)
+					err = p.Errorf(v.Line, field, "the environment variable %s is not set", name)
 				}
 			}
 		case "db":
 			var db int64
-			db, err = p.integer(v, field)
+			db, err = p.Int(v, field)
 			if err == nil && (db < 0 || db > 1<<20) {
-				err = p.errAt(v.Line, field, "want a database number from 0, got %d", db)
+				err = p.Errorf(v.Line, field, "want a database number from 0, got %d", db)
 			}
 			r.DB = int(db)
 		case "tls":
 			err = p.redisTLS(v, field, &r.TLS)
 		case "timeout":
-			r.Timeout, err = p.duration(v, field)
+			r.Timeout, err = p.Duration(v, field)
 			if err == nil && r.Timeout <= 0 {
-				err = p.errAt(v.Line, field, "must be positive, got %v", r.Timeout)
+				err = p.Errorf(v.Line, field, "must be positive, got %v", r.Timeout)
 			}
 		case "key_prefix":
-			r.KeyPrefix, err = p.str(v, field)
+			r.KeyPrefix, err = p.Str(v, field)
 			if err == nil && r.KeyPrefix == "" {
-				err = p.errAt(v.Line, field, "must not be empty (leave it out for %q)", DefaultRedisKeyPrefix)
+				err = p.Errorf(v.Line, field, "must not be empty (leave it out for %q)", DefaultRedisKeyPrefix)
 			}
 		case "fleet_size":
 			var size int64
-			size, err = p.integer(v, field)
+			size, err = p.Int(v, field)
 			if err == nil && (size < 1 || size > 1<<20) {
-				err = p.errAt(v.Line, field, "want the number of gateways sharing the store, 1 or more, got %d", size)
+				err = p.Errorf(v.Line, field, "want the number of gateways sharing the store, 1 or more, got %d", size)
 			}
 			r.FleetSize = int(size)
 		case "auto_pipeline":
-			r.AutoPipeline, err = p.boolean(v, field)
+			r.AutoPipeline, err = p.Bool(v, field)
 		case "breaker":
 			err = p.breaker(v, field, &r.Breaker)
 		default:
@@ -1133,7 +955,7 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 		return err
 	}
 	if r.DB != 0 && len(r.Addrs) > 1 && r.MasterName == "" {
-		return p.errAt(lines["db"], join(path, "db"), "a Cluster (several addrs) has database 0 only, got %d", r.DB)
+		return p.Errorf(lines["db"], configerr.Join(path, "db"), "a Cluster (several addrs) has database 0 only, got %d", r.DB)
 	}
 	return nil
 }
@@ -1150,34 +972,34 @@ func (p *parser) breaker(n *yaml.Node, path string, b *RedisBreaker) error {
 			*b = RedisBreaker{}
 			return nil
 		}
-		return p.errAt(n.Line, path, "want off, on, or a mapping of window, min_calls and failure_rate, got %s", describe(n))
+		return p.Errorf(n.Line, path, "want off, on, or a mapping of window, min_calls and failure_rate, got %s", yamlnode.Describe(n))
 	}
-	return p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+	return p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		var (
 			err    error
 			reason string
 		)
 		switch key {
 		case "window":
-			if b.Window, err = p.duration(v, field); err == nil {
+			if b.Window, err = p.Duration(v, field); err == nil {
 				reason = checkBreakerWindow(b.Window)
 			}
 		case "min_calls":
 			var n int64
-			if n, err = p.integer(v, field); err == nil {
+			if n, err = p.Int(v, field); err == nil {
 				b.MinCalls, reason = int(n), checkBreakerMinCalls(n)
 			}
 		case "failure_rate":
 			var r float64
 			if err = v.Decode(&r); err != nil || v.Kind != yaml.ScalarNode {
-				return true, p.notSupported(v, field, "a number such as 0.5")
+				return true, p.Want(v, field, "a number such as 0.5")
 			}
 			b.FailureRate, reason = r, checkBreakerRate(r)
 		default:
 			return false, nil
 		}
 		if err == nil && reason != "" {
-			err = p.errAt(v.Line, field, "%s", reason)
+			err = p.Errorf(v.Line, field, "%s", reason)
 		}
 		return true, err
 	})
@@ -1202,26 +1024,26 @@ func checkAddr(a string) string {
 func (p *parser) redisTLS(n *yaml.Node, path string, t *RedisTLS) error {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
 		var err error
-		t.Enabled, err = p.boolean(n, path)
+		t.Enabled, err = p.Bool(n, path)
 		return err
 	}
 	if n.Kind != yaml.MappingNode {
-		return p.notSupported(n, path, "true, false or a mapping of ca_file, server_name and insecure_skip_verify")
+		return p.Want(n, path, "true, false or a mapping of ca_file, server_name and insecure_skip_verify")
 	}
 	t.Enabled = true
-	return p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+	return p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		var err error
 		switch key {
 		case "ca_file":
 			if t.CAFile, err = p.path(v, field); err == nil {
 				if t.roots, err = readCAFile(t.CAFile); err != nil {
-					err = p.errAt(v.Line, field, "%v", err)
+					err = p.Errorf(v.Line, field, "%v", err)
 				}
 			}
 		case "server_name":
-			t.ServerName, err = p.str(v, field)
+			t.ServerName, err = p.Str(v, field)
 		case "insecure_skip_verify":
-			t.InsecureSkipVerify, err = p.boolean(v, field)
+			t.InsecureSkipVerify, err = p.Bool(v, field)
 		default:
 			return false, nil
 		}
@@ -1231,16 +1053,16 @@ func (p *parser) redisTLS(n *yaml.Node, path string, t *RedisTLS) error {
 
 func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error {
 	header := func(v *yaml.Node, field string) (string, error) {
-		s, err := p.str(v, field)
+		s, err := p.Str(v, field)
 		if err != nil {
 			return "", err
 		}
 		if !identity.ValidHeaderName(s) {
-			return "", p.errAt(v.Line, field, "want an HTTP header name, got %q", s)
+			return "", p.Errorf(v.Line, field, "want an HTTP header name, got %q", s)
 		}
 		return s, nil
 	}
-	return p.fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+	return p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		var err error
 		switch key {
 		case "user_header":
@@ -1249,37 +1071,37 @@ func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error 
 			id.APIKeyHeader, err = header(v, field)
 		case "trusted_proxies":
 			if v.Kind != yaml.SequenceNode {
-				return true, p.notSupported(v, field, "a list of addresses or prefixes")
+				return true, p.Want(v, field, "a list of addresses or prefixes")
 			}
 			id.TrustedProxies = make([]netip.Prefix, 0, len(v.Content))
 			for i, item := range v.Content {
 				f := fmt.Sprintf("%s[%d]", field, i)
-				s, err := p.str(item, f)
+				s, err := p.Str(item, f)
 				if err != nil {
 					return true, err
 				}
 				pfx, err := identity.ParseTrustedProxy(s)
 				if err != nil {
-					return true, p.errAt(item.Line, f, "%v", err)
+					return true, p.Errorf(item.Line, f, "%v", err)
 				}
 				if pfx.Bits() == 0 {
-					return true, p.errAt(item.Line, f, "%s trusts every peer as a proxy: any client could choose its own key by sending %s; list your proxies' addresses or prefixes", s, "X-Forwarded-For")
+					return true, p.Errorf(item.Line, f, "%s trusts every peer as a proxy: any client could choose its own key by sending %s; list your proxies' addresses or prefixes", s, "X-Forwarded-For")
 				}
 				id.TrustedProxies = append(id.TrustedProxies, pfx)
 			}
 		case "forwarding_header":
 			var s string
-			s, err = p.oneOf(v, field, string(identity.XForwardedFor), string(identity.Forwarded))
+			s, err = p.OneOf(v, field, string(identity.XForwardedFor), string(identity.Forwarded))
 			id.ForwardingHeader = identity.ForwardingHeader(s)
 		case "ipv6_prefix":
 			var bits int64
-			bits, err = p.integer(v, field)
+			bits, err = p.Int(v, field)
 			if err == nil && (bits < 1 || bits > 128) {
-				err = p.errAt(v.Line, field, "want a prefix length from 1 to 128, got %d", bits)
+				err = p.Errorf(v.Line, field, "want a prefix length from 1 to 128, got %d", bits)
 			}
 			id.IPv6Prefix = int(bits)
 		case "headers_from_trusted_proxies_only":
-			id.HeadersFromTrustedProxiesOnly, err = p.boolean(v, field)
+			id.HeadersFromTrustedProxiesOnly, err = p.Bool(v, field)
 		case "plan_header":
 			id.PlanHeader, err = header(v, field)
 		default:
