@@ -140,6 +140,9 @@ func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, erro
 			return nil, err
 		}
 		cfg, err := Parse(path, data)
+		if err == nil {
+			err = cfg.ReadReferences()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -263,6 +266,9 @@ func (w *Watcher) reload(force bool, cause string) error {
 		}
 		w.lastData, w.haveLast = data, true
 		cfg, err = Parse(w.path, data)
+		if err == nil {
+			err = cfg.ReadReferences()
+		}
 		if err == nil {
 			rs, err = cfg.Ruleset()
 		}
