@@ -226,29 +226,61 @@ func LoadWith(path string, o LoadOptions) (*Config, error) {
 
 // load is Load that also returns a digest of the file names and contents.
 func load(path string, o LoadOptions) (*Config, uint64, error) {
-	files, err := configFiles(path)
+	files, digest, err := readFiles(path)
 	if err != nil {
 		return nil, 0, err
 	}
-	domains := make([]*Domain, 0, len(files))
+	c, err := parseFiles(files, o)
+	return c, digest, err
+}
+
+// file is one configuration file as read: its name and its bytes.
+type file struct {
+	name string
+	data []byte
+}
+
+// readFiles reads the files Load reads at path, in order, and returns them
+// with a digest of their names and contents. When one cannot be read, the
+// error is that of an earlier file that does not parse, if any, as reading
+// and parsing them one by one would report it.
+func readFiles(path string) ([]file, uint64, error) {
+	names, err := configFiles(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	files := make([]file, 0, len(names))
 	h := xxhash.New()
-	for _, f := range files {
-		data, err := readFile(f)
+	for _, name := range names {
+		data, err := readFile(name)
 		if err != nil {
+			for _, f := range files {
+				if _, perr := ParseFile(f.name, f.data); perr != nil {
+					return nil, 0, perr
+				}
+			}
 			return nil, 0, err
 		}
-		h.WriteString(f)
+		h.WriteString(name)
 		h.Write([]byte{0})
 		h.Write(data)
 		h.Write([]byte{0})
-		d, err := ParseFile(f, data)
+		files = append(files, file{name, data})
+	}
+	return files, h.Sum64(), nil
+}
+
+// parseFiles parses files, one domain each, into a Config as o says.
+func parseFiles(files []file, o LoadOptions) (*Config, error) {
+	domains := make([]*Domain, 0, len(files))
+	for _, f := range files {
+		d, err := ParseFile(f.name, f.data)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		domains = append(domains, d)
 	}
-	c, err := NewConfigWith(o, domains...)
-	return c, h.Sum64(), err
+	return NewConfigWith(o, domains...)
 }
 
 // NewConfigWith is NewConfig reading the domains as o says: with
