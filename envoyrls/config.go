@@ -1,7 +1,6 @@
 package envoyrls
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,8 +19,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-go/sluice/algo"
-	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/configerr"
+	"github.com/sluice-go/sluice/internal/yamlnode"
 )
 
 // MaxFileSize bounds a configuration file Load reads: a bigger one is
@@ -163,7 +162,7 @@ func NewConfig(domains ...*Domain) (*Config, error) {
 	c := &Config{domains: make(map[string]*Domain, len(domains))}
 	for _, d := range domains {
 		if o, dup := c.domains[d.Name]; dup {
-			return nil, &config.Error{File: d.File, Field: "domain", Reason: fmt.Sprintf("duplicate domain %q: %s has it too", d.Name, o.File)}
+			return nil, &configerr.Error{File: d.File, Field: "domain", Reason: fmt.Sprintf("duplicate domain %q: %s has it too", d.Name, o.File)}
 		}
 		c.domains[d.Name] = d
 		c.files = append(c.files, d.File)
@@ -203,7 +202,7 @@ func (c *Config) Files() []string {
 // Load reads the configuration at path: a file, or every regular *.yaml
 // and *.yml file of a directory (names starting with "." are skipped, as
 // are subdirectories; symbolic links are followed), one domain each.
-// Errors are *config.Error values naming the file, the line and the field
+// Errors are *configerr.Error values naming the file, the line and the field
 // at fault, or I/O errors.
 func Load(path string) (*Config, error) {
 	c, _, err := load(path, LoadOptions{})
@@ -227,29 +226,61 @@ func LoadWith(path string, o LoadOptions) (*Config, error) {
 
 // load is Load that also returns a digest of the file names and contents.
 func load(path string, o LoadOptions) (*Config, uint64, error) {
-	files, err := configFiles(path)
+	files, digest, err := readFiles(path)
 	if err != nil {
 		return nil, 0, err
 	}
-	domains := make([]*Domain, 0, len(files))
+	c, err := parseFiles(files, o)
+	return c, digest, err
+}
+
+// file is one configuration file as read: its name and its bytes.
+type file struct {
+	name string
+	data []byte
+}
+
+// readFiles reads the files Load reads at path, in order, and returns them
+// with a digest of their names and contents. When one cannot be read, the
+// error is that of an earlier file that does not parse, if any, as reading
+// and parsing them one by one would report it.
+func readFiles(path string) ([]file, uint64, error) {
+	names, err := configFiles(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	files := make([]file, 0, len(names))
 	h := xxhash.New()
-	for _, f := range files {
-		data, err := readFile(f)
+	for _, name := range names {
+		data, err := readFile(name)
 		if err != nil {
+			for _, f := range files {
+				if _, perr := ParseFile(f.name, f.data); perr != nil {
+					return nil, 0, perr
+				}
+			}
 			return nil, 0, err
 		}
-		h.WriteString(f)
+		h.WriteString(name)
 		h.Write([]byte{0})
 		h.Write(data)
 		h.Write([]byte{0})
-		d, err := ParseFile(f, data)
+		files = append(files, file{name, data})
+	}
+	return files, h.Sum64(), nil
+}
+
+// parseFiles parses files, one domain each, into a Config as o says.
+func parseFiles(files []file, o LoadOptions) (*Config, error) {
+	domains := make([]*Domain, 0, len(files))
+	for _, f := range files {
+		d, err := ParseFile(f.name, f.data)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		domains = append(domains, d)
 	}
-	c, err := NewConfigWith(o, domains...)
-	return c, h.Sum64(), err
+	return NewConfigWith(o, domains...)
 }
 
 // NewConfigWith is NewConfig reading the domains as o says: with
@@ -290,14 +321,14 @@ func mergeDomains(ds []*Domain) ([]*Domain, error) {
 func (d *Domain) merge(o *Domain) error {
 	for e, n := range o.root.exact {
 		if _, dup := d.root.exact[e]; dup {
-			return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too (MERGE_DOMAIN_CONFIG merges the files' descriptors, not their children)", e.key, e.value, d.Name, d.File)}
+			return &configerr.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too (MERGE_DOMAIN_CONFIG merges the files' descriptors, not their children)", e.key, e.value, d.Name, d.File)}
 		}
 		d.root.exact[e] = n
 	}
 	for key, ns := range o.root.patterns {
 		for _, n := range ns {
 			if slices.ContainsFunc(d.root.patterns[key], func(m *node) bool { return m.value == n.value }) {
-				return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too", key, n.value, d.Name, d.File)}
+				return &configerr.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too", key, n.value, d.Name, d.File)}
 			}
 			d.root.patterns[key] = append(d.root.patterns[key], n)
 		}
@@ -382,41 +413,37 @@ func readFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > MaxFileSize {
-		return nil, &config.Error{File: name, Reason: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
+		return nil, &configerr.Error{File: name, Reason: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
 	}
 	return data, nil
 }
 
 // parser reads one file.
 type parser struct {
-	file   string
+	yamlnode.Reader
 	domain string
 	all    []*Limit
-}
-
-func (p *parser) errAt(line int, field, format string, args ...any) error {
-	return &config.Error{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // ParseFile reads one configuration file, named name in errors. Keys
 // unknown to both envoyproxy/ratelimit and Sluice are refused, as
 // envoyproxy/ratelimit refuses them.
 func ParseFile(name string, data []byte) (*Domain, error) {
-	p := &parser{file: name}
+	p := &parser{Reader: yamlnode.Reader{File: name, Aliases: true, KeyError: "config error, key is not of type string: %s"}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, p.yamlError(err, data)
+		return nil, p.SyntaxError(err, data)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, p.errAt(0, "domain", "required: the file is empty")
+		return nil, p.Errorf(0, "domain", "required: the file is empty")
 	}
-	root := resolve(doc.Content[0])
+	root := yamlnode.Resolve(doc.Content[0])
 	d := &Domain{File: name, root: newNode("", "")}
 	var descs *yaml.Node
-	err := p.fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
+	err := p.Fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
 		switch key {
 		case "domain":
-			s, err := p.str(v, field)
+			s, err := p.Str(v, field)
 			d.Name = s
 			return true, err
 		case "descriptors":
@@ -429,7 +456,7 @@ func ParseFile(name string, data []byte) (*Domain, error) {
 		return nil, err
 	}
 	if d.Name == "" {
-		return nil, p.errAt(root.Line, "domain", "required: a file cannot have an empty domain")
+		return nil, p.Errorf(root.Line, "domain", "required: a file cannot have an empty domain")
 	}
 	p.domain = d.Name
 	if descs != nil {
@@ -445,187 +472,21 @@ func newNode(key, value string) *node {
 	return &node{key: key, value: value, exact: map[entry]*node{}, patterns: map[string][]*node{}}
 }
 
-// yamlError turns a YAML syntax error into a *config.Error with its line.
-// The YAML library names the line where the enclosing block began, so the
-// line at fault is found anew: the first at which the document cut there
-// fails with the same problem.
-func (p *parser) yamlError(err error, data []byte) error {
-	line, msg := splitYAMLError(err)
-	if line > 0 && bytes.Count(data, []byte("\n")) <= maxLocateLines {
-		end := 0
-		for n := 1; end < len(data); n++ {
-			if i := bytes.IndexByte(data[end:], '\n'); i >= 0 {
-				end += i + 1
-			} else {
-				end = len(data)
-			}
-			var doc yaml.Node
-			if e := yaml.Unmarshal(data[:end], &doc); e != nil {
-				if _, m := splitYAMLError(e); m == msg {
-					line = n
-					break
-				}
-			}
-		}
-	}
-	return &config.Error{File: p.file, Line: line, Reason: msg, Err: err}
-}
-
-// maxLocateLines bounds the files yamlError searches for the line at fault,
-// since the search parses every prefix.
-const maxLocateLines = 2000
-
-// splitYAMLError reads "yaml: line N: problem".
-func splitYAMLError(err error) (int, string) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if i := strings.IndexByte(rest, ':'); i > 0 {
-			if n, err := strconv.Atoi(rest[:i]); err == nil {
-				return n, strings.TrimSpace(rest[i+1:])
-			}
-		}
-	}
-	return 0, msg
-}
-
-// resolve follows aliases, which envoyproxy/ratelimit's YAML reader accepts.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 16; i++ {
-		n = n.Alias
-	}
-	if n == nil {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
-	}
-	return n
-}
-
-// fields walks the mapping n at path, calling set for each key (merge keys
-// "<<" expanded first, as YAML 1.1 readers do); set returns false for a
-// key it does not know. Keys must be unique strings.
-func (p *parser) fields(n *yaml.Node, path string, set func(key string, val *yaml.Node, field string) (bool, error)) error {
-	n = resolve(n)
-	if n.Kind != yaml.MappingNode {
-		return p.errAt(n.Line, path, "want a mapping, got %s", describe(n))
-	}
-	type kv struct{ k, v *yaml.Node }
-	var pairs []kv
-	seen := map[string]bool{}
-	var merged []kv
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolve(n.Content[i+1])
-		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-			srcs := []*yaml.Node{v}
-			if v.Kind == yaml.SequenceNode {
-				srcs = v.Content
-			}
-			for _, s := range srcs {
-				s = resolve(s)
-				if s.Kind != yaml.MappingNode {
-					return p.errAt(k.Line, path, "a merge key wants a mapping, got %s", describe(s))
-				}
-				for j := 0; j+1 < len(s.Content); j += 2 {
-					merged = append(merged, kv{s.Content[j], resolve(s.Content[j+1])})
-				}
-			}
-			continue
-		}
-		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			return p.errAt(k.Line, path, "config error, key is not of type string: %s", describe(k))
-		}
-		if seen[k.Value] {
-			return p.errAt(k.Line, join(path, k.Value), "given twice")
-		}
-		seen[k.Value] = true
-		pairs = append(pairs, kv{k, v})
-	}
-	for _, m := range merged {
-		if !seen[m.k.Value] { // the mapping's own keys win over merged ones
-			seen[m.k.Value] = true
-			pairs = append(pairs, m)
-		}
-	}
-	for _, kv := range pairs {
-		field := join(path, kv.k.Value)
-		ok, err := set(kv.k.Value, kv.v, field)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return p.errAt(kv.k.Line, field, "unknown key")
-		}
-	}
-	return nil
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// describe names what a node holds, for "want X, got Y" messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	switch n.Tag {
-	case "!!null":
-		return "nothing"
-	case "!!int":
-		return "the integer " + n.Value
-	case "!!float":
-		return "the number " + n.Value
-	case "!!bool":
-		return "the boolean " + n.Value
-	}
-	return strconv.Quote(n.Value)
-}
-
-// str reads a scalar as a string: a value such as 50.0.0.5 or 2061111111
-// is its text, as envoyproxy/ratelimit reads it.
-func (p *parser) str(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.errAt(n.Line, field, "want a string, got %s", describe(n))
-	}
-	return n.Value, nil
-}
-
-func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
-		return false, p.errAt(n.Line, field, "want true or false, got %s", describe(n))
-	}
-	return b, nil
-}
-
-// uint reads a non-negative integer of at most max.
-func (p *parser) uint(n *yaml.Node, field string, max uint64) (uint64, error) {
-	var v uint64
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil || v > max {
-		return 0, p.errAt(n.Line, field, "want an integer from 0 to %d, got %s", max, describe(n))
-	}
-	return v, nil
-}
-
 // descriptors reads the list n of descriptors under parent, whose path is
 // at (the domain, then each level's key or key_value).
 func (p *parser) descriptors(n *yaml.Node, field, at string, parent *node, depth int) error {
-	n = resolve(n)
+	n = yamlnode.Resolve(n)
 	if n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return p.errAt(n.Line, field, "want a list of descriptors, got %s", describe(n))
+		return p.Errorf(n.Line, field, "want a list of descriptors, got %s", yamlnode.Describe(n))
 	}
 	if depth > maxDepth {
-		return p.errAt(n.Line, field, "descriptors nest deeper than %d levels", maxDepth)
+		return p.Errorf(n.Line, field, "descriptors nest deeper than %d levels", maxDepth)
 	}
 	for i, item := range n.Content {
-		if err := p.descriptor(resolve(item), fmt.Sprintf("%s[%d]", field, i), at, parent, depth); err != nil {
+		if err := p.descriptor(yamlnode.Resolve(item), fmt.Sprintf("%s[%d]", field, i), at, parent, depth); err != nil {
 			return err
 		}
 	}
@@ -653,7 +514,7 @@ type rawLimit struct {
 
 func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth int) error {
 	if n.Kind != yaml.MappingNode {
-		return p.errAt(n.Line, field, "config error, yaml file contains list of type other than map: got %s", describe(n))
+		return p.Errorf(n.Line, field, "config error, yaml file contains list of type other than map: got %s", yamlnode.Describe(n))
 	}
 	var (
 		key, value                          string
@@ -662,31 +523,31 @@ func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth 
 		children                            *yaml.Node
 		keyLine                             = n.Line
 	)
-	err := p.fields(n, field, func(k string, v *yaml.Node, f string) (bool, error) {
+	err := p.Fields(n, field, func(k string, v *yaml.Node, f string) (bool, error) {
 		var err error
 		switch k {
 		case "key":
-			key, err = p.str(v, f)
+			key, err = p.Str(v, f)
 			keyLine = v.Line
 		case "value":
-			value, err = p.str(v, f)
+			value, err = p.Str(v, f)
 		case "rate_limit":
 			rl, err = p.rateLimit(v, f)
 		case "descriptors":
 			children = v
 		case "shadow_mode":
-			shadow, err = p.boolean(v, f)
+			shadow, err = p.Bool(v, f)
 		case "quota_mode":
-			quota, err = p.boolean(v, f)
+			quota, err = p.Bool(v, f)
 		case "detailed_metric":
-			detailed, err = p.boolean(v, f)
+			detailed, err = p.Bool(v, f)
 		case "value_to_metric":
-			v2m, err = p.boolean(v, f)
+			v2m, err = p.Bool(v, f)
 		case "share_threshold":
-			share, err = p.boolean(v, f)
+			share, err = p.Bool(v, f)
 		case "metadata":
 			if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
-				err = p.errAt(v.Line, f, "want a mapping, got %s", describe(v))
+				err = p.Errorf(v.Line, f, "want a mapping, got %s", yamlnode.Describe(v))
 			}
 		default:
 			return false, nil
@@ -697,7 +558,7 @@ func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth 
 		return err
 	}
 	if key == "" {
-		return p.errAt(keyLine, join(field, "key"), "required: descriptor has empty key")
+		return p.Errorf(keyLine, configerr.Join(field, "key"), "required: descriptor has empty key")
 	}
 	final := key
 	if value != "" {
@@ -708,20 +569,20 @@ func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth 
 	child.valueToMetric, child.shareThreshold = v2m, share
 	pattern := strings.Contains(value, "*")
 	if share && !pattern {
-		return p.errAt(n.Line, join(field, "share_threshold"), "share_threshold can only be used with wildcard values (containing '*'), but found key %q", final)
+		return p.Errorf(n.Line, configerr.Join(field, "share_threshold"), "share_threshold can only be used with wildcard values (containing '*'), but found key %q", final)
 	}
 	if pattern {
 		child.parts = strings.Split(value, "*")
 		for _, o := range parent.patterns[key] {
 			if o.value == value {
-				return p.errAt(keyLine, field, "duplicate descriptor composite key %q", path)
+				return p.Errorf(keyLine, field, "duplicate descriptor composite key %q", path)
 			}
 		}
 		parent.patterns[key] = append(parent.patterns[key], child)
 	} else {
 		e := entry{key, value}
 		if _, dup := parent.exact[e]; dup {
-			return p.errAt(keyLine, field, "duplicate descriptor composite key %q", path)
+			return p.Errorf(keyLine, field, "duplicate descriptor composite key %q", path)
 		}
 		parent.exact[e] = child
 	}
@@ -735,7 +596,7 @@ func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth 
 		p.all = append(p.all, l)
 	}
 	if children != nil {
-		if err := p.descriptors(children, join(field, "descriptors"), path, child, depth+1); err != nil {
+		if err := p.descriptors(children, configerr.Join(field, "descriptors"), path, child, depth+1); err != nil {
 			return err
 		}
 	}
@@ -744,32 +605,32 @@ func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth 
 
 func (p *parser) rateLimit(n *yaml.Node, field string) (*rawLimit, error) {
 	rl := &rawLimit{line: n.Line, field: field}
-	err := p.fields(n, field, func(k string, v *yaml.Node, f string) (bool, error) {
+	err := p.Fields(n, field, func(k string, v *yaml.Node, f string) (bool, error) {
 		var err error
 		switch k {
 		case "unit":
-			rl.unit, err = p.str(v, f)
+			rl.unit, err = p.Str(v, f)
 			rl.unitField, rl.unitLine = f, v.Line
 		case "requests_per_unit":
 			// The proto allows a uint32; Sluice's limits stop at
 			// algo.MaxLimit, which the error should say at once.
-			rl.rpu, err = p.uint(v, f, algo.MaxLimit)
+			rl.rpu, err = p.Uint(v, f, algo.MaxLimit)
 			rl.hasRPU, rl.rpuLine = true, v.Line
 		case "unit_multiplier":
-			rl.mult, err = p.uint(v, f, math.MaxUint32)
+			rl.mult, err = p.Uint(v, f, math.MaxUint32)
 			rl.hasMult, rl.multLine = true, v.Line
 		case "unlimited":
-			rl.unlimited, err = p.boolean(v, f)
+			rl.unlimited, err = p.Bool(v, f)
 		case "name":
-			rl.name, err = p.str(v, f)
+			rl.name, err = p.Str(v, f)
 		case "replaces":
 			err = p.replaces(v, f, rl)
 		case "algorithm":
-			rl.algorithm, err = p.str(v, f)
+			rl.algorithm, err = p.Str(v, f)
 			rl.algorithmLine = v.Line
 		case "burst":
 			var b uint64
-			b, err = p.uint(v, f, math.MaxInt64)
+			b, err = p.Uint(v, f, math.MaxInt64)
 			rl.burst, rl.burstLine = int64(b), v.Line
 		default:
 			return false, nil
@@ -784,24 +645,24 @@ func (p *parser) replaces(n *yaml.Node, field string, rl *rawLimit) error {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return p.errAt(n.Line, field, "want a list of {name: ...}, got %s", describe(n))
+		return p.Errorf(n.Line, field, "want a list of {name: ...}, got %s", yamlnode.Describe(n))
 	}
 	for i, item := range n.Content {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		name := ""
-		err := p.fields(item, f, func(k string, v *yaml.Node, kf string) (bool, error) {
+		err := p.Fields(item, f, func(k string, v *yaml.Node, kf string) (bool, error) {
 			if k != "name" {
 				return false, nil
 			}
 			var err error
-			name, err = p.str(v, kf)
+			name, err = p.Str(v, kf)
 			return true, err
 		})
 		if err != nil {
 			return err
 		}
 		rl.replaces = append(rl.replaces, name)
-		rl.replacesLines = append(rl.replacesLines, resolve(item).Line)
+		rl.replacesLines = append(rl.replacesLines, yamlnode.Resolve(item).Line)
 	}
 	return nil
 }
@@ -812,41 +673,41 @@ func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
 	for i, r := range rl.replaces {
 		f := fmt.Sprintf("%s.replaces[%d].name", rl.field, i)
 		if r == "" {
-			return nil, p.errAt(rl.replacesLines[i], f, "should not have an empty replaces entry")
+			return nil, p.Errorf(rl.replacesLines[i], f, "should not have an empty replaces entry")
 		}
 		if r == rl.name {
-			return nil, p.errAt(rl.replacesLines[i], f, "replaces should not contain name of same descriptor (%q)", r)
+			return nil, p.Errorf(rl.replacesLines[i], f, "replaces should not contain name of same descriptor (%q)", r)
 		}
 	}
 	u, validUnit := units[strings.ToLower(rl.unit)]
 	if rl.unlimited {
 		if validUnit {
-			return nil, p.errAt(rl.unitLine, rl.unitField, "should not specify rate limit unit when unlimited")
+			return nil, p.Errorf(rl.unitLine, rl.unitField, "should not specify rate limit unit when unlimited")
 		}
 		if rl.algorithm != "" || rl.burst != 0 {
-			return nil, p.errAt(rl.line, rl.field, "an unlimited rate_limit takes no algorithm or burst")
+			return nil, p.Errorf(rl.line, rl.field, "an unlimited rate_limit takes no algorithm or burst")
 		}
 		l.policy, l.metric = l.Path, strings.TrimPrefix(l.Path, p.domain+".")
 		return l, nil
 	}
 	if !validUnit {
 		if rl.unitField == "" {
-			return nil, p.errAt(rl.line, join(rl.field, "unit"), "required: want one of second, minute, hour, day, week, month, year")
+			return nil, p.Errorf(rl.line, configerr.Join(rl.field, "unit"), "required: want one of second, minute, hour, day, week, month, year")
 		}
-		return nil, p.errAt(rl.unitLine, rl.unitField, "invalid rate limit unit %q: want one of second, minute, hour, day, week, month, year", rl.unit)
+		return nil, p.Errorf(rl.unitLine, rl.unitField, "invalid rate limit unit %q: want one of second, minute, hour, day, week, month, year", rl.unit)
 	}
 	if !rl.hasRPU {
-		return nil, p.errAt(rl.line, join(rl.field, "requests_per_unit"), "required")
+		return nil, p.Errorf(rl.line, configerr.Join(rl.field, "requests_per_unit"), "required")
 	}
 	if rl.hasMult {
 		if rl.mult == 0 {
-			return nil, p.errAt(rl.multLine, join(rl.field, "unit_multiplier"), "must be at least 1")
+			return nil, p.Errorf(rl.multLine, configerr.Join(rl.field, "unit_multiplier"), "must be at least 1")
 		}
 		l.UnitMultiplier = uint32(rl.mult)
 	}
 	l.Unit, l.RequestsPerUnit = u.unit, uint32(rl.rpu)
 	if max := uint64(algo.MaxWindow / u.d); uint64(l.UnitMultiplier) > max {
-		return nil, p.errAt(rl.multLine, join(rl.field, "unit_multiplier"), "a window of %d %ss is longer than %s", l.UnitMultiplier, strings.ToLower(rl.unit), algo.MaxWindow)
+		return nil, p.Errorf(rl.multLine, configerr.Join(rl.field, "unit_multiplier"), "a window of %d %ss is longer than %s", l.UnitMultiplier, strings.ToLower(rl.unit), algo.MaxWindow)
 	}
 	l.Window = u.d * time.Duration(l.UnitMultiplier)
 	l.Algorithm, l.Burst = rl.algorithm, rl.burst
@@ -866,10 +727,10 @@ func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
 		// Allows nothing (a block list entry): no algorithm takes a
 		// limit of 0, and none is needed.
 		if rl.burst != 0 {
-			return nil, p.errAt(rl.burstLine, join(rl.field, "burst"), "a rate_limit of 0 requests takes no burst")
+			return nil, p.Errorf(rl.burstLine, configerr.Join(rl.field, "burst"), "a rate_limit of 0 requests takes no burst")
 		}
 		if _, ok := algoKnown(l.Algorithm); !ok {
-			return nil, p.errAt(rl.algorithmLine, join(rl.field, "algorithm"), "must be one of %v, got %q", algo.Names, l.Algorithm)
+			return nil, p.Errorf(rl.algorithmLine, configerr.Join(rl.field, "algorithm"), "must be one of %v, got %q", algo.Names, l.Algorithm)
 		}
 		return l, nil
 	}
@@ -878,7 +739,7 @@ func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
 		var pe *algo.ParamError
 		switch {
 		case errors.As(err, &pe) && pe.Field == "burst":
-			return nil, &config.Error{File: p.file, Line: rl.burstLine, Field: join(rl.field, "burst"), Reason: pe.Reason, Err: err}
+			return nil, &configerr.Error{File: p.File, Line: rl.burstLine, Field: configerr.Join(rl.field, "burst"), Reason: pe.Reason, Err: err}
 		case errors.As(err, &pe):
 			field := map[string]string{"limit": "requests_per_unit", "window": "unit"}[pe.Field]
 			if field == "" {
@@ -888,9 +749,9 @@ func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
 			if field == "requests_per_unit" {
 				line = rl.rpuLine
 			}
-			return nil, &config.Error{File: p.file, Line: line, Field: join(rl.field, field), Reason: pe.Reason, Err: err}
+			return nil, &configerr.Error{File: p.File, Line: line, Field: configerr.Join(rl.field, field), Reason: pe.Reason, Err: err}
 		default:
-			return nil, &config.Error{File: p.file, Line: rl.algorithmLine, Field: join(rl.field, "algorithm"), Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, l.Algorithm), Err: err}
+			return nil, &configerr.Error{File: p.File, Line: rl.algorithmLine, Field: configerr.Join(rl.field, "algorithm"), Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, l.Algorithm), Err: err}
 		}
 	}
 	l.limit = engine.Limit{Namespace: l.Path, Algorithm: a}

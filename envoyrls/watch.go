@@ -2,23 +2,21 @@ package envoyrls
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/sluice-go/sluice/internal/watch"
 )
 
 // DefaultDebounce is how long a Watcher waits after the last change before
 // it reloads, when WatchOptions.Debounce is zero.
-const DefaultDebounce = 100 * time.Millisecond
+const DefaultDebounce = watch.DefaultDebounce
 
 // ErrWatcherClosed is returned by Watcher.Reload after Close.
-var ErrWatcherClosed = errors.New("envoyrls: watcher closed")
+var ErrWatcherClosed = errors.New("sluice/envoyrls: watcher closed")
 
 // WatchOptions configure a Watcher. The zero value is usable.
 type WatchOptions struct {
@@ -43,170 +41,85 @@ type WatchOptions struct {
 // swaps and Kubernetes ConfigMap updates are seen) or when asked (Reload,
 // SIGHUP). A configuration that does not load is rejected whole: the one in
 // force stays, and the error is logged and passed to OnReload. A change
-// that leaves every file's bytes as they were does nothing.
+// that leaves every file's bytes as they were read last, or as they are in
+// force, does nothing; the latter, after a rejection, is logged as the
+// configuration loading again.
 type Watcher struct {
-	path     string
-	srv      *Server
-	opts     WatchOptions
-	log      *slog.Logger
-	debounce time.Duration
-	fw       *fsnotify.Watcher
-	sigC     chan os.Signal
-	done     chan struct{}
-	wg       sync.WaitGroup
-
-	mu     sync.Mutex // serialises reloads and guards the fields below
-	closed bool
-	digest uint64 // of the configuration in force, 0 before the first
-	// rejected reports that the last reload was rejected: a file that
-	// then loads as the configuration in force is said to be in force
-	// again, though nothing changes.
-	rejected bool
+	path string
+	srv  *Server
+	opts WatchOptions
+	log  *slog.Logger // with the path
+	w    *watch.Watcher[[]file]
 }
 
 // Watch starts watching path (what Load reads) for srv, whose configuration
 // must have been loaded from path. Close the Watcher to stop.
 func Watch(path string, srv *Server, opts WatchOptions) (*Watcher, error) {
-	w := &Watcher{path: filepath.Clean(path), srv: srv, opts: opts, log: opts.Logger, debounce: opts.Debounce, done: make(chan struct{})}
+	path = filepath.Clean(path)
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	w := &Watcher{path: path, srv: srv, opts: opts, log: opts.Logger}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
-	if w.debounce <= 0 {
-		w.debounce = DefaultDebounce
+	w.log = w.log.With("path", path)
+	var inForce *uint64
+	if _, d, err := load(path, opts.Load); err == nil {
+		inForce = &d
 	}
-	if _, d, err := load(w.path, opts.Load); err == nil {
-		w.digest = d
-	}
-	dir := w.path
-	if st, err := os.Stat(w.path); err != nil {
-		return nil, err
-	} else if !st.IsDir() {
-		dir = filepath.Dir(w.path)
-	}
-	fw, err := fsnotify.NewWatcher()
+	fw, err := watch.New(watch.Options[[]file]{
+		Path:     path,
+		Dirs:     func() []string { return configDirs(path) },
+		Read:     func() ([]file, uint64, error) { return readFiles(path) },
+		Apply:    w.apply,
+		Reject:   w.reject,
+		InForce:  inForce,
+		Debounce: opts.Debounce,
+		SIGHUP:   opts.SIGHUP,
+		Logger:   w.log,
+		Name:     "envoyrls",
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sluice/envoyrls: %w", err)
 	}
-	if err := fw.Add(dir); err != nil {
-		fw.Close()
-		return nil, err
-	}
-	w.fw = fw
-	if dir == w.path {
-		w.watchSubdirs()
-	}
-	if opts.SIGHUP {
-		w.sigC = make(chan os.Signal, 1)
-		signal.Notify(w.sigC, syscall.SIGHUP)
-	}
-	w.wg.Add(1)
-	go w.run()
+	w.w = fw
 	return w, nil
-}
-
-func (w *Watcher) run() {
-	defer w.wg.Done()
-	var timer *time.Timer
-	var fire <-chan time.Time
-	for {
-		select {
-		case <-w.done:
-			if timer != nil {
-				timer.Stop()
-			}
-			return
-		case _, ok := <-w.fw.Events:
-			if !ok {
-				return
-			}
-			if timer == nil {
-				timer = time.NewTimer(w.debounce)
-			} else {
-				timer.Reset(w.debounce)
-			}
-			fire = timer.C
-		case err, ok := <-w.fw.Errors:
-			if !ok {
-				return
-			}
-			w.log.Error("envoyrls: watching the configuration", "path", w.path, "err", err)
-		case <-fire:
-			fire = nil
-			w.reload(false)
-		case <-w.sigC:
-			w.log.Info("envoyrls: SIGHUP: reloading the configuration", "path", w.path)
-			w.reload(true)
-		}
-	}
 }
 
 // Reload reads the configuration now and puts it in force if it loads,
 // even when its bytes are unchanged. It returns the error that kept the
-// previous configuration, if any.
+// previous configuration, if any, or ErrWatcherClosed after Close.
 func (w *Watcher) Reload() error {
-	return w.reload(true)
-}
-
-func (w *Watcher) reload(force bool) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
+	err := w.w.Reload()
+	if errors.Is(err, watch.ErrClosed) {
 		return ErrWatcherClosed
 	}
-	cfg, digest, err := load(w.path, w.opts.Load)
+	return err
+}
+
+// Close stops watching. It waits for a reload in progress to finish.
+// Closing again does nothing and returns the first call's result.
+func (w *Watcher) Close() error { return w.w.Close() }
+
+// apply parses the files read and puts them in force.
+func (w *Watcher) apply(files []file, _ string) error {
+	cfg, err := parseFiles(files, w.opts.Load)
 	if err != nil {
-		w.rejected = true
-		w.log.Error("envoyrls: configuration rejected; the previous one stays in force", "path", w.path, "err", err)
-		if w.opts.OnReload != nil {
-			w.opts.OnReload(nil, err)
-		}
 		return err
 	}
-	if !force && digest == w.digest {
-		if w.rejected {
-			w.rejected = false
-			w.log.Info("envoyrls: the configuration loads again, and is the one in force: nothing changed", "path", w.path)
-		}
-		return nil
-	}
-	w.rejected = false
-	w.digest = digest
-	w.watchSubdirs() // a new subdirectory's files are read: watch it too
 	w.srv.SetConfig(cfg)
-	w.log.Info("envoyrls: configuration reloaded", "path", w.path, "domains", cfg.Domains())
+	w.log.Info("envoyrls: configuration reloaded", "domains", cfg.Domains())
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(cfg, nil)
 	}
 	return nil
 }
 
-// watchSubdirs watches the subdirectories of a configuration directory,
-// whose files Load reads too (fsnotify watches one directory at a time).
-func (w *Watcher) watchSubdirs() {
-	if st, err := os.Stat(w.path); err != nil || !st.IsDir() {
-		return
+// reject reports a configuration that did not load.
+func (w *Watcher) reject(err error, _ string) {
+	w.log.Error("envoyrls: configuration rejected; the previous one stays in force", "err", err)
+	if w.opts.OnReload != nil {
+		w.opts.OnReload(nil, err)
 	}
-	for _, d := range configDirs(w.path) {
-		if d != w.path {
-			w.fw.Add(d)
-		}
-	}
-}
-
-// Close stops watching. It waits for a reload in progress to finish.
-func (w *Watcher) Close() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
-	w.closed = true
-	w.mu.Unlock()
-	if w.sigC != nil {
-		signal.Stop(w.sigC)
-	}
-	close(w.done)
-	err := w.fw.Close()
-	w.wg.Wait()
-	return err
 }
