@@ -18,9 +18,10 @@
 // matching sluice.ErrInvalidConfig).
 //
 // The package reads no file: envoyrls/rlsfile reads envoyproxy/ratelimit's
-// YAML files into domains and watches them, and envoyrls/xds takes them
-// from a control plane. A program that embeds the server with domains
-// built in Go imports neither YAML nor fsnotify.
+// YAML files into domains and watches them, envoyrls/xds takes them from a
+// control plane, and envoyrls/rlsmetrics exports a Server's Metrics to
+// Prometheus. A program that embeds the server with domains built in Go
+// imports none of YAML, fsnotify or Prometheus.
 //
 // # Matching
 //

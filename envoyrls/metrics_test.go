@@ -9,13 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsmetrics"
 )
 
 // seriesOf counts the series the metrics export.
 func seriesOf(t *testing.T, m *envoyrls.Metrics) int {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
+	reg.MustRegister(rlsmetrics.NewCollector(m))
 	n, err := testutil.GatherAndCount(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestMetricsLabelsBounded(t *testing.T) {
 	if got := seriesOf(t, f.metrics); got != base {
 		t.Errorf("1,000 unknown domains: %d series, want %d as before", got, base)
 	}
-	if u := f.metrics.UnknownDomain(); u != 1000 {
+	if u := f.metrics.Counts().UnknownDomain; u != 1000 {
 		t.Errorf("unknown_domain_total = %v, want 1000", u)
 	}
 
@@ -66,7 +67,8 @@ func TestMetricsLabelsBounded(t *testing.T) {
 		f.ask(t, "api", 0, desc("user", fmt.Sprint("u", i)))
 	}
 	// MaxSeries, and the limit's own label, from the configuration.
-	if n := f.metrics.SeriesCount(); n > envoyrls.MaxSeries+1 {
+	c := f.metrics.Counts()
+	if n := len(c.Series) + len(c.Requests); n > envoyrls.MaxSeries+1 {
 		t.Errorf("%d series after %d users under detailed_metric, want at most %d", n, envoyrls.MaxSeries+500, envoyrls.MaxSeries+1)
 	}
 	if hits, _, _, _, _ := f.metrics.Snapshot("api", "user"); hits < 500 {

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/envoyrls"
 	"github.com/sluice-go/sluice/envoyrls/rlsfile"
+	"github.com/sluice-go/sluice/envoyrls/rlsmetrics"
 	"github.com/sluice-go/sluice/envoyrls/xds"
 	"github.com/sluice-go/sluice/metrics"
 )
@@ -390,7 +391,7 @@ type rlsLimitJSON struct {
 // also serves the collectors in store.
 func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *metrics.Metrics, eng *engine.Engine, store ...prometheus.Collector) http.Handler {
 	preg := prometheus.NewRegistry()
-	preg.MustRegister(counts, reloads.Collector(eng))
+	preg.MustRegister(rlsmetrics.NewCollector(counts), reloads.Collector(eng))
 	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
