@@ -6,7 +6,7 @@
 // each, and puts each response in force as a whole.
 //
 // A response is read as envoyproxy/ratelimit reads it: every resource is
-// turned into the YAML file it stands for and checked by envoyrls.ParseFile,
+// turned into the YAML file it stands for and checked by rlsfile.ParseFile,
 // so a pushed configuration is refused for exactly what the same file
 // would be. A response that does not load is NACKed with the reason, the
 // configuration in force stays, and the reason is logged and passed to
@@ -43,6 +43,7 @@ import (
 
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 )
 
 // TypeURL is the type of the resources asked for: envoyproxy/ratelimit's
@@ -328,7 +329,7 @@ func DecodeConfig(rc *confv3.RateLimitConfig) (*envoyrls.Domain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	d, err := envoyrls.ParseFile(name, data)
+	d, err := rlsfile.ParseFile(name, data)
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {

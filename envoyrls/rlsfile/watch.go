@@ -1,4 +1,4 @@
-package envoyrls
+package rlsfile
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluice-go/sluice/envoyrls"
 	"github.com/sluice-go/sluice/internal/watch"
 )
 
@@ -16,7 +17,7 @@ import (
 const DefaultDebounce = watch.DefaultDebounce
 
 // ErrWatcherClosed is returned by Watcher.Reload after Close.
-var ErrWatcherClosed = errors.New("sluice/envoyrls: watcher closed")
+var ErrWatcherClosed = errors.New("sluice/envoyrls/rlsfile: watcher closed")
 
 // WatchOptions configure a Watcher. The zero value is usable.
 type WatchOptions struct {
@@ -26,27 +27,27 @@ type WatchOptions struct {
 	// OnReload, if not nil, is called after each reload attempt: with the
 	// configuration put in force and a nil error, or with nil and the
 	// error that kept the previous one. Calls are serialised.
-	OnReload func(cfg *Config, err error)
+	OnReload func(cfg *envoyrls.Config, err error)
 	// SIGHUP makes the process's SIGHUP signals reload, until Close.
 	SIGHUP bool
 	// Debounce is how long to wait after the last event before reloading;
 	// zero means DefaultDebounce.
 	Debounce time.Duration
 	// Load is how each reload reads the configuration (LoadWith).
-	Load LoadOptions
+	Load envoyrls.LoadOptions
 }
 
-// Watcher reloads a configuration file or directory into a Server when it
-// changes (fsnotify events on the directory, so renames, symbolic-link
-// swaps and Kubernetes ConfigMap updates are seen) or when asked (Reload,
-// SIGHUP). A configuration that does not load is rejected whole: the one in
+// Watcher reloads a configuration file or directory into an envoyrls.Server
+// when it changes (fsnotify events on the directory, so renames,
+// symbolic-link swaps and Kubernetes ConfigMap updates are seen) or when
+// asked (Reload, SIGHUP). A configuration that does not load is rejected whole: the one in
 // force stays, and the error is logged and passed to OnReload. A change
 // that leaves every file's bytes as they were read last, or as they are in
 // force, does nothing; the latter, after a rejection, is logged as the
 // configuration loading again.
 type Watcher struct {
 	path string
-	srv  *Server
+	srv  *envoyrls.Server
 	opts WatchOptions
 	log  *slog.Logger // with the path
 	w    *watch.Watcher[[]file]
@@ -54,7 +55,7 @@ type Watcher struct {
 
 // Watch starts watching path (what Load reads) for srv, whose configuration
 // must have been loaded from path. Close the Watcher to stop.
-func Watch(path string, srv *Server, opts WatchOptions) (*Watcher, error) {
+func Watch(path string, srv *envoyrls.Server, opts WatchOptions) (*Watcher, error) {
 	path = filepath.Clean(path)
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
@@ -81,7 +82,7 @@ func Watch(path string, srv *Server, opts WatchOptions) (*Watcher, error) {
 		Name:     "envoyrls",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sluice/envoyrls: %w", err)
+		return nil, fmt.Errorf("sluice/envoyrls/rlsfile: %w", err)
 	}
 	w.w = fw
 	return w, nil
