@@ -5,7 +5,7 @@ package main
 //
 //   - ```yaml: a gateway configuration (a top-level key of the file serve
 //     reads) parses with config.Parse; an envoyproxy/ratelimit file (a
-//     top-level domain key) with envoyrls.ParseFile; anything else must be
+//     top-level domain key) with rlsfile.ParseFile; anything else must be
 //     marked yaml-only (it is then only parsed as YAML).
 //   - ```go: a whole file (it starts with a package clause), gofmt'd, and
 //     every such block compiles against this module. A main program
@@ -52,7 +52,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-go/sluice/config"
-	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 )
 
 // docsRoot is the repository's root, seen from this package's directory.
@@ -221,8 +221,8 @@ func checkYAMLBlock(b docBlock) error {
 	name := "block"
 	switch {
 	case slices.Contains(keys, "domain"):
-		if _, err := envoyrls.ParseFile(name, []byte(b.body)); err != nil {
-			return fmt.Errorf("an envoyproxy/ratelimit file that envoyrls.ParseFile refuses (lines from the block's first): %v", err)
+		if _, err := rlsfile.ParseFile(name, []byte(b.body)); err != nil {
+			return fmt.Errorf("an envoyproxy/ratelimit file that rlsfile.ParseFile refuses (lines from the block's first): %v", err)
 		}
 	case slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(gatewayKeys, k) }):
 		if _, err := config.Parse(name, []byte(b.body)); err != nil {
