@@ -127,11 +127,11 @@ const maxOverrides = 4096
 // envoyproxy/ratelimit answers before it has loaded one.
 func NewServer(cfg *Config, opts Options) (*Server, error) {
 	if opts.Engine == nil {
-		return nil, errors.New("envoyrls: NewServer needs an engine")
+		return nil, errors.New("sluice/envoyrls: NewServer needs an engine")
 	}
 	h, err := ParseHeaders(string(opts.Headers))
 	if err != nil {
-		return nil, fmt.Errorf("envoyrls: Options.Headers: %w", err)
+		return nil, fmt.Errorf("sluice/envoyrls: Options.Headers: %w", err)
 	}
 	opts.Headers = h
 	s := &Server{opts: opts, eng: opts.Engine, log: opts.Logger}

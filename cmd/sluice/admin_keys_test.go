@@ -169,7 +169,7 @@ func TestAdminResetAndKeys(t *testing.T) {
 		want                      string
 	}{
 		{"POST", "/v1/reset", "application/json", `{"rule":"nope","key":"user:a"}`, 404, `no rule named \"nope\"`},
-		{"POST", "/v1/reset", "application/json", `{"rule":"search","key":"alice"}`, 400, "key: identity: bad caller key"},
+		{"POST", "/v1/reset", "application/json", `{"rule":"search","key":"alice"}`, 400, "key: sluice/identity: bad caller key"},
 		{"POST", "/v1/reset", "application/json", `{"rule":`, 400, "want a JSON object"},
 		{"POST", "/v1/reset", "application/x-www-form-urlencoded", "rule=search", 400, "give rule and key"},
 		{"GET", "/v1/keys?rule=search", "", "", 400, "give rule and key"},

@@ -116,10 +116,10 @@ type Client struct {
 // the control plane sends it (Ready). An error is a bad option.
 func Start(srv *envoyrls.Server, o Options) (*Client, error) {
 	if srv == nil {
-		return nil, errors.New("xds: Start needs a server")
+		return nil, errors.New("sluice/envoyrls/xds: Start needs a server")
 	}
 	if o.Server == "" {
-		return nil, errors.New("xds: Options.Server: the control plane's address is required")
+		return nil, errors.New("sluice/envoyrls/xds: Options.Server: the control plane's address is required")
 	}
 	if o.NodeID == "" {
 		o.NodeID = DefaultNodeID
@@ -131,7 +131,7 @@ func Start(srv *envoyrls.Server, o Options) (*Client, error) {
 		o.MaxBackoff = max(DefaultMaxBackoff, o.Backoff)
 	}
 	if o.MaxBackoff < o.Backoff {
-		return nil, fmt.Errorf("xds: Options.MaxBackoff %v is shorter than Backoff %v", o.MaxBackoff, o.Backoff)
+		return nil, fmt.Errorf("sluice/envoyrls/xds: Options.MaxBackoff %v is shorter than Backoff %v", o.MaxBackoff, o.Backoff)
 	}
 	creds := insecure.NewCredentials()
 	if o.TLS != nil {
@@ -143,7 +143,7 @@ func Start(srv *envoyrls.Server, o Options) (*Client, error) {
 	}
 	conn, err := grpc.NewClient(o.Server, dial...)
 	if err != nil {
-		return nil, fmt.Errorf("xds: control plane %s: %w", o.Server, err)
+		return nil, fmt.Errorf("sluice/envoyrls/xds: control plane %s: %w", o.Server, err)
 	}
 	c := &Client{srv: srv, opts: o, log: o.Logger, conn: conn, done: make(chan struct{}), first: make(chan struct{})}
 	if c.log == nil {
@@ -243,7 +243,7 @@ func (c *Client) stream() (delivered bool, err error) {
 			case <-time.After(RepeatWait):
 			}
 		case resp.GetTypeUrl() != TypeURL:
-			err = fmt.Errorf("xds: response of type %q, want %q", resp.GetTypeUrl(), TypeURL)
+			err = fmt.Errorf("sluice/envoyrls/xds: response of type %q, want %q", resp.GetTypeUrl(), TypeURL)
 			c.log.Error("sluice rls: response from the control plane rejected", "err", err)
 		default:
 			err = c.apply(resp)
@@ -311,7 +311,7 @@ func Decode(resp *discoveryv3.DiscoveryResponse, o envoyrls.LoadOptions) (*envoy
 	for i, res := range resp.GetResources() {
 		var rc confv3.RateLimitConfig
 		if err := res.UnmarshalTo(&rc); err != nil {
-			return nil, fmt.Errorf("xds: resource %d: %w", i, err)
+			return nil, fmt.Errorf("sluice/envoyrls/xds: resource %d: %w", i, err)
 		}
 		d, err := DecodeConfig(&rc)
 		if err != nil {
