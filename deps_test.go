@@ -67,3 +67,46 @@ func TestEmbeddingImportsStayLight(t *testing.T) {
 		}
 	}
 }
+
+// moduleVersions returns the version of each module whose packages
+// `go list -deps -test ./...` lists in dir.
+func moduleVersions(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIPPED: no go command on PATH to list modules with")
+	}
+	cmd := exec.Command(goBin, "list", "-deps", "-test", "-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}", "./...")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list in %s: %v", dir, err)
+	}
+	vs := make(map[string]string)
+	for _, line := range strings.Split(string(out), "\n") {
+		if path, version, ok := strings.Cut(line, " "); ok {
+			vs[path] = version
+		}
+	}
+	return vs
+}
+
+// The benchmark module builds the main module's dependencies at the main
+// module's versions: one version apart (golang.org/x/sys, say) changes
+// the build of every package above it, and `make test`, which builds both
+// modules, would compile the whole tree twice on a fresh machine. Raise
+// the main module's requirement (go get) to the benchmark module's.
+func TestBenchModuleSharesDependencyVersions(t *testing.T) {
+	main, bench := moduleVersions(t, "."), moduleVersions(t, "bench")
+	if len(main) < 20 || len(bench) < 20 {
+		t.Fatalf("go list found %d and %d modules: the check has gone blind", len(main), len(bench))
+	}
+	for path, v := range main {
+		if path == "github.com/sluice-go/sluice" {
+			continue
+		}
+		if bv, ok := bench[path]; ok && bv != v {
+			t.Errorf("%s is %s in the main module and %s in bench/", path, v, bv)
+		}
+	}
+}
