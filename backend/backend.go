@@ -23,11 +23,17 @@ var (
 	// not. The error names the store, the path and what was damaged; the
 	// package documentation of each store says how to recover.
 	ErrCorrupt = errors.New("sluice/backend: the store's files are damaged")
+	// ErrLocked is returned when opening a store whose directory another
+	// process holds. The error wrapping it names the directory.
+	ErrLocked = errors.New("sluice/backend: directory locked by another process")
 )
 
 // Backend is the store under the engine. Implementations must be safe for
 // concurrent use. Keys and values passed in may be reused by the caller as
 // soon as a call returns, so a backend that keeps them must copy them.
+//
+// A plain Backend runs under the engine's own stripe locks; a store that
+// does better implements one of the paths below (see the package doc).
 type Backend interface {
 	// Get returns the record stored under key, or nil and no error when
 	// there is none or it has expired at now. The returned slice belongs to
@@ -47,33 +53,31 @@ type Backend interface {
 	Close() error
 }
 
-// Counter is implemented by a backend that can say how many keys it holds.
-type Counter interface {
+// Stats is implemented by a store that counts its records. The engine
+// reports them as its Stats' Keys and Evictions. Every Striped store is
+// one; a store on the plain or swap path may be.
+type Stats interface {
 	// Len returns the number of records held, including expired ones a
 	// sweeper has not removed yet.
 	Len() int
-}
 
-// EvictionCounter is implemented by a backend that counts the expired
-// records it has removed.
-type EvictionCounter interface {
 	// Evictions returns the number of expired records removed since the
 	// store was opened, by a background sweeper or by Sweep.
 	Evictions() uint64
 }
 
-// Extender is implemented by a Striped backend that can lengthen the
-// expiry of a record it holds without the record being written again. The
-// engine calls it, holding the key's stripe lock, after a denial: a denial
-// writes nothing, but its record may need to be kept longer than the expiry
-// it was written with. A rule whose rate was lowered since refills what
-// was spent more slowly, and a record forgotten early would give its caller
-// the whole capacity back before the RetryAfter it was told.
-type Extender interface {
-	// ExtendLocked sets the expiry of key's record to expiresAt when the
-	// store holds it, live at now, and it would expire before expiresAt;
-	// it reports whether it did. A record that never expires is left so.
-	ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (bool, error)
+// Sweeper is implemented by a store that removes expired records on
+// request as well as in the background, with this one signature, so the
+// engine sweeps whatever store it runs on. Every Striped and every Durable
+// store is one; a store on the plain or swap path may be.
+type Sweeper interface {
+	// Sweep examines at most budget records (the store's own batch size
+	// when budget is zero or less), removes those expired at now and
+	// returns how many it removed. Sweeping is invisible to readers:
+	// expired records read as absent whether or not they have been swept.
+	// Sweep takes whatever locks it needs itself: a caller must not hold a
+	// stripe lock.
+	Sweep(now int64, budget int) (removed int, err error)
 }
 
 // hashSeed seeds Hash, once per process: which stripe a key falls on, and
@@ -88,16 +92,19 @@ var hashSeed = maphash.MakeSeed()
 // about half the time, and it is seeded.)
 func Hash(key []byte) uint64 { return maphash.Bytes(hashSeed, key) }
 
-// Striped is implemented by an in-process backend that partitions its keys
-// by hash and lets the caller hold a partition's lock across several
-// operations. The engine then uses the backend's partitions as its stripes,
-// so a decision takes one lock, and steps a record in place.
+// Striped is the in-process path: a store that partitions its keys by hash
+// and lets the caller hold a partition's lock across several operations.
+// The engine then uses the store's partitions as its stripes, so a
+// decision takes one lock, and steps a record in place. It holds its
+// records in the process's memory, so it counts them and sweeps them.
 //
 // The hash passed to the *Locked methods must be Hash(key) (the same hash
 // the plain methods compute), and the caller must hold the lock of stripe
 // hash & (Stripes()-1) for the whole call.
 type Striped interface {
 	Backend
+	Stats
+	Sweeper
 
 	// Stripes returns the number of partitions, a power of two.
 	Stripes() int
@@ -120,11 +127,18 @@ type Striped interface {
 
 	// DeleteLocked is Delete for a caller holding the stripe lock.
 	DeleteLocked(hash uint64, key []byte) error
-}
 
-// ErrLocked is returned when opening a store whose directory another
-// process holds. The error wrapping it names the directory.
-var ErrLocked = errors.New("sluice/backend: directory locked by another process")
+	// ExtendLocked, for a caller holding the stripe lock, sets the expiry
+	// of key's record to expiresAt when the store holds it, live at now,
+	// and it would expire before expiresAt; it reports whether it did. A
+	// record that never expires is left so. The engine calls it after a
+	// denial: a denial writes nothing, but its record may need to be kept
+	// longer than the expiry it was written with. A rule whose rate was
+	// lowered since refills what was spent more slowly, and a record
+	// forgotten early would give its caller the whole capacity back before
+	// the RetryAfter it was told.
+	ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (bool, error)
+}
 
 // Write is one record change in a batch.
 type Write struct {
@@ -139,54 +153,38 @@ type Write struct {
 	Delete bool
 }
 
-// Batcher is implemented by a durable backend that can apply many writes in
-// one commit. The engine uses it to flush its in-memory tier and, in sync
-// mode, to share one fsync among concurrent callers (group commit).
-type Batcher interface {
-	// WriteBatch applies every write atomically, in order (a later write to
-	// a key wins). With sync set it returns only once the commit is on
-	// stable storage (fsync); without, a crash of the process (not of the
-	// machine) loses nothing that WriteBatch has returned for. The backend
-	// does not keep the slices after it returns.
-	WriteBatch(writes []Write, sync bool) error
-}
-
-// Record is one stored record, as Ranger lists it.
+// Record is one stored record, as Range lists it.
 type Record struct {
 	Key       []byte
 	Value     []byte
 	ExpiresAt int64
 }
 
-// Ranger is implemented by a backend that can list its records in key
-// order, for inspection tools.
-type Ranger interface {
+// Durable is the durable path: a store on disk under the engine's
+// in-memory tier. The tier loads a record on first use after a restart
+// (Load), keeps it until its expiry, and writes changed records back in
+// batches, or in Sync mode shares one fsync among concurrent callers
+// (WriteBatch: group commit). The store sweeps its own expired records in
+// the background and on request, and lists them for inspection tools.
+type Durable interface {
+	Backend
+	Sweeper
+
+	// WriteBatch applies every write atomically, in order (a later write to
+	// a key wins). With sync set it returns only once the commit is on
+	// stable storage (fsync); without, a crash of the process (not of the
+	// machine) loses nothing that WriteBatch has returned for. The backend
+	// does not keep the slices after it returns.
+	WriteBatch(writes []Write, sync bool) error
+
+	// Load is Get that also returns the record's expiry (zero or less:
+	// never). A missing or expired record is nil, 0, nil.
+	Load(key []byte, now int64) (value []byte, expiresAt int64, err error)
+
 	// Range calls fn for every record whose key is >= start, in key order,
 	// including expired records not yet swept, until fn returns false. The
 	// slices passed to fn are valid only during the call.
 	Range(start []byte, fn func(r Record) bool) error
-}
-
-// Loader is implemented by a durable backend that can return a record's
-// expiry along with it. The engine's in-memory tier uses it to load a record
-// on first use after a restart and keep it until that expiry.
-type Loader interface {
-	// Load is Get that also returns the record's expiry (zero or less:
-	// never). A missing or expired record is nil, 0, nil.
-	Load(key []byte, now int64) (value []byte, expiresAt int64, err error)
-}
-
-// Sweeper is implemented by a backend that removes expired records on
-// request as well as in the background. Every store that sweeps offers this
-// one signature, so the engine sweeps whatever store it runs on.
-type Sweeper interface {
-	// Sweep examines at most budget records (the store's own batch size
-	// when budget is zero or less), removes those expired at now and
-	// returns how many it removed. Sweeping is invisible to readers:
-	// expired records read as absent whether or not they have been swept.
-	// Sweep takes whatever locks it needs itself: a caller must not hold a
-	// stripe lock.
-	Sweep(now int64, budget int) (removed int, err error)
 }
 
 // Swap is one key's part of a CompareAndSwap.
@@ -209,24 +207,22 @@ type Swap struct {
 	// holds, in the same atomic step as the writes. Its expiry is left too,
 	// unless TTL is positive and the record would expire sooner than TTL
 	// from the commit: then it is kept until then (a denial's record must
-	// outlive the wait it told its caller; see Extender).
+	// outlive the wait it told its caller; see Striped.ExtendLocked).
 	Keep bool
 }
 
-// Swapper is implemented by a store that cannot lend the engine a lock,
-// because it lives across a network (Redis): instead it offers an atomic
-// compare-and-swap over several keys. The engine then keeps the last record
-// it saw per key, steps it locally, and commits with CompareAndSwap; on a
-// mismatch it steps again on the records the store returned.
-//
-// A Swapper must not also be a Striped or a Batcher backend: the engine
-// takes the first capability it finds in the order Swapper, Batcher,
-// Striped.
+// Swapper is the compare-and-swap path: a store that cannot lend the
+// engine a lock, because it lives across a network (Redis), and offers
+// instead an atomic compare-and-swap over several keys. The engine then
+// keeps the last record it saw per key, steps it locally, and commits with
+// CompareAndSwap; on a mismatch it steps again on the records the store
+// returned. Several engines, in several processes, may share the store.
 type Swapper interface {
 	Backend
 
 	// CompareAndSwap writes every swap's Value (or deletes it) if, and only
 	// if, every key still holds its Expected record, as one atomic step.
+	// Every key of one call is of one group (SwapGroup).
 	//
 	// When it writes, ok is true and current is nil. When any key differs,
 	// it writes nothing, ok is false, and current holds each key's record
@@ -242,28 +238,26 @@ type Swapper interface {
 	// The store does not keep the slices of swaps after it returns, and
 	// the slices of current belong to the caller.
 	CompareAndSwap(swaps []Swap) (ok bool, current [][]byte, now int64, err error)
-}
 
-// Grouper is implemented by a Swapper whose CompareAndSwap is atomic only
-// over keys of one group: over a Redis Cluster, the keys of one hash slot.
-// The engine sends each compare-and-swap over keys of one group only; an
-// ApplyAll whose keys lie in several groups is committed group by group
-// (see the engine's package doc for what that promises).
-type Grouper interface {
 	// SwapGroup returns key's group: keys with equal groups may be swapped
-	// together.
+	// together. A store atomic over any keys returns one group for all
+	// ("", say); over a Redis Cluster a group is a hash slot's keys. The
+	// engine sends each compare-and-swap over keys of one group only; an
+	// ApplyAll whose keys lie in several groups is committed group by
+	// group (see the engine's package doc for what that promises).
 	SwapGroup(key []byte) string
-}
 
-// Watcher is implemented by a Swapper that several engines share (Redis),
-// to tell each of them of a record deleted through any of them: a Reset
-// in one process then reaches the last-seen records and standing denials
-// the others keep (see the engine's package doc).
-type Watcher interface {
 	// WatchDeletes calls fn, from a goroutine of the store's, with the key
 	// of every record deleted by Delete, through this store or another
-	// client of the same one, as the store learns of it. A delete made
-	// while the watch was broken (the store unreachable) may be missed.
-	// stop ends the watch; fn is not called after stop returns.
+	// client of the same one, as the store learns of it: a Reset in one
+	// process then reaches the last-seen records and standing denials the
+	// others keep (see the engine's package doc). A delete made while the
+	// watch was broken (the store unreachable) may be missed. stop ends
+	// the watch; fn is not called after stop returns.
 	WatchDeletes(fn func(key []byte)) (stop func(), err error)
+
+	// Range is Durable.Range: every record whose key is >= start, in key
+	// order, with its expiry, for inspection tools and for clearing a
+	// store's records.
+	Range(start []byte, fn func(r Record) bool) error
 }

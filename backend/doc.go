@@ -12,17 +12,30 @@
 // Times are Unix nanoseconds. An expiry of zero or less means the record never
 // expires; otherwise a record is expired at now when expiresAt <= now.
 //
-// Optional capabilities let a store do better than the plain contract, and
-// the engine looks for them once, when it is built: Striped, for an
-// in-process store whose own partition locks can serve as the engine's
-// stripe locks (one lock per decision instead of two); Batcher and Loader,
-// for a durable store under the engine's in-memory tier; Swapper, for a
-// store across a network that cannot lend a lock and offers an atomic
-// multi-key compare-and-swap instead; Counter, EvictionCounter and Sweeper,
-// for a store that can count its keys, count what it evicted, and sweep
-// expired records on request; Ranger, for inspection tools.
+// # Paths
+//
+// The engine takes one of four paths over a store, chosen once when it is
+// built, and each path is one interface that a store implements whole:
+//
+//   - Striped: an in-process store whose own partition locks serve as the
+//     engine's stripe locks, so a decision takes one lock and steps its
+//     record in place (the memory store).
+//   - Durable: a store on disk, under the engine's in-memory tier, which
+//     loads records on first use and writes them back in batches (Pebble,
+//     bbolt).
+//   - Swapper: a store across a network that cannot lend a lock and offers
+//     an atomic multi-key compare-and-swap instead, with its groups of keys
+//     that swap together and a watch of deletions (Redis).
+//   - a plain Backend, under the engine's own stripe locks.
+//
+// A store implements at most one of Striped, Durable and Swapper; the
+// engine refuses one that implements two. Beside its path, a store on the
+// plain or the swap path may implement Stats, to count its records, and
+// Sweeper, to remove expired ones on request; a Striped store does both,
+// and a Durable one sweeps. Nothing else is optional: the engine never asks
+// a store what it can do beyond its path.
 //
 // The conformance suite in backend/backendtest runs against every backend
-// (Run), and against every Swapper (RunSwapper); a new backend is done when
-// it passes it unchanged.
+// (Run), every Durable store (RunDurable) and every Swapper (RunSwapper); a
+// new backend is done when it passes it unchanged.
 package backend

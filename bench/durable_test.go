@@ -267,7 +267,7 @@ var rawValue = make([]byte, 17)
 // rawStore opens the named store in a temporary directory holding rawKeys
 // records of 17 bytes under the engine's namespaced keys, expiring in an
 // hour, and returns it with its keys and the time it was filled.
-func rawStore(b *testing.B, name string) (DiskStore, [][]byte, int64) {
+func rawStore(b *testing.B, name string) (backend.Durable, [][]byte, int64) {
 	b.Helper()
 	s, err := OpenStore(name, b.TempDir())
 	if err != nil {

@@ -189,13 +189,6 @@ func (s *Sluice) Len() int { return s.e.Len() }
 // Close closes the engine and its backend.
 func (s *Sluice) Close() { _ = s.e.Close() }
 
-// DiskStore is what the engine's in-memory tier needs from a durable store.
-type DiskStore interface {
-	backend.Backend
-	backend.Batcher
-	backend.Loader
-}
-
 // Durable stores OpenStore knows.
 const (
 	// StorePebble is backend/pebble with its default options: Put is not
@@ -214,7 +207,7 @@ const (
 // OpenStore opens the named durable store (StorePebble, StoreBolt or
 // StoreBoltNoSync) in dir with its default options: background sweeper on,
 // as users run it.
-func OpenStore(name, dir string) (DiskStore, error) {
+func OpenStore(name, dir string) (backend.Durable, error) {
 	switch name {
 	case StorePebble:
 		return pebble.Open(dir, nil)

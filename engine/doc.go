@@ -5,9 +5,10 @@
 // by default, or with Options.ClockTick a CoarseClock that a goroutine
 // advances every tick, so that decisions resolve to the tick), prefixes the
 // limit's namespace to the caller's key (so two rules never share a
-// counter), and steps the key's record with the limit's algorithm. New chooses, once, by
-// the capabilities the backend implements, how that step is made atomic.
-// The dispatch lives in one file (store.go); no call re-decides it.
+// counter), and steps the key's record with the limit's algorithm. New
+// chooses, once, by the path interface the backend implements (see package
+// backend), how that step is made atomic. The dispatch lives in one file
+// (store.go); no call re-decides it.
 //
 // # The striped path
 //
@@ -30,8 +31,7 @@
 //     again; ApplyKeyInto does so into the caller's Decision. Any other Striped store, such as the memory store behind a
 //     test's fault-injecting wrapper, takes the same steps through the
 //     interface.
-//   - over a durable backend (backend.Batcher and backend.Loader: Pebble,
-//     bbolt), the partition lock of the in-memory tier, which holds the
+//   - over a backend.Durable (Pebble, bbolt), the partition lock of the in-memory tier, which holds the
 //     records in use and writes them back as Options.Durability says.
 //   - over any other backend, the engine's own stripe locks
 //     (Options.Stripes).
@@ -79,8 +79,9 @@
 //     Such a denial never turns an allow into a deny; its Remaining and
 //     RetryAfter are the last-seen record's, so in a fleet they may be
 //     more generous than the store's (the retry is then decided against
-//     the store). A Reset in another process reaches the others through a
-//     backend.Watcher (Redis Pub/Sub), which forgets the key; a watcher
+//     the store). A Reset in another process reaches the others through the
+//     store's watch of deletions (backend.Swapper.WatchDeletes: Redis
+//     Pub/Sub), which forgets the key; a watcher
 //     that missed it denies until the denial's RetryAfter at most. A hot
 //     reload needs nothing: the new rule steps the last-seen record, so a
 //     raised limit admits at once. Options.ConfirmDenials sends every
@@ -101,8 +102,9 @@
 //     denial the last-seen records show (as a single request's would be
 //     answered locally) is answered from them with no round trip, before
 //     queueing for the keys and again once they are owned; the other
-//     requests' decisions are then those of their last-seen records. Over a
-//     backend.Grouper whose keys of one call fall in several groups (a
+//     requests' decisions are then those of their last-seen records. When the
+//     keys of one call fall in several of the store's groups
+//     (backend.Swapper.SwapGroup: a
 //     per-user and a global limit on different Redis Cluster slots), each
 //     group after the first is confirmed by a compare-only swap, then the
 //     groups are committed one by one in the order of the requests. If

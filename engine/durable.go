@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -13,7 +12,7 @@ import (
 )
 
 // Durability says when a decision's new record reaches a durable backend
-// (one that implements backend.Batcher, such as Pebble or bbolt).
+// (a backend.Durable, such as Pebble or bbolt).
 type Durability int
 
 const (
@@ -70,9 +69,7 @@ const (
 // tier implements backend.Striped; its stripes are the memory store's.
 type tier struct {
 	cache    *memory.Store
-	disk     backend.Backend
-	load     backend.Loader
-	batch    backend.Batcher
+	disk     backend.Durable
 	mode     Durability
 	clock    Clock
 	maxDirty int64
@@ -249,12 +246,7 @@ func (st *tierStripe) remember(h uint64) {
 
 var _ backend.Striped = (*tier)(nil)
 
-func newTier(disk backend.Backend, o *Options, clock Clock) (*tier, error) {
-	batch, ok1 := disk.(backend.Batcher)
-	load, ok2 := disk.(backend.Loader)
-	if !ok1 || !ok2 {
-		return nil, errors.New("sluice/engine: a durable backend must implement backend.Batcher and backend.Loader")
-	}
+func newTier(disk backend.Durable, o *Options, clock Clock) (*tier, error) {
 	interval := o.FlushInterval
 	if interval == 0 {
 		interval = DefaultFlushInterval
@@ -273,8 +265,6 @@ func newTier(disk backend.Backend, o *Options, clock Clock) (*tier, error) {
 	t := &tier{
 		cache:    cache,
 		disk:     disk,
-		load:     load,
-		batch:    batch,
 		mode:     o.Durability,
 		clock:    clock,
 		maxDirty: maxDirty,
@@ -286,7 +276,7 @@ func newTier(disk backend.Backend, o *Options, clock Clock) (*tier, error) {
 	for i := range t.stripes {
 		t.stripes[i].known = make([]uint64, perStripe)
 	}
-	t.commit.batch = batch
+	t.commit.batch = disk
 	t.commit.onFail = t.remark
 	t.commit.cond.L = &t.commit.mu
 	go t.flusher(interval)
@@ -303,6 +293,15 @@ func (t *tier) Lock(i int) { t.cache.Lock(i) }
 
 // Unlock unlocks stripe i.
 func (t *tier) Unlock(i int) { t.cache.Unlock(i) }
+
+// Len returns the number of records the cache holds.
+func (t *tier) Len() int { return t.cache.Len() }
+
+// Evictions returns the number of expired records swept from the cache.
+func (t *tier) Evictions() uint64 { return t.cache.Evictions() }
+
+// Sweep sweeps the cache (the disk sweeps itself, on its own schedule).
+func (t *tier) Sweep(now int64, budget int) (int, error) { return t.cache.Sweep(now, budget) }
 
 // GetLocked returns the cached record, loading it from disk on a miss. The
 // disk read is the only I/O done under a stripe lock, once per key per
@@ -332,7 +331,7 @@ func (t *tier) GetLocked(h uint64, k []byte, now int64) ([]byte, error) {
 		// has taken. The lookup finds the entry GetLocked just found.
 		return nil, nil
 	}
-	v, exp, err := t.load.Load(k, now)
+	v, exp, err := t.disk.Load(k, now)
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +521,7 @@ func (t *tier) flush() error {
 		return nil
 	}
 	start := time.Now()
-	err := t.batch.WriteBatch(writes, false)
+	err := t.disk.WriteBatch(writes, false)
 	t.flushNanos.Add(uint64(time.Since(start)))
 	t.flushes.Add(1)
 	if err != nil {
@@ -624,7 +623,7 @@ func clone(b []byte) []byte {
 // caller becomes the leader and commits everything queued in one synced
 // batch; the callers that queued meanwhile wait for it, or lead the next.
 type committer struct {
-	batch  backend.Batcher
+	batch  backend.Durable
 	onFail func([]backend.Write, []uint64)
 
 	mu       sync.Mutex // guards everything below

@@ -17,27 +17,20 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// durableStore is what the engine's tier needs from a disk store.
-type durableStore interface {
-	backend.Backend
-	backend.Batcher
-	backend.Loader
-}
-
 // durables open a store on dir; sweepers are off because a fake clock
 // drives the tests.
 var durables = []struct {
 	name string
-	open func(t testing.TB, dir string) durableStore
+	open func(t testing.TB, dir string) backend.Durable
 }{
-	{"pebble", func(t testing.TB, dir string) durableStore {
+	{"pebble", func(t testing.TB, dir string) backend.Durable {
 		s, err := pebble.Open(dir, &pebble.Options{SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}},
-	{"bolt", func(t testing.TB, dir string) durableStore {
+	{"bolt", func(t testing.TB, dir string) backend.Durable {
 		s, err := bolt.Open(dir, &bolt.Options{SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)

@@ -66,7 +66,7 @@ type Options struct {
 	Logger *slog.Logger
 
 	// The fields below apply over a durable backend, one implementing
-	// backend.Batcher and backend.Loader (Pebble, bbolt): the engine then
+	// backend.Durable (Pebble, bbolt): the engine then
 	// keeps the records in use in an in-memory tier and writes them back
 	// as Durability says.
 
@@ -180,7 +180,7 @@ type Engine struct {
 	// writes off the first of them, and the counters below off the last.
 	_       [cacheLine]byte
 	b       backend.Backend
-	store   storeSet // the path and capabilities New chose for b
+	store   storeSet // the path New chose for b, and what it counts and sweeps through
 	stripes []stripe
 	mask    uint64
 	clock   Clock
@@ -197,13 +197,13 @@ type Engine struct {
 	lastWarn atomic.Int64 // Unix ns of the last corrupt-record warning
 }
 
-// New returns an engine over b, choosing once, by the capabilities b
+// New returns an engine over b, choosing once, by the path interface b
 // implements, the path every call takes (see the package doc): compare-and-
-// swap over a backend.Swapper; the in-memory tier over a durable store (a
-// backend.Batcher and backend.Loader); the store's own partitions as stripes
-// over a backend.Striped; otherwise the engine's own stripe locks. The
-// engine owns b from then on: Close closes it. When New returns an error, b
-// is still the caller's.
+// swap over a backend.Swapper; the in-memory tier over a backend.Durable;
+// the store's own partitions as stripes over a backend.Striped; otherwise
+// the engine's own stripe locks. A store implementing more than one of
+// those is refused. The engine owns b from then on: Close closes it. When
+// New returns an error, b is still the caller's.
 func New(b backend.Backend, opts *Options) (*Engine, error) {
 	if b == nil {
 		return nil, errors.New("sluice/engine: nil backend")
@@ -272,15 +272,15 @@ func (e *Engine) Stats() Stats {
 	if sp := e.store.swap; sp != nil {
 		s.Swaps, s.Conflicts, s.LocalDenials = sp.swaps.Load(), sp.conflicts.Load(), sp.localDenials.Load()
 	}
-	if ev := e.store.evicted; ev != nil {
-		s.Evictions = ev.Evictions()
+	if c := e.store.count; c != nil {
+		s.Evictions = c.Evictions()
 	}
 	return s
 }
 
 // Len returns the number of keys held in memory (the memory backend, or
 // the in-memory tier over a durable backend) or by a backend implementing
-// backend.Counter, or -1 when it cannot tell.
+// backend.Stats, or -1 when it cannot tell.
 func (e *Engine) Len() int {
 	if c := e.store.count; c != nil {
 		return c.Len()
@@ -431,7 +431,7 @@ func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Deci
 		err = e.write(st, h, k, next, now, d.TTL)
 	} else if spend && !d.Allowed {
 		// Nothing is written, but the record is kept until its caller is
-		// full again (see backend.Extender); a longer expiry is a write,
+		// full again (see backend.Striped.ExtendLocked); a longer expiry is a write,
 		// which Sync mode commits before answering.
 		wrote = e.keep(st, h, k, now, d.Reset)
 	}
@@ -567,7 +567,7 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		}
 	} else {
 		// Nothing is spent, but a denied record is kept until its caller
-		// is full again (see backend.Extender), committed as a write is.
+		// is full again (see backend.Striped.ExtendLocked), committed as a write is.
 		for s := range slots {
 			if sl := &slots[s]; e.keep(&e.stripes[sl.hash&e.mask], sl.hash, sl.key, now, sl.keep) {
 				kept = true

@@ -20,10 +20,11 @@ var t0 = time.Unix(1_700_000_040, 0)
 // as the engine's non-striped path and as the model the others must match.
 // With keepExpired it ignores expiry altogether and never forgets a record.
 type mapBackend struct {
-	mu          sync.Mutex // guards m and closed
+	mu          sync.Mutex // guards m, closed and evicted
 	m           map[string]mapRecord
 	closed      bool
 	keepExpired bool
+	evicted     uint64 // records Sweep removed
 }
 
 type mapRecord struct {
@@ -80,6 +81,7 @@ func (b *mapBackend) Sweep(now int64, _ int) (int, error) {
 			n++
 		}
 	}
+	b.evicted += uint64(n)
 	return n, nil
 }
 
@@ -87,6 +89,12 @@ func (b *mapBackend) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.m)
+}
+
+func (b *mapBackend) Evictions() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.evicted
 }
 
 func (b *mapBackend) Close() error {
@@ -107,7 +115,7 @@ type store struct {
 // backends are the stores every engine test runs over: the memory store (the
 // striped path, devirtualised), the memory store behind faulty's wrapper (the
 // same path through backend.Striped), a plain map under the engine's own
-// locks, and the in-process Swapper (the compare-and-swap path).
+// locks, and the in-process backend.Swapper (the compare-and-swap path).
 var backends = []store{
 	{"memory", func(engine.Clock) backend.Backend { return memory.New(&memory.Options{SweepInterval: -1, Shards: 16}) }},
 	{"faulty-memory", func(engine.Clock) backend.Backend {

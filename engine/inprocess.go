@@ -87,7 +87,7 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 	case !d.Allowed:
 		// A denial writes nothing, but its record is kept until its
 		// caller is full again: written under a rule whose rate has since
-		// been lowered, it would expire sooner (see backend.Extender).
+		// been lowered, it would expire sooner (see backend.Striped.ExtendLocked).
 		ref.ExtendExpiryLocked(now, addSat(now, d.Reset))
 	}
 	m.Unlock(i)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/backendtest"
 	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
@@ -32,7 +34,7 @@ func TestPathsAgree(t *testing.T) {
 // namespace, as a reload that changes a limit makes them: a record spent
 // under one rate is stepped under another, and a denial keeps it as long as
 // its caller waits. Every path that can lengthen an expiry
-// (backend.Extender, or the swap's Keep) agrees; the plain map under the
+// (backend.Striped.ExtendLocked, or the swap's Keep) agrees; the plain map under the
 // engine's locks cannot, and is left out.
 func TestPathsAgreeWhenRulesChange(t *testing.T) {
 	var bks []store
@@ -191,7 +193,7 @@ func TestApplyAllIsAllOrNothing(t *testing.T) {
 // TestFaultyMemoryTakesTheStripedPath: over faulty's wrapper the memory store
 // is reached through backend.Striped's locked calls, the path of the bare
 // store, so a fault on GetLocked reaches a decision; and Stats and Sweep
-// reach the store through the optional interfaces the wrapper forwards.
+// reach the store through the backend.Striped the wrapper is.
 func TestFaultyMemoryTakesTheStripedPath(t *testing.T) {
 	clock := engine.NewFakeClock(t0)
 	b, f := faulty.Wrap(memory.New(&memory.Options{SweepInterval: -1, Now: clock.Now}))
@@ -251,5 +253,29 @@ func TestSweepOverEveryStore(t *testing.T) {
 				t.Fatalf("Len after Sweep = %d, want 0", got)
 			}
 		})
+	}
+}
+
+// twoPaths is a memory store that also claims the compare-and-swap path.
+type twoPaths struct {
+	*memory.Store
+	swap *backendtest.SwapStore
+}
+
+func (p twoPaths) CompareAndSwap(s []backend.Swap) (bool, [][]byte, int64, error) {
+	return p.swap.CompareAndSwap(s)
+}
+func (p twoPaths) SwapGroup(k []byte) string                          { return p.swap.SwapGroup(k) }
+func (p twoPaths) WatchDeletes(fn func([]byte)) (func(), error)       { return p.swap.WatchDeletes(fn) }
+func (p twoPaths) Range(s []byte, fn func(backend.Record) bool) error { return p.swap.Range(s, fn) }
+
+// TestNewRefusesTwoPaths: a store implementing two of the path interfaces
+// is refused, naming both: which one it means cannot be told.
+func TestNewRefusesTwoPaths(t *testing.T) {
+	b := twoPaths{memory.New(&memory.Options{SweepInterval: -1}), backendtest.NewSwapStore(nil)}
+	defer b.Close()
+	_, err := engine.New(b, nil)
+	if err == nil || !strings.Contains(err.Error(), "backend.Striped and backend.Swapper") || !strings.HasPrefix(err.Error(), "sluice/engine: ") {
+		t.Fatalf("New over a Striped Swapper = %v, want an error naming both paths", err)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -9,12 +10,13 @@ import (
 	"github.com/sluice-go/sluice/backend/memory"
 )
 
-// The engine's dispatch. New looks at the backend once and picks one of two
-// paths, and the capabilities it counts and sweeps through:
+// The engine's dispatch. New looks at the backend once and picks its path
+// by the one path interface it implements (see package backend), and the
+// counts and sweeps it reads:
 //
 //   - the striped path, for every store that can lend a lock: a
 //     backend.Striped (the memory store, or any store wrapping one), the
-//     in-memory tier over a durable store (Pebble, bbolt), or a plain
+//     in-memory tier over a backend.Durable (Pebble, bbolt), or a plain
 //     Backend made striped by the engine's own locks (lockedBackend). A
 //     decision takes one stripe lock and reads, steps and writes under it.
 //   - the swap path, for a backend.Swapper: see swap.go.
@@ -25,19 +27,20 @@ import (
 
 // storeSet is what New chose for a backend.
 type storeSet struct {
-	striped backend.Striped         // the striped path's store; nil on the swap path
-	mem     *memory.Store           // striped, when it is a bare memory store
-	tier    *tier                   // striped, when it is the tier over a durable store
-	swap    *swapPath               // the swap path; nil on the striped path
-	count   backend.Counter         // what Stats.Keys reads; nil when unknown
-	evicted backend.EvictionCounter // what Stats.Evictions reads; nil when unknown
-	sweeper backend.Sweeper         // what Sweep calls; nil when the store cannot sweep
-	extend  backend.Extender        // striped, when it can lengthen an expiry; nil otherwise
+	striped backend.Striped // the striped path's store; nil on the swap path
+	mem     *memory.Store   // striped, when it is a bare memory store
+	tier    *tier           // striped, when it is the tier over a durable store
+	swap    *swapPath       // the swap path; nil on the striped path
+	count   backend.Stats   // what Stats.Keys and Stats.Evictions read; nil when unknown
+	sweeper backend.Sweeper // what Sweep calls; nil when the store cannot sweep
 }
 
 // choose picks the engine's path over b. n is the stripe count asked for
 // (zero: the default); it returns the stripe count used.
 func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
+	if err := onePath(b); err != nil {
+		return 0, err
+	}
 	s := &e.store
 	switch sb := b.(type) {
 	case backend.Swapper:
@@ -49,28 +52,47 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 			return 0, err
 		}
 		s.swap = sp
-	case backend.Batcher:
-		t, err := newTier(b, o, e.clock)
+	case backend.Durable:
+		t, err := newTier(sb, o, e.clock)
 		if err != nil {
 			return 0, err
 		}
-		s.tier, s.striped, s.extend, n = t, t, t, t.Stripes()
-		s.count, s.evicted, s.sweeper = t.cache, t.cache, t.cache
+		s.tier, s.striped, n = t, t, t.Stripes()
+		s.count, s.sweeper = t.cache, t.cache
 		return n, nil
 	case backend.Striped:
 		s.striped, n = sb, sb.Stripes()
 		s.mem, _ = b.(*memory.Store)
-		s.extend, _ = b.(backend.Extender)
+		s.count, s.sweeper = sb, sb
+		return n, nil
 	default:
 		if n == 0 {
 			n = DefaultStripes
 		}
 		s.striped = newLockedBackend(b, n)
 	}
-	s.count, _ = b.(backend.Counter)
-	s.evicted, _ = b.(backend.EvictionCounter)
+	s.count, _ = b.(backend.Stats)
 	s.sweeper, _ = b.(backend.Sweeper)
 	return n, nil
+}
+
+// onePath returns an error when b implements more than one of the path
+// interfaces: which path such a store means cannot be told.
+func onePath(b backend.Backend) error {
+	var paths []string
+	if _, ok := b.(backend.Striped); ok {
+		paths = append(paths, "backend.Striped")
+	}
+	if _, ok := b.(backend.Durable); ok {
+		paths = append(paths, "backend.Durable")
+	}
+	if _, ok := b.(backend.Swapper); ok {
+		paths = append(paths, "backend.Swapper")
+	}
+	if len(paths) > 1 {
+		return errorf("%T implements %s: a store takes one path", b, strings.Join(paths, " and "))
+	}
+	return nil
 }
 
 func (e *Engine) lock(i int) {
@@ -117,16 +139,16 @@ func (e *Engine) write(st *stripe, h uint64, k, next []byte, now int64, ttl time
 }
 
 // keep lengthens the expiry of k's record to now+ttl when the record would
-// expire sooner, on a store that can (see backend.Extender), and reports
-// whether it did. It is called after a denial, which writes nothing; it is
-// best effort: a store that cannot (a plain Backend under the engine's
-// locks), or fails to, forgets the record at its old expiry.
+// expire sooner (see backend.Striped.ExtendLocked), and reports whether it
+// did. It is called after a denial, which writes nothing; it is best
+// effort: a store that cannot (a plain Backend under the engine's locks),
+// or fails to, forgets the record at its old expiry.
 func (e *Engine) keep(st *stripe, h uint64, k []byte, now int64, ttl time.Duration) bool {
-	if e.store.extend == nil || ttl <= 0 {
+	if ttl <= 0 {
 		return false
 	}
 	st.key = append(st.key[:0], k...)
-	ok, err := e.store.extend.ExtendLocked(h, st.key, now, addSat(now, ttl))
+	ok, err := e.store.striped.ExtendLocked(h, st.key, now, addSat(now, ttl))
 	return ok && err == nil
 }
 
@@ -150,7 +172,10 @@ func (e *Engine) del(st *stripe, h uint64, k []byte) error {
 // lockedBackend makes a plain Backend a backend.Striped with the engine's
 // own stripe locks, so every store that can be locked in process takes one
 // path. Its *Locked methods are the plain ones: the record Get returns is
-// the caller's, so stepping it in place is safe.
+// the caller's, so stepping it in place is safe. It cannot lengthen an
+// expiry without writing the record, so ExtendLocked does nothing. Its
+// count and sweep are the store's, when it has them (the engine reads
+// those from the store itself).
 type lockedBackend struct {
 	backend.Backend
 	locks []paddedMutex
@@ -161,6 +186,8 @@ type paddedMutex struct {
 	mu sync.Mutex // makes read-step-write indivisible for the stripe's keys
 	_  [56]byte
 }
+
+var _ backend.Striped = (*lockedBackend)(nil)
 
 func newLockedBackend(b backend.Backend, n int) *lockedBackend {
 	return &lockedBackend{Backend: b, locks: make([]paddedMutex, n)}
@@ -179,3 +206,31 @@ func (l *lockedBackend) PutLocked(_ uint64, k, v []byte, exp int64) error {
 }
 
 func (l *lockedBackend) DeleteLocked(_ uint64, k []byte) error { return l.Delete(k) }
+
+func (l *lockedBackend) ExtendLocked(uint64, []byte, int64, int64) (bool, error) {
+	return false, nil
+}
+
+// Len is the store's, or -1 when it does not count.
+func (l *lockedBackend) Len() int {
+	if c, ok := l.Backend.(backend.Stats); ok {
+		return c.Len()
+	}
+	return -1
+}
+
+// Evictions is the store's, or zero when it does not count.
+func (l *lockedBackend) Evictions() uint64 {
+	if c, ok := l.Backend.(backend.Stats); ok {
+		return c.Evictions()
+	}
+	return 0
+}
+
+// Sweep is the store's, or removes nothing when it does not sweep.
+func (l *lockedBackend) Sweep(now int64, budget int) (int, error) {
+	if sw, ok := l.Backend.(backend.Sweeper); ok {
+		return sw.Sweep(now, budget)
+	}
+	return 0, nil
+}

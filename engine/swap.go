@@ -32,7 +32,7 @@ const (
 // A request that the last-seen record denies is answered from it, with no
 // round trip: a record only moves towards "more spent" except by time, which
 // the step accounts for, so the store's record denies it too (unless the key
-// was deleted, which a backend.Watcher reports). The exception is a denial
+// was deleted, which the store's watch of deletions reports). The exception is a denial
 // whose caller is full again only after the store would forget the record
 // (a rule whose rate was lowered since it was written): it goes to the
 // store once, whose compare-only swap keeps the record that long
@@ -42,13 +42,12 @@ const (
 // trip in all.
 type swapPath struct {
 	s        backend.Swapper
-	group    backend.Grouper // nil: every key swaps with every other
 	retries  int
 	perShard int  // the last-seen records kept per shard
 	confirm  bool // Options.ConfirmDenials: no denial answered locally
 	shards   []swapShard
 	mask     uint64
-	unwatch  func() // ends the backend.Watcher watch; nil without one
+	unwatch  func() // ends the store's watch of deletions
 
 	offset atomic.Int64 // the store's clock minus the engine's, once timed
 	timed  atomic.Bool  // offset has been learned (or the store has no clock)
@@ -125,18 +124,15 @@ func newSwapPath(s backend.Swapper, o *Options, n int) (*swapPath, error) {
 		size = DefaultSwapCacheSize
 	}
 	p := &swapPath{s: s, retries: retries, perShard: max(1, (size+n-1)/n), confirm: o.ConfirmDenials, shards: make([]swapShard, n), mask: uint64(n - 1)}
-	p.group, _ = s.(backend.Grouper)
 	for i := range p.shards {
 		p.shards[i].flights = map[string]*flight{}
 		p.shards[i].seen = map[string]seenRecord{}
 	}
-	if w, ok := s.(backend.Watcher); ok {
-		stop, err := w.WatchDeletes(func(k []byte) { p.remember(p.shard(k), k, nil, 0) })
-		if err != nil {
-			return nil, err
-		}
-		p.unwatch = stop
+	stop, err := s.WatchDeletes(func(k []byte) { p.remember(p.shard(k), k, nil, 0) })
+	if err != nil {
+		return nil, err
 	}
+	p.unwatch = stop
 	return p, nil
 }
 
@@ -156,9 +152,7 @@ func (p *swapPath) close() {
 	p.life.Lock()
 	p.shut = true
 	p.life.Unlock()
-	if p.unwatch != nil {
-		p.unwatch()
-	}
+	p.unwatch()
 }
 
 // now returns the time to step with: the store's clock as estimated from
@@ -526,8 +520,8 @@ func backoff(attempt int) {
 // last-seen record and committed by one compare-and-swap over them all; a
 // denial anywhere makes it a compare-only swap, so nothing is spent.
 //
-// Over a backend.Grouper whose keys fall in several groups (Redis Cluster
-// slots), no one swap can cover them. The groups are then first confirmed
+// Over a store whose keys fall in several groups (backend.Swapper's
+// SwapGroup: Redis Cluster slots), no one swap can cover them. The groups are then first confirmed
 // by compare-only swaps, one per group after the first, so that a denial
 // any of them holds is found before anything is spent; then committed one
 // group at a time, in the order of the requests. A group whose record
@@ -556,10 +550,7 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 			b.which[j] = len(b.swaps)
 			b.swaps = append(b.swaps, backend.Swap{Key: k})
 			b.slots = append(b.slots, swapSlot{sh: p.shard(k)})
-			g := ""
-			if p.group != nil {
-				g = p.group.SwapGroup(k)
-			}
+			g := p.s.SwapGroup(k)
 			groups = append(groups, g)
 			if !slices.Contains(order, g) {
 				order = append(order, g)

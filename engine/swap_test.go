@@ -283,7 +283,7 @@ func TestSwapRetriesAreBounded(t *testing.T) {
 
 // TestSwapDenialAfterResetElsewhere: one engine spends a key to denial and
 // then denies it locally; another engine resets it, and the store's
-// backend.Watcher tells the first, whose next request is allowed. A
+// watch of deletions tells the first, whose next request is allowed. A
 // request the last-seen record allows but the store's record denies is
 // denied with the store's Remaining and RetryAfter.
 func TestSwapDenialAfterResetElsewhere(t *testing.T) {

@@ -3,8 +3,8 @@
 //
 // The suite checks the backend.Backend contract (copies, overwrites, expiry,
 // empty keys, Close, binary and large records, many keys, concurrent use),
-// the optional capabilities a backend implements (backend.Striped,
-// backend.Counter), and a model property: random sequences of operations and
+// the locked operations of a backend.Striped, the counts of a
+// backend.Stats and the sweeps of a backend.Sweeper, and a model property: random sequences of operations and
 // clock steps over a few keys, run with pgregory.net/rapid, give the same
 // answers as a plain Go map with expiry. Run the suite under -race.
 //
@@ -13,8 +13,10 @@
 // still considers live, and records the suite considers expired may be
 // swept or not, as the contract allows.
 //
-// RunSwapper checks the backend.Swapper contract (atomic multi-key
-// compare-and-swap). SwapStore is an in-process Swapper, with hooks for
+// RunDurable checks what a backend.Durable adds (persistence, batches,
+// Load, Range, sweeping on disk, surviving a crash), RunSwapper the
+// backend.Swapper contract (atomic multi-key compare-and-swap, groups,
+// the watch of deletions, Range). SwapStore is an in-process Swapper, with hooks for
 // delays and for writes slipped in between the engine's read and its
 // commit, on which the engine's compare-and-swap path is tested.
 package backendtest
@@ -67,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) backend.Backend) {
 		{"ConcurrentDistinctKeys", testConcurrentDistinctKeys},
 		{"ConcurrentSameKey", testConcurrentSameKey},
 		{"Counter", testCounter},
+		{"Sweep", testSweep},
 		{"Striped/Stripes", testStripes},
 		{"Striped/LockedAlias", testLockedAlias},
 		{"Striped/LockedResize", testLockedResize},
@@ -75,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) backend.Backend) {
 		{"Striped/LockedCollision", testLockedCollision},
 		{"Striped/LockedCollisionMany", testLockedCollisionMany},
 		{"Striped/ConcurrentLockedCounter", testConcurrentLockedCounter},
+		{"Striped/ExtendLocked", testExtendLocked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,7 +340,7 @@ func testEmptyKey(t *testing.T, b backend.Backend) {
 			t.Errorf("DeleteLocked(%q) error = %v, want ErrEmptyKey", key, derr)
 		}
 	}
-	if c, ok := b.(backend.Counter); ok && c.Len() != 0 {
+	if c, ok := b.(backend.Stats); ok && c.Len() != 0 {
 		t.Errorf("Len() = %d after refused writes, want 0", c.Len())
 	}
 }
@@ -400,7 +404,7 @@ func testManyKeys(t *testing.T, b backend.Backend) {
 	for i := range n {
 		put(t, b, manyKey(i), manyValue(i), 0)
 	}
-	if c, ok := b.(backend.Counter); ok {
+	if c, ok := b.(backend.Stats); ok {
 		if got := c.Len(); got != n {
 			t.Errorf("Len() = %d after %d puts, want %d", got, n, n)
 		}
@@ -418,7 +422,7 @@ func testManyKeys(t *testing.T, b backend.Backend) {
 		}
 		wantGet(t, b, manyKey(i), now, want)
 	}
-	if c, ok := b.(backend.Counter); ok {
+	if c, ok := b.(backend.Stats); ok {
 		if got := c.Len(); got != n/2 {
 			t.Errorf("Len() = %d after deleting half, want %d", got, n/2)
 		}
@@ -574,9 +578,9 @@ func testConcurrentSameKey(t *testing.T, b backend.Backend) {
 }
 
 func testCounter(t *testing.T, b backend.Backend) {
-	c, ok := b.(backend.Counter)
+	c, ok := b.(backend.Stats)
 	if !ok {
-		t.Skipf("%T does not implement backend.Counter", b)
+		t.Skipf("%T does not implement backend.Stats", b)
 	}
 	check := func(step string, want int) {
 		t.Helper()
@@ -597,6 +601,48 @@ func testCounter(t *testing.T, b backend.Backend) {
 	check("delete", 1)
 	del(t, b, []byte("b"))
 	check("delete last", 0)
+}
+
+// testSweep: Sweep removes the records expired at now, and only those,
+// and a backend.Stats counts them as evicted.
+func testSweep(t *testing.T, b backend.Backend) {
+	sw, ok := b.(backend.Sweeper)
+	if !ok {
+		t.Skipf("%T does not implement backend.Sweeper", b)
+	}
+	c, counts := b.(backend.Stats)
+	var before uint64
+	if counts {
+		before = c.Evictions()
+	}
+	now := base()
+	put(t, b, []byte("a"), []byte("1"), now+10)
+	put(t, b, []byte("b"), []byte("2"), now+10)
+	put(t, b, []byte("c"), []byte("3"), now+30)
+	put(t, b, []byte("d"), []byte("4"), 0)
+	removed := 0
+	for range 1000 {
+		n, err := sw.Sweep(now+20, 0)
+		if err != nil {
+			t.Fatalf("Sweep = %v", err)
+		}
+		if removed += n; removed >= 2 {
+			break
+		}
+	}
+	if removed != 2 {
+		t.Fatalf("Sweep at now+20 removed %d records, want the 2 expired", removed)
+	}
+	wantGet(t, b, []byte("c"), now+20, []byte("3"))
+	wantGet(t, b, []byte("d"), now+20, []byte("4"))
+	if counts {
+		if got := c.Evictions() - before; got != 2 {
+			t.Errorf("Evictions() rose by %d after sweeping 2 records, want 2", got)
+		}
+		if got := c.Len(); got != 2 {
+			t.Errorf("Len() = %d after sweeping 2 of 4 records, want 2", got)
+		}
+	}
 }
 
 func testStripes(t *testing.T, b backend.Backend) {
@@ -770,6 +816,38 @@ func testLockedExpiry(t *testing.T, b backend.Backend) {
 	wantLocked(t, sb, h, key, now+1000, []byte("v3"))
 }
 
+// testExtendLocked: ExtendLocked lengthens a live record's expiry and
+// reports it, and never shortens one, revives an expired one, adds a
+// missing one or limits one that never expires.
+func testExtendLocked(t *testing.T, b backend.Backend) {
+	sb := striped(t, b)
+	now := base()
+	key, v := []byte("k"), []byte("v")
+	h := backend.Hash(key)
+	extend := func(at, expiresAt int64, want bool) {
+		t.Helper()
+		i := stripeOf(sb, h)
+		sb.Lock(i)
+		ok, err := sb.ExtendLocked(h, key, at, expiresAt)
+		sb.Unlock(i)
+		if err != nil || ok != want {
+			t.Fatalf("ExtendLocked(%q, now+%d, now+%d) = %v, %v; want %v", key, at-now, expiresAt-now, ok, err, want)
+		}
+	}
+	extend(now, now+100, false) // missing
+	putLocked(t, sb, h, key, v, now+100)
+	extend(now, now+50, false) // sooner: left
+	wantLocked(t, sb, h, key, now+99, v)
+	extend(now, now+200, true)
+	wantLocked(t, sb, h, key, now+199, v)
+	wantLocked(t, sb, h, key, now+200, nil)
+	extend(now+300, now+400, false) // expired: not revived
+	wantLocked(t, sb, h, key, now+300, nil)
+	putLocked(t, sb, h, key, v, 0)
+	extend(now, now+100, false) // never expires: left so
+	wantLocked(t, sb, h, key, now+1000, v)
+}
+
 func testLockedAgreesWithPlain(t *testing.T, b backend.Backend) {
 	sb := striped(t, b)
 	now := base()
@@ -870,7 +948,7 @@ func testLockedCollisionMany(t *testing.T, b backend.Backend) {
 		}
 		wantLocked(t, sb, h, key(i), now, want)
 	}
-	if c, ok := b.(backend.Counter); ok && c.Len() != n {
+	if c, ok := b.(backend.Stats); ok && c.Len() != n {
 		t.Errorf("Len() = %d, want %d", c.Len(), n)
 	}
 }

@@ -77,6 +77,10 @@ func (b *mapBackend) Len() int {
 	return len(b.recs)
 }
 
+// Evictions is zero: the map never sweeps (expired records read as absent
+// and stay until overwritten or deleted).
+func (b *mapBackend) Evictions() uint64 { return 0 }
+
 func TestMapBackend(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return &mapBackend{recs: map[string]mapRecord{}}

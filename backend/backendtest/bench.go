@@ -32,7 +32,7 @@ func BenchDurable(b *testing.B, d Durable) {
 	if d.Fast != "" {
 		configs = append(configs, d.Fast)
 	}
-	run := func(name string, configs []string, fn func(b *testing.B, s durable, keys [][]byte)) {
+	run := func(name string, configs []string, fn func(b *testing.B, s backend.Durable, keys [][]byte)) {
 		b.Run(name, func(b *testing.B) {
 			for _, config := range configs {
 				label := config
@@ -56,7 +56,7 @@ func BenchDurable(b *testing.B, d Durable) {
 
 // benchStore opens a store in config in a temporary directory holding
 // benchKeys records of 17 bytes and returns it with its keys.
-func benchStore(b *testing.B, d Durable, config string) (durable, [][]byte) {
+func benchStore(b *testing.B, d Durable, config string) (backend.Durable, [][]byte) {
 	b.Helper()
 	s := openConfig(b, d, b.TempDir(), config)
 	keys := make([][]byte, benchKeys)
@@ -75,7 +75,7 @@ func benchStore(b *testing.B, d Durable, config string) (durable, [][]byte) {
 	return s, keys
 }
 
-func benchGetPut(b *testing.B, s durable, keys [][]byte) {
+func benchGetPut(b *testing.B, s backend.Durable, keys [][]byte) {
 	r := rand.New(rand.NewPCG(1, 2))
 	value := make([]byte, 17)
 	now := t0 - int64(time.Hour)
@@ -90,7 +90,7 @@ func benchGetPut(b *testing.B, s durable, keys [][]byte) {
 	}
 }
 
-func benchGetPutParallel(b *testing.B, s durable, keys [][]byte) {
+func benchGetPutParallel(b *testing.B, s backend.Durable, keys [][]byte) {
 	now := t0 - int64(time.Hour)
 	b.RunParallel(func(pb *testing.PB) {
 		r := rand.New(rand.NewPCG(rand.Uint64(), 2))
@@ -109,7 +109,7 @@ func benchGetPutParallel(b *testing.B, s durable, keys [][]byte) {
 	})
 }
 
-func benchWriteBatch1000(b *testing.B, s durable, keys [][]byte) {
+func benchWriteBatch1000(b *testing.B, s backend.Durable, keys [][]byte) {
 	writes := make([]backend.Write, 1000)
 	value := make([]byte, 17)
 	n := 0
@@ -125,7 +125,7 @@ func benchWriteBatch1000(b *testing.B, s durable, keys [][]byte) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/key")
 }
 
-func benchWriteBatchSync(b *testing.B, s durable, keys [][]byte) {
+func benchWriteBatchSync(b *testing.B, s backend.Durable, keys [][]byte) {
 	value := make([]byte, 17)
 	writes := make([]backend.Write, 1)
 	i := 0

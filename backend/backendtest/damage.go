@@ -98,7 +98,7 @@ func fill(t *testing.T, d Damage, dir string) {
 		t.Fatal(err)
 	}
 	now := time.Now().UnixNano()
-	bt, batched := b.(backend.Batcher)
+	bt, batched := b.(backend.Durable)
 	var batch []backend.Write
 	for i := range damageKeys {
 		exp := now + int64(time.Hour)
@@ -155,7 +155,7 @@ func exercise(t *testing.T, d Damage, dir, what string) (errs []error) {
 	for i := range 50 {
 		note(b.Put(manyKey(i*7), []byte("rewritten"), now+int64(time.Hour)))
 	}
-	if bt, ok := b.(backend.Batcher); ok {
+	if bt, ok := b.(backend.Durable); ok {
 		var w []backend.Write
 		for i := range 200 {
 			w = append(w, backend.Write{Key: manyKey(damageKeys + i), Value: []byte("new"), ExpiresAt: now + int64(time.Hour)})
@@ -168,7 +168,7 @@ func exercise(t *testing.T, d Damage, dir, what string) (errs []error) {
 			note(err)
 		}
 	}
-	if r, ok := b.(backend.Ranger); ok {
+	if r, ok := b.(backend.Durable); ok {
 		note(r.Range(nil, func(backend.Record) bool { return true }))
 	}
 	note(b.Close())

@@ -21,8 +21,7 @@ import (
 
 // Durable describes a store on disk to RunDurable and DurableChild.
 //
-// The backends it opens must implement backend.Batcher, backend.Loader,
-// backend.Ranger and backend.Sweeper, whose Sweep examines at most budget
+// The backends it opens must implement backend.Durable, whose Sweep examines at most budget
 // records (a default number when budget is zero or less) from the key where
 // the previous call stopped, deletes those expired at now or corrupt, and
 // after the last record starts over from the first.
@@ -72,15 +71,6 @@ const childEnv = "SLUICE_DURABLE_CHILD"
 // t0 is the fixed origin of the durable tests' timeline.
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
-// durable is the store under test, with the capabilities RunDurable needs.
-type durable interface {
-	backend.Backend
-	backend.Batcher
-	backend.Loader
-	backend.Ranger
-	backend.Sweeper
-}
-
 // RunDurable runs the tests every durable store must pass, beyond Run's:
 // persistence across Close and Open, WriteBatch (ordered, all or nothing,
 // not keeping its arguments), the extra methods after Close, refusing a
@@ -121,18 +111,18 @@ func RunDurable(t *testing.T, d Durable) {
 	}
 }
 
-// capable returns b as a durable store, failing t when it lacks a method.
-func capable(t testing.TB, b backend.Backend) durable {
+// capable returns b as a durable store, failing t when it is not one.
+func capable(t testing.TB, b backend.Backend) backend.Durable {
 	t.Helper()
-	s, ok := b.(durable)
+	s, ok := b.(backend.Durable)
 	if !ok {
-		t.Fatalf("%T does not implement backend.Batcher, backend.Loader, backend.Ranger and backend.Sweeper", b)
+		t.Fatalf("%T does not implement backend.Durable", b)
 	}
 	return s
 }
 
 // openConfig opens dir in config and closes it at cleanup.
-func openConfig(t testing.TB, d Durable, dir, config string) durable {
+func openConfig(t testing.TB, d Durable, dir, config string) backend.Durable {
 	t.Helper()
 	b, err := d.Open(dir, config)
 	if err != nil {
@@ -143,7 +133,7 @@ func openConfig(t testing.TB, d Durable, dir, config string) durable {
 }
 
 // openDir opens dir in the default configuration and closes it at cleanup.
-func openDir(t testing.TB, d Durable, dir string) durable {
+func openDir(t testing.TB, d Durable, dir string) backend.Durable {
 	t.Helper()
 	return openConfig(t, d, dir, "")
 }
@@ -556,7 +546,7 @@ func testBackgroundSweeper(t *testing.T, d Durable) {
 
 // testWriteBatchSurvivesKill writes in a child process, kills the child with
 // SIGKILL as soon as the writes have returned (and the case's Wait has
-// passed), and finds every record on re-open. backend.Batcher promises this
+// passed), and finds every record on re-open. backend.Durable promises this
 // for a synced batch, and for an unsynced one on a crash of the process; a
 // store may promise it for more, as its Durable.Crash cases say.
 func testWriteBatchSurvivesKill(t *testing.T, d Durable) {
@@ -624,9 +614,9 @@ func DurableChild(t *testing.T, d Durable) {
 	if err != nil {
 		fail(err)
 	}
-	s, ok := b.(durable)
+	s, ok := b.(backend.Durable)
 	if !ok {
-		fail(fmt.Errorf("%T does not implement backend.Batcher, backend.Loader, backend.Ranger and backend.Sweeper", b))
+		fail(fmt.Errorf("%T does not implement backend.Durable", b))
 	}
 	n, _ := strconv.Atoi(os.Getenv("SLUICE_N"))
 	wait, err := time.ParseDuration(os.Getenv("SLUICE_WAIT"))

@@ -55,7 +55,7 @@ func testModel(t *testing.T, open func(t *testing.T) backend.Backend) {
 		b := open(t)
 		defer b.Close()
 		sb, isStriped := b.(backend.Striped)
-		counter, isCounter := b.(backend.Counter)
+		counter, isCounter := b.(backend.Stats)
 
 		m := model{}
 		start := base()

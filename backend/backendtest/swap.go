@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,13 +15,15 @@ import (
 // clock. It stands in for a store across a network (Redis) in the engine's
 // tests, with hooks for what a network and other processes bring: a delay
 // before every compare-and-swap, and writes slipped in between the engine's
-// read of a record and its commit. It also implements backend.Counter,
-// backend.Sweeper and backend.Ranger. It is safe for concurrent use.
+// read of a record and its commit; and, as a Redis Cluster has, groups of
+// keys that alone may be swapped together. It also implements
+// backend.Stats and backend.Sweeper. It is safe for concurrent use.
 type SwapStore struct {
 	now     func() int64
 	noClock bool
 	delay   time.Duration
 	before  func(s *SwapStore, swaps []backend.Swap)
+	group   func(key []byte) string
 
 	mu       sync.Mutex // guards recs, closed and watchers
 	recs     map[string]swapRecord
@@ -29,7 +32,13 @@ type SwapStore struct {
 	watchSeq int
 
 	calls, mismatches atomic.Int64
+	evicted           atomic.Uint64
 }
+
+// ErrCrossGroup is returned by a SwapStore's CompareAndSwap over keys of
+// several groups (SwapOptions.Group), as a Redis Cluster refuses a script
+// over keys of several slots.
+var ErrCrossGroup = errors.New("sluice/backend/backendtest: compare-and-swap over keys of several groups")
 
 type swapRecord struct {
 	value     []byte
@@ -53,13 +62,16 @@ type SwapOptions struct {
 	// may write to the store with Put or Delete, as another process would
 	// between the engine's read of a record and its commit.
 	Before func(s *SwapStore, swaps []backend.Swap)
+	// Group, when set, is the store's SwapGroup: CompareAndSwap then
+	// refuses keys of several groups with ErrCrossGroup, writing nothing.
+	// Nil puts every key in one group.
+	Group func(key []byte) string
 }
 
 var (
 	_ backend.Swapper = (*SwapStore)(nil)
-	_ backend.Counter = (*SwapStore)(nil)
+	_ backend.Stats   = (*SwapStore)(nil)
 	_ backend.Sweeper = (*SwapStore)(nil)
-	_ backend.Watcher = (*SwapStore)(nil)
 )
 
 // NewSwapStore returns an empty SwapStore.
@@ -69,7 +81,7 @@ func NewSwapStore(o *SwapOptions) *SwapStore {
 		if o.Now != nil {
 			s.now = o.Now
 		}
-		s.noClock, s.delay, s.before = o.NoClock, o.Delay, o.Before
+		s.noClock, s.delay, s.before, s.group = o.NoClock, o.Delay, o.Before, o.Group
 	}
 	return s
 }
@@ -91,7 +103,7 @@ func (s *SwapStore) live(k string, now int64) []byte {
 	return r.value
 }
 
-// Range implements backend.Ranger: every record whose key is >= start, in
+// Range implements backend.Swapper: every record whose key is >= start, in
 // key order, expired ones included, with its expiry.
 func (s *SwapStore) Range(start []byte, fn func(r backend.Record) bool) error {
 	s.mu.Lock()
@@ -159,7 +171,16 @@ func (s *SwapStore) Delete(key []byte) error {
 	return nil
 }
 
-// WatchDeletes implements backend.Watcher: fn is called, under the store's
+// SwapGroup implements backend.Swapper: SwapOptions.Group's answer, or ""
+// for every key.
+func (s *SwapStore) SwapGroup(key []byte) string {
+	if s.group == nil {
+		return ""
+	}
+	return s.group(key)
+}
+
+// WatchDeletes implements backend.Swapper: fn is called, under the store's
 // lock, before Delete returns.
 func (s *SwapStore) WatchDeletes(fn func(key []byte)) (func(), error) {
 	s.mu.Lock()
@@ -180,7 +201,8 @@ func (s *SwapStore) WatchDeletes(fn func(key []byte)) (func(), error) {
 	}, nil
 }
 
-// Len returns the number of records held, expired ones included.
+// Len returns the number of records held, expired ones included. It
+// implements backend.Stats.
 func (s *SwapStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -205,8 +227,13 @@ func (s *SwapStore) Sweep(now int64, budget int) (int, error) {
 			n++
 		}
 	}
+	s.evicted.Add(uint64(n))
 	return n, nil
 }
+
+// Evictions returns the number of expired records Sweep has removed. It
+// implements backend.Stats.
+func (s *SwapStore) Evictions() uint64 { return s.evicted.Load() }
 
 // CompareAndSwap implements backend.Swapper on the store's clock.
 func (s *SwapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
@@ -220,6 +247,9 @@ func (s *SwapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64,
 	for _, w := range swaps {
 		if len(w.Key) == 0 {
 			return false, nil, 0, backend.ErrEmptyKey
+		}
+		if s.group != nil && s.group(w.Key) != s.group(swaps[0].Key) {
+			return false, nil, 0, ErrCrossGroup
 		}
 	}
 	s.mu.Lock()

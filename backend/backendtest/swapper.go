@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,8 +16,10 @@ import (
 // RunSwapper runs the conformance suite of backend.Swapper against the stores
 // open returns: atomic multi-key compare-and-swap, all or nothing, the
 // current records returned on a mismatch, compare-only swaps, deletion,
-// ownership of slices, the store's clock, Close, and atomicity under
-// concurrent increments. open must return a new, empty store on each call;
+// ownership of slices, the store's clock, Close, atomicity under
+// concurrent increments, the groups of keys, the watch of deletions and
+// Range. Its multi-key swaps are over keys of one group on a store that
+// puts every key in one (a standalone Redis server, not a Cluster). open must return a new, empty store on each call;
 // the suite closes every store it opens. Records are written with an hour's
 // TTL on the store's own clock, so a store on the real clock (Redis) runs it
 // unchanged; Run covers the plain backend.Backend contract.
@@ -40,6 +43,9 @@ func RunSwapper(t *testing.T, open func(t *testing.T) backend.Swapper) {
 		{"EmptyKey", testSwapEmptyKey},
 		{"Close", testSwapClose},
 		{"ConcurrentIncrements", testSwapConcurrent},
+		{"Group", testSwapGroup},
+		{"WatchDeletes", testSwapWatchDeletes},
+		{"Range", testSwapRange},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -242,17 +248,12 @@ func testSwapKeep(t *testing.T, s backend.Swapper) {
 
 // testSwapKeepLengthens checks a Keep with a TTL: a record that would
 // expire sooner is kept that long, one that would not is left as it is,
-// and its value is never touched. It reads expiries through
-// backend.Ranger.
+// and its value is never touched. It reads expiries through Range.
 func testSwapKeepLengthens(t *testing.T, s backend.Swapper) {
-	r, ok := s.(backend.Ranger)
-	if !ok {
-		t.Skip("the store shows no expiry (it is not a backend.Ranger): its own tests must check a Keep with a TTL")
-	}
 	expiry := func() int64 {
 		t.Helper()
 		var exp int64
-		if err := r.Range(nil, func(rec backend.Record) bool { exp = rec.ExpiresAt; return false }); err != nil {
+		if err := s.Range(nil, func(rec backend.Record) bool { exp = rec.ExpiresAt; return false }); err != nil {
 			t.Fatal(err)
 		}
 		return exp
@@ -366,4 +367,95 @@ func testSwapConcurrent(t *testing.T, s backend.Swapper) {
 	}
 	want := binary.BigEndian.AppendUint64(nil, workers*each)
 	wantSwapGet(t, s, shared, want)
+}
+
+// testSwapGroup: SwapGroup is a function of the key, and keys it puts in
+// one group swap together, all or nothing.
+func testSwapGroup(t *testing.T, s backend.Swapper) {
+	var keys [][]byte
+	for c := byte('a'); c <= 'z'; c++ {
+		keys = append(keys, []byte{'g', c})
+	}
+	byGroup := map[string][][]byte{}
+	for _, k := range keys {
+		g := s.SwapGroup(k)
+		if again := s.SwapGroup(bytes.Clone(k)); again != g {
+			t.Fatalf("SwapGroup(%q) = %q, then %q", k, g, again)
+		}
+		byGroup[g] = append(byGroup[g], k)
+	}
+	for g, ks := range byGroup {
+		if len(ks) < 2 {
+			continue
+		}
+		a, b := ks[0], ks[1]
+		cas(t, s, backend.Swap{Key: a, Value: []byte("a1"), TTL: swapTTL}, backend.Swap{Key: b, Value: []byte("b1"), TTL: swapTTL})
+		if ok, cur := cas(t, s, backend.Swap{Key: a, Expected: []byte("a1"), Value: []byte("a2"), TTL: swapTTL}, backend.Swap{Key: b, Value: []byte("b2"), TTL: swapTTL}); ok {
+			t.Fatalf("group %q: a swap expecting %q absent wrote", g, b)
+		} else {
+			wantCurrent(t, "CompareAndSwap", cur, []byte("a1"), []byte("b1"))
+		}
+		wantSwapGet(t, s, a, []byte("a1"))
+		return
+	}
+	t.Logf("no two of %d keys share a group: only SwapGroup's stability is checked", len(keys))
+}
+
+// testSwapWatchDeletes: a watch hears of every Delete, with the key
+// deleted, and nothing after it is stopped.
+func testSwapWatchDeletes(t *testing.T, s backend.Swapper) {
+	heard := make(chan string, 16)
+	stop, err := s.WatchDeletes(func(k []byte) { heard <- string(k) })
+	if err != nil {
+		t.Fatalf("WatchDeletes = %v", err)
+	}
+	cas(t, s, backend.Swap{Key: []byte("w"), Value: []byte("v"), TTL: swapTTL})
+	if err := s.Delete([]byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-heard:
+		if k != "w" {
+			t.Fatalf("the watch heard of %q deleted, want \"w\"", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not hear of a Delete within 5s")
+	}
+	wantSwapGet(t, s, []byte("w"), nil)
+	stop()
+	if err := s.Delete([]byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-heard:
+		t.Fatalf("the watch heard of %q deleted after it was stopped", k)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// testSwapRange: Range lists every record from start in key order, with
+// its value and its expiry on the store's clock, until fn says stop.
+func testSwapRange(t *testing.T, s backend.Swapper) {
+	_, _, now, err := s.CompareAndSwap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"r3", "r1", "r2"} {
+		cas(t, s, backend.Swap{Key: []byte(k), Value: []byte("v" + k), TTL: swapTTL})
+	}
+	var got []string
+	err = s.Range([]byte("r2"), func(r backend.Record) bool {
+		got = append(got, string(r.Key)+"="+string(r.Value))
+		if now != 0 && (r.ExpiresAt < now || r.ExpiresAt > now+int64(2*swapTTL)) {
+			t.Errorf("Range: %q expires at %d, want about %d", r.Key, r.ExpiresAt, now+int64(swapTTL))
+		}
+		return true
+	})
+	if want := "r2=vr2 r3=vr3"; err != nil || strings.Join(got, " ") != want {
+		t.Fatalf("Range(r2) = %q, %v; want %s", got, err, want)
+	}
+	got = nil
+	if err := s.Range(nil, func(r backend.Record) bool { got = append(got, string(r.Key)); return false }); err != nil || len(got) != 1 || got[0] != "r1" {
+		t.Fatalf("Range(nil) stopped after the first = %q, %v; want [r1]", got, err)
+	}
 }

@@ -81,9 +81,8 @@ type Options struct {
 	NoSync bool
 }
 
-// Store is a backend.Backend on a bbolt file. It also implements
-// backend.Batcher, backend.Loader and backend.Ranger. It does not implement backend.Counter:
-// bbolt cannot count a bucket's keys without walking it.
+// Store is a backend.Durable on a bbolt file. It does not implement
+// backend.Stats: bbolt cannot count a bucket's keys without walking it.
 //
 // Get returns a copy the caller owns (bbolt's own slices are valid only
 // inside its transaction); Put, Delete and WriteBatch do not keep their
@@ -102,13 +101,7 @@ type Store struct {
 	sweeper *walk.Sweeper
 }
 
-var (
-	_ backend.Backend = (*Store)(nil)
-	_ backend.Batcher = (*Store)(nil)
-	_ backend.Ranger  = (*Store)(nil)
-	_ backend.Loader  = (*Store)(nil)
-	_ backend.Sweeper = (*Store)(nil)
-)
+var _ backend.Durable = (*Store)(nil)
 
 // Open opens the store in dir (the file dir/sluice.db), creating dir and an
 // empty store (format version 1) if needed, and, unless opts disables it,
@@ -232,7 +225,7 @@ func (s *Store) Get(key []byte, now int64) ([]byte, error) {
 	return v, err
 }
 
-// Load is Get that also returns the record's expiry (backend.Loader).
+// Load is Get that also returns the record's expiry (backend.Durable).
 func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 	if len(key) == 0 {
 		return nil, 0, backend.ErrEmptyKey

@@ -39,7 +39,7 @@ var durable = backendtest.Durable{
 		}
 		return s, nil
 	},
-	// backend.Batcher promises survival for a synced batch, and for an
+	// backend.Durable promises survival for a synced batch, and for an
 	// unsynced one on a crash of the process; with Options.NoSync bbolt
 	// keeps it too, even for single Puts, since its commits reach the page
 	// cache through write(2).

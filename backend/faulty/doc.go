@@ -10,17 +10,18 @@
 // hold (until a channel closes) before it, or other bytes in place of the
 // record a read returns.
 //
-// The wrapper implements exactly the optional interfaces the wrapped backend
-// implements among backend.Striped, backend.Batcher, backend.Loader,
-// backend.Counter, backend.Ranger, backend.Sweeper,
-// backend.EvictionCounter and backend.Swapper, so an engine over a wrapped
-// Pebble or bbolt store still runs its durable tier, one over a wrapped
-// memory store still uses the store's partitions as its stripes, and one
-// over a wrapped Swapper commits by compare-and-swap. A wrapped Striped
-// store is also a backend.Extender, which forwards to the wrapped store when
-// it is one and lengthens nothing otherwise. (The engine calls a
-// bare *memory.Store without an interface; over the wrapper it takes the
-// same striped path through backend.Striped.)
+// There is one wrapper per path of package backend, and each implements
+// its path whole: a wrapped backend.Striped (the memory store) is a
+// backend.Striped, so an engine over it still uses the store's partitions
+// as its stripes, through the interface (the engine calls a bare
+// *memory.Store without one, and takes the same steps); a wrapped
+// backend.Durable (Pebble, bbolt) is a backend.Durable, under the engine's
+// in-memory tier; a wrapped backend.Swapper is a backend.Swapper, so the
+// engine commits by compare-and-swap over the store's groups of keys and
+// hears of the deletions the store's watch reports; and a plain store is a
+// plain store. A plain or swap store's backend.Stats and backend.Sweeper
+// are forwarded when it has them. An engine over a wrapper therefore takes
+// the path it takes over the wrapped store, call for call.
 //
 // Faults is safe for concurrent use, and rules may be added and removed
 // while calls are in flight.

@@ -10,15 +10,13 @@ import (
 	"github.com/sluice-go/sluice/backend"
 )
 
-//go:generate go run gen.go
-
 // Wrap returns inner wrapped, and the Faults that control the wrapper. The
 // wrapper has no rules at first: it forwards every call. It implements
-// backend.Striped, backend.Batcher, backend.Loader, backend.Counter,
-// backend.Ranger, backend.Sweeper, backend.EvictionCounter and
-// backend.Swapper exactly when inner does, so an engine over the wrapper
-// takes the same path as over inner. Closing the wrapper closes inner
-// (unless a rule fails the Close).
+// exactly the interfaces of package backend that inner implements (its
+// path, backend.Striped, backend.Durable or backend.Swapper, or none; and
+// beside a plain or swap store's, backend.Stats and backend.Sweeper), so an
+// engine over the wrapper takes the same path as over inner. Closing the
+// wrapper closes inner (unless a rule fails the Close).
 func Wrap(inner backend.Backend) (backend.Backend, *Faults) {
 	f := &Faults{}
 	return wrap(f, inner), f
@@ -30,8 +28,8 @@ var ErrInjected = errors.New("sluice/faulty: injected failure")
 // Op names a backend operation a Rule can pick.
 type Op uint8
 
-// The operations a Rule can pick. Lock, Unlock, Stripes, Len and Evictions
-// are forwarded and never faulted.
+// The operations a Rule can pick. Lock, Unlock, Stripes, Len, Evictions
+// and SwapGroup are forwarded and never faulted.
 const (
 	OpGet Op = iota + 1
 	OpPut
@@ -45,6 +43,8 @@ const (
 	OpRange
 	OpSweep
 	OpCompareAndSwap
+	OpExtendLocked
+	OpWatchDeletes
 	numOps
 )
 
@@ -53,6 +53,7 @@ var opNames = [...]string{
 	OpGetLocked: "GetLocked", OpPutLocked: "PutLocked", OpDeleteLocked: "DeleteLocked",
 	OpWriteBatch: "WriteBatch", OpLoad: "Load", OpRange: "Range",
 	OpSweep: "Sweep", OpCompareAndSwap: "CompareAndSwap",
+	OpExtendLocked: "ExtendLocked", OpWatchDeletes: "WatchDeletes",
 }
 
 // String returns the operation's method name.
@@ -69,7 +70,8 @@ var (
 	// Load.
 	Reads = []Op{OpGet, OpGetLocked, OpLoad}
 	// Writes are the operations that change records: Put, PutLocked,
-	// Delete, DeleteLocked, WriteBatch and CompareAndSwap.
+	// Delete, DeleteLocked, WriteBatch and CompareAndSwap. (ExtendLocked,
+	// which only ever keeps a record longer, is not among them.)
 	Writes = []Op{OpPut, OpPutLocked, OpDelete, OpDeleteLocked, OpWriteBatch, OpCompareAndSwap}
 )
 
@@ -81,7 +83,8 @@ type Call struct {
 	// counting from 1 and including calls a rule failed.
 	N int
 	// Key is the key of a single-key operation, and Range's start key; nil
-	// for WriteBatch and Close. It is valid only during Match.
+	// for WriteBatch, Sweep, WatchDeletes and Close. It is valid only
+	// during Match.
 	Key []byte
 	// Batch is WriteBatch's writes; valid only during Match.
 	Batch []backend.Write
@@ -270,174 +273,4 @@ func corrupted(fs []func([]byte) []byte, v []byte) []byte {
 		v = fn(v)
 	}
 	return v
-}
-
-// core implements backend.Backend over the wrapped store; the optional
-// interfaces are mixed in by the types in forward.go.
-type core struct {
-	f     *Faults
-	inner backend.Backend
-}
-
-func (c *core) Get(key []byte, now int64) ([]byte, error) {
-	cs, err := c.f.enter(Call{Op: OpGet, Key: key})
-	if err != nil {
-		return nil, err
-	}
-	v, err := c.inner.Get(key, now)
-	if err != nil || cs == nil {
-		return v, err
-	}
-	return corrupted(cs, v), nil
-}
-
-func (c *core) Put(key, value []byte, expiresAt int64) error {
-	if _, err := c.f.enter(Call{Op: OpPut, Key: key}); err != nil {
-		return err
-	}
-	return c.inner.Put(key, value, expiresAt)
-}
-
-func (c *core) Delete(key []byte) error {
-	if _, err := c.f.enter(Call{Op: OpDelete, Key: key}); err != nil {
-		return err
-	}
-	return c.inner.Delete(key)
-}
-
-func (c *core) Close() error {
-	if _, err := c.f.enter(Call{Op: OpClose}); err != nil {
-		return err
-	}
-	return c.inner.Close()
-}
-
-type striped struct {
-	f *Faults
-	s backend.Striped
-}
-
-func (s striped) Stripes() int { return s.s.Stripes() }
-func (s striped) Lock(i int)   { s.s.Lock(i) }
-func (s striped) Unlock(i int) { s.s.Unlock(i) }
-
-func (s striped) GetLocked(hash uint64, key []byte, now int64) ([]byte, error) {
-	cs, err := s.f.enter(Call{Op: OpGetLocked, Key: key})
-	if err != nil {
-		return nil, err
-	}
-	v, err := s.s.GetLocked(hash, key, now)
-	if err != nil || cs == nil {
-		return v, err
-	}
-	return corrupted(cs, v), nil
-}
-
-func (s striped) PutLocked(hash uint64, key, value []byte, expiresAt int64) error {
-	if _, err := s.f.enter(Call{Op: OpPutLocked, Key: key}); err != nil {
-		return err
-	}
-	return s.s.PutLocked(hash, key, value, expiresAt)
-}
-
-// ExtendLocked forwards to the wrapped store when it is a
-// backend.Extender, and otherwise lengthens nothing. No fault is injected
-// in it: it only ever keeps a record longer.
-func (s striped) ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (bool, error) {
-	if x, ok := s.s.(backend.Extender); ok {
-		return x.ExtendLocked(hash, key, now, expiresAt)
-	}
-	return false, nil
-}
-
-func (s striped) DeleteLocked(hash uint64, key []byte) error {
-	if _, err := s.f.enter(Call{Op: OpDeleteLocked, Key: key}); err != nil {
-		return err
-	}
-	return s.s.DeleteLocked(hash, key)
-}
-
-type batcher struct {
-	f *Faults
-	b backend.Batcher
-}
-
-func (b batcher) WriteBatch(writes []backend.Write, sync bool) error {
-	if _, err := b.f.enter(Call{Op: OpWriteBatch, Batch: writes}); err != nil {
-		return err
-	}
-	return b.b.WriteBatch(writes, sync)
-}
-
-type loader struct {
-	f *Faults
-	l backend.Loader
-}
-
-func (l loader) Load(key []byte, now int64) ([]byte, int64, error) {
-	cs, err := l.f.enter(Call{Op: OpLoad, Key: key})
-	if err != nil {
-		return nil, 0, err
-	}
-	v, exp, err := l.l.Load(key, now)
-	if err != nil || cs == nil {
-		return v, exp, err
-	}
-	// A record conjured where none was keeps expiry 0: it never expires.
-	return corrupted(cs, v), exp, nil
-}
-
-type counter struct{ c backend.Counter }
-
-func (c counter) Len() int { return c.c.Len() }
-
-type ranger struct {
-	f *Faults
-	r backend.Ranger
-}
-
-func (r ranger) Range(start []byte, fn func(backend.Record) bool) error {
-	if _, err := r.f.enter(Call{Op: OpRange, Key: start}); err != nil {
-		return err
-	}
-	return r.r.Range(start, fn)
-}
-
-type sweeper struct {
-	f *Faults
-	s backend.Sweeper
-}
-
-func (s sweeper) Sweep(now int64, budget int) (int, error) {
-	if _, err := s.f.enter(Call{Op: OpSweep}); err != nil {
-		return 0, err
-	}
-	return s.s.Sweep(now, budget)
-}
-
-type evictions struct{ e backend.EvictionCounter }
-
-func (e evictions) Evictions() uint64 { return e.e.Evictions() }
-
-type swapper struct {
-	f *Faults
-	s backend.Swapper
-}
-
-// CompareAndSwap is faulted before it reaches the store, so a faulted call
-// writes nothing (a real store's failure may leave the outcome unknown; a
-// Delay or Hold rule with no Err lets the call through late). A Corrupt
-// rule replaces each current record a mismatch returns.
-func (s swapper) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
-	cs, err := s.f.enter(Call{Op: OpCompareAndSwap, Swaps: swaps})
-	if err != nil {
-		return false, nil, 0, err
-	}
-	ok, cur, now, err := s.s.CompareAndSwap(swaps)
-	if err == nil && cs != nil {
-		for i := range cur {
-			cur[i] = corrupted(cs, cur[i])
-		}
-	}
-	return ok, cur, now, err
 }

@@ -3,7 +3,9 @@ package faulty_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// plain is a backend with no optional interface: a map with expiry.
+// plain is a plain backend, on no path but the engine's own locks: a map with expiry.
 type plain struct {
 	mu sync.Mutex // guards m
 	m  map[string][]byte
@@ -68,15 +70,34 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// capabilities lists which optional interfaces b implements.
+// capabilities lists which interfaces of package backend b implements.
 func capabilities(b backend.Backend) [5]bool {
 	_, s := b.(backend.Striped)
-	_, ba := b.(backend.Batcher)
-	_, l := b.(backend.Loader)
-	_, c := b.(backend.Counter)
-	_, r := b.(backend.Ranger)
-	return [5]bool{s, ba, l, c, r}
+	_, d := b.(backend.Durable)
+	_, w := b.(backend.Swapper)
+	_, c := b.(backend.Stats)
+	_, sw := b.(backend.Sweeper)
+	return [5]bool{s, d, w, c, sw}
 }
+
+// counted, swept and kept are plain stores with backend.Stats, with
+// backend.Sweeper and with both.
+type counted struct{ plain }
+
+func (c *counted) Len() int          { return len(c.m) }
+func (c *counted) Evictions() uint64 { return 0 }
+
+type swept struct{ plain }
+
+func (s *swept) Sweep(int64, int) (int, error) { return 0, nil }
+
+type kept struct{ counted }
+
+func (k *kept) Sweep(int64, int) (int, error) { return 0, nil }
+
+// bareSwapper is a swap store without its backend.Stats and
+// backend.Sweeper, as Redis is.
+type bareSwapper struct{ backend.Swapper }
 
 func TestForwardsExactlyTheInnerInterfaces(t *testing.T) {
 	ps, err := pebble.Open(t.TempDir(), nil)
@@ -88,11 +109,27 @@ func TestForwardsExactlyTheInnerInterfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := memory.New(nil)
-	inner := map[string]backend.Backend{"memory": mem, "pebble": ps, "bolt": bs, "plain": &plain{m: map[string][]byte{}}}
+	inner := map[string]backend.Backend{
+		"memory": mem, "pebble": ps, "bolt": bs,
+		"plain":              &plain{m: map[string][]byte{}},
+		"plain+stats":        &counted{plain{m: map[string][]byte{}}},
+		"plain+sweeper":      &swept{plain{m: map[string][]byte{}}},
+		"plain+both":         &kept{counted{plain{m: map[string][]byte{}}}},
+		"swap+stats+sweeper": backendtest.NewSwapStore(nil),
+		"swap":               bareSwapper{backendtest.NewSwapStore(nil)},
+		"swap+stats": struct {
+			backend.Swapper
+			backend.Stats
+		}{backendtest.NewSwapStore(nil), backendtest.NewSwapStore(nil)},
+		"swap+sweeper": struct {
+			backend.Swapper
+			backend.Sweeper
+		}{backendtest.NewSwapStore(nil), backendtest.NewSwapStore(nil)},
+	}
 	for name, b := range inner {
 		w, _ := faulty.Wrap(b)
 		if got, want := capabilities(w), capabilities(b); got != want {
-			t.Errorf("%s: wrapper implements [Striped Batcher Loader Counter Ranger] = %v, inner %v", name, got, want)
+			t.Errorf("%s: wrapper implements [Striped Durable Swapper Stats Sweeper] = %v, inner %v", name, got, want)
 		}
 		ww, _ := faulty.Wrap(w)
 		if got, want := capabilities(ww), capabilities(b); got != want {
@@ -270,7 +307,109 @@ func TestEngineKeepsItsPath(t *testing.T) {
 			mf.Calls(faulty.OpGetLocked), mf.Calls(faulty.OpPutLocked), mf.Calls(faulty.OpGet))
 	}
 	if s := e.Stats(); s.Keys != 1 {
-		t.Errorf("memory: Keys = %d, want 1 (Counter forwarded)", s.Keys)
+		t.Errorf("memory: Keys = %d, want 1 (Stats forwarded)", s.Keys)
+	}
+
+	wb, wf := faulty.Wrap(&plain{m: map[string][]byte{}})
+	e, err = engine.New(wb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Apply(l, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if wf.Calls(faulty.OpGet) != 1 || wf.Calls(faulty.OpPut) != 1 || wf.Calls(faulty.OpGetLocked) != 0 {
+		t.Errorf("plain: Get %d, Put %d, GetLocked %d; want 1, 1, 0 (the engine's own locks)",
+			wf.Calls(faulty.OpGet), wf.Calls(faulty.OpPut), wf.Calls(faulty.OpGetLocked))
+	}
+	if s := e.Stats(); s.Keys != -1 {
+		t.Errorf("plain: Keys = %d, want -1 (the store does not count)", s.Keys)
+	}
+}
+
+// TestEngineKeepsTheSwapPath: over a wrapped backend.Swapper the engine
+// takes the path it takes over the bare store, call for call: the same
+// decisions, compare-and-swaps, conflicts and local denials; an ApplyAll
+// over keys of two groups committed group by group (the store refuses a
+// compare-and-swap over several, ErrCrossGroup); and a Reset through
+// another engine heard through the store's watch of deletions, so that the
+// denial this engine held is forgotten.
+func TestEngineKeepsTheSwapPath(t *testing.T) {
+	x := engine.Limit{Namespace: "x", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 1, Window: time.Hour})}
+	y := engine.Limit{Namespace: "y", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour})}
+	// group puts keys in groups by the caller key's first byte, as a
+	// Cluster does by hash tag.
+	group := func(k []byte) string {
+		_, key, _ := engine.SplitKey(k)
+		return key[:1]
+	}
+	run := func(t *testing.T, wrap bool) ([]string, engine.Stats) {
+		clock := engine.NewFakeClock(time.Unix(1_700_000_000, 0))
+		store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, Group: group})
+		var b backend.Backend = store
+		var f *faulty.Faults
+		if wrap {
+			b, f = faulty.Wrap(store)
+		}
+		e, err := engine.New(b, &engine.Options{Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		other, err := engine.New(store, &engine.Options{Clock: clock}) // another process on the same store
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		var log []string
+		note := func(what string, v ...any) { log = append(log, what+": "+fmt.Sprint(v...)) }
+		for i := range 3 {
+			d, err := e.Apply(x, "a1", 1)
+			note(fmt.Sprint("apply ", i), d, err)
+		}
+		if err := other.Reset(x, "a1"); err != nil {
+			t.Fatal(err)
+		}
+		d, err := e.Apply(x, "a1", 1)
+		if err != nil || !d.Allowed {
+			t.Fatalf("wrapped %v: after another engine's Reset: %+v, %v; want allowed (the watch forgot the denial)", wrap, d, err)
+		}
+		note("after reset", d, err)
+		reqs := []engine.Request{{Limit: x, Key: "b1", Cost: 1}, {Limit: y, Key: "c1", Cost: 1}}
+		ds, all, err := e.ApplyAll(reqs)
+		if err != nil || !all {
+			t.Fatalf("wrapped %v: ApplyAll over two groups = %+v, %v, %v; want all allowed", wrap, ds, all, err)
+		}
+		note("apply all", ds, all, err)
+		ds, all, err = e.ApplyAll(reqs)
+		note("apply all again", ds, all, err)
+		d, err = e.Peek(y, "c1", 1)
+		note("peek", d, err)
+		st := e.Stats()
+		if wrap {
+			if got := f.Calls(faulty.OpCompareAndSwap); uint64(got) != st.Swaps {
+				t.Errorf("%d compare-and-swaps through the wrapper, the engine counts %d", got, st.Swaps)
+			}
+			if got := f.Calls(faulty.OpWatchDeletes); got != 1 {
+				t.Errorf("%d watches through the wrapper, want 1", got)
+			}
+			if got := f.Calls(faulty.OpGet) + f.Calls(faulty.OpPut) + f.Calls(faulty.OpDelete); got != 0 {
+				t.Errorf("%d calls of Get, Put and Delete through the wrapper, want none", got)
+			}
+		}
+		return log, st
+	}
+	bare, bareStats := run(t, false)
+	wrapped, wrappedStats := run(t, true)
+	if !slices.Equal(bare, wrapped) {
+		t.Errorf("over the bare store:\n%s\nover the wrapped one:\n%s", strings.Join(bare, "\n"), strings.Join(wrapped, "\n"))
+	}
+	if bareStats != wrappedStats {
+		t.Errorf("Stats over the bare store %+v, over the wrapped one %+v", bareStats, wrappedStats)
+	}
+	if bareStats.LocalDenials == 0 {
+		t.Errorf("Stats = %+v: no local denial, so the watch was not put to the test", bareStats)
 	}
 }
 
@@ -282,7 +421,7 @@ func TestDurableOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, f := faulty.Wrap(s)
-	batch, load, ranger := b.(backend.Batcher), b.(backend.Loader), b.(backend.Ranger)
+	batch, load, ranger := b.(backend.Durable), b.(backend.Durable), b.(backend.Durable)
 	mustAdd(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch, faulty.OpRange, faulty.OpClose}, Times: 3, Err: faulty.ErrInjected})
 	writes := []backend.Write{{Key: []byte("a"), Value: []byte("1")}}
 	if err := batch.WriteBatch(writes, true); !errors.Is(err, faulty.ErrInjected) {

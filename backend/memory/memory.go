@@ -105,7 +105,7 @@ type Stats struct {
 }
 
 // Store is an in-process backend.Backend that keeps every record in memory.
-// It implements backend.Striped and backend.Counter. All methods are safe for
+// It implements backend.Striped. All methods are safe for
 // concurrent use; the *Locked methods additionally require the caller to
 // hold the key's stripe lock, as backend.Striped documents.
 //
@@ -145,12 +145,6 @@ type Store struct {
 // cacheLine is the cache line size the layouts assume: 64 bytes on amd64
 // and most arm64 cores.
 const cacheLine = 64
-
-var (
-	_ backend.Backend = (*Store)(nil)
-	_ backend.Striped = (*Store)(nil)
-	_ backend.Counter = (*Store)(nil)
-)
 
 // New returns an empty Store configured by opts (nil means defaults) and,
 // unless opts disables it, starts its background sweeper. Close stops it.
@@ -359,7 +353,7 @@ func (r Ref) ExtendExpiryLocked(now, expiresAt int64) bool {
 // ExtendLocked lengthens the expiry of key's record to expiresAt when the
 // store holds it, live at now, and it would expire before then; it reports
 // whether it did. A record that never expires is left so. It implements
-// backend.Extender.
+// backend.Striped.
 func (s *Store) ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (bool, error) {
 	if len(key) == 0 {
 		return false, backend.ErrEmptyKey
@@ -412,16 +406,10 @@ func (s *Store) Len() int {
 	return int(n)
 }
 
-var (
-	_ backend.Striped         = (*Store)(nil)
-	_ backend.Counter         = (*Store)(nil)
-	_ backend.Sweeper         = (*Store)(nil)
-	_ backend.EvictionCounter = (*Store)(nil)
-	_ backend.Extender        = (*Store)(nil)
-)
+var _ backend.Striped = (*Store)(nil)
 
 // Evictions returns the number of expired keys removed so far, as
-// Stats().Evicted. It implements backend.EvictionCounter.
+// Stats().Evicted. It implements backend.Stats.
 func (s *Store) Evictions() uint64 { return s.evicted.Load() }
 
 // Stats returns the store's counters. It takes no lock.

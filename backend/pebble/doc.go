@@ -42,7 +42,7 @@
 //
 // WriteBatch always commits with pebble.Sync, whether or not sync is set:
 // Pebble has no way to hand its log buffer to the operating system without
-// also syncing it, and backend.Batcher promises that an unsynced batch
+// also syncing it, and backend.Durable promises that an unsynced batch
 // survives a crash of the process. So when WriteBatch returns, its writes,
 // and every write committed before it, are on stable storage and survive a
 // crash of the process or of the machine. Sluice's durability modes are

@@ -91,9 +91,8 @@ type Options struct {
 	MemTableSize uint64
 }
 
-// Store is a backend.Backend on a Pebble database. It also implements
-// backend.Batcher, backend.Loader and backend.Ranger. It does not implement backend.Counter:
-// Pebble cannot count its keys without reading them all.
+// Store is a backend.Durable on a Pebble database. It does not implement
+// backend.Stats: Pebble cannot count its keys without reading them all.
 //
 // Get returns a copy the caller owns; Put, Delete and WriteBatch copy their
 // arguments. Durability is described in the package documentation: Put and
@@ -120,13 +119,7 @@ type Store struct {
 	log *pebbleLog // Pebble's logger, which records a Fatalf (damage.go)
 }
 
-var (
-	_ backend.Backend = (*Store)(nil)
-	_ backend.Batcher = (*Store)(nil)
-	_ backend.Ranger  = (*Store)(nil)
-	_ backend.Loader  = (*Store)(nil)
-	_ backend.Sweeper = (*Store)(nil)
-)
+var _ backend.Durable = (*Store)(nil)
 
 // Open opens the store in dir, creating dir and an empty store (format
 // version 1) if needed, and starts the background sweeper and log syncer
@@ -254,7 +247,7 @@ func (s *Store) Get(key []byte, now int64) ([]byte, error) {
 	return v, err
 }
 
-// Load is Get that also returns the record's expiry (backend.Loader).
+// Load is Get that also returns the record's expiry (backend.Durable).
 func (s *Store) Load(key []byte, now int64) (_ []byte, _ int64, err error) {
 	defer s.catch("get", &err, debug.SetPanicOnFault(true))
 	if err := s.poisoned("get"); err != nil {

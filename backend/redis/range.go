@@ -16,13 +16,11 @@ import (
 	"github.com/sluice-go/sluice/backend"
 )
 
-var _ backend.Ranger = (*Store)(nil)
-
 // rangeTimeout bounds a whole Range: it is for inspection tools, not
 // decisions.
 const rangeTimeout = time.Minute
 
-// Range implements backend.Ranger for inspection tools: it lists every
+// Range implements backend.Swapper for inspection tools: it lists every
 // record under the store's prefix (on a Cluster, on every primary) with
 // SCAN, then reads each record and its expiry. The listing is not a
 // snapshot: records written meanwhile may or may not appear. Keys are

@@ -8,8 +8,6 @@ import (
 	"github.com/sluice-go/sluice/backend"
 )
 
-var _ backend.Watcher = (*Store)(nil)
-
 // resetChannel is the Pub/Sub channel, under the store's prefix, on which
 // Delete announces the key it deleted.
 func (s *Store) resetChannel() string { return s.prefix + "deleted" }
@@ -21,7 +19,7 @@ func (s *Store) announce(key []byte) {
 	_ = s.call(func(ctx context.Context) error { return s.c.Publish(ctx, s.resetChannel(), key).Err() })
 }
 
-// WatchDeletes implements backend.Watcher with Redis Pub/Sub: Delete
+// WatchDeletes implements backend.Swapper with Redis Pub/Sub: Delete
 // publishes the key on "<prefix>deleted" (on a Cluster, Pub/Sub reaches
 // every node), and the watch subscribes to it on a connection of its own,
 // which go-redis re-establishes after a failure. A Delete published while

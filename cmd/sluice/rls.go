@@ -30,6 +30,8 @@ import (
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
+	"github.com/sluice-go/sluice/envoyrls/rlsmetrics"
 	"github.com/sluice-go/sluice/envoyrls/xds"
 	"github.com/sluice-go/sluice/metrics"
 )
@@ -206,7 +208,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 			return fail(2, "%v", err)
 		}
 		xopts.Load = loadOpts
-	} else if cfg, err = envoyrls.LoadWith(*configPath, loadOpts); err != nil {
+	} else if cfg, err = rlsfile.LoadWith(*configPath, loadOpts); err != nil {
 		return fail(2, "%v", err) // a *config.Error names file:line and the field
 	}
 	bf := *storeFlagsGiven
@@ -223,7 +225,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		bf = storeFlagsGiven.over(backendFlags{name: config.BackendRedis, redis: *env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
 	}
 	logger := slog.New(slog.NewTextHandler(errw, nil))
-	if files, err := envoyrls.Files(*configPath); err == nil && cfg != nil {
+	if files, err := rlsfile.Files(*configPath); err == nil && cfg != nil {
 		logger.Info("sluice rls: configuration read", "files", strings.Join(files, ","), "domains", strings.Join(cfg.Domains(), ","))
 	}
 
@@ -389,7 +391,7 @@ type rlsLimitJSON struct {
 // also serves the collectors in store.
 func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *metrics.Metrics, eng *engine.Engine, store ...prometheus.Collector) http.Handler {
 	preg := prometheus.NewRegistry()
-	preg.MustRegister(counts, reloads.Collector(eng))
+	preg.MustRegister(rlsmetrics.NewCollector(counts), reloads.Collector(eng))
 	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))

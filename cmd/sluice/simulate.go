@@ -111,7 +111,7 @@ func randomHex(n int) string {
 // deleteAll deletes every record b lists (a store under a prefix of its
 // own).
 func deleteAll(b backend.Backend) error {
-	r, ok := b.(backend.Ranger)
+	r, ok := b.(rangeStore)
 	if !ok {
 		return fmt.Errorf("%T cannot list its records", b)
 	}

@@ -433,7 +433,7 @@ func mix32(x uint32) uint32 {
 // floodRecords counts the records on disk other than the victim's, up to
 // limit.
 func floodRecords(store backend.Backend, limit int) (int, error) {
-	rg, ok := store.(backend.Ranger)
+	rg, ok := store.(backend.Durable)
 	if !ok {
 		return 0, nil
 	}
