@@ -10,7 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sluice-go/sluice/backend"
@@ -232,6 +235,16 @@ func (p *process) run(ctx context.Context, l listener, admin adminListener, read
 		p.log.Info(p.name + ": stopped")
 	}
 	return status
+}
+
+// untilStopped makes a long-running command of run: it runs until SIGTERM
+// or SIGINT (which end its context), with no readiness callback.
+func untilStopped(run func(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr, adminAddr string)) int) func(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		return run(ctx, args, stdout, stderr, nil)
+	}
 }
 
 // storeAttrs are the store's attributes in a "listening" line: the

@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -110,11 +108,7 @@ Flags:
 `
 
 // runRLSCmd is the "rls" command: runRLS until SIGTERM or SIGINT.
-func runRLSCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return runRLS(ctx, args, stdout, stderr, nil)
-}
+var runRLSCmd = untilStopped(runRLS)
 
 // runRLS runs the rate-limit service until ctx ends, then stops the gRPC
 // server gracefully, closes the watcher and the engine (which flushes the

@@ -13,11 +13,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,11 +102,7 @@ Flags:
 `
 
 // runServeCmd is the "serve" command: runServe until SIGTERM or SIGINT.
-func runServeCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return runServe(ctx, args, stdout, stderr, nil)
-}
+var runServeCmd = untilStopped(runServe)
 
 // lockedWriter serialises writes to w: the logger is used from many
 // goroutines and w may be a plain buffer.
