@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -68,6 +69,14 @@ func newProcess(name string, stderr io.Writer) *process {
 		log:  slog.New(slog.NewTextHandler(errw, nil)),
 		fail: failer(errw, name),
 	}
+}
+
+// addAdminFlags defines --admin and --admin-token-file on fs; listing is
+// the command's own read-only endpoint on the admin listener ("/rules").
+func addAdminFlags(fs *flag.FlagSet, listing string) (admin, tokenFile *string) {
+	admin = fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, "+listing+", /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
+	tokenFile = fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
+	return admin, tokenFile
 }
 
 // checkListeners checks the listener flags before the store is opened, so
