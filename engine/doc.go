@@ -21,18 +21,20 @@
 //
 //   - over a backend.Striped (the memory backend), the store's own
 //     partition lock: one lock per decision, and the record is stepped in
-//     place without an allocation. Over a bare *memory.Store, Apply is one
-//     call (inprocess.go): the key is built on the stack, looked up once
-//     under the shard lock, stepped where it lies by the algorithm's own
-//     step, and only its expiry written back through the store's Ref; the
-//     limit's capacity is read only to explain a denial. ApplyKey decides a
-//     Key prepared once with Limit.Key exactly as Apply decides the rule
-//     and caller it was made from, without building or hashing the key
-//     again; ApplyKeyInto does so into the caller's Decision. Any other Striped store, such as the memory store behind a
+//     place without an allocation. Over a bare memory store, Apply is one
+//     call (inprocess.go) on the table.Table the store is: the key is built
+//     on the stack, looked up once under the shard lock, stepped where it
+//     lies by the algorithm's own step, and only its expiry written back
+//     through the table's Ref; the limit's capacity is read only to explain
+//     a denial. ApplyKeyInto decides a Key prepared once with Limit.Key
+//     exactly as Apply decides the rule and caller it was made from,
+//     without building or hashing the key again, into the caller's
+//     Decision. Any other Striped store, such as the memory store behind a
 //     test's fault-injecting wrapper, takes the same steps through the
 //     interface.
-//   - over a backend.Durable (Pebble, bbolt), the partition lock of the in-memory tier, which holds the
-//     records in use and writes them back as Options.Durability says.
+//   - over a backend.Durable (Pebble, bbolt), the partition lock of the
+//     in-memory tier, a table.Table which holds the records in use, and
+//     writes them back as Options.Durability says.
 //   - over any other backend, the engine's own stripe locks
 //     (Options.Stripes).
 //

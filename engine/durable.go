@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/backend/table"
 )
 
 // Durability says when a decision's new record reaches a durable backend
@@ -56,19 +56,19 @@ const (
 	DefaultMaxDirty      = 1 << 16
 )
 
-// tier is the engine's in-memory tier over a durable backend. A memory store
-// holds every record in use, so a hot key costs no disk read and is stepped in
+// tier is the engine's in-memory tier over a durable backend. A table.Table
+// (the memory store's) holds every record in use, so a hot key costs no disk read and is stepped in
 // place; records are loaded from disk on first use (never all at start) and
 // written back in batches (Interval) or through group commit (Sync).
 //
-// The memory store is the cache of record: every write lands in it under the
+// The table is the cache of record: every write lands in it under the
 // stripe lock before anything else sees it, so it never serves a record older
 // than the last one written. A cache whose inserts are asynchronous or
 // lossy could, which is why no such cache sits on this path.
 //
-// tier implements backend.Striped; its stripes are the memory store's.
+// tier implements backend.Striped; its stripes are the table's.
 type tier struct {
-	cache    *memory.Store
+	cache    *table.Table
 	disk     backend.Durable
 	mode     Durability
 	clock    Clock
@@ -261,7 +261,7 @@ func newTier(disk backend.Durable, o *Options, clock Clock) (*tier, error) {
 	if o.Durability != Interval && o.Durability != Sync {
 		return nil, fmt.Errorf("sluice/engine: unknown durability %d", int(o.Durability))
 	}
-	cache := memory.New(&memory.Options{Shards: o.Stripes, Now: clock.Now})
+	cache := table.New(&table.Options{Shards: o.Stripes, Now: clock.Now})
 	t := &tier{
 		cache:    cache,
 		disk:     disk,
@@ -325,7 +325,7 @@ func (t *tier) GetLocked(h uint64, k []byte, now int64) ([]byte, error) {
 	if st.isKnown(h) {
 		return nil, nil // the cache's record expired, so the disk's has too
 	}
-	if _, ref, _ := t.cache.LookupLocked(h, k, now); ref != (memory.Ref{}) {
+	if _, ref, _ := t.cache.LookupLocked(h, k, now); ref != (table.Ref{}) {
 		// The cache holds the key's entry, expired (GetLocked found no
 		// live record): the same as a known key, whose slot another key
 		// has taken. The lookup finds the entry GetLocked just found.

@@ -114,8 +114,8 @@ type Limit struct {
 
 // Key is a caller's key prepared under one namespace: its namespaced form
 // (AppendKey's) and that form's hash, computed once by Limit.Key so that
-// ApplyKey, deciding the same caller again and again, builds and hashes
-// nothing. Prepare a key where it is known for longer than one decision
+// ApplyKeyInto, deciding the same caller again and again, builds and
+// hashes nothing. Prepare a key where it is known for longer than one decision
 // (a connection's peer, a session, a key decided under several costs or
 // in a loop); for a key met once, Apply costs the same. A Key is immutable
 // and safe for concurrent use. The zero Key is the empty key under the
@@ -126,7 +126,7 @@ type Key struct {
 	hash           uint64 // the store's hash of form
 }
 
-// Key prepares key under l's namespace for ApplyKey. It allocates the
+// Key prepares key under l's namespace for ApplyKeyInto. It allocates the
 // namespaced form once.
 func (l Limit) Key(key string) Key {
 	form := AppendKey(nil, l.Namespace, key)
@@ -336,7 +336,7 @@ func (e *Engine) check(l Limit, cost int64) error {
 func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err error) {
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
-	if e.store.mem != nil {
+	if e.store.table != nil {
 		// The key's namespaced form (AppendKey's), built here on Apply's
 		// stack, without growth checks in the common case (a namespace
 		// under 128 bytes, whose length takes one byte, and a key that
@@ -361,23 +361,16 @@ func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err er
 	return d, err
 }
 
-// ApplyKey is Apply for a key prepared with Limit.Key: the same decision,
-// the same errors, without building or hashing the namespaced key (over the
-// memory backend; other stores take Apply's path). A key prepared under
-// another namespace than l's is decided under l's, as Apply(l, k.String(),
-// cost) decides it.
-func (e *Engine) ApplyKey(l Limit, k Key, cost int64) (d algo.Decision, err error) {
-	err = e.ApplyKeyInto(l, &k, cost, &d)
-	return d, err
-}
-
-// ApplyKeyInto is ApplyKey writing the decision to *d (every field; zero
-// on an error) rather than returning it, and reading the key where the
-// caller keeps it: for a caller deciding in a tight loop, where copying the
-// Decision out through the results costs about a tenth of a hot key's
-// decision. d must not be nil.
+// ApplyKeyInto is Apply for a key prepared with Limit.Key, writing the
+// decision to *d (every field; zero on an error): the same decision, the
+// same errors, without building or hashing the namespaced key (over the
+// memory backend; other stores take Apply's path) and without copying the
+// Decision out through the results, which costs about a tenth of a hot
+// key's decision. It reads the key where the caller keeps it. A key
+// prepared under another namespace than l's is decided under l's, as
+// Apply(l, k.String(), cost) decides it. d must not be nil.
 func (e *Engine) ApplyKeyInto(l Limit, k *Key, cost int64, d *algo.Decision) error {
-	if e.store.mem != nil && k.form != nil && k.namespace == l.Namespace {
+	if e.store.table != nil && k.form != nil && k.namespace == l.Namespace {
 		return e.decideMemory(l.Algorithm, k.form, k.hash, cost, d)
 	}
 	var err error

@@ -271,7 +271,7 @@ func TestCorruptRecordIsCountedAndTreatedAsFresh(t *testing.T) {
 
 // TestCorruptRecordWarningNamesTheCaller: the warning a corrupt record
 // logs names the rule's namespace and the caller's key, by Apply and by
-// ApplyKey alike (over memory the decision sees only the namespaced key).
+// ApplyKeyInto alike (over memory the decision sees only the namespaced key).
 func TestCorruptRecordWarningNamesTheCaller(t *testing.T) {
 	for _, bk := range backends {
 		for _, prepared := range []bool{false, true} {
@@ -290,7 +290,8 @@ func TestCorruptRecordWarningNamesTheCaller(t *testing.T) {
 				}
 				var d algo.Decision
 				if prepared {
-					d, err = e.ApplyKey(l, l.Key("user-7"), 1)
+					k := l.Key("user-7")
+					err = e.ApplyKeyInto(l, &k, 1, &d)
 				} else {
 					d, err = e.Apply(l, "user-7", 1)
 				}

@@ -14,9 +14,9 @@ import (
 )
 
 // TestApplyKeyIsApply: over every kind of store, an engine deciding prepared
-// keys with ApplyKey or ApplyKeyInto answers exactly as a twin deciding the
-// same requests
-// with Apply, for every algorithm, random costs (invalid ones too) and clock
+// keys with ApplyKeyInto (into a zero Decision or over a leftover one)
+// answers exactly as a twin deciding the same requests with Apply, for
+// every algorithm, random costs (invalid ones too) and clock
 // steps, keys prepared under the right namespace, under another one, and
 // the zero Key.
 func TestApplyKeyIsApply(t *testing.T) {
@@ -63,13 +63,11 @@ func TestApplyKeyIsApply(t *testing.T) {
 						// A decision left over in *d: every field must be
 						// written, or zeroed on an error.
 						got = algo.Decision{Allowed: true, Limit: 77, Remaining: 76, RetryAfter: 5, Reset: 6, Delay: 7, TTL: 8, CorruptState: true}
-						gerr = ek.ApplyKeyInto(l, &k, cost, &got)
-					} else {
-						got, gerr = ek.ApplyKey(l, k, cost)
 					}
+					gerr = ek.ApplyKeyInto(l, &k, cost, &got)
 					want, werr := ea.Apply(l, key, cost)
 					if got != want || !errors.Is(gerr, werr) && (gerr == nil || werr == nil || gerr.Error() != werr.Error()) {
-						t.Fatalf("request %d, %s %q cost %d: ApplyKey (into %v) = %+v, %v; Apply = %+v, %v", i, l.Namespace, key, cost, into, got, gerr, want, werr)
+						t.Fatalf("request %d, %s %q cost %d: ApplyKeyInto (over a leftover decision %v) = %+v, %v; Apply = %+v, %v", i, l.Namespace, key, cost, into, got, gerr, want, werr)
 					}
 				}
 			})
@@ -85,11 +83,8 @@ func TestApplyKeyDoesNotAllocate(t *testing.T) {
 	for _, p := range []algo.Params{unlimited, exhausted} {
 		l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(algo.GCRAName, p)}
 		k := l.Key("user-0000000000000001")
-		e.ApplyKey(l, k, 1)
-		if allocs := testing.AllocsPerRun(200, func() { e.ApplyKey(l, k, 1) }); allocs != 0 {
-			t.Errorf("%+v: %.1f allocations per ApplyKey, want 0", p, allocs)
-		}
 		var d algo.Decision
+		e.ApplyKeyInto(l, &k, 1, &d)
 		if allocs := testing.AllocsPerRun(200, func() { e.ApplyKeyInto(l, &k, 1, &d) }); allocs != 0 {
 			t.Errorf("%+v: %.1f allocations per ApplyKeyInto, want 0", p, allocs)
 		}

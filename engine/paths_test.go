@@ -34,8 +34,8 @@ func TestPathsAgree(t *testing.T) {
 // namespace, as a reload that changes a limit makes them: a record spent
 // under one rate is stepped under another, and a denial keeps it as long as
 // its caller waits. Every path that can lengthen an expiry
-// (backend.Striped.ExtendLocked, or the swap's Keep) agrees; the plain map under the
-// engine's locks cannot, and is left out.
+// (backend.Striped.ExtendLocked, or the swap's Keep) agrees; the plain map
+// under the engine's locks cannot, and is left out.
 func TestPathsAgreeWhenRulesChange(t *testing.T) {
 	var bks []store
 	for _, b := range backends {

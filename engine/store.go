@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/backend/memory"
+	"github.com/sluice-go/sluice/backend/table"
 )
 
 // The engine's dispatch. New looks at the backend once and picks its path
@@ -21,14 +21,15 @@ import (
 //     decision takes one stripe lock and reads, steps and writes under it.
 //   - the swap path, for a backend.Swapper: see swap.go.
 //
-// On the striped path a bare *memory.Store is called without an interface,
-// so that a key built on the caller's stack stays there: the same calls, in
-// the same order, as through backend.Striped, only devirtualised.
+// On the striped path a bare memory store is called without an interface,
+// through the table.Table it is built on (tableStore), so that a key built
+// on the caller's stack stays there: the same calls, in the same order, as
+// through backend.Striped, only devirtualised.
 
 // storeSet is what New chose for a backend.
 type storeSet struct {
 	striped backend.Striped // the striped path's store; nil on the swap path
-	mem     *memory.Store   // striped, when it is a bare memory store
+	table   *table.Table    // the table striped is, when it is a bare memory store
 	tier    *tier           // striped, when it is the tier over a durable store
 	swap    *swapPath       // the swap path; nil on the striped path
 	count   backend.Stats   // what Stats.Keys and Stats.Evictions read; nil when unknown
@@ -62,7 +63,9 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 		return n, nil
 	case backend.Striped:
 		s.striped, n = sb, sb.Stripes()
-		s.mem, _ = b.(*memory.Store)
+		if ts, ok := b.(tableStore); ok {
+			s.table = ts.Table()
+		}
 		s.count, s.sweeper = sb, sb
 		return n, nil
 	default:
@@ -74,6 +77,14 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 	s.count, _ = b.(backend.Stats)
 	s.sweeper, _ = b.(backend.Sweeper)
 	return n, nil
+}
+
+// tableStore is a store built on a table.Table, which it lends the engine
+// for its devirtualised calls: the memory store. (A store wrapping one,
+// such as faulty's, is not one: it is called through backend.Striped.)
+type tableStore interface {
+	backend.Striped
+	Table() *table.Table
 }
 
 // onePath returns an error when b implements more than one of the path
@@ -96,29 +107,29 @@ func onePath(b backend.Backend) error {
 }
 
 func (e *Engine) lock(i int) {
-	if e.store.mem != nil {
-		e.store.mem.Lock(i)
+	if e.store.table != nil {
+		e.store.table.Lock(i)
 		return
 	}
 	e.store.striped.Lock(i)
 }
 
 func (e *Engine) unlock(i int) {
-	if e.store.mem != nil {
-		e.store.mem.Unlock(i)
+	if e.store.table != nil {
+		e.store.table.Unlock(i)
 		return
 	}
 	e.store.striped.Unlock(i)
 }
 
 // get, write and del are the striped path's record operations, for a caller
-// holding the stripe of st. A bare memory store gets k itself; any other
+// holding the stripe of st. A bare memory store's table gets k itself; any other
 // store, called through an interface that would make k escape to the heap,
 // gets the stripe's copy of it, so that a caller's key on the stack stays
 // there.
 func (e *Engine) get(st *stripe, h uint64, k []byte, now int64) ([]byte, error) {
-	if e.store.mem != nil {
-		return e.store.mem.GetLocked(h, k, now)
+	if e.store.table != nil {
+		return e.store.table.GetLocked(h, k, now)
 	}
 	st.key = append(st.key[:0], k...)
 	return e.store.striped.GetLocked(h, st.key, now)
@@ -131,8 +142,8 @@ func (e *Engine) write(st *stripe, h uint64, k, next []byte, now int64, ttl time
 	if next == nil || ttl <= 0 {
 		return e.del(st, h, k)
 	}
-	if e.store.mem != nil {
-		return e.store.mem.PutLocked(h, k, next, now+int64(ttl))
+	if e.store.table != nil {
+		return e.store.table.PutLocked(h, k, next, now+int64(ttl))
 	}
 	st.key = append(st.key[:0], k...)
 	return e.store.striped.PutLocked(h, st.key, next, now+int64(ttl))
@@ -162,8 +173,8 @@ func addSat(now int64, d time.Duration) int64 {
 }
 
 func (e *Engine) del(st *stripe, h uint64, k []byte) error {
-	if e.store.mem != nil {
-		return e.store.mem.DeleteLocked(h, k)
+	if e.store.table != nil {
+		return e.store.table.DeleteLocked(h, k)
 	}
 	st.key = append(st.key[:0], k...)
 	return e.store.striped.DeleteLocked(h, st.key)

@@ -5,53 +5,18 @@
 //
 // # Layout
 //
-// The store is split into shards (256 by default, or 64 per GOMAXPROCS
-// where that is more), chosen by the low bits of the key's backend.Hash.
-// The engine uses the shards as its stripes, through backend.Striped, so
-// one lock covers a whole read-step-write. Each shard holds a mutex, an
-// index and an arena:
-//
-//	index  []uint64, linear probing, load kept between 1/5 and 4/5
-//	       slot = fp<<32 | off     fp = hash>>32, off = entry offset; 0 = empty
-//	       home slot = f(fp, seed) so resizing never reads the arena
-//
-//	arena  []byte, append-only; arena[0] is a pad byte so off is never 0
-//	       ┌──────────────┬──────┬──────┬──────┬─────────┬──────────────────┐
-//	entry  │ expiresAt    │ klen │ vcap │ vlen │ key     │ value            │
-//	       │ int64 LE (8) │ uvar │ uvar │ uvar │ klen B  │ vcap B, vlen used│
-//	       └──────────────┴──────┴──────┴──────┴─────────┴──────────────────┘
-//	       vlen is padded to vcap's width so it can be rewritten in place.
-//
-// A 20-byte key with a 17-byte value takes a 48-byte entry and one 8-byte
-// slot (10 to 16 bytes at the index's load), plus at most a quarter of
-// arena slack. Neither the index nor the arena holds a pointer, so the
-// garbage collector never scans them.
-//
-// The full key is kept and compared on every lookup whose fp matches: keys
-// whose hashes collide, even on all 64 bits, occupy separate slots and stay
-// distinct. The home slot is seeded per store, so a caller who can choose
-// keys cannot pile them onto one probe run without finding full 32-bit
-// fingerprint collisions.
-//
-// # Writes
-//
-// Writing a value of the same length as the one stored (the common case: an
-// algorithm's record keeps its size) rewrites the entry in place, touching
-// no allocator; so does any length that fits the space reserved for the
-// value without leaving most of a sizeable reserve idle. GetLocked remembers
-// the entry it found, so the PutLocked that follows for the same key, and
-// the next GetLocked of a hot key, skip the probe (the key is still
-// compared). The engine's own decision takes a shorter way: LookupLocked
-// returns the record with a Ref to its entry, the record is stepped where
-// it lies, and Ref.SetExpiryLocked, inlined in the caller, writes only its
-// expiry (PutRefLocked covers every other case, with no second lookup). A
-// key's first record is built in 32 bytes the shard lends and copied in. A
-// value that no longer fits is
-// appended as a new entry with a quarter of headroom and the old one becomes
-// dead bytes. When dead bytes exceed half of a shard's arena (and 4 KiB),
-// that shard alone is compacted: its live entries are copied into a
-// right-sized arena, so the pause is bounded by the shard's size, not the
-// store's. A shard left empty releases its memory.
+// The store is a table.Table, the sharded table the engine's in-memory
+// tier over a durable store keeps its records in too; package table draws
+// its layout and says how a write stays in place. In short: the store is
+// split into shards (256 by default, or 64 per GOMAXPROCS where that is
+// more) by the low bits of the key's backend.Hash, each with its own
+// mutex, an open-addressing index of 8-byte slots and an append-only arena
+// of entries; the engine uses the shards as its stripes, so one lock
+// covers a whole read-step-write. A 20-byte key with a 17-byte value takes
+// a 48-byte entry and one 8-byte slot (10 to 16 bytes at the index's
+// load), plus at most a quarter of arena slack. Writing a record of the
+// length it replaces, the common case, rewrites it in place without
+// allocating.
 //
 // # Expiry
 //

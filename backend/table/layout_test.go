@@ -1,4 +1,4 @@
-package memory
+package table
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 // TestLayout checks the cache-line layout the decision path relies on: a
 // shard is a whole number of lines, its lock and the memo every decision
 // writes share its first line, the fields a decision only reads lie on a
-// line of their own, and the Store's counters sit a full line away from
+// line of their own, and the Table's counters sit a full line away from
 // the shards and mask every call reads.
 func TestLayout(t *testing.T) {
 	var sh shard
@@ -28,12 +28,12 @@ func TestLayout(t *testing.T) {
 		t.Errorf("shard.count is on line %d, want 2 (written when keys come and go)", got)
 	}
 
-	var s Store
+	var s Table
 	readEnd := unsafe.Offsetof(s.done) + unsafe.Sizeof(s.done)
 	if gap := unsafe.Offsetof(s.keys) - readEnd; gap < cacheLine-8 {
-		t.Errorf("the Store's counters start %d bytes after its read-only fields, want at least %d", gap, cacheLine-8)
+		t.Errorf("the Table's counters start %d bytes after its read-only fields, want at least %d", gap, cacheLine-8)
 	}
 	if start := unsafe.Offsetof(s.shards); start < cacheLine-8 {
-		t.Errorf("the Store's read-only fields start at %d, want at least %d: another object's writes could share their line", start, cacheLine-8)
+		t.Errorf("the Table's read-only fields start at %d, want at least %d: another object's writes could share their line", start, cacheLine-8)
 	}
 }

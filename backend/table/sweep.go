@@ -1,4 +1,4 @@
-package memory
+package table
 
 import (
 	"time"
@@ -21,7 +21,7 @@ import (
 // read as absent whether or not they have been swept; sweeping only frees
 // their memory. Sweep takes shard locks itself, so it must not be called
 // while holding one. After Close, Sweep returns backend.ErrClosed.
-func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
+func (s *Table) Sweep(now int64, budget int) (removed int, err error) {
 	if s.closed.Load() {
 		return 0, backend.ErrClosed
 	}
@@ -33,7 +33,7 @@ func (s *Store) Sweep(now int64, budget int) (removed int, err error) {
 }
 
 // sweep is Sweep, also returning how many keys it examined.
-func (s *Store) sweep(now int64, budget int) (examined, removed int) {
+func (s *Table) sweep(now int64, budget int) (examined, removed int) {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
 	for v := 0; v < len(s.shards) && budget > 0; v++ {
@@ -62,7 +62,7 @@ func (s *Store) sweep(now int64, budget int) (examined, removed int) {
 }
 
 // sweeper runs a tick every interval until Close.
-func (s *Store) sweeper(interval time.Duration) {
+func (s *Table) sweeper(interval time.Duration) {
 	defer close(s.done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -83,7 +83,7 @@ func (s *Store) sweeper(interval time.Duration) {
 // freed within about two intervals: a sweep with a fixed budget per tick
 // could be outrun by a flood of new keys, and memory would then grow past
 // what the TTL bounds.
-func (s *Store) tick() {
+func (s *Table) tick() {
 	now := s.now()
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()

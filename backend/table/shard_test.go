@@ -1,4 +1,4 @@
-package memory
+package table
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // slot is reachable from its home slot without crossing an empty one, each
 // entry's key hashes (under the given hash function) to its fingerprint, and
 // dead bytes are bounded.
-func checkInvariants(t *testing.T, s *Store) {
+func checkInvariants(t *testing.T, s *Table) {
 	t.Helper()
 	total := 0
 	for si := range s.shards {

@@ -1,4 +1,4 @@
-package memory
+package table
 
 import (
 	"encoding/binary"
@@ -23,7 +23,7 @@ const (
 	maxLen = 1 << 30
 )
 
-// shard is one partition of the store: a lock, an index and an arena.
+// shard is one partition of the table: a lock, an index and an arena.
 //
 // The index, slots, is a linear-probing hash table of uint64 slots. A slot
 // is fp<<32 | off, where fp is the high 32 bits of the key's 64-bit hash
@@ -69,7 +69,7 @@ type shard struct {
 	// reallocated.
 	slots  []uint64 // the index; nil when count is zero
 	arena  []byte   // the entries; nil when count is zero
-	seed   uint32   // mixes fp into a home slot; fixed for the store's life
+	seed   uint32   // mixes fp into a home slot; fixed for the table's life
 	closed bool     // set by Close; every method then returns ErrClosed
 	_      [8]byte
 
@@ -80,7 +80,7 @@ type shard struct {
 	now    int64 // latest now passed to a read; used to reclaim when full
 
 	// Room for a key's first record, which LookupLocked lends and the
-	// store copies from; it also pads the shard to 192 bytes, so no two
+	// table copies from; it also pads the shard to 192 bytes, so no two
 	// shards share a cache line.
 	scratch [32]byte
 }
@@ -440,7 +440,7 @@ func (sh *shard) grow() {
 // releases its memory, an index below 1/5 load shrinks to 1/2, and an arena
 // more than half dead (and holding more than s.minDead dead bytes) is
 // compacted.
-func (s *Store) tidy(sh *shard) {
+func (s *Table) tidy(sh *shard) {
 	if sh.count == 0 {
 		sh.slots, sh.arena, sh.dead, sh.cursor = nil, nil, 0, 0
 		sh.gen++
