@@ -1,10 +1,14 @@
 package sluice_test
 
 import (
+	"encoding/json"
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 )
+
+const module = "github.com/sluice-go/sluice"
 
 // heavy are the import paths an embedding program that builds its rules in
 // Go must not be made to import: the configuration file's YAML and watcher,
@@ -108,5 +112,111 @@ func TestBenchModuleSharesDependencyVersions(t *testing.T) {
 		if bv, ok := bench[path]; ok && bv != v {
 			t.Errorf("%s is %s in the main module and %s in bench/", path, v, bv)
 		}
+	}
+}
+
+// layout is DESIGN's layout table as code: for each package of the module
+// (by its path below the module; "" is the root, a trailing "/..." covers
+// a tree), the module's packages it may import. Arrows point down the
+// table only; "*" is a program, which may import anything. A package the
+// table does not name fails the test: add it, with what it may import.
+var layout = []struct {
+	pkg   string
+	allow []string
+}{
+	{"codec", nil},
+	{"backend", nil},
+	{"internal/configerr", []string{""}},
+	{"internal/watch", nil},
+	{"internal/yamlnode", []string{"internal/configerr"}},
+	{"algo", []string{"codec"}},
+	{"backend/table", []string{"backend"}},
+	{"backend/internal/...", []string{"backend", "backend/internal/..."}},
+	{"backend/memory", []string{"backend", "backend/table"}},
+	{"backend/pebble", []string{"backend", "backend/internal/..."}},
+	{"backend/bolt", []string{"backend", "backend/internal/..."}},
+	{"backend/redis", []string{"backend"}},
+	{"backend/redis/redistest", nil},
+	{"backend/backendtest", []string{"backend"}},
+	{"backend/faulty", []string{"backend"}},
+	{"engine", []string{"algo", "backend", "backend/table", "codec"}},
+	{"", []string{"engine", "algo"}},
+	{"identity", []string{""}},
+	{"config", []string{"", "algo", "engine", "identity", "internal/configerr", "internal/watch", "internal/yamlnode"}},
+	{"metrics", []string{"", "engine"}},
+	{"httplimit", []string{"", "algo", "engine", "identity"}},
+	{"grpclimit", []string{"", "algo", "engine", "identity"}},
+	{"envoyrls", []string{"algo", "engine", "internal/configerr"}},
+	{"envoyrls/rlsfile", []string{"envoyrls", "algo", "internal/configerr", "internal/watch", "internal/yamlnode"}},
+	{"envoyrls/rlsmetrics", []string{"envoyrls"}},
+	{"envoyrls/xds", []string{"envoyrls", "envoyrls/rlsfile", "config"}},
+	{"envoyrls/xds/xdstest", nil},
+	{"replay", []string{"", "algo", "engine", "config", "identity", "backend/memory", "replay/internal/..."}},
+	{"replay/internal/...", nil},
+	{"internal/loadgen/...", nil},
+	{"fuzz", []string{"*"}},
+	{"cmd/...", []string{"*"}},
+	{"internal/cmd/...", []string{"*"}},
+}
+
+// covers reports whether the table entry pattern names rel.
+func covers(pattern, rel string) bool {
+	if tree, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return rel == tree || strings.HasPrefix(rel, tree+"/")
+	}
+	return pattern == rel
+}
+
+// The module's import graph keeps to the layout table: every arrow one of
+// the table's, every package in it.
+func TestLayoutArrows(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIPPED: no go command on PATH to list imports with")
+	}
+	out, err := exec.Command(goBin, "list", "-json=ImportPath,Imports", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		entry := -1
+		for i, e := range layout {
+			if covers(e.pkg, rel) {
+				entry = i
+				break
+			}
+		}
+		if entry < 0 {
+			t.Errorf("%s is not in the layout table: add it with what it may import", path.Join(module, rel))
+			continue
+		}
+		allow := layout[entry].allow
+		for _, imp := range p.Imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			to := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			ok := false
+			for _, a := range allow {
+				ok = ok || a == "*" || covers(a, to)
+			}
+			if !ok {
+				t.Errorf("%q imports %q: not an arrow of the layout table (%q may import %q)", rel, to, layout[entry].pkg, allow)
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("go list gave %d packages: the check has gone blind", seen)
 	}
 }
