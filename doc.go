@@ -9,7 +9,9 @@
 // impossible rule at load time, naming the rule and the field.
 //
 // A Ruleset is a validated, immutable set of rules with an optional default
-// rule for requests no rule covers and a MatchMode: MatchMostSpecific applies
+// rule for requests no rule covers and a MatchMode. It matches a request by
+// its Shape (method, path, host, caller's plan: Ruleset.AppendMatch, and
+// AppendMatchShadow for the shadow rules): MatchMostSpecific applies
 // the single most specific rule (longest path prefix, then an exact method
 // over AnyMethod), MatchAll every covering rule, all-or-nothing through
 // engine.Engine.ApplyAll. Each CompiledRule carries its engine.Limit, whose
@@ -20,8 +22,17 @@
 // states the rule precisely). An Override gives one caller its own limit,
 // window or burst under a rule (Ruleset.WithOverrides, Ruleset.Override);
 // it keeps the rule's record, so what the caller spent carries over.
-// Ruleset.Resolve is the whole choice, plan and overrides, as a function of
-// the ruleset and the caller's identity, for any door.
+//
+// A Door is the decision every door makes, written once (door.go states
+// its steps, decide.go is its request path): match, key the caller under
+// each rule, apply the caller's overrides, spend on the engine, follow the
+// StoreErrorPolicy when the store fails (a Local decides under FailLocal),
+// tell the Observer, pick the decision the answer reports, then decide the
+// shadow rules of a request that passes. It returns an Outcome. Package
+// httplimit's middleware, package grpclimit's interceptors and package
+// replay each wrap a Door, and only read requests for it and turn its
+// Outcome into an answer; the rate-limit fields every door sends are made
+// in fields.go (CompiledRule.Policy, AppendRateLimit).
 //
 // A Registry holds the ruleset in force and replaces it whole with one
 // atomic pointer swap: readers take no lock and never see half a ruleset.
@@ -34,9 +45,9 @@
 // it imports no YAML, file watching or metrics library. The rest lives
 // beside it: package config reads the gateway's YAML file and watches it,
 // package metrics is the Prometheus collector (an Observer), package
-// identity turns a request into a caller key, and package httplimit is the
-// net/http middleware. StoreErrorPolicy and Observer are what those doors
-// share.
+// identity turns a request into a caller key, and packages httplimit and
+// grpclimit are the net/http middleware and the gRPC interceptors.
 //
-// Rulesets, CompiledRules and Registries are safe for concurrent use.
+// Rulesets, CompiledRules, Registries and Doors are safe for concurrent
+// use.
 package sluice

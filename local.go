@@ -110,6 +110,8 @@ func (l *Local) Rule(c *CompiledRule) *CompiledRule {
 	s, err := c.rule.Share(l.fleet).compile()
 	if err != nil {
 		s = c
+	} else {
+		s.origin = c.configured()
 	}
 	next := make(map[*CompiledRule]*CompiledRule, len(old)+1)
 	if len(old) < maxLocalRules {
@@ -122,11 +124,11 @@ func (l *Local) Rule(c *CompiledRule) *CompiledRule {
 	return s
 }
 
-// Requests returns, for a decision of reqs under rules that the fleet's
+// requests returns, for a decision of reqs under rules that the fleet's
 // store could not make, each rule's share and the local engine's request
 // for it (Rule and Request of each), in new slices: rules and reqs, which
 // may be the caller's stack arrays, are not written to.
-func (l *Local) Requests(rules []*CompiledRule, reqs []engine.Request) ([]*CompiledRule, []engine.Request) {
+func (l *Local) requests(rules []*CompiledRule, reqs []engine.Request) ([]*CompiledRule, []engine.Request) {
 	shares := make([]*CompiledRule, len(rules))
 	local := make([]engine.Request, len(reqs))
 	for i, c := range rules {

@@ -142,6 +142,7 @@ func (rs *Ruleset) WithOverrides(ovs []Override) (*Ruleset, error) {
 			}
 			return nil, &OverrideError{Index: i, Rule: o.Rule, Key: o.Key, Field: "limit", Reason: err.Error(), Err: err}
 		}
+		oc.origin = c
 		set.byKey[k] = oc
 	}
 	out.overrides = set
@@ -200,39 +201,4 @@ func (rs *Ruleset) Overrides() []Override {
 		return nil
 	}
 	return append([]Override(nil), rs.overrides.list...)
-}
-
-// Applied is one rule a request is decided under, and the caller's key
-// under it.
-type Applied struct {
-	// Rule is the rule, with the caller's override in place when it has one.
-	Rule *CompiledRule
-	// Key is the caller's key under the rule.
-	Key string
-}
-
-// Resolve returns what a request is decided under, as a door decides it:
-// the rules MatchPlan picks for a caller of plan, each with the caller's
-// key under it (key is called with the rule's scope) and replaced by the
-// caller's override (Override). It is the door's choice of rules as a
-// function of the ruleset and the caller's identity alone, for a program
-// that decides requests without a door (replaying logged traffic, say):
-// pass each Applied's Rule.Limit(), Key and Rule.Cost() to the engine. An
-// error from key ends the call. Nothing (nil) means no rule and no default
-// cover the request.
-func (rs *Ruleset) Resolve(method, path, plan string, key func(Scope) (string, error)) ([]Applied, error) {
-	var stack [8]*CompiledRule
-	rules := rs.AppendMatchPlan(stack[:0], method, path, plan)
-	if len(rules) == 0 {
-		return nil, nil
-	}
-	out := make([]Applied, len(rules))
-	for i, c := range rules {
-		k, err := key(c.rule.Scope)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = Applied{Rule: rs.Override(c, k), Key: k}
-	}
-	return out, nil
 }

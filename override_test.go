@@ -104,10 +104,16 @@ func TestOverrideReplacesTheLimitOnly(t *testing.T) {
 	if got := rs.Overrides(); len(got) != 1 || got[0].Key != "user:alice" {
 		t.Errorf("Overrides() = %+v", got)
 	}
-	// Resolve applies it.
-	applied, err := rs.Resolve("POST", "/api/orders", "", func(sluice.Scope) (string, error) { return "user:alice", nil })
-	if err != nil || len(applied) != 1 || applied[0].Rule != o || applied[0].Key != "user:alice" {
-		t.Errorf("Resolve for alice = %+v, %v; want her override", applied, err)
+	// A Door applies it.
+	door, err := sluice.NewDoor(sluice.DoorConfig[string]{
+		Engine: newTestEngine(t),
+		Key:    func(user string, _ *sluice.CompiledRule) (string, int64, error) { return user, 0, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := door.Decide(rs, "POST", "/api/orders", "user:alice"); out.Verdict != sluice.Allowed || out.Rule != o || out.Key != "user:alice" {
+		t.Errorf("a Door for alice: %v under %v, key %q; want allowed under her override", out.Verdict, out.Rule.Rule(), out.Key)
 	}
 }
 

@@ -142,8 +142,10 @@ func TestPlanValidation(t *testing.T) {
 
 // The rule MatchPlan picks is the one the package doc defines, for any
 // rules, plans and requests: a reference written from the definition, by
-// brute force, agrees with it in both modes.
+// brute force, agrees with it in both modes; and a Door decides a request
+// under the same rules, each keyed by its scope.
 func TestMatchPlanProperty(t *testing.T) {
+	eng := newTestEngine(t)
 	methods := []string{"GET", "POST", "*"}
 	prefixes := []string{"/", "/a", "/ab", "/a/b", "/b"}
 	plans := []string{"", "", "gold", "silver"}
@@ -190,23 +192,31 @@ func TestMatchPlanProperty(t *testing.T) {
 				t.Fatalf("Match = %v, MatchPlan with no plan = %v", m, got)
 			}
 		}
-		// Resolve picks the same rules, keyed by scope.
-		applied, err := rs.Resolve(method, path, plan, func(s sluice.Scope) (string, error) { return string(s) + ":k", nil })
+		// A Door decides under the same rules, keyed by scope.
+		var rnames []string
+		door, err := sluice.NewDoor(sluice.DoorConfig[string]{
+			Engine: eng,
+			Key:    func(_ string, c *sluice.CompiledRule) (string, int64, error) { return string(c.Scope()) + ":k", 0, nil },
+			Plan:   func(plan string) (string, error) { return plan, nil },
+			Tally: func(c *sluice.CompiledRule, key string, _ int64, _ bool) {
+				rnames = append(rnames, c.Name())
+				if key != string(c.Scope())+":k" {
+					t.Fatalf("Door: key %q under a %s rule", key, c.Scope())
+				}
+			},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rnames []string
-		for _, a := range applied {
-			rnames = append(rnames, a.Rule.Name())
-			if a.Key != string(a.Rule.Scope())+":k" {
-				t.Fatalf("Resolve: key %q under a %s rule", a.Key, a.Rule.Scope())
-			}
-		}
+		out := door.Decide(rs, method, path, plan)
 		if mode == sluice.MatchAll {
 			slices.Sort(rnames)
 		}
 		if !slices.Equal(rnames, got) && !(len(rnames) == 0 && len(got) == 0) {
-			t.Fatalf("Resolve = %v, MatchPlan = %v", rnames, got)
+			t.Fatalf("Door decided under %v, MatchPlan = %v", rnames, got)
+		}
+		if (out.Verdict == sluice.Unlimited) != (len(got) == 0) {
+			t.Fatalf("Door: %v for a request MatchPlan covers with %v", out.Verdict, got)
 		}
 	})
 }

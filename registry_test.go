@@ -73,7 +73,7 @@ func TestMatchMostSpecific(t *testing.T) {
 		if got := names(rs.Match(tt.method, tt.path)); !slices.Equal(got, tt.want) {
 			t.Errorf("Match(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
 		}
-		if got := names(rs.AppendMatch(nil, tt.method, tt.path)); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("AppendMatch(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
 		}
 	}
@@ -319,7 +319,7 @@ func TestHostRules(t *testing.T) {
 		{"other.org", "/x", ""},
 	} {
 		got := ""
-		if m := rs.MatchHostPlan(c.host, "GET", c.path, ""); len(m) > 0 {
+		if m := rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: c.path, Host: c.host}); len(m) > 0 {
 			got = m[0].Name()
 		}
 		if got != c.want {

@@ -194,6 +194,7 @@ func (r Rule) compile() (*CompiledRule, error) {
 	}
 	c := &CompiledRule{rule: r, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
 	c.alone = []*CompiledRule{c}
+	c.compileFields() // fields.go
 	return c, nil
 }
 
@@ -225,6 +226,24 @@ type CompiledRule struct {
 	rule  Rule
 	limit engine.Limit
 	alone []*CompiledRule // a one-element slice holding this rule, so Match need not allocate
+	// origin is the rule as configured that this one derives from: an
+	// override's rule (Ruleset.Override), a local share's (Local.Rule); nil
+	// for a rule as configured.
+	origin *CompiledRule
+
+	// The rate-limit fields' parts that depend on the rule alone
+	// (fields.go).
+	policy    string        // RateLimit-Policy: "name";q=5;w=60
+	rateLimit string        // RateLimit's start: "name";r=
+	window    time.Duration // the quota's window (algo.Quota), which bounds RateLimit's t
+}
+
+// configured returns the rule as configured that c derives from, or c.
+func (c *CompiledRule) configured() *CompiledRule {
+	if c.origin != nil {
+		return c.origin
+	}
+	return c
 }
 
 // Rule returns the rule as compiled, with Method and Cost defaults filled in.
@@ -254,11 +273,12 @@ func (c *CompiledRule) Request(key string) engine.Request {
 	return engine.Request{Limit: c.limit, Key: key, Cost: c.rule.Cost}
 }
 
-// matches reports whether the rule covers a request to host ("" when
-// the door knows none: only rules naming no host cover it).
-func (c *CompiledRule) matches(host, method, path string) bool {
-	return (c.rule.Method == AnyMethod || c.rule.Method == method) && strings.HasPrefix(path, c.rule.PathPrefix) &&
-		(c.rule.Host == "" || hostMatches(c.rule.Host, host))
+// matches reports whether the rule covers a request of shape q, whatever
+// q's plan (a ruleset chooses the rules a plan's caller is matched
+// against).
+func (c *CompiledRule) matches(q Shape) bool {
+	return (c.rule.Method == AnyMethod || c.rule.Method == q.Method) && strings.HasPrefix(q.Path, c.rule.PathPrefix) &&
+		(c.rule.Host == "" || hostMatches(c.rule.Host, q.Host))
 }
 
 // hostMatches reports whether the host pattern (a name, or *.name) covers
@@ -290,16 +310,6 @@ func validHost(h string) bool {
 		}
 	}
 	return true
-}
-
-// RequestHost returns the host of a request as rules match it: the Host
-// header's name without its port, in lower case.
-func RequestHost(host string) string {
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		host = host[:i]
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
 // moreSpecific orders rules most specific first: a rule naming a host

@@ -41,13 +41,13 @@ func TestShadowRulesNeverChangeTheEnforcedMatch(t *testing.T) {
 		if got, alone := names(rs.Match(tt.method, tt.path)), names(without.Match(tt.method, tt.path)); !slices.Equal(got, tt.want) || !slices.Equal(alone, tt.want) {
 			t.Errorf("%s: Match(%s, %s) = %v (%v without the shadow rules), want %v", tt.mode, tt.method, tt.path, got, alone, tt.want)
 		}
-		if got := names(rs.AppendMatch(nil, tt.method, tt.path)); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: AppendMatch(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.want)
 		}
 		if got := names(rs.MatchShadow(tt.method, tt.path)); !slices.Equal(got, tt.wantShad) {
 			t.Errorf("%s: MatchShadow(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.wantShad)
 		}
-		if got := names(rs.AppendMatchShadow(nil, tt.method, tt.path)); !slices.Equal(got, tt.wantShad) {
+		if got := names(rs.AppendMatchShadow(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.wantShad) {
 			t.Errorf("%s: AppendMatchShadow(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.wantShad)
 		}
 		if !rs.HasShadow() || without.HasShadow() {

@@ -28,21 +28,22 @@ const (
 // release writes, and a check that a record of the tag, of any version this
 // release reads, is whole and valid.
 type layout struct {
-	name   string
-	latest int
-	valid  func([]byte) error
+	name     string
+	latest   int
+	valid    func([]byte) error
+	describe func([]byte) ([]Field, error) // the fields, for Describe
 }
 
 // layouts is the one table of tags. Adding an algorithm adds a row here
 // (and its layout below); adding a version bumps latest and teaches valid
-// the new layout.
+// and describe the new layout.
 var layouts = [16]layout{
-	TagTokenBucket:    {"token_bucket", 2, validTokenBucket},
-	TagLeakyBucket:    {"leaky_bucket", 1, func(b []byte) error { _, err := DecodeBucket(b, TagLeakyBucket); return err }},
-	TagFixedWindow:    {"fixed_window", 1, func(b []byte) error { _, err := DecodeWindow(b); return err }},
-	TagSlidingLog:     {"sliding_log", 4, func(b []byte) error { _, err := DecodeLog(b); return err }},
-	TagSlidingCounter: {"sliding_counter", 1, func(b []byte) error { _, err := DecodeCounter(b); return err }},
-	TagGCRA:           {"gcra", 2, func(b []byte) error { _, err := DecodeGCRA(b); return err }},
+	TagTokenBucket:    {"token_bucket", 2, validTokenBucket, describeTokenBucket},
+	TagLeakyBucket:    {"leaky_bucket", 1, func(b []byte) error { _, err := DecodeBucket(b, TagLeakyBucket); return err }, describeLeakyBucket},
+	TagFixedWindow:    {"fixed_window", 1, func(b []byte) error { _, err := DecodeWindow(b); return err }, describeWindow},
+	TagSlidingLog:     {"sliding_log", 4, func(b []byte) error { _, err := DecodeLog(b); return err }, describeLog},
+	TagSlidingCounter: {"sliding_counter", 1, func(b []byte) error { _, err := DecodeCounter(b); return err }, describeCounter},
+	TagGCRA:           {"gcra", 2, func(b []byte) error { _, err := DecodeGCRA(b); return err }, describeGCRA},
 }
 
 // String returns the algorithm name the tag stands for.

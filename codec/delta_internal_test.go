@@ -47,3 +47,16 @@ func TestDeltaTables(t *testing.T) {
 		}
 	})
 }
+
+// Every tag of the table can be checked and described: a row added
+// without its describe would leave inspect blind to it.
+func TestLayoutsAreWhole(t *testing.T) {
+	for tag, l := range layouts {
+		if l.name == "" {
+			continue
+		}
+		if l.valid == nil || l.describe == nil || l.latest < Version {
+			t.Errorf("tag %d (%s): valid %v, describe %v, latest %d", tag, l.name, l.valid != nil, l.describe != nil, l.latest)
+		}
+	}
+}

@@ -334,7 +334,7 @@ default: {name: d, scope: ip, algorithm: gcra, limit: 1, window: 1s}
 	for _, c := range []struct{ file, want string }{
 		{"response: {deny_status: 302}\nrules: []\n", "g.yaml:1: response.deny_status: want a client or server error status, 400 to 599, got 302"},
 		{"response: {body: html}\nrules: []\n", "g.yaml:1: response.body:"},
-		{"exempt: [user:ops, alice]\nrules: []\n", "g.yaml:1: exempt[1]: identity: bad caller key"},
+		{"exempt: [user:ops, alice]\nrules: []\n", "g.yaml:1: exempt[1]: sluice/identity: bad caller key"},
 		{"exempt: [ip:10.0.0.0/33]\nrules: []\n", "g.yaml:1: exempt[0]: exempt \"ip:10.0.0.0/33\": want ip: and an address or a prefix"},
 	} {
 		if _, err := config.Parse("g.yaml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/configerr"
 )
 
 // The "overrides" section gives single callers their own limit on a rule:
@@ -40,26 +41,26 @@ type overrideNode struct {
 // overrides reads the overrides section.
 func (p *parser) overrides(n *yaml.Node, path string) error {
 	if n.Kind != yaml.SequenceNode {
-		return p.notSupported(n, path, "a list of overrides")
+		return p.Want(n, path, "a list of overrides")
 	}
 	p.overrideNodes = make([]overrideNode, 0, len(n.Content))
 	for i, item := range n.Content {
 		field := fmt.Sprintf("%s[%d]", path, i)
 		on := overrideNode{line: item.Line, lines: map[string]int{}}
-		err := p.fields(item, field, func(key string, v *yaml.Node, f string) (bool, error) {
+		err := p.Fields(item, field, func(key string, v *yaml.Node, f string) (bool, error) {
 			on.lines[key] = v.Line
 			var err error
 			switch key {
 			case "rule":
-				on.o.Rule, err = p.str(v, f)
+				on.o.Rule, err = p.Str(v, f)
 			case "caller":
-				on.caller, err = p.str(v, f)
+				on.caller, err = p.Str(v, f)
 			case "limit":
 				on.o.Limit, err = p.positive(v, f)
 			case "window":
-				on.o.Window, err = p.duration(v, f)
+				on.o.Window, err = p.Duration(v, f)
 				if err == nil && on.o.Window <= 0 {
-					err = p.errAt(v.Line, f, "must be positive, got %v", on.o.Window)
+					err = p.Errorf(v.Line, f, "must be positive, got %v", on.o.Window)
 				}
 			case "burst":
 				on.o.Burst, err = p.positive(v, f)
@@ -73,7 +74,7 @@ func (p *parser) overrides(n *yaml.Node, path string) error {
 		}
 		for _, req := range []string{"rule", "caller"} {
 			if _, given := on.lines[req]; !given {
-				return p.errAt(item.Line, join(field, req), "required")
+				return p.Errorf(item.Line, configerr.Join(field, req), "required")
 			}
 		}
 		p.overrideNodes = append(p.overrideNodes, on)
@@ -83,9 +84,9 @@ func (p *parser) overrides(n *yaml.Node, path string) error {
 
 // positive reads an integer that must be above zero.
 func (p *parser) positive(v *yaml.Node, field string) (int64, error) {
-	n, err := p.integer(v, field)
+	n, err := p.Int(v, field)
 	if err == nil && n <= 0 {
-		err = p.errAt(v.Line, field, "must be positive, got %d", n)
+		err = p.Errorf(v.Line, field, "must be positive, got %d", n)
 	}
 	return n, err
 }
@@ -98,13 +99,13 @@ func (p *parser) applyOverrides(rs *sluice.Ruleset, c *Config) (*sluice.Ruleset,
 	}
 	id, err := identity.New(c.Identity)
 	if err != nil {
-		return nil, &Error{File: p.file, Field: "identity", Reason: err.Error(), Err: err}
+		return nil, &Error{File: p.File, Field: "identity", Reason: err.Error(), Err: err}
 	}
 	c.Overrides = make([]sluice.Override, len(p.overrideNodes))
 	for i, on := range p.overrideNodes {
 		key, err := id.ParseKey(on.caller)
 		if err != nil {
-			return nil, p.errAt(on.lines["caller"], fmt.Sprintf("overrides[%d].caller", i), "%v", err)
+			return nil, p.Errorf(on.lines["caller"], fmt.Sprintf("overrides[%d].caller", i), "%v", err)
 		}
 		on.o.Key = key
 		c.Overrides[i] = on.o
@@ -113,14 +114,14 @@ func (p *parser) applyOverrides(rs *sluice.Ruleset, c *Config) (*sluice.Ruleset,
 	if err != nil {
 		var oe *sluice.OverrideError
 		if !errors.As(err, &oe) || oe.Index < 0 || oe.Index >= len(p.overrideNodes) {
-			return nil, &Error{File: p.file, Field: "overrides", Reason: err.Error(), Err: err}
+			return nil, &Error{File: p.File, Field: "overrides", Reason: err.Error(), Err: err}
 		}
 		on := p.overrideNodes[oe.Index]
 		line, ok := on.lines[oe.Field]
 		if !ok {
 			line = on.line
 		}
-		return nil, &Error{File: p.file, Line: line, Field: fmt.Sprintf("overrides[%d].%s", oe.Index, oe.Field),
+		return nil, &Error{File: p.File, Line: line, Field: fmt.Sprintf("overrides[%d].%s", oe.Index, oe.Field),
 			Reason: fmt.Sprintf("rule %q, caller %s: %s", oe.Rule, shownCaller(on.caller, oe.Key), oe.Reason), Err: err}
 	}
 	return out, nil

@@ -127,7 +127,7 @@ func TestPlansAndOverridesErrors(t *testing.T) {
 		{"a plan on the default", edit("  name: catch-all\n", "  name: catch-all\n  plan: premium\n"), `p.yaml:30: default.plan: rule "catch-all": not allowed on the default`},
 		{"a bad plan header", edit("plan_header: X-Sluice-Plan", "plan_header: X Plan"), "p.yaml:4: identity.plan_header: want an HTTP header name"},
 		{"an unknown rule", edit("rule: orders\n", "rule: order\n"), `p.yaml:35: overrides[0].rule: rule "order", caller user:alice: no rule or default is named "order"`},
-		{"a bad caller", edit("caller: user:alice", "caller: alice"), "p.yaml:36: overrides[0].caller: identity: bad caller key: want user:ID"},
+		{"a bad caller", edit("caller: user:alice", "caller: alice"), "p.yaml:36: overrides[0].caller: sluice/identity: bad caller key: want user:ID"},
 		{"a caller of another scope", edit("caller: user:alice", "caller: key:abc"), "p.yaml:36: overrides[0].caller: rule \"orders\", caller an API key (key:"},
 		{"a zero limit", edit("limit: 40", "limit: 0"), "p.yaml:37: overrides[0].limit: must be positive, got 0"},
 		{"a zero window", edit("window: 1m\n    burst: 20", "window: 0s\n    burst: 20"), "p.yaml:41: overrides[1].window: must be positive"},

@@ -89,7 +89,7 @@ func TestParseRedisStore(t *testing.T) {
 				Timeout: config.DefaultRedisTimeout, KeyPrefix: "sluice:", FleetSize: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := config.Parse("fleet.yaml", []byte(redisConfig(c.section)))
+			cfg, err := parseAndRead("fleet.yaml", []byte(redisConfig(c.section)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,9 +216,9 @@ func TestBadRedisStores(t *testing.T) {
 			"fleet.yaml:3: store.flush_interval: not used by the redis backend (it applies to pebble and bolt)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := config.Parse("fleet.yaml", []byte(redisConfig(c.section)))
+			_, err := parseAndRead("fleet.yaml", []byte(redisConfig(c.section)))
 			if err == nil {
-				t.Fatal("Parse = nil error, want one")
+				t.Fatal("Parse and ReadReferences = nil error, want one")
 			}
 			var ce *config.Error
 			if !errors.As(err, &ce) || !errors.Is(err, sluice.ErrInvalidConfig) {
@@ -228,6 +228,72 @@ func TestBadRedisStores(t *testing.T) {
 				t.Errorf("error\n got %s\nwant %s", err, c.want)
 			}
 		})
+	}
+}
+
+// parseAndRead parses a configuration and reads what it names, as Load
+// does with a file's bytes.
+func parseAndRead(name string, data []byte) (*config.Config, error) {
+	c, err := config.Parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ReadReferences(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse reads no file and no environment variable: a password file, a
+// password variable and a CA file are named, and read by ReadReferences,
+// whose errors name the line and the field of each; once it has read them,
+// calling it again reads nothing.
+func TestParseReadsNothing(t *testing.T) {
+	dir := t.TempDir()
+	pw, missing := filepath.Join(dir, "password"), filepath.Join(dir, "missing")
+	ca := writeCA(t, dir)
+	os.Unsetenv("SLUICE_TEST_UNSET")
+	for _, c := range []struct{ section, want string }{
+		{"  backend: redis\n  redis: {addrs: [a:1], password_file: " + missing + "}",
+			"fleet.yaml:3: store.redis.password_file: cannot read the password: open " + missing + ": no such file or directory"},
+		{"  backend: redis\n  redis:\n    addrs: [a:1]\n    password_env: SLUICE_TEST_UNSET",
+			"fleet.yaml:5: store.redis.password_env: the environment variable SLUICE_TEST_UNSET is not set"},
+		{"  backend: redis\n  redis:\n    addrs: [a:1]\n    tls:\n      server_name: r\n      ca_file: " + missing,
+			"fleet.yaml:7: store.redis.tls.ca_file: open " + missing + ": no such file or directory"},
+	} {
+		cfg, err := config.Parse("fleet.yaml", []byte(redisConfig(c.section)))
+		if err != nil {
+			t.Fatalf("Parse read what the file names: %v", err)
+		}
+		if cfg.Store.Redis.Password != "" {
+			t.Errorf("Parse set the password %q", cfg.Store.Redis.Password)
+		}
+		err = cfg.ReadReferences()
+		var ce *config.Error
+		if err == nil || err.Error() != c.want || !errors.As(err, &ce) || !errors.Is(err, sluice.ErrInvalidConfig) {
+			t.Errorf("ReadReferences = %v, want the *config.Error %s", err, c.want)
+		}
+	}
+	if err := os.WriteFile(pw, []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("fleet.yaml", []byte(redisConfig("  backend: redis\n  redis: {addrs: [a:1], password_file: "+pw+", tls: {ca_file: "+ca+"}}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ReadReferences(); err != nil || cfg.Store.Redis.Password != "first" {
+		t.Fatalf("ReadReferences = %v, password %q; want first", err, cfg.Store.Redis.Password)
+	}
+	if tc, err := cfg.Store.Redis.TLS.Config(); err != nil || tc.RootCAs == nil {
+		t.Errorf("TLS.Config() = %v, %v; want the CA file's roots", tc, err)
+	}
+	os.Remove(pw)
+	os.Remove(ca)
+	if err := cfg.ReadReferences(); err != nil || cfg.Store.Redis.Password != "first" {
+		t.Errorf("ReadReferences again = %v, password %q; want nothing read again", err, cfg.Store.Redis.Password)
+	}
+	if tc, err := cfg.Store.Redis.TLS.Config(); err != nil || tc.RootCAs == nil {
+		t.Errorf("TLS.Config() after the CA file went = %v, %v; want the roots read before", tc, err)
 	}
 }
 

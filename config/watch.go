@@ -1,29 +1,26 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/watch"
 )
 
 // DefaultDebounce is how long a Watcher waits after the last change to the
 // configuration file before it reloads, when WatchOptions.Debounce is zero:
 // an editor's save or a ConfigMap update is a burst of events, read once.
-const DefaultDebounce = 100 * time.Millisecond
+const DefaultDebounce = watch.DefaultDebounce
 
 // ErrWatcherClosed is returned by Watcher.Reload after Close.
-var ErrWatcherClosed = errors.New("config: watcher closed")
+var ErrWatcherClosed = errors.New("sluice/config: watcher closed")
 
 // WatchOptions configure a Watcher. The zero value is usable.
 type WatchOptions struct {
@@ -84,66 +81,39 @@ type ReloadObserver interface {
 // that does not read, parse or validate is rejected whole: the rules in
 // force stay, and the error is logged, counted and passed to OnReload.
 // A watch-triggered reload of a file whose bytes are those read last time
-// does nothing (an editor's touch or chmod is not a reload).
+// does nothing (an editor's touch or chmod is not a reload); nor does one
+// of a file whose bytes are again those in force after a rejected one,
+// which is logged as loading again.
 type Watcher struct {
-	path     string // as given, cleaned
-	dir      string
-	base     string
-	reg      *sluice.Registry
-	opts     WatchOptions
-	log      *slog.Logger
-	debounce time.Duration
-	store    Store // the store section in force
-
-	fw   *fsnotify.Watcher
-	sigC chan os.Signal // nil without WatchOptions.SIGHUP
-	done chan struct{}
-	wg   sync.WaitGroup
-
-	mu       sync.Mutex // serialises reloads and guards the fields below
-	closed   bool
-	lastData []byte // the bytes read at the last reload, nil before the first
-	haveLast bool
-
-	closeOnce sync.Once
-	closeErr  error
+	path  string // as given, cleaned
+	reg   *sluice.Registry
+	opts  WatchOptions
+	log   *slog.Logger // with the file's name
+	store Store        // the store section in force
+	w     *watch.Watcher[[]byte]
 }
 
 // Watch starts watching the configuration file at path and reloading it
 // into reg. Close the Watcher to stop. See Watcher and WatchOptions.
 func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, error) {
 	if reg == nil {
-		return nil, errors.New("config: Watch needs a registry")
+		return nil, errors.New("sluice/config: Watch needs a registry")
 	}
 	path = filepath.Clean(path)
-	w := &Watcher{
-		path:     path,
-		dir:      filepath.Dir(path),
-		base:     filepath.Base(path),
-		reg:      reg,
-		opts:     opts,
-		log:      opts.Logger,
-		debounce: opts.Debounce,
-		done:     make(chan struct{}),
-	}
+	w := &Watcher{path: path, reg: reg, opts: opts, log: opts.Logger}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
-	if w.debounce <= 0 {
-		w.debounce = DefaultDebounce
-	}
+	w.log = w.log.With("file", path)
+	var inForce *uint64
 	if opts.Initial != nil {
 		w.store = opts.Initial.Store
 	} else {
-		data, err := os.ReadFile(path)
+		data, digest, err := w.read()
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := Parse(path, data)
-		if err != nil {
-			return nil, err
-		}
-		rs, err := cfg.Ruleset()
+		cfg, rs, err := w.parse(data)
 		if err != nil {
 			return nil, err
 		}
@@ -152,24 +122,23 @@ func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, erro
 		}
 		reg.Swap(rs)
 		w.store = cfg.Store
-		w.lastData, w.haveLast = data, true
+		inForce = &digest
 	}
-	fw, err := fsnotify.NewWatcher()
+	fw, err := watch.New(watch.Options[[]byte]{
+		Path:     path,
+		Read:     w.read,
+		Apply:    w.apply,
+		Reject:   w.reject,
+		InForce:  inForce,
+		Debounce: opts.Debounce,
+		SIGHUP:   opts.SIGHUP,
+		Logger:   w.log,
+		Name:     "sluice",
+	})
 	if err != nil {
-		return nil, fmt.Errorf("config: watching %s: %w", path, err)
+		return nil, fmt.Errorf("sluice/config: %w", err)
 	}
-	if err := fw.Add(w.dir); err != nil {
-		fw.Close()
-		return nil, fmt.Errorf("config: watching the directory of %s: %w", path, err)
-	}
-	w.fw = fw
-	if opts.SIGHUP {
-		w.sigC = make(chan os.Signal, 1)
-		signal.Notify(w.sigC, syscall.SIGHUP)
-	}
-	last, _ := os.Stat(path) // nil if absent: any later file is new
-	w.wg.Add(1)
-	go w.run(last)
+	w.w = fw
 	return w, nil
 }
 
@@ -181,101 +150,48 @@ func (w *Watcher) Path() string { return w.path }
 // the error that rejected the file (the rules in force stay), or
 // ErrWatcherClosed after Close. It is what SIGHUP calls.
 func (w *Watcher) Reload() error {
-	return w.reload(true, "explicit")
+	err := w.w.Reload()
+	if errors.Is(err, watch.ErrClosed) {
+		return ErrWatcherClosed
+	}
+	return err
 }
 
 // Close stops watching and, with WatchOptions.SIGHUP, stops receiving
 // SIGHUP. It waits for a reload in progress to finish. Closing again does
 // nothing and returns the first call's result.
-func (w *Watcher) Close() error {
-	w.closeOnce.Do(func() {
-		w.mu.Lock()
-		w.closed = true
-		w.mu.Unlock()
-		close(w.done)
-		if w.sigC != nil {
-			signal.Stop(w.sigC)
-		}
-		w.closeErr = w.fw.Close()
-		w.wg.Wait()
-	})
-	return w.closeErr
-}
+func (w *Watcher) Close() error { return w.w.Close() }
 
-// run is the watcher's goroutine: it debounces the directory's events and
-// reloads. last is the file as it was at the start (nil if absent).
-func (w *Watcher) run(last os.FileInfo) {
-	defer w.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	var fire <-chan time.Time // timer.C while a reload is pending
-	for {
-		select {
-		case <-w.done:
-			return
-		case ev, ok := <-w.fw.Events:
-			if !ok {
-				return
-			}
-			if filepath.Base(ev.Name) != w.base {
-				// Another name in the directory: a symbolic link on the
-				// way to the file may have been swapped (a ConfigMap's
-				// ..data). Reload only if the path now leads elsewhere.
-				now, err := os.Stat(w.path)
-				if err != nil || (last != nil && os.SameFile(last, now)) {
-					continue
-				}
-				last = now
-			} else if now, err := os.Stat(w.path); err == nil {
-				last = now
-			}
-			timer.Reset(w.debounce)
-			fire = timer.C
-		case err, ok := <-w.fw.Errors:
-			if !ok {
-				return
-			}
-			w.log.Error("sluice: watching the configuration file", "file", w.path, "err", err)
-		case <-fire:
-			fire = nil
-			_ = w.reload(false, "file changed")
-		case <-w.sigC: // nil, never ready, without WatchOptions.SIGHUP
-			_ = w.reload(true, "SIGHUP")
-		}
-	}
-}
-
-// reload reads, parses and puts the file in force; force reloads even
-// bytes already read. cause is logged.
-func (w *Watcher) reload(force bool, cause string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return ErrWatcherClosed
-	}
+// read reads the file and returns its bytes and their digest.
+func (w *Watcher) read() ([]byte, uint64, error) {
 	data, err := os.ReadFile(w.path)
-	var cfg *Config
+	if err != nil {
+		return nil, 0, err
+	}
+	return data, xxhash.Sum64(data), nil
+}
+
+// parse parses data, reads what it names and compiles its ruleset.
+func (w *Watcher) parse(data []byte) (*Config, *sluice.Ruleset, error) {
+	cfg, err := Parse(w.path, data)
+	if err == nil {
+		err = cfg.ReadReferences()
+	}
 	var rs *sluice.Ruleset
 	if err == nil {
-		if !force && w.haveLast && bytes.Equal(data, w.lastData) {
-			return nil
-		}
-		w.lastData, w.haveLast = data, true
-		cfg, err = Parse(w.path, data)
-		if err == nil {
-			rs, err = cfg.Ruleset()
-		}
+		rs, err = cfg.Ruleset()
 	}
 	if err != nil {
-		w.log.Error("sluice: configuration rejected; the rules in force stay",
-			"file", w.path, "cause", cause, "err", err)
-		if w.opts.Metrics != nil {
-			w.opts.Metrics.ObserveReload(err)
-		}
-		if w.opts.OnReload != nil {
-			w.opts.OnReload(nil, err)
-		}
+		return nil, nil, err
+	}
+	return cfg, rs, nil
+}
+
+// apply parses the file read and puts it in force; the watcher serialises
+// the calls.
+func (w *Watcher) apply(data []byte, cause string) error {
+	cfg, rs, err := w.parse(data)
+	if err != nil {
 		return err
 	}
 	if w.opts.Metrics != nil {
@@ -284,13 +200,13 @@ func (w *Watcher) reload(force bool, cause string) error {
 	w.reg.Swap(rs)
 	if !cfg.Store.Equal(w.store) {
 		w.log.Warn("sluice: the store section changed; it takes effect only after a restart",
-			"file", w.path, "running", w.store.String(), "file_says", cfg.Store.String())
+			"running", w.store.String(), "file_says", cfg.Store.String())
 	}
 	n := len(cfg.Rules)
 	if cfg.Default != nil {
 		n++
 	}
-	w.log.Info("sluice: configuration reloaded", "file", w.path, "cause", cause, "rules", n)
+	w.log.Info("sluice: configuration reloaded", "cause", cause, "rules", n)
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(cfg, nil)
 	}
@@ -300,4 +216,15 @@ func (w *Watcher) reload(force bool, cause string) error {
 		w.opts.Metrics.ObserveReload(nil)
 	}
 	return nil
+}
+
+// reject reports a file that did not read, parse or validate.
+func (w *Watcher) reject(err error, cause string) {
+	w.log.Error("sluice: configuration rejected; the rules in force stay", "cause", cause, "err", err)
+	if w.opts.Metrics != nil {
+		w.opts.Metrics.ObserveReload(err)
+	}
+	if w.opts.OnReload != nil {
+		w.opts.OnReload(nil, err)
+	}
 }

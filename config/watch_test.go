@@ -412,3 +412,47 @@ func TestWatcherSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A rejected file put back as the one in force changes nothing: no reload,
+// and the log says the configuration loads again; the rejected file
+// written again unchanged is not rejected twice.
+func TestWatcherLoadsAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, reloadConfig(5, ""))
+	var logs lockedBuffer
+	var got reloads
+	m := metrics.New(nil)
+	reg, _ := startWatch(t, path, WatchOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: m, OnReload: got.on, Debounce: 20 * time.Millisecond})
+	replaceFile(t, path, reloadConfig(6, ""))
+	eventually(t, "limit 6 in force", func() bool { return m.Snapshot().Reloads == 1 })
+	bad := strings.Replace(reloadConfig(7, ""), "window: 1m", "window: 1 minute", 1)
+	replaceFile(t, path, bad)
+	eventually(t, "the rejection", func() bool { return m.Snapshot().ReloadErrors == 1 })
+	replaceFile(t, path, bad)
+	replaceFile(t, path, reloadConfig(6, ""))
+	eventually(t, "the note", func() bool {
+		return strings.Contains(logs.String(), "sluice: the configuration loads again, and is the one in force: nothing changed")
+	})
+	time.Sleep(100 * time.Millisecond)
+	if s := m.Snapshot(); s.Reloads != 1 || s.ReloadErrors != 1 || got.count() != 2 || ordersLimit(reg) != 6 {
+		t.Errorf("reloads %d, errors %d, OnReload calls %d, limit %d; want 1, 1, 2, 6", s.Reloads, s.ReloadErrors, got.count(), ordersLimit(reg))
+	}
+}
+
+// A store section whose password comes from a file reads it on each
+// reload, so an unchanged section is no change.
+func TestWatcherReadsThePasswordFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	writeFile(t, filepath.Join(dir, "password"), "hunter2-very-secret\n")
+	store := "store:\n  backend: redis\n  redis:\n    addrs: [10.0.0.1:6379]\n    password_file: password\n"
+	writeFile(t, path, reloadConfig(5, store))
+	var logs lockedBuffer
+	reg, _ := startWatch(t, path, WatchOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Debounce: 20 * time.Millisecond})
+	writeFile(t, path, reloadConfig(6, store))
+	eventually(t, "limit 6 in force", func() bool { return ordersLimit(reg) == 6 })
+	time.Sleep(50 * time.Millisecond)
+	if strings.Contains(logs.String(), "restart") {
+		t.Errorf("an unchanged store section read as changed:\n%s", logs.String())
+	}
+}

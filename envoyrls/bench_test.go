@@ -1,4 +1,4 @@
-package envoyrls
+package envoyrls_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 )
 
 const benchConfig = `domain: bench
@@ -22,7 +25,7 @@ descriptors:
 // one request of two descriptors, (tenant, user) and (tenant), decided as
 // one on the memory store, over 1000 users.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	f := newFixture(b, Options{}, benchConfig)
+	f := newFixture(b, envoyrls.Options{}, benchConfig)
 	reqs := make([]*rlspb.RateLimitRequest, 1000)
 	for i := range reqs {
 		reqs[i] = &rlspb.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{
@@ -40,11 +43,11 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 
 // BenchmarkMatch is one descriptor's match: the limit, its key and label.
 func BenchmarkMatch(b *testing.B) {
-	d, err := ParseFile("b.yaml", []byte(benchConfig))
+	d, err := rlsfile.ParseFile("b.yaml", []byte(benchConfig))
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, _ := NewConfig(d)
+	c, _ := envoyrls.NewConfig(d)
 	es := desc("tenant", "t", "user", "12345").Entries
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

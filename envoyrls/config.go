@@ -1,40 +1,16 @@
 package envoyrls
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-go/sluice/algo"
-	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/configerr"
 )
-
-// MaxFileSize bounds a configuration file Load reads: a bigger one is
-// refused rather than parsed.
-const MaxFileSize = 16 << 20
-
-// maxDepth bounds how deeply descriptors nest; deeper is refused.
-const maxDepth = 64
-
-// ErrNoConfig is wrapped by Load's error for a directory holding no
-// *.yaml or *.yml file.
-var ErrNoConfig = errors.New("envoyrls: no configuration file")
 
 // The units of rate_limit.unit, by their configuration names (matched
 // without regard to case), and their lengths.
@@ -102,7 +78,6 @@ type Limit struct {
 	Algorithm string
 	Burst     int64
 
-	line   int          // of the rate_limit key, for errors
 	limit  engine.Limit // nil Algorithm when unlimited or RequestsPerUnit is 0
 	proto  *rlspb.RateLimitResponse_RateLimit
 	policy string                      // the RateLimit-Policy item name: Name, else Path
@@ -137,7 +112,8 @@ type node struct {
 
 type entry struct{ key, value string }
 
-// Domain is the configuration of one domain: one file's descriptors.
+// Domain is the configuration of one domain: one file's descriptors, as
+// NewDomain builds them.
 type Domain struct {
 	// Name is the domain.
 	Name string
@@ -150,8 +126,9 @@ type Domain struct {
 // Limits returns every limit of the domain, in file order.
 func (d *Domain) Limits() []*Limit { return slices.Clone(d.all) }
 
-// Config is a set of domains, as Load reads from a directory. It is
-// immutable and safe for concurrent use.
+// Config is a set of domains, as NewConfig gathers them (and
+// rlsfile.Load reads them from a directory). It is immutable and safe for
+// concurrent use.
 type Config struct {
 	domains map[string]*Domain
 	files   []string
@@ -163,7 +140,7 @@ func NewConfig(domains ...*Domain) (*Config, error) {
 	c := &Config{domains: make(map[string]*Domain, len(domains))}
 	for _, d := range domains {
 		if o, dup := c.domains[d.Name]; dup {
-			return nil, &config.Error{File: d.File, Field: "domain", Reason: fmt.Sprintf("duplicate domain %q: %s has it too", d.Name, o.File)}
+			return nil, &configerr.Error{File: d.File, Field: "domain", Reason: fmt.Sprintf("duplicate domain %q: %s has it too", d.Name, o.File)}
 		}
 		c.domains[d.Name] = d
 		c.files = append(c.files, d.File)
@@ -200,17 +177,9 @@ func (c *Config) Files() []string {
 	return slices.Clone(c.files)
 }
 
-// Load reads the configuration at path: a file, or every regular *.yaml
-// and *.yml file of a directory (names starting with "." are skipped, as
-// are subdirectories; symbolic links are followed), one domain each.
-// Errors are *config.Error values naming the file, the line and the field
-// at fault, or I/O errors.
-func Load(path string) (*Config, error) {
-	c, _, err := load(path, LoadOptions{})
-	return c, err
-}
-
-// LoadOptions change how Load reads a configuration.
+// LoadOptions change how domains are gathered into a Config: by
+// NewConfigWith, and so by rlsfile.LoadWith from files and by package xds
+// from a control plane.
 type LoadOptions struct {
 	// MergeDomains reads the files of one domain as one, as
 	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does: their top-level
@@ -219,42 +188,10 @@ type LoadOptions struct {
 	MergeDomains bool
 }
 
-// LoadWith is Load with options.
-func LoadWith(path string, o LoadOptions) (*Config, error) {
-	c, _, err := load(path, o)
-	return c, err
-}
-
-// load is Load that also returns a digest of the file names and contents.
-func load(path string, o LoadOptions) (*Config, uint64, error) {
-	files, err := configFiles(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	domains := make([]*Domain, 0, len(files))
-	h := xxhash.New()
-	for _, f := range files {
-		data, err := readFile(f)
-		if err != nil {
-			return nil, 0, err
-		}
-		h.WriteString(f)
-		h.Write([]byte{0})
-		h.Write(data)
-		h.Write([]byte{0})
-		d, err := ParseFile(f, data)
-		if err != nil {
-			return nil, 0, err
-		}
-		domains = append(domains, d)
-	}
-	c, err := NewConfigWith(o, domains...)
-	return c, h.Sum64(), err
-}
-
 // NewConfigWith is NewConfig reading the domains as o says: with
 // o.MergeDomains, the domains of one name are merged, in order, into the
-// first of them (which it changes), as Load merges the files of one domain.
+// first of them (which it changes), as rlsfile.LoadWith merges the files
+// of one domain.
 func NewConfigWith(o LoadOptions, domains ...*Domain) (*Config, error) {
 	if o.MergeDomains {
 		var err error
@@ -290,14 +227,14 @@ func mergeDomains(ds []*Domain) ([]*Domain, error) {
 func (d *Domain) merge(o *Domain) error {
 	for e, n := range o.root.exact {
 		if _, dup := d.root.exact[e]; dup {
-			return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too (MERGE_DOMAIN_CONFIG merges the files' descriptors, not their children)", e.key, e.value, d.Name, d.File)}
+			return &configerr.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too (MERGE_DOMAIN_CONFIG merges the files' descriptors, not their children)", e.key, e.value, d.Name, d.File)}
 		}
 		d.root.exact[e] = n
 	}
 	for key, ns := range o.root.patterns {
 		for _, n := range ns {
 			if slices.ContainsFunc(d.root.patterns[key], func(m *node) bool { return m.value == n.value }) {
-				return &config.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too", key, n.value, d.Name, d.File)}
+				return &configerr.Error{File: o.File, Field: "descriptors", Reason: fmt.Sprintf("duplicate descriptor %s=%s of domain %q: %s has it too", key, n.value, d.Name, d.File)}
 			}
 			d.root.patterns[key] = append(d.root.patterns[key], n)
 		}
@@ -305,603 +242,4 @@ func (d *Domain) merge(o *Domain) error {
 	d.all = append(d.all, o.all...)
 	d.File += "," + o.File
 	return nil
-}
-
-// configFiles lists the files Load reads at path, sorted: the file, or
-// every *.yaml and *.yml file under the directory, in its subdirectories
-// too, as envoyproxy/ratelimit walks its runtime directory. Names starting
-// with a dot are skipped, directories included (a Kubernetes ConfigMap's
-// ..data and timestamped directories: its files are linked from the top).
-func configFiles(path string) ([]string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return []string{path}, nil
-	}
-	var files []string
-	err = filepath.WalkDir(path, func(f string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := e.Name()
-		if f != path && strings.HasPrefix(name, ".") {
-			if e.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			return nil
-		}
-		if st, err := os.Stat(f); err != nil || !st.Mode().IsRegular() {
-			return nil // a dangling link, a directory named *.yaml
-		}
-		files = append(files, f)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no *.yaml or *.yml file", ErrNoConfig, path)
-	}
-	slices.Sort(files)
-	return files, nil
-}
-
-// Files returns the files Load reads at path, sorted (see Load).
-func Files(path string) ([]string, error) { return configFiles(path) }
-
-// configDirs lists path, when a directory, and its subdirectories but
-// those starting with a dot: what a watcher watches.
-func configDirs(path string) []string {
-	var dirs []string
-	filepath.WalkDir(path, func(f string, e fs.DirEntry, err error) error {
-		switch {
-		case err != nil || !e.IsDir():
-			return nil
-		case f != path && strings.HasPrefix(e.Name(), "."):
-			return filepath.SkipDir
-		}
-		dirs = append(dirs, f)
-		return nil
-	})
-	return dirs
-}
-
-func readFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, &config.Error{File: name, Reason: fmt.Sprintf("larger than %d bytes", MaxFileSize)}
-	}
-	return data, nil
-}
-
-// parser reads one file.
-type parser struct {
-	file   string
-	domain string
-	all    []*Limit
-}
-
-func (p *parser) errAt(line int, field, format string, args ...any) error {
-	return &config.Error{File: p.file, Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
-// ParseFile reads one configuration file, named name in errors. Keys
-// unknown to both envoyproxy/ratelimit and Sluice are refused, as
-// envoyproxy/ratelimit refuses them.
-func ParseFile(name string, data []byte) (*Domain, error) {
-	p := &parser{file: name}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, p.yamlError(err, data)
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, p.errAt(0, "domain", "required: the file is empty")
-	}
-	root := resolve(doc.Content[0])
-	d := &Domain{File: name, root: newNode("", "")}
-	var descs *yaml.Node
-	err := p.fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
-		switch key {
-		case "domain":
-			s, err := p.str(v, field)
-			d.Name = s
-			return true, err
-		case "descriptors":
-			descs = v
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if d.Name == "" {
-		return nil, p.errAt(root.Line, "domain", "required: a file cannot have an empty domain")
-	}
-	p.domain = d.Name
-	if descs != nil {
-		if err := p.descriptors(descs, "descriptors", d.Name, d.root, 1); err != nil {
-			return nil, err
-		}
-	}
-	d.all = p.all
-	return d, nil
-}
-
-func newNode(key, value string) *node {
-	return &node{key: key, value: value, exact: map[entry]*node{}, patterns: map[string][]*node{}}
-}
-
-// yamlError turns a YAML syntax error into a *config.Error with its line.
-// The YAML library names the line where the enclosing block began, so the
-// line at fault is found anew: the first at which the document cut there
-// fails with the same problem.
-func (p *parser) yamlError(err error, data []byte) error {
-	line, msg := splitYAMLError(err)
-	if line > 0 && bytes.Count(data, []byte("\n")) <= maxLocateLines {
-		end := 0
-		for n := 1; end < len(data); n++ {
-			if i := bytes.IndexByte(data[end:], '\n'); i >= 0 {
-				end += i + 1
-			} else {
-				end = len(data)
-			}
-			var doc yaml.Node
-			if e := yaml.Unmarshal(data[:end], &doc); e != nil {
-				if _, m := splitYAMLError(e); m == msg {
-					line = n
-					break
-				}
-			}
-		}
-	}
-	return &config.Error{File: p.file, Line: line, Reason: msg, Err: err}
-}
-
-// maxLocateLines bounds the files yamlError searches for the line at fault,
-// since the search parses every prefix.
-const maxLocateLines = 2000
-
-// splitYAMLError reads "yaml: line N: problem".
-func splitYAMLError(err error) (int, string) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if i := strings.IndexByte(rest, ':'); i > 0 {
-			if n, err := strconv.Atoi(rest[:i]); err == nil {
-				return n, strings.TrimSpace(rest[i+1:])
-			}
-		}
-	}
-	return 0, msg
-}
-
-// resolve follows aliases, which envoyproxy/ratelimit's YAML reader accepts.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 16; i++ {
-		n = n.Alias
-	}
-	if n == nil {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
-	}
-	return n
-}
-
-// fields walks the mapping n at path, calling set for each key (merge keys
-// "<<" expanded first, as YAML 1.1 readers do); set returns false for a
-// key it does not know. Keys must be unique strings.
-func (p *parser) fields(n *yaml.Node, path string, set func(key string, val *yaml.Node, field string) (bool, error)) error {
-	n = resolve(n)
-	if n.Kind != yaml.MappingNode {
-		return p.errAt(n.Line, path, "want a mapping, got %s", describe(n))
-	}
-	type kv struct{ k, v *yaml.Node }
-	var pairs []kv
-	seen := map[string]bool{}
-	var merged []kv
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolve(n.Content[i+1])
-		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-			srcs := []*yaml.Node{v}
-			if v.Kind == yaml.SequenceNode {
-				srcs = v.Content
-			}
-			for _, s := range srcs {
-				s = resolve(s)
-				if s.Kind != yaml.MappingNode {
-					return p.errAt(k.Line, path, "a merge key wants a mapping, got %s", describe(s))
-				}
-				for j := 0; j+1 < len(s.Content); j += 2 {
-					merged = append(merged, kv{s.Content[j], resolve(s.Content[j+1])})
-				}
-			}
-			continue
-		}
-		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			return p.errAt(k.Line, path, "config error, key is not of type string: %s", describe(k))
-		}
-		if seen[k.Value] {
-			return p.errAt(k.Line, join(path, k.Value), "given twice")
-		}
-		seen[k.Value] = true
-		pairs = append(pairs, kv{k, v})
-	}
-	for _, m := range merged {
-		if !seen[m.k.Value] { // the mapping's own keys win over merged ones
-			seen[m.k.Value] = true
-			pairs = append(pairs, m)
-		}
-	}
-	for _, kv := range pairs {
-		field := join(path, kv.k.Value)
-		ok, err := set(kv.k.Value, kv.v, field)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return p.errAt(kv.k.Line, field, "unknown key")
-		}
-	}
-	return nil
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// describe names what a node holds, for "want X, got Y" messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	switch n.Tag {
-	case "!!null":
-		return "nothing"
-	case "!!int":
-		return "the integer " + n.Value
-	case "!!float":
-		return "the number " + n.Value
-	case "!!bool":
-		return "the boolean " + n.Value
-	}
-	return strconv.Quote(n.Value)
-}
-
-// str reads a scalar as a string: a value such as 50.0.0.5 or 2061111111
-// is its text, as envoyproxy/ratelimit reads it.
-func (p *parser) str(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.errAt(n.Line, field, "want a string, got %s", describe(n))
-	}
-	return n.Value, nil
-}
-
-func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
-		return false, p.errAt(n.Line, field, "want true or false, got %s", describe(n))
-	}
-	return b, nil
-}
-
-// uint reads a non-negative integer of at most max.
-func (p *parser) uint(n *yaml.Node, field string, max uint64) (uint64, error) {
-	var v uint64
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil || v > max {
-		return 0, p.errAt(n.Line, field, "want an integer from 0 to %d, got %s", max, describe(n))
-	}
-	return v, nil
-}
-
-// descriptors reads the list n of descriptors under parent, whose path is
-// at (the domain, then each level's key or key_value).
-func (p *parser) descriptors(n *yaml.Node, field, at string, parent *node, depth int) error {
-	n = resolve(n)
-	if n.Tag == "!!null" {
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		return p.errAt(n.Line, field, "want a list of descriptors, got %s", describe(n))
-	}
-	if depth > maxDepth {
-		return p.errAt(n.Line, field, "descriptors nest deeper than %d levels", maxDepth)
-	}
-	for i, item := range n.Content {
-		if err := p.descriptor(resolve(item), fmt.Sprintf("%s[%d]", field, i), at, parent, depth); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// rawLimit is a rate_limit block as read, before it is checked.
-type rawLimit struct {
-	line                int
-	field               string
-	unit, unitField     string
-	unitLine            int
-	rpu, mult           uint64
-	hasRPU, hasMult     bool
-	unlimited           bool
-	name                string
-	replaces            []string
-	replacesLines       []int
-	algorithm           string
-	algorithmLine       int
-	burst               int64
-	burstLine, multLine int
-	rpuLine             int
-}
-
-func (p *parser) descriptor(n *yaml.Node, field, at string, parent *node, depth int) error {
-	if n.Kind != yaml.MappingNode {
-		return p.errAt(n.Line, field, "config error, yaml file contains list of type other than map: got %s", describe(n))
-	}
-	var (
-		key, value                          string
-		rl                                  *rawLimit
-		shadow, quota, detailed, v2m, share bool
-		children                            *yaml.Node
-		keyLine                             = n.Line
-	)
-	err := p.fields(n, field, func(k string, v *yaml.Node, f string) (bool, error) {
-		var err error
-		switch k {
-		case "key":
-			key, err = p.str(v, f)
-			keyLine = v.Line
-		case "value":
-			value, err = p.str(v, f)
-		case "rate_limit":
-			rl, err = p.rateLimit(v, f)
-		case "descriptors":
-			children = v
-		case "shadow_mode":
-			shadow, err = p.boolean(v, f)
-		case "quota_mode":
-			quota, err = p.boolean(v, f)
-		case "detailed_metric":
-			detailed, err = p.boolean(v, f)
-		case "value_to_metric":
-			v2m, err = p.boolean(v, f)
-		case "share_threshold":
-			share, err = p.boolean(v, f)
-		case "metadata":
-			if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
-				err = p.errAt(v.Line, f, "want a mapping, got %s", describe(v))
-			}
-		default:
-			return false, nil
-		}
-		return true, err
-	})
-	if err != nil {
-		return err
-	}
-	if key == "" {
-		return p.errAt(keyLine, join(field, "key"), "required: descriptor has empty key")
-	}
-	final := key
-	if value != "" {
-		final += "_" + value
-	}
-	path := at + "." + final
-	child := newNode(key, value)
-	child.valueToMetric, child.shareThreshold = v2m, share
-	pattern := strings.Contains(value, "*")
-	if share && !pattern {
-		return p.errAt(n.Line, join(field, "share_threshold"), "share_threshold can only be used with wildcard values (containing '*'), but found key %q", final)
-	}
-	if pattern {
-		child.parts = strings.Split(value, "*")
-		for _, o := range parent.patterns[key] {
-			if o.value == value {
-				return p.errAt(keyLine, field, "duplicate descriptor composite key %q", path)
-			}
-		}
-		parent.patterns[key] = append(parent.patterns[key], child)
-	} else {
-		e := entry{key, value}
-		if _, dup := parent.exact[e]; dup {
-			return p.errAt(keyLine, field, "duplicate descriptor composite key %q", path)
-		}
-		parent.exact[e] = child
-	}
-	if rl != nil {
-		l, err := p.limit(rl, path)
-		if err != nil {
-			return err
-		}
-		l.Shadow, l.Quota, l.DetailedMetric = shadow, quota, detailed
-		child.limit = l
-		p.all = append(p.all, l)
-	}
-	if children != nil {
-		if err := p.descriptors(children, join(field, "descriptors"), path, child, depth+1); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *parser) rateLimit(n *yaml.Node, field string) (*rawLimit, error) {
-	rl := &rawLimit{line: n.Line, field: field}
-	err := p.fields(n, field, func(k string, v *yaml.Node, f string) (bool, error) {
-		var err error
-		switch k {
-		case "unit":
-			rl.unit, err = p.str(v, f)
-			rl.unitField, rl.unitLine = f, v.Line
-		case "requests_per_unit":
-			// The proto allows a uint32; Sluice's limits stop at
-			// algo.MaxLimit, which the error should say at once.
-			rl.rpu, err = p.uint(v, f, algo.MaxLimit)
-			rl.hasRPU, rl.rpuLine = true, v.Line
-		case "unit_multiplier":
-			rl.mult, err = p.uint(v, f, math.MaxUint32)
-			rl.hasMult, rl.multLine = true, v.Line
-		case "unlimited":
-			rl.unlimited, err = p.boolean(v, f)
-		case "name":
-			rl.name, err = p.str(v, f)
-		case "replaces":
-			err = p.replaces(v, f, rl)
-		case "algorithm":
-			rl.algorithm, err = p.str(v, f)
-			rl.algorithmLine = v.Line
-		case "burst":
-			var b uint64
-			b, err = p.uint(v, f, math.MaxInt64)
-			rl.burst, rl.burstLine = int64(b), v.Line
-		default:
-			return false, nil
-		}
-		return true, err
-	})
-	return rl, err
-}
-
-func (p *parser) replaces(n *yaml.Node, field string, rl *rawLimit) error {
-	if n.Tag == "!!null" {
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		return p.errAt(n.Line, field, "want a list of {name: ...}, got %s", describe(n))
-	}
-	for i, item := range n.Content {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		name := ""
-		err := p.fields(item, f, func(k string, v *yaml.Node, kf string) (bool, error) {
-			if k != "name" {
-				return false, nil
-			}
-			var err error
-			name, err = p.str(v, kf)
-			return true, err
-		})
-		if err != nil {
-			return err
-		}
-		rl.replaces = append(rl.replaces, name)
-		rl.replacesLines = append(rl.replacesLines, resolve(item).Line)
-	}
-	return nil
-}
-
-// limit checks a rate_limit block and builds its Limit at path.
-func (p *parser) limit(rl *rawLimit, path string) (*Limit, error) {
-	l := &Limit{Domain: p.domain, Path: path, Name: rl.name, Replaces: rl.replaces, Unlimited: rl.unlimited, line: rl.line, UnitMultiplier: 1}
-	for i, r := range rl.replaces {
-		f := fmt.Sprintf("%s.replaces[%d].name", rl.field, i)
-		if r == "" {
-			return nil, p.errAt(rl.replacesLines[i], f, "should not have an empty replaces entry")
-		}
-		if r == rl.name {
-			return nil, p.errAt(rl.replacesLines[i], f, "replaces should not contain name of same descriptor (%q)", r)
-		}
-	}
-	u, validUnit := units[strings.ToLower(rl.unit)]
-	if rl.unlimited {
-		if validUnit {
-			return nil, p.errAt(rl.unitLine, rl.unitField, "should not specify rate limit unit when unlimited")
-		}
-		if rl.algorithm != "" || rl.burst != 0 {
-			return nil, p.errAt(rl.line, rl.field, "an unlimited rate_limit takes no algorithm or burst")
-		}
-		l.policy, l.metric = l.Path, strings.TrimPrefix(l.Path, p.domain+".")
-		return l, nil
-	}
-	if !validUnit {
-		if rl.unitField == "" {
-			return nil, p.errAt(rl.line, join(rl.field, "unit"), "required: want one of second, minute, hour, day, week, month, year")
-		}
-		return nil, p.errAt(rl.unitLine, rl.unitField, "invalid rate limit unit %q: want one of second, minute, hour, day, week, month, year", rl.unit)
-	}
-	if !rl.hasRPU {
-		return nil, p.errAt(rl.line, join(rl.field, "requests_per_unit"), "required")
-	}
-	if rl.hasMult {
-		if rl.mult == 0 {
-			return nil, p.errAt(rl.multLine, join(rl.field, "unit_multiplier"), "must be at least 1")
-		}
-		l.UnitMultiplier = uint32(rl.mult)
-	}
-	l.Unit, l.RequestsPerUnit = u.unit, uint32(rl.rpu)
-	if max := uint64(algo.MaxWindow / u.d); uint64(l.UnitMultiplier) > max {
-		return nil, p.errAt(rl.multLine, join(rl.field, "unit_multiplier"), "a window of %d %ss is longer than %s", l.UnitMultiplier, strings.ToLower(rl.unit), algo.MaxWindow)
-	}
-	l.Window = u.d * time.Duration(l.UnitMultiplier)
-	l.Algorithm, l.Burst = rl.algorithm, rl.burst
-	if l.Algorithm == "" {
-		l.Algorithm = algo.FixedWindowName
-	}
-	l.proto = &rlspb.RateLimitResponse_RateLimit{Name: rl.name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
-	if rl.hasMult {
-		l.proto.UnitMultiplier = wrapperspb.UInt32(l.UnitMultiplier)
-	}
-	l.policy = l.Name
-	if l.policy == "" {
-		l.policy = l.Path
-	}
-	l.metric = strings.TrimPrefix(l.Path, p.domain+".")
-	if l.RequestsPerUnit == 0 {
-		// Allows nothing (a block list entry): no algorithm takes a
-		// limit of 0, and none is needed.
-		if rl.burst != 0 {
-			return nil, p.errAt(rl.burstLine, join(rl.field, "burst"), "a rate_limit of 0 requests takes no burst")
-		}
-		if _, ok := algoKnown(l.Algorithm); !ok {
-			return nil, p.errAt(rl.algorithmLine, join(rl.field, "algorithm"), "must be one of %v, got %q", algo.Names, l.Algorithm)
-		}
-		return l, nil
-	}
-	a, err := algo.New(l.Algorithm, algo.Params{Limit: int64(l.RequestsPerUnit), Window: l.Window, Burst: l.Burst})
-	if err != nil {
-		var pe *algo.ParamError
-		switch {
-		case errors.As(err, &pe) && pe.Field == "burst":
-			return nil, &config.Error{File: p.file, Line: rl.burstLine, Field: join(rl.field, "burst"), Reason: pe.Reason, Err: err}
-		case errors.As(err, &pe):
-			field := map[string]string{"limit": "requests_per_unit", "window": "unit"}[pe.Field]
-			if field == "" {
-				field = pe.Field
-			}
-			line := rl.line
-			if field == "requests_per_unit" {
-				line = rl.rpuLine
-			}
-			return nil, &config.Error{File: p.file, Line: line, Field: join(rl.field, field), Reason: pe.Reason, Err: err}
-		default:
-			return nil, &config.Error{File: p.file, Line: rl.algorithmLine, Field: join(rl.field, "algorithm"), Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, l.Algorithm), Err: err}
-		}
-	}
-	l.limit = engine.Limit{Namespace: l.Path, Algorithm: a}
-	return l, nil
-}
-
-func algoKnown(name string) (string, bool) {
-	for _, n := range algo.Names {
-		if n == name {
-			return n, true
-		}
-	}
-	return "", false
 }

@@ -1,22 +1,27 @@
 // Package envoyrls is Sluice behind Envoy's external rate-limit protocol: a
-// server of envoy.service.ratelimit.v3.RateLimitService that reads the
-// configuration files of envoyproxy/ratelimit, the protocol's reference
-// server, unchanged, and decides each request with package engine.
+// server of envoy.service.ratelimit.v3.RateLimitService that answers under
+// the configuration format of envoyproxy/ratelimit, the protocol's
+// reference server, unchanged, and decides each request with package
+// engine.
 //
 // # Configuration
 //
-// ParseFile reads one YAML file, one domain, in envoyproxy/ratelimit's
-// format: a domain and a tree of descriptors, each a key with an optional
-// value (exact, or a pattern where each "*" matches any run of characters),
-// an optional rate_limit (unit second, minute, hour, day, week, month or
-// year, requests_per_unit, unit_multiplier, unlimited, name, replaces) and
-// the flags shadow_mode, quota_mode, detailed_metric, value_to_metric and
-// share_threshold; metadata is accepted and ignored. Load reads a file or
-// every *.yaml and *.yml file of a directory, one domain each, into a
-// Config. Sluice adds two optional fields to rate_limit: algorithm (one of
-// algo.Names; fixed_window when absent, so a migrated file answers as it
-// did) and burst (the capacity of a bucket algorithm). Every error is a
-// *config.Error naming the file, the line and the field.
+// A Domain is one domain's tree of descriptors, as envoyproxy/ratelimit's
+// format gives it: each a key with an optional value (exact, or a pattern
+// where each "*" matches any run of characters), an optional rate_limit
+// (unit, requests_per_unit, unit_multiplier, unlimited, name, replaces,
+// and Sluice's algorithm and burst) and the flags shadow_mode, quota_mode,
+// detailed_metric, value_to_metric and share_threshold. NewDomain builds
+// one from Descriptor values, checked as envoyproxy/ratelimit checks a
+// file; NewConfig gathers domains into the Config a Server answers under.
+// Every error is a *config.Error naming the field (package config's Error,
+// matching sluice.ErrInvalidConfig).
+//
+// The package reads no file: envoyrls/rlsfile reads envoyproxy/ratelimit's
+// YAML files into domains and watches them, envoyrls/xds takes them from a
+// control plane, and envoyrls/rlsmetrics exports a Server's Metrics to
+// Prometheus. A program that embeds the server with domains built in Go
+// imports none of YAML, fsnotify or Prometheus.
 //
 // # Matching
 //

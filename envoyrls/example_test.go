@@ -12,20 +12,19 @@ import (
 	"github.com/sluice-go/sluice/envoyrls"
 )
 
-// A file of envoyproxy/ratelimit's format served in-process: two marketing
-// messages a day to a number, decided with the number's own limit as one.
+// A domain built in Go served in-process (package rlsfile reads the same
+// from envoyproxy/ratelimit's YAML): two marketing messages a day to a
+// number, decided with the number's own limit as one.
 func ExampleServer() {
-	d, err := envoyrls.ParseFile("messaging.yaml", []byte(`
-domain: messaging
-descriptors:
-  - key: message_type
-    value: marketing
-    descriptors:
-      - key: to_number
-        rate_limit: {unit: day, requests_per_unit: 2}
-  - key: to_number
-    rate_limit: {unit: day, requests_per_unit: 100}
-`))
+	perDay := func(n uint32) *envoyrls.RateLimit {
+		return &envoyrls.RateLimit{Unit: "day", RequestsPerUnit: &n}
+	}
+	d, err := envoyrls.NewDomain("messaging", "messaging", []envoyrls.Descriptor{
+		{Key: "message_type", Value: "marketing", Descriptors: []envoyrls.Descriptor{
+			{Key: "to_number", RateLimit: perDay(2)},
+		}},
+		{Key: "to_number", RateLimit: perDay(100)},
+	})
 	if err != nil {
 		panic(err)
 	}

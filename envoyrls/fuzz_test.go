@@ -1,51 +1,14 @@
-package envoyrls
+package envoyrls_test
 
 import (
 	"strings"
 	"testing"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 )
-
-// FuzzParseFile: any bytes parse or fail with an error, never panic; a
-// file that parses matches any descriptor without panicking.
-func FuzzParseFile(f *testing.F) {
-	for _, s := range []string{messaging, example6, example7, internal, quota,
-		"domain: d\ndescriptors:\n  - key: k\n    value: a*b*\n    share_threshold: true\n    rate_limit: &x {unit: day, requests_per_unit: 3, algorithm: gcra, burst: 4}\n  - key: j\n    rate_limit:\n      <<: *x\n",
-		"domain: [", "domain: d\ndescriptors: [[[]]]\n"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := ParseFile("f.yaml", data)
-		if err != nil {
-			if d != nil {
-				t.Fatal("a domain with an error")
-			}
-			return
-		}
-		c, err := NewConfig(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range d.Limits() {
-			if !l.Unlimited && l.RequestsPerUnit > 0 && l.EngineLimit().Algorithm == nil {
-				t.Fatalf("limit %s has no algorithm", l.Path)
-			}
-			c.Match(d.Name, entriesOf(l.Path))
-		}
-	})
-}
-
-// entriesOf turns "d.a_x.b" into the entries (a, x), (b, "").
-func entriesOf(path string) []*rlv3.RateLimitDescriptor_Entry {
-	var es []*rlv3.RateLimitDescriptor_Entry
-	parts := strings.Split(path, ".")
-	for _, p := range parts[1:] {
-		k, v, _ := strings.Cut(p, "_")
-		es = append(es, &rlv3.RateLimitDescriptor_Entry{Key: k, Value: v})
-	}
-	return es
-}
 
 // FuzzMatch: descriptors decoded from arbitrary bytes match a limit only
 // where the tree says: the limit's path has as many levels as the
@@ -53,11 +16,11 @@ func entriesOf(path string) []*rlv3.RateLimitDescriptor_Entry {
 // with a plain value names the entry's value. The key is a pure function
 // of the entries.
 func FuzzMatch(f *testing.F) {
-	d, err := ParseFile("rl.yaml", []byte(fuzzConfig))
+	d, err := rlsfile.ParseFile("rl.yaml", []byte(fuzzConfig))
 	if err != nil {
 		f.Fatal(err)
 	}
-	c, err := NewConfig(d)
+	c, err := envoyrls.NewConfig(d)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -91,7 +54,7 @@ func FuzzMatch(f *testing.F) {
 			if hasValue && !strings.Contains(v, "*") && v != es[i].Value {
 				t.Fatalf("level %d of %s wants value %q, the entry has %q", i, m.Limit.Path, v, es[i].Value)
 			}
-			if hasValue && strings.Contains(v, "*") && !wildcardMatch(splitStar(v), es[i].Value) {
+			if hasValue && strings.Contains(v, "*") && !envoyrls.WildcardMatch(splitStar(v), es[i].Value) {
 				t.Fatalf("level %d of %s: pattern %q does not match %q", i, m.Limit.Path, v, es[i].Value)
 			}
 		}

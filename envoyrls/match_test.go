@@ -1,15 +1,18 @@
-package envoyrls
+package envoyrls_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 )
 
 // The README's examples match as its text says.
 func TestMatchReadmeExamples(t *testing.T) {
-	cfgs := map[string]*Config{}
+	cfgs := map[string]*envoyrls.Config{}
 	for _, dir := range []string{"readme", "readme-2", "readme-3"} {
-		c, err := Load("../cmd/sluice/testdata/rls/" + dir)
+		c, err := rlsfile.Load("../cmd/sluice/testdata/rls/" + dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +74,7 @@ func TestMatchReadmeExamples(t *testing.T) {
 // share_threshold: every value matching the pattern spends one budget;
 // without it each value has its own.
 func TestMatchShareThreshold(t *testing.T) {
-	c, err := Load("../cmd/sluice/testdata/rls/readme/example11-1.yaml")
+	c, err := rlsfile.Load("../cmd/sluice/testdata/rls/readme/example11-1.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +89,7 @@ func TestMatchShareThreshold(t *testing.T) {
 
 // Keys never collide: entries are length-prefixed.
 func TestMatchKeysDistinct(t *testing.T) {
-	c, err := NewConfig(mustParse(t, "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: 1}\n"))
+	c, err := envoyrls.NewConfig(mustParse(t, "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: 1}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +100,9 @@ func TestMatchKeysDistinct(t *testing.T) {
 	}
 }
 
-func mustParse(t *testing.T, s string) *Domain {
+func mustParse(t *testing.T, s string) *envoyrls.Domain {
 	t.Helper()
-	d, err := ParseFile("t.yaml", []byte(s))
+	d, err := rlsfile.ParseFile("t.yaml", []byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +122,8 @@ func TestWildcardMatch(t *testing.T) {
 		{"a**b", "ab", true}, {"ab*ba", "aba", false},
 	}
 	for _, tt := range tests {
-		if got := wildcardMatch(splitStar(tt.pattern), tt.value); got != tt.want {
-			t.Errorf("wildcardMatch(%q, %q) = %v, want %v", tt.pattern, tt.value, got, tt.want)
+		if got := envoyrls.WildcardMatch(splitStar(tt.pattern), tt.value); got != tt.want {
+			t.Errorf("envoyrls.WildcardMatch(%q, %q) = %v, want %v", tt.pattern, tt.value, got, tt.want)
 		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // NearLimitRatio is the share of a limit past which allowed hits count as
@@ -15,25 +13,22 @@ const NearLimitRatio = 0.8
 
 // Metrics counts what a Server decides, per domain and descriptor (the
 // metric label of Match), in hits (a request of hits_addend 3 is 3 hits), as
-// envoyproxy/ratelimit's statistics do:
-//
-//	sluice_rls_hits_total{domain,descriptor}          every hit of a matched limit
-//	sluice_rls_over_limit_total{domain,descriptor}    hits over the limit (shadow_mode ones included)
-//	sluice_rls_near_limit_total{domain,descriptor}    allowed hits past NearLimitRatio of the limit
-//	sluice_rls_within_limit_total{domain,descriptor}  allowed hits
-//	sluice_rls_shadow_mode_total{domain,descriptor}   hits a shadow_mode limit would have denied
-//	sluice_rls_requests_total{domain,code}            requests answered, by overall code (ok, over_limit)
-//	sluice_rls_unknown_domain_total                   requests naming a domain not configured
-//	sluice_rls_store_errors_total                     requests the store failed (answered UNAVAILABLE)
+// envoyproxy/ratelimit's statistics do: every hit of a matched limit, hits
+// over the limit (shadow_mode ones included), allowed hits past
+// NearLimitRatio of the limit, allowed hits, and hits a shadow_mode limit
+// would have denied; and per domain the requests answered, by overall code
+// (ok, over_limit), requests naming a domain not configured, and requests
+// the store failed (answered UNAVAILABLE). Counts reads them; package
+// envoyrls/rlsmetrics exports them to Prometheus.
 //
 // No label takes a value a client chooses but through the configuration:
-// a domain no file configures is counted in unknown_domain_total alone, a
+// a domain no file configures is counted in UnknownDomain alone, a
 // descriptor that carries its own limit is counted under "override", and
 // the series that detailed_metric and value_to_metric build from request
 // values are at most MaxSeries in all; past that, a new one is counted
 // under its limit's own label (its path without values).
 //
-// The Observe path takes no lock. Series live until the Metrics is
+// The counting path takes no lock. Series live until the Metrics is
 // dropped, so a counter never goes backwards across reloads. Safe for
 // concurrent use.
 type Metrics struct {
@@ -99,35 +94,44 @@ func (m *Metrics) InitConfig(cfg *Config) {
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHits, descOver, descNear, descWithin, descShadow, descRequests, descUnknown, descStoreErrors} {
-		ch <- d
-	}
+// Series is the counts of one series: a domain and a descriptor label, in
+// hits.
+type Series struct {
+	Domain, Descriptor string
+	// Hits counts every hit of a matched limit; OverLimit those over the
+	// limit (shadow_mode ones included), none of them spent; NearLimit the
+	// allowed ones past NearLimitRatio of the limit; WithinLimit the
+	// allowed ones; ShadowMode those a shadow_mode limit was over and
+	// answered OK.
+	Hits, OverLimit, NearLimit, WithinLimit, ShadowMode uint64
 }
 
-var (
-	labels   = []string{"domain", "descriptor"}
-	descHits = prometheus.NewDesc("sluice_rls_hits_total",
-		"Hits (the sum of hits_addend) of the descriptors matching each limit.", labels, nil)
-	descOver = prometheus.NewDesc("sluice_rls_over_limit_total",
-		"Hits over the limit, shadow_mode limits' included; none of them was spent.", labels, nil)
-	descNear = prometheus.NewDesc("sluice_rls_near_limit_total",
-		"Allowed hits past 80% of the limit.", labels, nil)
-	descWithin = prometheus.NewDesc("sluice_rls_within_limit_total",
-		"Allowed hits.", labels, nil)
-	descShadow = prometheus.NewDesc("sluice_rls_shadow_mode_total",
-		"Hits a shadow_mode limit was over and answered OK.", labels, nil)
-	descRequests = prometheus.NewDesc("sluice_rls_requests_total",
-		"ShouldRateLimit requests answered, by domain and overall code.", []string{"domain", "code"}, nil)
-	descUnknown = prometheus.NewDesc("sluice_rls_unknown_domain_total",
-		"ShouldRateLimit requests naming a domain no file configures (answered OK).", nil, nil)
-	descStoreErrors = prometheus.NewDesc("sluice_rls_store_errors_total",
-		"ShouldRateLimit requests the store failed (answered UNAVAILABLE).", nil, nil)
-)
+// DomainRequests is the ShouldRateLimit requests of one domain answered,
+// by overall code.
+type DomainRequests struct {
+	Domain        string
+	OK, OverLimit uint64
+}
 
-// Collect implements prometheus.Collector.
-func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+// Counts are what a Metrics has counted, as Metrics.Counts reads them.
+type Counts struct {
+	// Series are the descriptors' counts, sorted by domain, then
+	// descriptor.
+	Series []Series
+	// Requests are the domains' request counts, sorted by domain.
+	Requests []DomainRequests
+	// UnknownDomain counts the requests naming a domain no file
+	// configures (answered OK).
+	UnknownDomain uint64
+	// StoreErrors counts the requests the store failed (answered
+	// UNAVAILABLE).
+	StoreErrors uint64
+}
+
+// Counts reads every count now. Each counter is read atomically, the whole
+// not at one instant: a decision made meanwhile may show in some counts
+// and not yet in others.
+func (m *Metrics) Counts() Counts {
 	all := make([]*counters, 0, m.count.Load())
 	m.series.Range(func(_, c any) bool {
 		all = append(all, c.(*counters))
@@ -139,23 +143,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		return strings.Compare(a.descriptor, b.descriptor)
 	})
-	counter := func(d *prometheus.Desc, v uint64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
-	}
+	var out Counts
 	for _, c := range all {
 		if c.descriptor == "" {
-			counter(descRequests, c.requestsOK.Load(), c.domain, "ok")
-			counter(descRequests, c.requestsOver.Load(), c.domain, "over_limit")
+			out.Requests = append(out.Requests, DomainRequests{Domain: c.domain, OK: c.requestsOK.Load(), OverLimit: c.requestsOver.Load()})
 			continue
 		}
-		counter(descHits, c.hits.Load(), c.domain, c.descriptor)
-		counter(descOver, c.over.Load(), c.domain, c.descriptor)
-		counter(descNear, c.near.Load(), c.domain, c.descriptor)
-		counter(descWithin, c.within.Load(), c.domain, c.descriptor)
-		counter(descShadow, c.shadow.Load(), c.domain, c.descriptor)
+		out.Series = append(out.Series, Series{Domain: c.domain, Descriptor: c.descriptor, Hits: c.hits.Load(), OverLimit: c.over.Load(),
+			NearLimit: c.near.Load(), WithinLimit: c.within.Load(), ShadowMode: c.shadow.Load()})
 	}
-	counter(descUnknown, m.unknownDomain.Load())
-	counter(descStoreErrors, m.storeErrors.Load())
+	out.UnknownDomain, out.StoreErrors = m.unknownDomain.Load(), m.storeErrors.Load()
+	return out
 }
 
 // Snapshot returns the counts of one series: hits, over the limit, near

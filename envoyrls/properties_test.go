@@ -1,4 +1,4 @@
-package envoyrls
+package envoyrls_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"pgregory.net/rapid"
+
+	"github.com/sluice-go/sluice/envoyrls"
 )
 
 // Under any sequence of requests, each of a few descriptors over a shared
@@ -17,7 +19,7 @@ import (
 // OK requests that carried it, and never more than its limit.
 func TestPropertyAllOrNothing(tt *testing.T) {
 	rapid.Check(tt, func(t *rapid.T) {
-		f := newFixture(tt, Options{}, `domain: p
+		f := newFixture(tt, envoyrls.Options{}, `domain: p
 descriptors:
   - key: tenant
     rate_limit: {unit: day, requests_per_unit: 20}

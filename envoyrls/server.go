@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,11 +127,11 @@ const maxOverrides = 4096
 // envoyproxy/ratelimit answers before it has loaded one.
 func NewServer(cfg *Config, opts Options) (*Server, error) {
 	if opts.Engine == nil {
-		return nil, errors.New("envoyrls: NewServer needs an engine")
+		return nil, errors.New("sluice/envoyrls: NewServer needs an engine")
 	}
 	h, err := ParseHeaders(string(opts.Headers))
 	if err != nil {
-		return nil, fmt.Errorf("envoyrls: Options.Headers: %w", err)
+		return nil, fmt.Errorf("sluice/envoyrls: Options.Headers: %w", err)
 	}
 	opts.Headers = h
 	s := &Server{opts: opts, eng: opts.Engine, log: opts.Logger}
@@ -189,8 +190,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 	}
 	descs := req.GetDescriptors()
-	items := make([]item, len(descs))
-	var replaced map[string]bool
+	sc := getScratch(len(descs))
+	defer sc.put()
+	items := sc.items
 	for i, desc := range descs {
 		it := &items[i]
 		it.cost = max(1, int64(req.GetHitsAddend()))
@@ -206,25 +208,18 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			m := cfg.Match(domain, desc.GetEntries())
 			it.limit, it.key, it.metric = m.Limit, m.Key, m.Metric
 		}
-		if it.limit != nil {
-			for _, r := range it.limit.Replaces {
-				if replaced == nil {
-					replaced = map[string]bool{}
-				}
-				replaced[r] = true
-			}
+		if it.limit != nil && len(it.limit.Replaces) > 0 {
+			sc.replacing = true
 		}
 	}
-	for i := range items {
-		if l := items[i].limit; l != nil && l.Name != "" && replaced[l.Name] {
-			items[i].limit = nil
-		}
+	if sc.replacing {
+		sc.dropReplaced(items)
 	}
 
 	// Sort the descriptors: those decided without the engine, and the
 	// candidates for one ApplyAll.
 	now := s.eng.Clock().Now()
-	var active []int
+	active := sc.active[:0]
 	for i := range items {
 		it := &items[i]
 		l := it.limit
@@ -269,13 +264,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		return false
 	}
 
+	sc.active = active
 	over := fatal()
-	reqs := make([]engine.Request, 0, len(active))
+	reqs := sc.reqs[:0]
 	for !over && len(active) > 0 {
 		reqs = reqs[:0]
 		for _, i := range active {
 			reqs = append(reqs, engine.Request{Limit: items[i].limit.limit, Key: items[i].key, Cost: items[i].cost})
 		}
+		sc.reqs = reqs
 		ds, all, err := s.eng.ApplyAll(reqs)
 		if err != nil {
 			return nil, s.storeError(err)
@@ -325,9 +322,34 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	return resp, nil
 }
 
+// respBlock holds a response of up to blockStatuses descriptors, their
+// statuses, durations and headers in one allocation.
+type respBlock struct {
+	resp    rlspb.RateLimitResponse
+	ptrs    [blockStatuses]*rlspb.RateLimitResponse_DescriptorStatus
+	sts     [blockStatuses]rlspb.RateLimitResponse_DescriptorStatus
+	durs    [blockStatuses]durationpb.Duration
+	hdrs    [maxHeaders]corev3.HeaderValue
+	hdrPtrs [maxHeaders]*corev3.HeaderValue
+}
+
+const (
+	blockStatuses = 4
+	maxHeaders    = 6 // RateLimit-Policy, RateLimit, X-RateLimit-* (3), Retry-After
+)
+
 // answer builds the response and counts the decisions.
 func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimitResponse {
-	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(items))}
+	var blk *respBlock
+	var resp *rlspb.RateLimitResponse
+	if len(items) <= blockStatuses {
+		blk = new(respBlock)
+		resp = &blk.resp
+		resp.Statuses = blk.ptrs[:len(items):len(items)]
+	} else {
+		resp = &rlspb.RateLimitResponse{Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(items))}
+	}
+	resp.OverallCode = rlspb.RateLimitResponse_OK
 	if over {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
@@ -336,7 +358,13 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 	for i := range items {
 		it := &items[i]
 		l := it.limit
-		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		var st *rlspb.RateLimitResponse_DescriptorStatus
+		if blk != nil {
+			st = &blk.sts[i]
+		} else {
+			st = new(rlspb.RateLimitResponse_DescriptorStatus)
+		}
+		st.Code = rlspb.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		if l == nil {
 			continue
@@ -376,7 +404,12 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
 		}
-		st.DurationUntilReset = durationpb.New(wait)
+		if blk != nil {
+			blk.durs[i].Seconds, blk.durs[i].Nanos = int64(wait/time.Second), int32(wait%time.Second)
+			st.DurationUntilReset = &blk.durs[i]
+		} else {
+			st.DurationUntilReset = durationpb.New(wait)
+		}
 		if c != nil {
 			switch {
 			case it.denied:
@@ -414,11 +447,19 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 	switch {
 	case pick < 0 || s.opts.Headers == HeadersNone:
 	case s.opts.Headers == HeadersEnvoy:
-		resp.ResponseHeadersToAdd = s.envoyHeaders(&items[pick], resp.Statuses[pick])
+		resp.ResponseHeadersToAdd = s.envoyHeaders(&items[pick], resp.Statuses[pick], blk)
 	default:
-		resp.ResponseHeadersToAdd = s.headers(&items[pick], over)
+		resp.ResponseHeadersToAdd = s.headers(&items[pick], over, blk)
 	}
 	return resp
+}
+
+// headerSlots returns room for n headers: blk's, or new.
+func headerSlots(blk *respBlock, n int) ([]corev3.HeaderValue, []*corev3.HeaderValue) {
+	if blk != nil && n <= maxHeaders {
+		return blk.hdrs[:0:n], blk.hdrPtrs[:0:n]
+	}
+	return make([]corev3.HeaderValue, 0, n), make([]*corev3.HeaderValue, 0, n)
 }
 
 // moreRestrictive reports whether a describes the request better than b in
@@ -436,7 +477,7 @@ func (s *Server) moreRestrictive(a, b *item, over bool) bool {
 }
 
 // headers renders the rate-limit fields of the chosen descriptor.
-func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
+func (s *Server) headers(it *item, over bool, blk *respBlock) []*corev3.HeaderValue {
 	l := it.limit
 	f := l.headerFields()
 	ietf := s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersIETF
@@ -477,8 +518,11 @@ func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
 	v := string(b)
 	remaining, resetS, rl, retry := v[:ends[0]], v[ends[0]:ends[1]], v[ends[1]:ends[2]], v[ends[2]:ends[3]]
 
-	vals := make([]corev3.HeaderValue, 0, 6)
-	add := func(k, val string) { vals = append(vals, corev3.HeaderValue{Key: k, Value: val}) }
+	vals, hs := headerSlots(blk, maxHeaders)
+	add := func(k, val string) {
+		vals = append(vals, corev3.HeaderValue{Key: k, Value: val})
+		hs = append(hs, &vals[len(vals)-1])
+	}
 	if ietf {
 		add("RateLimit-Policy", f.policy)
 		add("RateLimit", rl)
@@ -490,10 +534,6 @@ func (s *Server) headers(it *item, over bool) []*corev3.HeaderValue {
 	}
 	if over {
 		add("Retry-After", retry)
-	}
-	hs := make([]*corev3.HeaderValue, len(vals))
-	for i := range vals {
-		hs[i] = &vals[i]
 	}
 	return hs
 }
@@ -543,19 +583,20 @@ func requestMetadata(req *rlspb.RateLimitRequest, items []item) *structpb.Struct
 // envoyHeaders renders envoyproxy/ratelimit's own headers of the chosen
 // descriptor (HeadersEnvoy): its requests_per_unit, the limit_remaining of
 // its status, and the seconds until its window resets.
-func (s *Server) envoyHeaders(it *item, st *rlspb.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+func (s *Server) envoyHeaders(it *item, st *rlspb.RateLimitResponse_DescriptorStatus, blk *respBlock) []*corev3.HeaderValue {
 	names := s.opts.EnvoyHeaderNames
 	for i, n := range names {
 		if n == "" {
 			names[i] = DefaultEnvoyHeaderNames[i]
 		}
 	}
-	vals := []corev3.HeaderValue{
-		{Key: names[0], Value: strconv.FormatUint(uint64(it.limit.RequestsPerUnit), 10)},
-		{Key: names[1], Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: names[2], Value: strconv.FormatInt(ceilSeconds(it.d.Reset), 10)},
-	}
-	return []*corev3.HeaderValue{&vals[0], &vals[1], &vals[2]}
+	vals, hs := headerSlots(blk, 3)
+	vals = append(vals,
+		corev3.HeaderValue{Key: names[0], Value: strconv.FormatUint(uint64(it.limit.RequestsPerUnit), 10)},
+		corev3.HeaderValue{Key: names[1], Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		corev3.HeaderValue{Key: names[2], Value: strconv.FormatInt(ceilSeconds(it.d.Reset), 10)},
+	)
+	return append(hs, &vals[0], &vals[1], &vals[2])
 }
 
 // limitFields are the parts of a limit's rate-limit headers that do not
@@ -672,4 +713,60 @@ func (s *Server) override(domain string, desc *rlv3.RateLimitDescriptor) (*Limit
 		s.overrides.Store(k, l)
 	}
 	return l, string(key), metric
+}
+
+// scratch is one call's working room, reused across calls: nothing in it
+// outlives the call (the response holds none of it).
+type scratch struct {
+	items     []item
+	reqs      []engine.Request
+	active    []int
+	drop      []bool
+	replacing bool // some matched limit replaces others
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a scratch with n zero items.
+func getScratch(n int) *scratch {
+	sc := scratchPool.Get().(*scratch)
+	if cap(sc.items) < n {
+		sc.items = make([]item, n)
+	}
+	sc.items = sc.items[:n]
+	return sc
+}
+
+// put clears what the call left (limits and keys it must not keep alive)
+// and returns sc to the pool.
+func (sc *scratch) put() {
+	clear(sc.items)
+	clear(sc.reqs[:cap(sc.reqs)])
+	sc.reqs, sc.active, sc.replacing = sc.reqs[:0], sc.active[:0], false
+	scratchPool.Put(sc)
+}
+
+// dropReplaced unsets the limits that a matched limit's replaces names:
+// every name any of them replaces, found before any is unset.
+func (sc *scratch) dropReplaced(items []item) {
+	drop := sc.drop[:0]
+	for i := range items {
+		l := items[i].limit
+		replaced := false
+		if l != nil && l.Name != "" {
+			for j := range items {
+				if o := items[j].limit; o != nil && slices.Contains(o.Replaces, l.Name) {
+					replaced = true
+					break
+				}
+			}
+		}
+		drop = append(drop, replaced)
+	}
+	for i, d := range drop {
+		if d {
+			items[i].limit = nil
+		}
+	}
+	sc.drop = drop
 }

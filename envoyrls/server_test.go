@@ -1,4 +1,4 @@
-package envoyrls
+package envoyrls_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 )
 
 // t0 is the start of a day, of an hour and of a minute: fixed windows
@@ -22,24 +24,24 @@ import (
 var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	srv     *Server
+	srv     *envoyrls.Server
 	clock   *engine.FakeClock
-	metrics *Metrics
+	metrics *envoyrls.Metrics
 }
 
 // newFixture serves the YAML files given (one domain each) on a memory
 // engine driven by a fake clock at t0.
-func newFixture(t testing.TB, opts Options, files ...string) *fixture {
+func newFixture(t testing.TB, opts envoyrls.Options, files ...string) *fixture {
 	t.Helper()
-	var ds []*Domain
+	var ds []*envoyrls.Domain
 	for i, f := range files {
-		d, err := ParseFile("f"+string(rune('0'+i))+".yaml", []byte(f))
+		d, err := rlsfile.ParseFile("f"+string(rune('0'+i))+".yaml", []byte(f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ds = append(ds, d)
 	}
-	cfg, err := NewConfig(ds...)
+	cfg, err := envoyrls.NewConfig(ds...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +51,9 @@ func newFixture(t testing.TB, opts Options, files ...string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	m := NewMetrics()
+	m := envoyrls.NewMetrics()
 	opts.Engine, opts.Metrics = eng, m
-	srv, err := NewServer(cfg, opts)
+	srv, err := envoyrls.NewServer(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ descriptors:
 // marketing message is refused, and the refusal spends nothing of the
 // number's 100 a day.
 func TestAllOrNothing(t *testing.T) {
-	f := newFixture(t, Options{}, messaging)
+	f := newFixture(t, envoyrls.Options{}, messaging)
 	marketing := desc("message_type", "marketing", "to_number", "2061111111")
 	number := desc("to_number", "2061111111")
 	for i := 1; i <= 5; i++ {
@@ -182,7 +184,7 @@ descriptors:
 // A shadow_mode limit over its budget answers OK, counts the would-be
 // denial, and adds no headers; the request's other limits spend as usual.
 func TestShadowMode(t *testing.T) {
-	f := newFixture(t, Options{}, example6)
+	f := newFixture(t, envoyrls.Options{}, example6)
 	a := desc("service", "auth-service", "user", "user-a")
 	b := desc("service", "auth-service", "user", "user-b")
 	for i := 0; i < 10; i++ {
@@ -214,12 +216,12 @@ func TestShadowMode(t *testing.T) {
 		t.Errorf("user-a: hits %d over %d shadow %d within %d, want 16 6 6 10", hits, over, shadow, within)
 	}
 	// With ShadowHeaders the shadow limit shows.
-	f2 := newFixture(t, Options{ShadowHeaders: true}, example6)
+	f2 := newFixture(t, envoyrls.Options{ShadowHeaders: true}, example6)
 	if r := f2.ask(t, "example6", 0, a); len(r.ResponseHeadersToAdd) == 0 {
 		t.Error("ShadowHeaders: no headers")
 	}
 	// Global shadow mode: user-b's real limit never denies either.
-	f3 := newFixture(t, Options{ShadowMode: true}, example6)
+	f3 := newFixture(t, envoyrls.Options{ShadowMode: true}, example6)
 	for i := 0; i < 25; i++ {
 		if r := f3.ask(t, "example6", 0, b); r.OverallCode != rlspb.RateLimitResponse_OK {
 			t.Fatalf("ShadowMode: request %d: %s", i, codesOf(r))
@@ -242,7 +244,7 @@ descriptors:
 `
 
 func TestUnlimitedAndUnmatched(t *testing.T) {
-	f := newFixture(t, Options{}, internal)
+	f := newFixture(t, envoyrls.Options{}, internal)
 	for i := 0; i < 200; i++ {
 		r := f.ask(t, "internal", 0, desc("ldap", "x"), desc("nope", "y"))
 		if got := codesOf(r); got != "OK: OK OK" {
@@ -267,7 +269,7 @@ func TestUnlimitedAndUnmatched(t *testing.T) {
 // hits_addend is the cost: the request's, or the descriptor's own, where
 // zero checks without spending; a cost over the limit is refused whole.
 func TestHitsAddend(t *testing.T) {
-	f := newFixture(t, Options{}, internal)
+	f := newFixture(t, envoyrls.Options{}, internal)
 	az := desc("azure", "sub-1")
 	if r := f.ask(t, "internal", 30, az); r.Statuses[0].LimitRemaining != 70 {
 		t.Fatalf("after 30 hits: remaining %d, want 70", r.Statuses[0].LimitRemaining)
@@ -321,7 +323,7 @@ descriptors:
 // Example 7: with both descriptors, the replacing limit alone applies and
 // the replaced one's budget is untouched.
 func TestReplaces(t *testing.T) {
-	f := newFixture(t, Options{}, example7)
+	f := newFixture(t, envoyrls.Options{}, example7)
 	one := desc("key_1", "value_1", "user", "bkthomps")
 	two := desc("key_2", "value_2", "user", "bkthomps")
 	for i := 0; i < 10; i++ {
@@ -363,7 +365,7 @@ descriptors:
 // status is OK with 0 remaining; a non-quota limit over refuses it. The
 // request spends where it is allowed.
 func TestQuotaMode(t *testing.T) {
-	f := newFixture(t, Options{}, quota)
+	f := newFixture(t, envoyrls.Options{}, quota)
 	s1, s2 := desc("service", "service_1"), desc("service", "service_2")
 	for i, want := range []string{"OK: OK OK", "OK: OK OK", "OK: OK OK"} {
 		r := f.ask(t, "rl", 0, s1, s2)
@@ -376,7 +378,7 @@ func TestQuotaMode(t *testing.T) {
 	}
 	// A quota_mode limit beside an enforced one that is over: the
 	// request is refused by the enforced one, the quota one OK.
-	g := newFixture(t, Options{}, quota+`  - key: user
+	g := newFixture(t, envoyrls.Options{}, quota+`  - key: user
     rate_limit: {unit: minute, requests_per_unit: 1}
 `)
 	u := desc("user", "u")
@@ -388,7 +390,7 @@ func TestQuotaMode(t *testing.T) {
 
 // Sluice's additions: algorithm and burst.
 func TestAlgorithmAndBurst(t *testing.T) {
-	f := newFixture(t, Options{}, `domain: api
+	f := newFixture(t, envoyrls.Options{}, `domain: api
 descriptors:
   - key: user
     rate_limit:
@@ -434,14 +436,14 @@ descriptors:
 // A limit that keeps its path keeps what callers spent across SetConfig;
 // a changed rate applies at once.
 func TestSetConfigKeepsBudgets(t *testing.T) {
-	f := newFixture(t, Options{}, internal)
+	f := newFixture(t, envoyrls.Options{}, internal)
 	az := desc("azure", "s")
 	f.ask(t, "internal", 40, az)
-	d, err := ParseFile("new.yaml", []byte(strings.Replace(internal, "100", "50", 1)))
+	d, err := rlsfile.ParseFile("new.yaml", []byte(strings.Replace(internal, "100", "50", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := NewConfig(d)
+	cfg, _ := envoyrls.NewConfig(d)
 	f.srv.SetConfig(cfg)
 	if r := f.ask(t, "internal", 0, az); r.Statuses[0].LimitRemaining != 9 {
 		t.Errorf("after the limit went from 100 to 50 with 40 spent: remaining %d, want 9", r.Statuses[0].LimitRemaining)
@@ -450,7 +452,7 @@ func TestSetConfigKeepsBudgets(t *testing.T) {
 
 // Example 3: a requests_per_unit of 0 refuses everything.
 func TestBlockList(t *testing.T) {
-	f := newFixture(t, Options{}, `domain: edge_proxy_per_ip
+	f := newFixture(t, envoyrls.Options{}, `domain: edge_proxy_per_ip
 descriptors:
   - key: remote_address
     rate_limit:
@@ -473,7 +475,7 @@ descriptors:
 // A descriptor carrying its own limit (Envoy's limit override) is decided
 // under it.
 func TestLimitOverride(t *testing.T) {
-	f := newFixture(t, Options{}, internal)
+	f := newFixture(t, envoyrls.Options{}, internal)
 	d := desc("azure", "x")
 	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: 3 /* hour */}
 	want := []string{"OK: OK", "OK: OK", "OVER_LIMIT: OVER_LIMIT"}
@@ -493,7 +495,7 @@ func TestLimitOverride(t *testing.T) {
 // turn into x-ratelimit-remaining on a 429; what is left stays for the
 // next request.
 func TestOverLimitRemainingIsZero(t *testing.T) {
-	f := newFixture(t, Options{}, `domain: d
+	f := newFixture(t, envoyrls.Options{}, `domain: d
 descriptors:
   - key: k
     rate_limit: {unit: day, requests_per_unit: 50}
@@ -520,7 +522,7 @@ descriptors:
 // each descriptor's entries as key=value, the hits_addend, the quota_mode
 // violations by index and whether quota mode is on.
 func TestDynamicMetadata(t *testing.T) {
-	f := newFixture(t, Options{DynamicMetadata: true}, `domain: q
+	f := newFixture(t, envoyrls.Options{DynamicMetadata: true}, `domain: q
 descriptors:
   - key: plan
     quota_mode: true
@@ -543,7 +545,7 @@ descriptors:
 		m["quotaModeEnabled"] != true || len(violations) != 1 || violations[0] != 0.0 {
 		t.Errorf("dynamic metadata %v", m)
 	}
-	if g := newFixture(t, Options{}, messaging).ask(t, "messaging", 0, desc("to_number", "1")); g.GetDynamicMetadata() != nil {
+	if g := newFixture(t, envoyrls.Options{}, messaging).ask(t, "messaging", 0, desc("to_number", "1")); g.GetDynamicMetadata() != nil {
 		t.Errorf("without DynamicMetadata: %v", g.GetDynamicMetadata())
 	}
 }
@@ -551,7 +553,7 @@ descriptors:
 // QuotaMode, as envoyproxy/ratelimit's QUOTA_MODE (TestServiceGlobalQuotaMode
 // there): every limit past its quota answers OK, the request passes.
 func TestGlobalQuotaMode(t *testing.T) {
-	f := newFixture(t, Options{QuotaMode: true, DynamicMetadata: true}, messaging)
+	f := newFixture(t, envoyrls.Options{QuotaMode: true, DynamicMetadata: true}, messaging)
 	n := desc("to_number", "1")
 	for range 100 {
 		f.ask(t, "messaging", 0, n)

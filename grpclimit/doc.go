@@ -24,6 +24,11 @@
 // credentials, the peer's IP address (the client named by x-forwarded-for
 // when the peer is a trusted proxy), or one key for everyone.
 //
+// The decision is sluice.Door's, the one every door makes: the
+// interceptors read the call for it (full method name, :authority, plan,
+// and the caller's key and cost under each rule) and turn its
+// sluice.Outcome into metadata and a status.
+//
 // The package imports no YAML, file watching or metrics library. A Limiter
 // is safe for concurrent use.
 package grpclimit

@@ -111,7 +111,7 @@ func keyFor(id *identity.Identifier, scope sluice.Scope, who identity.Caller, su
 // identityFuncError is an error the IdentityFunc returned.
 type identityFuncError struct{ err error }
 
-func (e *identityFuncError) Error() string { return "grpclimit: identity: " + e.err.Error() }
+func (e *identityFuncError) Error() string { return "sluice/grpclimit: identity: " + e.err.Error() }
 func (e *identityFuncError) Unwrap() error { return e.err }
 
 // peerAddr returns the call's peer IP address: IPv4-mapped IPv6 read as
@@ -120,7 +120,7 @@ func (e *identityFuncError) Unwrap() error { return e.err }
 func peerAddr(ctx context.Context) (netip.Addr, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
-		return netip.Addr{}, fmt.Errorf("grpclimit: peer: %w", identity.ErrNoPeerAddr)
+		return netip.Addr{}, fmt.Errorf("sluice/grpclimit: peer: %w", identity.ErrNoPeerAddr)
 	}
 	if ta, ok := p.Addr.(*net.TCPAddr); ok {
 		if a, ok := netip.AddrFromSlice(ta.IP); ok {
@@ -129,7 +129,7 @@ func peerAddr(ctx context.Context) (netip.Addr, error) {
 	}
 	a, err := identity.ParsePeer(p.Addr.String())
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("grpclimit: peer: %w", err)
+		return netip.Addr{}, fmt.Errorf("sluice/grpclimit: peer: %w", err)
 	}
 	return a, nil
 }
@@ -138,7 +138,27 @@ func peerAddr(ctx context.Context) (netip.Addr, error) {
 func peerString(ctx context.Context) (string, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
-		return "", fmt.Errorf("grpclimit: peer: %w", identity.ErrNoPeerAddr)
+		return "", fmt.Errorf("sluice/grpclimit: peer: %w", identity.ErrNoPeerAddr)
 	}
 	return p.Addr.String(), nil
+}
+
+// key is the Door's Key: the key c's caller is counted under by rule
+// (callerKey), and what Config.Cost says c spends under it. The Door
+// contains a panic in the IdentityFunc or the Cost function.
+func (l *Limiter) key(c call, rule *sluice.CompiledRule) (string, int64, error) {
+	key, err := callerKey(c.ctx, l.id, l.identify, c.method, rule.Scope())
+	if err != nil || l.cost == nil {
+		return key, 0, err
+	}
+	return key, l.cost(c.ctx, c.method, rule), nil
+}
+
+// authority is the Door's Host: the call's :authority, which the Door
+// reads only when a rule names a host.
+func authority(c call) string {
+	if a := metadata.ValueFromIncomingContext(c.ctx, ":authority"); len(a) > 0 {
+		return a[0]
+	}
+	return ""
 }

@@ -3,10 +3,8 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 )
@@ -89,10 +86,8 @@ const (
 )
 
 const (
-	maxStackRules    = 8
-	storeLogInterval = int64(time.Second)
-	deniedMessage    = "rate limit exceeded for rule "
-	unavailable      = "rate limiter unavailable"
+	deniedMessage = "rate limit exceeded for rule "
+	unavailable   = "rate limiter unavailable"
 )
 
 // Limiter rate-limits the calls of a gRPC server: UnaryServerInterceptor
@@ -103,21 +98,23 @@ const (
 // but its store-error log's pace: the rules are the Registry's, the
 // budgets the Engine's.
 type Limiter struct {
-	eng      *engine.Engine
+	door     *sluice.Door[call]
 	reg      *sluice.Registry
 	id       *identity.Identifier
 	identify IdentityFunc
-	metrics  sluice.Observer // nil: nothing observes
-	policy   sluice.StoreErrorPolicy
-	local    *sluice.Local // with policy FailLocal
 	cost     func(context.Context, string, *sluice.CompiledRule) int64
-	shadowMD bool
+	shadowMD bool // ShadowMetadata
 	denialMD bool // DenialMetadataOnly
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
-	infos    infoCache     // what each rule's decisions send, worked out once
-	lastLog  atomic.Int64  // Unix ns of the last store error logged
-	unlogged atomic.Uint64 // store errors not logged since
+	infos    infoCache // what each rule's decisions send, worked out once
+}
+
+// call is a call as the Limiter's Door reads it: the server call's context
+// and its full method name.
+type call struct {
+	ctx    context.Context
+	method string
 }
 
 // New returns a Limiter. It fails when Engine or Registry is missing or
@@ -189,41 +186,44 @@ type Limiter struct {
 // under FailOpen, or under FailLocal the rule is decided locally. A shadow
 // decision sends no metadata unless Config.ShadowMetadata is set.
 func New(cfg Config) (*Limiter, error) {
-	switch {
-	case cfg.Engine == nil:
-		return nil, errors.New("grpclimit: Config.Engine is required")
-	case cfg.Registry == nil:
-		return nil, errors.New("grpclimit: Config.Registry is required")
-	}
 	l := &Limiter{
-		eng:      cfg.Engine,
 		reg:      cfg.Registry,
 		id:       cfg.Identifier,
 		identify: cfg.Identity,
-		metrics:  cfg.Metrics,
-		policy:   cfg.OnStoreError,
-		local:    cfg.Local,
 		cost:     cfg.Cost,
 		shadowMD: cfg.ShadowMetadata,
 		denialMD: cfg.DenialMetadataOnly,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
 	}
+	var err error
+	l.door, err = sluice.NewDoor(sluice.DoorConfig[call]{
+		Name:         "sluice/grpclimit",
+		Engine:       cfg.Engine,
+		Key:          l.key,  // identity.go
+		Plan:         l.plan, // plan.go
+		Host:         authority,
+		Metrics:      cfg.Metrics,
+		OnStoreError: cfg.OnStoreError,
+		Local:        cfg.Local,
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if l.reg == nil {
+		return nil, errors.New("sluice/grpclimit: Config.Registry is required")
+	}
 	if l.id == nil {
-		var err error
 		if l.id, err = identity.New(identity.Config{}); err != nil {
 			return nil, err
 		}
-	}
-	var err error
-	if l.policy, l.local, err = sluice.DoorPolicy("grpclimit", l.policy, l.local); err != nil {
-		return nil, err
 	}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
 	if l.wait == nil {
-		l.wait = waitDelay
+		l.wait = sluice.WaitDelay
 	}
 	return l, nil
 }
@@ -296,245 +296,41 @@ func (l *Limiter) Limit(ctx context.Context) error {
 	return nil
 }
 
-// waitDelay waits d, or until ctx ends; it reports whether it waited d.
-func waitDelay(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // decide decides a call of the given method. It returns the response
 // metadata to set (nil for none), the delay to wait before the handler,
 // and the status error to end the call with (nil to let it through).
 func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.Duration, error) {
 	rs := l.reg.Ruleset()
-	var plan string
-	if rs.HasPlans() { // plan.go
-		var err error
-		if plan, err = l.callerPlan(ctx, method); err != nil {
-			return nil, 0, l.planError(method, err)
-		}
-	}
-	var stack [maxStackRules]*sluice.CompiledRule
 	// gRPC calls have no HTTP method: "" matches the rules of AnyMethod
-	// only. The host is the call's :authority.
-	host := ""
-	if rs.HasHostRules() {
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			if a := md.Get(":authority"); len(a) > 0 {
-				host = sluice.RequestHost(a[0])
-			}
+	// only. The path is the full method name.
+	out := l.door.Decide(rs, "", method, call{ctx, method})
+	if out.ShadowErr != nil && !errors.Is(out.ShadowErr, identity.ErrBadIdentity) {
+		// A shadow rule that cannot key the call is no reason to refuse
+		// it: the call goes on (what is not the client's fault is logged).
+		l.callerError(out.ShadowErr, method)
+	}
+	switch out.Verdict {
+	case sluice.Unlimited:
+		if out.Shadow != nil && l.shadowMD && !l.denialMD {
+			return decisionMD(l.infos.get(rs, out.Shadow), out.Shadow, out.ShadowDecision), 0, nil
 		}
-	}
-	rules := rs.AppendMatchHostPlan(stack[:0], host, "", method, plan)
-	var (
-		rule  *sluice.CompiledRule // the decision to report; nil for none
-		d     algo.Decision
-		delay time.Duration
-	)
-	if len(rules) > 0 {
-		var err error
-		var passed bool
-		rule, d, delay, passed, err = l.apply(ctx, rs, method, rules, false)
-		if err != nil {
-			return nil, 0, err
+		return nil, 0, nil
+	case sluice.Passed:
+		return nil, 0, nil
+	case sluice.Allowed:
+		if l.denialMD {
+			return nil, out.Delay, nil
 		}
-		if passed { // a store error under FailOpen: no decision to report
-			rule = nil
-		} else if !d.Allowed {
-			ri := l.infos.get(rs, rule)
-			return decisionMD(ri, d), 0, denial(ri, d)
-		}
+		return decisionMD(l.infos.get(rs, out.Rule), out.Rule, out.Decision), out.Delay, nil
+	case sluice.Denied:
+		ri := l.infos.get(rs, out.Rule)
+		return decisionMD(ri, out.Rule, out.Decision), 0, denial(ri, out.Decision)
+	case sluice.Unidentified:
+		return nil, 0, l.callerError(out.Err, method)
+	case sluice.Unavailable:
+		return nil, 0, status.Error(codes.Unavailable, unavailable)
 	}
-	if rs.HasShadow() {
-		var sstack [maxStackRules]*sluice.CompiledRule
-		if shadows := rs.AppendMatchHostShadow(sstack[:0], host, "", method); len(shadows) > 0 {
-			srule, sd, _, passed, err := l.apply(ctx, rs, method, shadows, true)
-			if err != nil {
-				return nil, 0, err
-			}
-			if len(rules) == 0 && l.shadowMD && !passed {
-				sd.Allowed, sd.RetryAfter = true, 0 // the call passes
-				rule, d = srule, sd
-			}
-		}
-	}
-	if rule == nil || l.denialMD {
-		return nil, delay, nil
-	}
-	return decisionMD(l.infos.get(rs, rule), d), delay, nil
-}
-
-// apply decides a call under rules, all enforced or all shadow. It returns
-// the rule and the decision to report, and the delay to wait; passed is
-// true when a store error let the call through undecided (FailOpen, or any
-// store error under a shadow rule but for FailLocal). err is the status to
-// end the call with: never a denial, which is d.Allowed false. A shadow
-// rule's denial is returned as a denial for the caller to report; it is
-// counted as a would-be denial here. Each rule of rules (the caller's
-// own slice) is replaced by the caller's override under it, if any, once
-// its key is known.
-func (l *Limiter) apply(ctx context.Context, rs *sluice.Ruleset, method string, rules []*sluice.CompiledRule, shadow bool) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, passed bool, err error) {
-	var stack [maxStackRules]engine.Request
-	reqs := stack[:0]
-	for i, c := range rules {
-		key, cost, err := l.keyAndCost(ctx, method, c)
-		if err != nil {
-			if shadow {
-				// A shadow rule that cannot key the call is no reason to
-				// refuse it: the call goes on (what is not the client's
-				// fault is logged).
-				if !errors.Is(err, identity.ErrBadIdentity) {
-					l.identityError(method, c, err)
-				}
-				return nil, d, 0, true, nil
-			}
-			return nil, d, 0, false, l.identityError(method, c, err)
-		}
-		if o := rs.Override(c, key); o != c {
-			rules[i], c = o, o
-		}
-		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
-	}
-	var start time.Time
-	if l.metrics != nil {
-		start = time.Now()
-	}
-	var ds []algo.Decision
-	var one [1]algo.Decision
-	all := true
-	if len(reqs) == 1 {
-		one[0], err = l.eng.Apply(reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
-		ds, all = one[:], one[0].Allowed
-	} else {
-		ds, all, err = l.eng.ApplyAll(reqs)
-	}
-	local := false
-	if err != nil && isStoreError(err) {
-		l.storeError(rules[0], err, shadow)
-		if l.local == nil {
-			if shadow || l.policy == sluice.FailOpen {
-				return nil, d, 0, true, nil
-			}
-			return nil, d, 0, false, status.Error(codes.Unavailable, unavailable)
-		}
-		// Decide every rule's share on the local engine, and report the
-		// shares. reqs and rules may be the caller's stack arrays: they are
-		// replaced, not written to.
-		rules, reqs = l.local.Requests(rules, reqs)
-		local = true
-		if len(reqs) == 1 {
-			one[0], err = l.local.Engine().Apply(reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
-			ds, all = one[:], one[0].Allowed
-		} else {
-			ds, all, err = l.local.Engine().ApplyAll(reqs)
-		}
-	}
-	var elapsed time.Duration
-	if l.metrics != nil {
-		elapsed = time.Since(start)
-	}
-	if err != nil {
-		l.log.Error("grpclimit: cannot decide the call",
-			"rule", rules[0].Name(), "method", method, "local", local, "shadow", shadow, "err", err)
-		if shadow {
-			return nil, d, 0, true, nil
-		}
-		if isStoreError(err) { // the local engine failed too: it is closed
-			return nil, d, 0, false, status.Error(codes.Unavailable, unavailable)
-		}
-		return nil, d, 0, false, status.Error(codes.Internal, "rate limiter error")
-	}
-	pick := -1
-	for i, di := range ds {
-		if l.metrics != nil {
-			l.observe(rules[i].Name(), all, di.Allowed, reqs[i].Cost, elapsed, local, shadow)
-		}
-		if all {
-			delay = max(delay, di.Delay)
-		}
-		switch {
-		case pick < 0:
-			pick = i
-		case !all:
-			// The denying rule with the longest wait.
-			if !di.Allowed && (ds[pick].Allowed || di.RetryAfter > ds[pick].RetryAfter) {
-				pick = i
-			}
-		case di.Remaining < ds[pick].Remaining:
-			pick = i
-		}
-	}
-	d = ds[pick]
-	if !all {
-		d.Allowed = false // pick is a denying rule; be explicit all the same
-	}
-	return rules[pick], d, delay, false, nil
-}
-
-// observe tells Metrics of one rule's decision in a call decided all
-// together (all: whether every rule allowed). When one rule denies, the
-// denying rules are counted and the others, which spent nothing, are not;
-// a shadow rule's denial is a would-be denial.
-func (l *Limiter) observe(rule string, all, allowed bool, cost int64, elapsed time.Duration, local, shadow bool) {
-	switch {
-	case all:
-		l.metrics.ObserveDecisionCost(rule, true, cost, elapsed)
-	case allowed:
-		return
-	case shadow:
-		// Not a decision that took effect: neither a denial nor a local
-		// one.
-		if so, ok := l.metrics.(sluice.ShadowObserver); ok {
-			so.ObserveShadowDenial(rule, cost, elapsed)
-		}
-		return
-	default:
-		l.metrics.ObserveDecisionCost(rule, false, cost, elapsed)
-	}
-	if local {
-		if lo, ok := l.metrics.(sluice.LocalObserver); ok {
-			lo.ObserveLocalDecision(rule, all)
-		}
-	}
-}
-
-// keyAndCost returns the caller's key under rule, and the call's cost. A
-// panic in the IdentityFunc or the Cost hook is returned as a
-// *panicError.
-func (l *Limiter) keyAndCost(ctx context.Context, method string, rule *sluice.CompiledRule) (key string, cost int64, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v}
-		}
-	}()
-	key, err = callerKey(ctx, l.id, l.identify, method, rule.Scope())
-	if err != nil {
-		return "", 0, err
-	}
-	if l.cost != nil {
-		cost = l.cost(ctx, method, rule)
-	}
-	if cost <= 0 {
-		cost = rule.Cost()
-	}
-	return key, cost, nil
-}
-
-// panicError is a panic recovered from the IdentityFunc or the Cost hook.
-type panicError struct{ value any }
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
-
-// identityError returns the status of a call whose key or cost could not
-// be had, and logs what is not the client's fault.
-func (l *Limiter) identityError(method string, rule *sluice.CompiledRule, err error) error {
-	return l.callerError(err, "cannot identify the caller", "identity or cost function panicked", "rule", rule.Name(), "method", method)
+	return nil, 0, status.Error(codes.Internal, "rate limiter error") // sluice.Failed, logged by the Door
 }
 
 // grpcKeyNames lower-cases the header names in msg that follow "once: ",
@@ -546,11 +342,12 @@ func grpcKeyNames(msg string) string {
 	return msg
 }
 
-// callerError returns the status of a call refused because the caller
-// could not be identified: the status an IdentityFunc returned,
-// InvalidArgument for a malformed identity, and otherwise Internal, logged
-// as failed (or as panicked, for a recovered panic) with attrs.
-func (l *Limiter) callerError(err error, failed, panicked string, attrs ...any) error {
+// callerError returns the status of a call refused because its caller
+// (its key, its plan) or cost could not be had, err being the Door's
+// *sluice.KeyError: the status an IdentityFunc returned, InvalidArgument
+// for a malformed identity, and otherwise Internal, logged as failed (or
+// as panicked, for a panic the Door contained).
+func (l *Limiter) callerError(err error, method string) error {
 	var fe *identityFuncError
 	if errors.As(err, &fe) {
 		if st, ok := status.FromError(fe.err); ok && st.Code() != codes.Unknown {
@@ -563,38 +360,16 @@ func (l *Limiter) callerError(err error, failed, panicked string, attrs ...any) 
 		msg = strings.Replace(msg, "header given more than once", "metadata given more than once", 1)
 		return status.Error(codes.InvalidArgument, "bad caller identity: "+grpcKeyNames(msg))
 	}
-	var pe *panicError
-	if errors.As(err, &pe) {
-		l.log.Error("grpclimit: "+panicked+"; call refused", append(attrs, "panic", pe.value)...)
+	attrs := []any{"method", method}
+	failed, panicked := "cannot find the caller's plan", "identity function panicked"
+	if ke := (*sluice.KeyError)(nil); errors.As(err, &ke) && ke.Rule != nil {
+		attrs = []any{"rule", ke.Rule.Name(), "method", method}
+		failed, panicked = "cannot identify the caller", "identity or cost function panicked"
+	}
+	if pe := (*sluice.PanicError)(nil); errors.As(err, &pe) {
+		l.log.Error("sluice/grpclimit: "+panicked+"; call refused", append(attrs, "panic", pe.Value)...)
 	} else {
-		l.log.Error("grpclimit: "+failed, append(attrs, "err", err)...)
+		l.log.Error("sluice/grpclimit: "+failed, append(attrs, "err", err)...)
 	}
 	return status.Error(codes.Internal, "rate limiter cannot identify the caller")
-}
-
-// isStoreError reports an engine error that the store-error policy
-// applies to.
-func isStoreError(err error) bool {
-	return errors.Is(err, engine.ErrStore) || errors.Is(err, engine.ErrClosed)
-}
-
-// storeError counts and logs a store error under rule: under the policy in
-// force, but for a shadow rule, which never refuses a call, under FailOpen
-// unless the policy is FailLocal.
-func (l *Limiter) storeError(rule *sluice.CompiledRule, err error, shadow bool) {
-	policy := l.policy
-	if shadow && policy == sluice.FailClosed {
-		policy = sluice.FailOpen
-	}
-	if l.metrics != nil {
-		l.metrics.ObserveStoreError(rule.Name(), policy)
-	}
-	now := time.Now().UnixNano()
-	last := l.lastLog.Load()
-	if now-last < storeLogInterval || !l.lastLog.CompareAndSwap(last, now) {
-		l.unlogged.Add(1)
-		return
-	}
-	l.log.Warn("grpclimit: rate limit store error",
-		"rule", rule.Name(), "policy", string(policy), "err", err, "suppressed", l.unlogged.Swap(0))
 }

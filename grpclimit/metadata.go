@@ -23,11 +23,9 @@ import (
 // ruleInfo is what a decision under one compiled rule sends that does not
 // depend on the decision: worked out once per rule, not once per call.
 type ruleInfo struct {
-	policy   []string      // the ratelimit-policy value, "name";q=5;w=60
-	rlPrefix string        // the ratelimit value's start, "name";r=
-	message  string        // a denial's status message
-	quota    *anypb.Any    // a denial's QuotaFailure detail, marshalled
-	window   time.Duration // the quota policy's window (algo.Quota)
+	policy  []string   // the ratelimit-policy value (sluice.CompiledRule.Policy)
+	message string     // a denial's status message
+	quota   *anypb.Any // a denial's QuotaFailure detail, marshalled
 }
 
 // ruleCache maps the compiled rules of one ruleset to their ruleInfo. A
@@ -81,19 +79,7 @@ const maxCachedRules = 4096
 
 func newRuleInfo(rule *sluice.CompiledRule) *ruleInfo {
 	spec := rule.Rule()
-	quota, window := algo.Quota(rule.Limit().Algorithm)
-	var b []byte
-	b = appendSFString(b, spec.Name)
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, quota, 10)
-	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(window), 10)
-	ri := &ruleInfo{
-		window:   window,
-		policy:   []string{string(b)},
-		rlPrefix: string(appendSFString(nil, spec.Name)) + ";r=",
-		message:  deniedMessage + rule.Name(),
-	}
+	ri := &ruleInfo{policy: []string{rule.Policy()}, message: deniedMessage + rule.Name()}
 	qf := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 		Subject:     "rule:" + spec.Name,
 		Description: "limit " + strconv.FormatInt(spec.Limit, 10) + " per " + spec.Window.String() + " (" + string(spec.Scope) + ")",
@@ -117,12 +103,13 @@ type mdBlock struct {
 	buf  [96]byte
 }
 
-// decisionMD returns the response metadata of a decision under rule: the
-// fields package httplimit sends as headers, in lower case, and for a
-// denial retry-after. Its values are substrings of one buffer, allocated
-// with them: the map and that block are all it allocates.
-func decisionMD(ri *ruleInfo, d algo.Decision) metadata.MD {
-	reset := ceilSeconds(d.Reset)
+// decisionMD returns the response metadata of a decision under rule (ri
+// being its ruleInfo): the fields package httplimit sends as headers
+// (their values are sluice's: see sluice.CompiledRule.Policy), in lower
+// case, and for a denial retry-after. Its values are substrings of one
+// buffer, allocated with them: the map and that block are all it
+// allocates.
+func decisionMD(ri *ruleInfo, rule *sluice.CompiledRule, d algo.Decision) metadata.MD {
 	blk := new(mdBlock)
 	b := blk.buf[:0]
 	var ends [5]int
@@ -130,20 +117,13 @@ func decisionMD(ri *ruleInfo, d algo.Decision) metadata.MD {
 	ends[0] = len(b)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	ends[1] = len(b)
-	b = strconv.AppendInt(b, reset, 10)
+	b = strconv.AppendInt(b, sluice.ResetSeconds(d), 10)
 	ends[2] = len(b)
-	b = append(b, ri.rlPrefix...)
-	b = strconv.AppendInt(b, d.Remaining, 10)
-	b = append(b, ";t="...)
-	if d.Allowed {
-		b = strconv.AppendInt(b, ceilSeconds(algo.QuotaReset(d, ri.window)), 10)
-	} else {
-		b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
-	}
+	b = rule.AppendRateLimit(b, d)
 	ends[3] = len(b)
 	n := 4
 	if !d.Allowed {
-		b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
+		b = strconv.AppendInt(b, sluice.RetryAfterSeconds(d), 10)
 		ends[4] = len(b)
 		n = 5
 	}
@@ -207,41 +187,4 @@ type denialProto struct {
 	retry   anypb.Any
 	value   []byte
 	buf     [28]byte
-}
-
-// retryAfterSeconds renders a denial's wait as retry-after does: whole
-// seconds, rounded up, never below 1 (0 would invite an immediate retry).
-func retryAfterSeconds(d time.Duration) int64 {
-	return max(1, ceilSeconds(d))
-}
-
-// appendSFString appends s as a structured field string (RFC 8941): in
-// double quotes, with '"' and '\' escaped. Bytes a string may not hold
-// (controls, non-ASCII) become '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }

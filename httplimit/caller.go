@@ -36,14 +36,25 @@ func callerKey(id *identity.Identifier, fn IdentityFunc, r *http.Request, scope 
 	if fn != nil && (scope == sluice.ScopeUser || scope == sluice.ScopeAPIKey) {
 		who, ferr := fn(r)
 		if ferr != nil {
-			return "", fmt.Errorf("httplimit: identity: %w", ferr)
+			return "", fmt.Errorf("sluice/httplimit: identity: %w", ferr)
 		}
 		k, err = id.KeyFor(scope, who, r.RemoteAddr, header(r.Header))
 	} else {
 		k, err = id.Key(scope, r.RemoteAddr, header(r.Header))
 	}
 	if err != nil && errors.Is(err, identity.ErrNoPeerAddr) {
-		err = fmt.Errorf("httplimit: RemoteAddr: %w", err)
+		err = fmt.Errorf("sluice/httplimit: RemoteAddr: %w", err)
 	}
 	return k, err
+}
+
+// key is the Door's Key: the key r's caller is counted under by rule
+// (callerKey), and what Config.Cost says r spends under it. The Door
+// contains a panic in the IdentityFunc or the Cost function.
+func (l *limiter) key(r *http.Request, rule *sluice.CompiledRule) (string, int64, error) {
+	key, err := callerKey(l.id, l.identify, r, rule.Scope())
+	if err != nil || l.cost == nil {
+		return key, 0, err
+	}
+	return key, l.cost(r, rule), nil
 }

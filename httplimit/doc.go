@@ -10,9 +10,14 @@
 //
 // When the rules in force name plans, the caller's plan comes from the
 // IdentityFunc's Caller.Plan or from the identity section's plan header,
-// believed only from a trusted proxy, and the request is matched with
-// sluice.Ruleset.MatchPlan; a caller with an override is decided under its
-// own limit (sluice.Ruleset.Override). See plan.go.
+// believed only from a trusted proxy, and the request is matched with its
+// plan; a caller with an override is decided under its own limit
+// (sluice.Ruleset.Override). See plan.go.
+//
+// The decision is sluice.Door's, the one every door makes: the middleware
+// reads the request for it (method, path, host, plan, and the caller's key
+// and cost under each rule) and turns its sluice.Outcome into headers and
+// a status.
 //
 // The package imports no YAML, file watching or metrics library: a
 // sluice.Observer (package metrics' *Metrics, for one) is told each

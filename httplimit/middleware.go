@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -79,7 +78,7 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// wait, when set (by tests), replaces waitDelay.
+	// wait, when set (by tests), replaces sluice.WaitDelay.
 	wait func(ctx context.Context, d time.Duration) bool
 }
 
@@ -91,39 +90,33 @@ const (
 	headerPolicy      = "Ratelimit-Policy"
 	headerRateLimit   = "Ratelimit"
 	headerRetryAfter  = "Retry-After"
-	maxStackRules     = 8
-	storeLogInterval  = int64(time.Second)
 	unavailableBody   = "rate limiter unavailable"
 	deniedBody        = "rate limit exceeded for rule "
 	internalErrorBody = "internal server error"
 )
 
-// limiter is the state behind one middleware.
+// limiter is the state behind one middleware: the decision, a
+// sluice.Door, and what reading a request and answering it take.
 type limiter struct {
-	eng      *engine.Engine
+	door     *sluice.Door[*http.Request]
 	reg      *sluice.Registry
 	id       *identity.Identifier
 	identify IdentityFunc
-	metrics  sluice.Observer // nil: nothing observes
-	policy   sluice.StoreErrorPolicy
-	local    *sluice.Local // with policy FailLocal
 	cost     func(*http.Request, *sluice.CompiledRule) int64
-	shadowH  bool // ShadowHeaders
-	deny     int  // DenyStatus
-	problem  bool // ProblemDetails
-	unix     bool // ResetAsUnixTime
-	exempt   func(string) bool
+	clock    engine.Clock // the engine's, for ResetAsUnixTime
+	shadowH  bool         // ShadowHeaders
+	deny     int          // DenyStatus
+	problem  bool         // ProblemDetails
+	unix     bool         // ResetAsUnixTime
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
-	lastLog  atomic.Int64  // Unix ns of the last store error logged
-	unlogged atomic.Uint64 // store errors not logged since
 }
 
 // New returns rate-limiting middleware of the shape net/http, chi and most
 // routers take: func(http.Handler) http.Handler. It fails when Engine or
 // Registry is missing or OnStoreError is not a known policy.
 //
-// For each request it matches the rules in force (Registry.Match). A
+// For each request it matches the rules in force (sluice.Door). A
 // request no rule covers (and no default) passes untouched, without
 // headers. Otherwise the caller's key is built for each matching rule's
 // scope with the Identifier (and the IdentityFunc, when set), and the
@@ -191,50 +184,54 @@ type limiter struct {
 // rule is counted as FailOpen's (decided locally under FailLocal) and the
 // request goes on.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
-	switch {
-	case cfg.Engine == nil:
-		return nil, errors.New("httplimit: Config.Engine is required")
-	case cfg.Registry == nil:
-		return nil, errors.New("httplimit: Config.Registry is required")
-	}
 	l := &limiter{
-		eng:      cfg.Engine,
 		reg:      cfg.Registry,
 		id:       cfg.Identifier,
 		identify: cfg.Identity,
-		metrics:  cfg.Metrics,
-		policy:   cfg.OnStoreError,
-		local:    cfg.Local,
 		cost:     cfg.Cost,
 		shadowH:  cfg.ShadowHeaders,
 		deny:     cfg.DenyStatus,
 		problem:  cfg.ProblemDetails,
 		unix:     cfg.ResetAsUnixTime,
-		exempt:   cfg.Exempt,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
+	}
+	var err error
+	l.door, err = sluice.NewDoor(sluice.DoorConfig[*http.Request]{
+		Name:         "sluice/httplimit",
+		Engine:       cfg.Engine,
+		Key:          l.key,  // caller.go
+		Plan:         l.plan, // plan.go
+		Host:         func(r *http.Request) string { return r.Host },
+		Exempt:       cfg.Exempt,
+		Metrics:      cfg.Metrics,
+		OnStoreError: cfg.OnStoreError,
+		Local:        cfg.Local,
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.clock = cfg.Engine.Clock()
+	if l.reg == nil {
+		return nil, errors.New("sluice/httplimit: Config.Registry is required")
 	}
 	switch {
 	case l.deny == 0:
 		l.deny = http.StatusTooManyRequests
 	case l.deny < 400 || l.deny > 599:
-		return nil, fmt.Errorf("httplimit: Config.DenyStatus %d: want a client or server error status, 400 to 599", l.deny)
+		return nil, fmt.Errorf("sluice/httplimit: Config.DenyStatus %d: want a client or server error status, 400 to 599", l.deny)
 	}
 	if l.id == nil {
-		var err error
 		if l.id, err = identity.New(identity.Config{}); err != nil {
 			return nil, err
 		}
-	}
-	var err error
-	if l.policy, l.local, err = sluice.DoorPolicy("httplimit", l.policy, l.local); err != nil {
-		return nil, err
 	}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
 	if l.wait == nil {
-		l.wait = waitDelay
+		l.wait = sluice.WaitDelay
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -243,352 +240,91 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	}, nil
 }
 
-// waitDelay waits d, or until ctx ends; it reports whether it waited d.
-func waitDelay(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
+// serve decides r and answers it from the outcome: the request reaches
+// next, with the rate limit headers when a rule decided it, or is refused.
 func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	rs := l.reg.Ruleset()
-	plan, ok := l.callerPlan(w, r, rs) // plan.go
-	if !ok {
-		return
+	out := l.door.Decide(l.reg.Ruleset(), r.Method, r.URL.Path, r)
+	if out.ShadowErr != nil {
+		l.shadowError(r, out.ShadowErr)
 	}
-	var stack [maxStackRules]*sluice.CompiledRule
-	var rules []*sluice.CompiledRule
-	host := ""
-	if rs.HasHostRules() {
-		host = sluice.RequestHost(r.Host)
-	}
-	if rs.Mode() == sluice.MatchAll {
-		rules = rs.AppendMatchHostPlan(stack[:0], host, r.Method, r.URL.Path, plan)
-	} else {
-		rules = rs.MatchHostPlan(host, r.Method, r.URL.Path, plan)
-	}
-	if len(rules) == 0 {
-		if srule, sd := l.shadow(r, rs); srule != nil && l.shadowH {
-			l.setHeaders(w.Header(), srule, sd)
+	switch out.Verdict {
+	case sluice.Unlimited:
+		if out.Shadow != nil && l.shadowH {
+			l.setHeaders(w.Header(), out.Shadow, out.ShadowDecision)
 		}
-		next.ServeHTTP(w, r)
-		return
-	}
-
-	var (
-		rule  *sluice.CompiledRule
-		d     algo.Decision
-		delay time.Duration
-		err   error
-	)
-	if len(rules) == 1 {
-		rule = rules[0]
-		var key string
-		var cost int64
-		if key, cost, err = l.keyAndCost(r, rule); err != nil {
-			l.identityError(w, r, rule, err)
-			return
+	case sluice.Passed:
+	case sluice.Allowed:
+		l.setHeaders(w.Header(), out.Rule, out.Decision)
+		if out.Delay > 0 && !l.wait(r.Context(), out.Delay) {
+			return // the client went away while waiting
 		}
-		if l.exempt != nil && l.exempt(key) {
-			next.ServeHTTP(w, r) // no rule limits this caller
-			return
-		}
-		rule = rs.Override(rule, key)
-		var start time.Time
-		if l.metrics != nil { // time the decision only for someone to see it
-			start = time.Now()
-		}
-		d, err = l.eng.Apply(rule.Limit(), key, cost)
-		local := false
-		if err != nil && l.local != nil && isStoreError(err) {
-			l.storeError(rule, err)
-			req := l.local.Request(rule, key, cost)
-			rule, cost, local = l.local.Rule(rule), req.Cost, true
-			d, err = l.local.Engine().Apply(req.Limit, req.Key, req.Cost)
-		}
-		var elapsed time.Duration
-		if l.metrics != nil {
-			elapsed = time.Since(start)
-		}
-		if err != nil {
-			if local {
-				l.localError(w, r, rule, err)
-				return
-			}
-			l.engineError(w, r, next, rs, rule, err)
-			return
-		}
-		if l.metrics != nil {
-			l.metrics.ObserveDecisionCost(rule.Name(), d.Allowed, cost, elapsed)
-			if local {
-				l.observeLocal(rule.Name(), d.Allowed)
-			}
-		}
-		delay = d.Delay
-	} else {
-		if rule, d, delay, ok = l.applyAll(w, r, next, rs, rules); !ok {
-			return
-		}
-	}
-
-	l.setHeaders(w.Header(), rule, d)
-	if !d.Allowed {
+	case sluice.Denied:
+		l.setHeaders(w.Header(), out.Rule, out.Decision)
 		if l.problem {
-			l.problemBody(w, rule, d)
+			l.problemBody(w, out.Rule, out.Decision)
 			return
 		}
 		// As http.Error would, with fewer allocations.
 		w.WriteHeader(l.deny)
-		io.WriteString(w, deniedBody+rule.Name()+"\n")
+		io.WriteString(w, deniedBody+out.Rule.Name()+"\n")
 		return
-	}
-	// The enforced rules let the request through: the shadow rules
-	// decide it too, without a say (their headers would not replace the
-	// enforced rule's).
-	if rs.HasShadow() {
-		l.shadow(r, rs)
-	}
-	if delay > 0 && !l.wait(r.Context(), delay) {
-		return // the client went away while waiting
-	}
-	next.ServeHTTP(w, r)
-}
-
-// shadow decides r under the shadow rules that cover it
-// (sluice.Ruleset.MatchShadow), each under the caller's override if it has
-// one, spending as any rule would, and never refuses it: a would-be denial
-// is told to Metrics.ObserveShadowDenial (sluice.ShadowObserver), a store
-// error is counted (as under FailOpen, or decided locally under FailLocal)
-// and an identity error logged, and the request goes on. It returns the
-// rule and the decision, made to allow, for the headers ShadowHeaders
-// sets, or nil when no shadow rule decided.
-func (l *limiter) shadow(r *http.Request, rs *sluice.Ruleset) (*sluice.CompiledRule, algo.Decision) {
-	if !rs.HasShadow() {
-		return nil, algo.Decision{}
-	}
-	var stack [maxStackRules]*sluice.CompiledRule
-	host := ""
-	if rs.HasHostRules() {
-		host = sluice.RequestHost(r.Host)
-	}
-	rules := rs.AppendMatchHostShadow(stack[:0], host, r.Method, r.URL.Path)
-	if len(rules) == 0 {
-		return nil, algo.Decision{}
-	}
-	var rstack [maxStackRules]engine.Request
-	reqs := rstack[:0]
-	for _, c := range rules {
-		key, cost, err := l.keyAndCost(r, c)
-		if err != nil {
-			if !errors.Is(err, identity.ErrBadIdentity) {
-				l.log.Error("httplimit: cannot identify the caller for a shadow rule",
-					"rule", c.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
-			}
-			return nil, algo.Decision{}
-		}
-		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
-	}
-	Override(rs, rules, reqs) // rules is our own stack's
-	start := time.Now()
-	var one [1]algo.Decision
-	ds, all, err := Decide(l.eng, reqs, &one)
-	local := false
-	if err != nil && isStoreError(err) {
-		policy := sluice.FailOpen // a shadow rule never refuses
-		if l.local != nil {
-			policy = sluice.FailLocal
-		}
-		if l.metrics != nil {
-			l.metrics.ObserveStoreError(rules[0].Name(), policy)
-		}
-		l.logStoreError(rules[0], err)
-		if l.local == nil {
-			return nil, algo.Decision{}
-		}
-		rules, reqs = l.local.Requests(rules, reqs)
-		local = true
-		ds, all, err = Decide(l.local.Engine(), reqs, &one)
-	}
-	if err != nil {
-		l.log.Error("httplimit: cannot decide a shadow rule",
-			"rule", rules[0].Name(), "method", r.Method, "path", r.URL.Path, "err", err)
-		return nil, algo.Decision{}
-	}
-	elapsed := time.Since(start)
-	for i, di := range ds {
-		if l.metrics != nil {
-			switch {
-			case all:
-				l.metrics.ObserveDecisionCost(rules[i].Name(), true, reqs[i].Cost, elapsed)
-				if local {
-					l.observeLocal(rules[i].Name(), true)
-				}
-			case !di.Allowed:
-				if so, ok := l.metrics.(sluice.ShadowObserver); ok {
-					so.ObserveShadowDenial(rules[i].Name(), reqs[i].Cost, elapsed)
-				}
-			}
-		}
-	}
-	pick := PickShadow(ds)
-	d := ds[pick]
-	d.Allowed, d.RetryAfter, d.Delay = true, 0, 0 // the request passes, at once
-	return rules[pick], d
-}
-
-// applyAll decides a request under several rules at once (all mode). It
-// returns the rule and decision to report and the delay to wait; ok is
-// false when it has answered the request (or passed it on) itself.
-func (l *limiter) applyAll(w http.ResponseWriter, r *http.Request, next http.Handler, rs *sluice.Ruleset, rules []*sluice.CompiledRule) (rule *sluice.CompiledRule, d algo.Decision, delay time.Duration, ok bool) {
-	var stack [maxStackRules]engine.Request
-	reqs := stack[:0]
-	kept := rules[:0:0]
-	for _, c := range rules {
-		key, cost, err := l.keyAndCost(r, c)
-		if err != nil {
-			l.identityError(w, r, c, err)
-			return nil, d, 0, false
-		}
-		if l.exempt != nil && l.exempt(key) {
-			continue // no rule limits this caller under c
-		}
-		kept = append(kept, c)
-		reqs = append(reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: cost})
-	}
-	if len(reqs) == 0 {
-		next.ServeHTTP(w, r)
-		return nil, d, 0, false
-	}
-	if len(kept) != len(rules) {
-		rules = kept
-	}
-	Override(rs, rules, reqs) // rules is the door's own (AppendMatchPlan's), not the ruleset's
-	start := time.Now()
-	ds, all, err := l.eng.ApplyAll(reqs)
-	local := false
-	// A store error is counted under the rule of the request it concerns
-	// (a Cluster slot's), else the most specific.
-	at := 0
-	var re *engine.RequestError
-	if errors.As(err, &re) && re.Request < len(rules) {
-		at = re.Request
-	}
-	if err != nil && l.local != nil && isStoreError(err) {
-		// Decide every rule's share together on the local engine, and
-		// report the shares. reqs and rules may be the caller's stack
-		// arrays: they are replaced, not written to.
-		l.storeError(rules[at], err)
-		rules, reqs = l.local.Requests(rules, reqs)
-		local = true
-		ds, all, err = l.local.Engine().ApplyAll(reqs)
-	}
-	elapsed := time.Since(start)
-	if err != nil {
-		if local {
-			l.localError(w, r, rules[0], err)
-		} else {
-			l.engineError(w, r, next, rs, rules[at], err)
-		}
-		return nil, d, 0, false
-	}
-	for i, di := range ds {
-		if all {
-			if l.metrics != nil {
-				l.metrics.ObserveDecisionCost(rules[i].Name(), true, reqs[i].Cost, elapsed)
-				if local {
-					l.observeLocal(rules[i].Name(), true)
-				}
-			}
-			delay = max(delay, di.Delay)
-		} else if !di.Allowed && l.metrics != nil {
-			l.metrics.ObserveDecisionCost(rules[i].Name(), false, reqs[i].Cost, elapsed)
-			if local {
-				l.observeLocal(rules[i].Name(), false)
-			}
-		}
-	}
-	pick := Pick(ds, all)
-	d = ds[pick]
-	if !all {
-		d.Allowed = false // pick is a denying rule; be explicit all the same
-	}
-	return rules[pick], d, delay, true
-}
-
-// keyAndCost returns the caller's key under rule, and the cost of r. A
-// panic in the IdentityFunc is returned as a *panicError.
-func (l *limiter) keyAndCost(r *http.Request, rule *sluice.CompiledRule) (key string, cost int64, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			err = &panicError{value: v}
-		}
-	}()
-	key, err = callerKey(l.id, l.identify, r, rule.Scope())
-	if err != nil {
-		return "", 0, err
-	}
-	if l.cost != nil {
-		cost = l.cost(r, rule)
-	}
-	if cost <= 0 {
-		cost = rule.Cost()
-	}
-	return key, cost, nil
-}
-
-// panicError is a panic recovered from the IdentityFunc or the Cost hook.
-type panicError struct{ value any }
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
-
-// identityError answers a request whose key or cost could not be had.
-func (l *limiter) identityError(w http.ResponseWriter, r *http.Request, rule *sluice.CompiledRule, err error) {
-	if errors.Is(err, identity.ErrBadIdentity) {
-		http.Error(w, "bad caller identity", http.StatusBadRequest)
+	case sluice.Unidentified:
+		body, status := l.callerError(r, out.Err)
+		http.Error(w, body, status)
 		return
-	}
-	var pe *panicError
-	if errors.As(err, &pe) {
-		l.log.Error("httplimit: identity or cost function panicked; request refused",
-			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "panic", pe.value)
-	} else {
-		l.log.Error("httplimit: cannot identify the caller",
-			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	http.Error(w, internalErrorBody, http.StatusInternalServerError)
-}
-
-// isStoreError reports an engine error that the store-error policy
-// applies to.
-func isStoreError(err error) bool {
-	return errors.Is(err, engine.ErrStore) || errors.Is(err, engine.ErrClosed)
-}
-
-// engineError handles an error from the engine: a store error by the
-// policy (open or closed: FailLocal has decided locally before this is
-// called), anything else as an internal error.
-func (l *limiter) engineError(w http.ResponseWriter, r *http.Request, next http.Handler, rs *sluice.Ruleset, rule *sluice.CompiledRule, err error) {
-	if !isStoreError(err) {
-		l.log.Error("httplimit: cannot decide the request",
-			"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
+	case sluice.Unavailable:
+		unavailable(w)
+		return
+	default: // sluice.Failed, logged by the Door
 		http.Error(w, internalErrorBody, http.StatusInternalServerError)
 		return
 	}
-	l.storeError(rule, err)
-	if l.policy == sluice.FailClosed {
-		unavailable(w)
-		return
-	}
-	l.shadow(r, rs)
 	next.ServeHTTP(w, r)
+}
+
+// callerError returns the body and status that answer a request whose
+// caller (its key, its plan) or cost could not be had, err being the
+// Door's *sluice.KeyError: 400 for a bad identity
+// (identity.ErrBadIdentity), else 500 and logged, as a panic of the
+// IdentityFunc or the Cost function is. A panic with http.ErrAbortHandler
+// is not contained: it goes on up, to abort the request as net/http does.
+func (l *limiter) callerError(r *http.Request, err error) (string, int) {
+	repanicAbort(err)
+	if errors.Is(err, identity.ErrBadIdentity) {
+		return "bad caller identity", http.StatusBadRequest
+	}
+	var ke *sluice.KeyError
+	errors.As(err, &ke)
+	attrs := []any{"method", r.Method, "path", r.URL.Path}
+	what, panicked := "cannot find the caller's plan", "identity function panicked"
+	if ke != nil && ke.Rule != nil {
+		attrs = append(attrs, "rule", ke.Rule.Name())
+		what, panicked = "cannot identify the caller", "identity or cost function panicked"
+	}
+	if pe := (*sluice.PanicError)(nil); errors.As(err, &pe) {
+		l.log.Error("sluice/httplimit: "+panicked+"; request refused", append(attrs, "panic", pe.Value)...)
+	} else {
+		l.log.Error("sluice/httplimit: "+what, append(attrs, "err", err)...)
+	}
+	return internalErrorBody, http.StatusInternalServerError
+}
+
+// shadowError logs why a shadow rule could not key the caller, unless it
+// is the client's doing (a bad identity); the request goes on.
+func (l *limiter) shadowError(r *http.Request, ke *sluice.KeyError) {
+	repanicAbort(ke)
+	if !errors.Is(ke, identity.ErrBadIdentity) {
+		l.log.Error("sluice/httplimit: cannot identify the caller for a shadow rule",
+			"rule", ke.Rule.Name(), "method", r.Method, "path", r.URL.Path, "err", ke.Err)
+	}
+}
+
+// repanicAbort panics again with http.ErrAbortHandler when err is the
+// Door's containment of that panic.
+func repanicAbort(err error) {
+	if pe := (*sluice.PanicError)(nil); errors.As(err, &pe) && pe.Value == http.ErrAbortHandler {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // unavailableRetry is the Retry-After of a 503 a store failure answers: a
@@ -603,80 +339,27 @@ func unavailable(w http.ResponseWriter) {
 	http.Error(w, unavailableBody, http.StatusServiceUnavailable)
 }
 
-// storeError counts and logs a store error under rule.
-func (l *limiter) storeError(rule *sluice.CompiledRule, err error) {
-	if l.metrics != nil {
-		l.metrics.ObserveStoreError(rule.Name(), l.policy)
-	}
-	l.logStoreError(rule, err)
-}
-
-// localError answers a request that neither the store nor the local
-// engine could decide: 503 when the local engine is closed, 500 for
-// anything else.
-func (l *limiter) localError(w http.ResponseWriter, r *http.Request, rule *sluice.CompiledRule, err error) {
-	l.log.Error("httplimit: cannot decide the request locally either",
-		"rule", rule.Name(), "method", r.Method, "path", r.URL.Path, "err", err)
-	if isStoreError(err) {
-		unavailable(w)
-		return
-	}
-	http.Error(w, internalErrorBody, http.StatusInternalServerError)
-}
-
-// observeLocal tells Metrics of a local decision, when it listens for
-// them.
-func (l *limiter) observeLocal(rule string, allowed bool) {
-	if lo, ok := l.metrics.(sluice.LocalObserver); ok {
-		lo.ObserveLocalDecision(rule, allowed)
-	}
-}
-
-// logStoreError logs a store error, at most one line a second; the line
-// says how many were not logged since the previous one.
-func (l *limiter) logStoreError(rule *sluice.CompiledRule, err error) {
-	now := time.Now().UnixNano()
-	last := l.lastLog.Load()
-	if now-last < storeLogInterval || !l.lastLog.CompareAndSwap(last, now) {
-		l.unlogged.Add(1)
-		return
-	}
-	l.log.Warn("httplimit: rate limit store error",
-		"rule", rule.Name(), "policy", string(l.policy), "err", err, "suppressed", l.unlogged.Swap(0))
-}
-
-// setHeaders sets the rate limit headers of a decision under rule, and
-// for a denial Retry-After and the headers of its plain text body.
+// setHeaders sets the rate limit headers of a decision under rule (their
+// values are sluice's: see sluice.CompiledRule.Policy), and for a denial
+// Retry-After and the headers of its plain text body.
 func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.Decision) {
-	spec := rule.Rule()
-	reset := ceilSeconds(d.Reset)
-	xreset := reset
+	xreset := sluice.ResetSeconds(d)
 	if l.unix {
-		xreset = (l.eng.Clock().Now() + int64(d.Reset) + int64(time.Second) - 1) / int64(time.Second)
+		xreset = (l.clock.Now() + int64(d.Reset) + int64(time.Second) - 1) / int64(time.Second)
 	}
-	quota, window := algo.Quota(rule.Limit().Algorithm)
-	// One buffer, one string, five substrings: two allocations in all.
+	// One buffer, one string, four substrings, the rule's policy: two
+	// allocations in all.
 	var buf [256]byte
 	b := buf[:0]
-	var ends [5]int
+	var ends [4]int
 	b = strconv.AppendInt(b, d.Limit, 10)
 	ends[0] = len(b)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, xreset, 10)
 	ends[2] = len(b)
-	b = appendSFString(b, spec.Name)
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, quota, 10)
-	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(window), 10)
+	b = rule.AppendRateLimit(b, d)
 	ends[3] = len(b)
-	b = appendSFString(b, spec.Name)
-	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, d.Remaining, 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, retryOrReset(algo.QuotaReset(d, window), d.Allowed), 10)
-	ends[4] = len(b)
 	s := string(b)
 	n := 5
 	if !d.Allowed {
@@ -688,8 +371,9 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 		vals[i] = s[start:e]
 		start = e
 	}
+	vals[4] = rule.Policy()
 	if !d.Allowed {
-		vals[5] = strconv.FormatInt(retryOrReset(d.RetryAfter, false), 10)
+		vals[5] = strconv.FormatInt(sluice.RetryAfterSeconds(d), 10)
 		vals[6] = "text/plain; charset=utf-8"
 		vals[7] = "nosniff"
 		h[headerRetryAfter] = vals[5:6:6]
@@ -700,8 +384,8 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 	h[headerLimit] = vals[0:1:1]
 	h[headerRemaining] = vals[1:2:2]
 	h[headerReset] = vals[2:3:3]
-	h[headerPolicy] = vals[3:4:4]
-	h[headerRateLimit] = vals[4:5:5]
+	h[headerRateLimit] = vals[3:4:4]
+	h[headerPolicy] = vals[4:5:5]
 }
 
 // problemBody answers a denial with an RFC 9457 problem details object:
@@ -709,7 +393,7 @@ func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.De
 func (l *limiter) problemBody(w http.ResponseWriter, rule *sluice.CompiledRule, d algo.Decision) {
 	h := w.Header()
 	h["Content-Type"] = []string{"application/problem+json"}
-	retry := retryOrReset(d.RetryAfter, false)
+	retry := sluice.RetryAfterSeconds(d)
 	body, _ := json.Marshal(map[string]any{
 		"type":        "about:blank",
 		"title":       http.StatusText(l.deny),
@@ -722,46 +406,4 @@ func (l *limiter) problemBody(w http.ResponseWriter, rule *sluice.CompiledRule, 
 	})
 	w.WriteHeader(l.deny)
 	w.Write(append(body, '\n'))
-}
-
-// retryOrReset returns d in whole seconds, rounded up; for a denial at
-// least 1, as Retry-After says it: never 0, which would invite an
-// immediate retry.
-func retryOrReset(d time.Duration, allowed bool) int64 {
-	s := ceilSeconds(d)
-	if !allowed && s < 1 {
-		return 1
-	}
-	return s
-}
-
-// appendSFString appends s as a structured field string (RFC 8941): in
-// double quotes, with '"' and '\' escaped. Bytes a string may not hold
-// (controls, non-ASCII) become '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }

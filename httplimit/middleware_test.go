@@ -496,7 +496,7 @@ func TestLeakyBucketClientGoneStopsWaiting(t *testing.T) {
 	f := newFixture(t, []sluice.Rule{leaky}, fixtureOpts{config: func(c *Config) {
 		c.wait = func(ctx context.Context, d time.Duration) bool {
 			waiting <- struct{}{}
-			return waitDelay(ctx, d) // an hour, unless the context ends
+			return sluice.WaitDelay(ctx, d) // an hour, unless the context ends
 		}
 	}})
 	f.do("GET", "/", "192.0.2.1:1")
@@ -532,7 +532,7 @@ func TestLeakyBucketClientGoneOverHTTP(t *testing.T) {
 	f := newFixture(t, []sluice.Rule{leaky}, fixtureOpts{config: func(c *Config) {
 		c.wait = func(ctx context.Context, d time.Duration) bool {
 			waiting <- struct{}{}
-			ok := waitDelay(ctx, d)
+			ok := sluice.WaitDelay(ctx, d)
 			stopped <- ok
 			return ok
 		}
@@ -823,12 +823,6 @@ func TestNoIdentifierMeansDefaults(t *testing.T) {
 		if w.Code != c.want {
 			t.Errorf("request %d (%+v): %d, want %d", i, c, w.Code, c.want)
 		}
-	}
-}
-
-func TestSFString(t *testing.T) {
-	if got := string(appendSFString(nil, "a\"b\\c\né")); got != `"a\"b\\c???"` {
-		t.Errorf("got %s", got)
 	}
 }
 

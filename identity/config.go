@@ -53,7 +53,7 @@ var (
 	// ErrBadIdentity is matched by every error that the request's identity
 	// headers (or the Caller a program supplied) are unusable: the client's
 	// fault, to be answered as a bad request.
-	ErrBadIdentity = errors.New("identity: bad caller identity")
+	ErrBadIdentity = errors.New("sluice/identity: bad caller identity")
 	// ErrIdentityTooLong: a user id longer than MaxUserIDLen or an API key
 	// longer than MaxAPIKeyLen. It matches ErrBadIdentity.
 	ErrIdentityTooLong = fmt.Errorf("%w: value too long", ErrBadIdentity)
@@ -63,10 +63,10 @@ var (
 	// ErrNoPeerAddr: the request has no peer IP address (a Unix socket
 	// listener, or a handler test that left it empty). No IP key can be
 	// made for such a request.
-	ErrNoPeerAddr = errors.New("identity: request has no peer IP address")
+	ErrNoPeerAddr = errors.New("sluice/identity: request has no peer IP address")
 	// ErrUnknownScope: Key was asked for a scope other than the four of
 	// sluice.Scopes.
-	ErrUnknownScope = errors.New("identity: unknown scope")
+	ErrUnknownScope = errors.New("sluice/identity: unknown scope")
 )
 
 // Config says how a request is turned into a caller identity. It is the

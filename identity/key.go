@@ -104,27 +104,27 @@ func New(cfg Config) (*Identifier, error) {
 	}
 	if cfg.PlanHeader != "" {
 		if !isToken(cfg.PlanHeader) {
-			return nil, fmt.Errorf("identity: PlanHeader: want an HTTP header name, got %q", cfg.PlanHeader)
+			return nil, fmt.Errorf("sluice/identity: PlanHeader: want an HTTP header name, got %q", cfg.PlanHeader)
 		}
 		id.planHeader = textproto.CanonicalMIMEHeaderKey(cfg.PlanHeader)
 	}
 	for _, h := range []*string{&id.userHeader, &id.apiKeyHeader} {
 		if !isToken(*h) {
-			return nil, fmt.Errorf("identity: want an HTTP header name, got %q", *h)
+			return nil, fmt.Errorf("sluice/identity: want an HTTP header name, got %q", *h)
 		}
 		*h = textproto.CanonicalMIMEHeaderKey(*h)
 	}
 	if !cfg.ForwardingHeader.Valid() {
-		return nil, fmt.Errorf("identity: ForwardingHeader: want %q or %q, got %q", XForwardedFor, Forwarded, string(cfg.ForwardingHeader))
+		return nil, fmt.Errorf("sluice/identity: ForwardingHeader: want %q or %q, got %q", XForwardedFor, Forwarded, string(cfg.ForwardingHeader))
 	}
 	if id.v6bits < 1 || id.v6bits > 128 {
-		return nil, fmt.Errorf("identity: IPv6Prefix: want a prefix length from 1 to 128, got %d", cfg.IPv6Prefix)
+		return nil, fmt.Errorf("sluice/identity: IPv6Prefix: want a prefix length from 1 to 128, got %d", cfg.IPv6Prefix)
 	}
 	id.trusted = make([]netip.Prefix, 0, len(cfg.TrustedProxies))
 	for _, p := range cfg.TrustedProxies {
 		p, err := normalizeProxy(p)
 		if err != nil {
-			return nil, fmt.Errorf("identity: %w", err)
+			return nil, fmt.Errorf("sluice/identity: %w", err)
 		}
 		id.trusted = append(id.trusted, p)
 	}

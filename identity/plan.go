@@ -17,7 +17,7 @@ var ErrBadPlan = fmt.Errorf("%w: invalid plan", ErrBadIdentity)
 
 // ErrBadKey is matched by every error of ParseKey: a caller key, as an
 // operator writes one, that does not parse.
-var ErrBadKey = errors.New("identity: bad caller key")
+var ErrBadKey = errors.New("sluice/identity: bad caller key")
 
 // Plan returns the plan of a request's caller, for rules with a plan
 // (sluice.Ruleset.MatchPlan), read from the configured plan header

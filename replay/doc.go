@@ -5,7 +5,8 @@
 // A log (the nginx/Apache combined format, optionally with fields appended,
 // or JSON lines) is read into Records, each the request line, the client's
 // address and identity headers as the proxy saw them, and the time.
-// Replayer decides each Record with the same parts serve uses: the
+// Replayer decides each Record with the same parts serve uses, through the
+// same sluice.Door that httplimit's middleware wraps: the
 // configuration's Ruleset matches it (most specific rule, or every rule in
 // all mode), its identity.Identifier builds the caller's key from the
 // logged peer address, X-Forwarded-For, user and API key, and an

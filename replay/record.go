@@ -42,13 +42,13 @@ type Record struct {
 // Errors of the log parsers. A *LineError wraps them.
 var (
 	// ErrSyntax is a line that is not of the format being read.
-	ErrSyntax = errors.New("replay: line does not parse")
+	ErrSyntax = errors.New("sluice/replay: line does not parse")
 	// ErrNoRequest is a line whose request is not one serve would decide:
 	// "-" (a connection closed before a request), a malformed request
 	// line or a request target net/http refuses.
-	ErrNoRequest = errors.New("replay: no request to decide")
+	ErrNoRequest = errors.New("sluice/replay: no request to decide")
 	// ErrTime is a line whose time does not parse.
-	ErrTime = errors.New("replay: bad time")
+	ErrTime = errors.New("sluice/replay: bad time")
 )
 
 // fieldError is a parse error naming the field at fault.

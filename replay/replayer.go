@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
-	"github.com/sluice-go/sluice/httplimit"
 	"github.com/sluice-go/sluice/identity"
 )
 
@@ -51,9 +50,10 @@ func (s Status) String() string {
 type Outcome struct {
 	// Status is what serve would have answered.
 	Status Status
-	// Rule is the rule the answer reports, as httplimit picks it (in all
-	// mode the denying rule with the longest Retry-After, or the rule
-	// with the least remaining), or nil when Unlimited.
+	// Rule is the rule the answer reports, as every door picks it
+	// (sluice.Door: in all mode the denying rule with the longest
+	// Retry-After, or the rule with the least remaining), or nil when
+	// Unlimited.
 	Rule *sluice.CompiledRule
 	// Key is the caller's key under Rule, "" when Unlimited or
 	// BadIdentity.
@@ -71,7 +71,7 @@ type Outcome struct {
 }
 
 // maxStackRules is how many matching rules are gathered without
-// allocating, as httplimit does.
+// allocating, as sluice.Door does.
 const maxStackRules = 8
 
 // Replayer decides requests under one configuration, as sluice serve
@@ -96,8 +96,8 @@ type Replayer struct {
 	origin  int64
 	last    int64
 	sweepAt int64
-	reqs    []engine.Request
-	base    []*sluice.CompiledRule // the rules being decided, before overrides
+	door    *sluice.Door[*Record] // the decision, as serve's middleware makes it
+	plan    string                // the plan of the request being decided
 }
 
 // counts are the statuses of a set of requests.
@@ -165,6 +165,21 @@ func New(name string, cfg *config.Config) (*Replayer, error) {
 		r.planHeader = textproto.CanonicalMIMEHeaderKey(ic.PlanHeader)
 	}
 	r.hdr.r = r
+	r.door, err = sluice.NewDoor(sluice.DoorConfig[*Record]{
+		Name:   "sluice/replay",
+		Engine: eng,
+		Key:    r.key,
+		Plan:   r.planOf,
+		Tally:  r.tally,
+		// A store error is a failure to decide, as an engine error is: the
+		// replay's store is in memory, and counts it Failed.
+		OnStoreError: sluice.FailClosed,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
 	all := rs.Rules()
 	if d := rs.Default(); d != nil {
 		all = append(all, d)
@@ -220,41 +235,36 @@ func (h *recordHeader) Values(name string) []string {
 // order (an older one is decided as if at the newest time seen, as the
 // engine's clock never steps back).
 func (r *Replayer) Decide(rec *Record) Outcome {
-	r.hdr.rec = rec
+	r.hdr.rec, r.plan = rec, ""
 	defer func() { r.hdr.rec = nil }()
-	plan := ""
-	if r.rs.HasPlans() {
-		var err error
-		if plan, err = r.id.Plan(rec.Peer, &r.hdr); err != nil {
-			// httplimit answers before matching: 400 for a bad plan.
-			r.note(rec.Time)
-			st := Failed
-			if errors.Is(err, identity.ErrBadIdentity) {
-				st = BadIdentity
-			}
-			r.total.add(st)
-			return Outcome{Status: st}
-		}
-	}
-	var stack [maxStackRules]*sluice.CompiledRule
-	var rules []*sluice.CompiledRule
-	if r.rs.Mode() == sluice.MatchAll {
-		rules = r.rs.AppendMatchPlan(stack[:0], rec.Method, rec.Path, plan)
-	} else {
-		rules = append(stack[:0], r.rs.MatchPlan(rec.Method, rec.Path, plan)...)
-	}
 	r.note(rec.Time)
 	r.clock.SetUnixNano(rec.Time)
-	var out Outcome
-	if len(rules) == 0 {
+	o := r.door.Decide(r.rs, rec.Method, rec.Path, rec)
+	out := Outcome{Rule: o.Rule, Key: o.Key, Decision: o.Decision, ShadowRule: o.Shadow, ShadowDenied: o.ShadowDenied}
+	switch o.Verdict {
+	case sluice.Unlimited, sluice.Passed:
 		out.Status = Unlimited
-	} else {
-		out = r.decide(rec, rules)
-	}
-	if out.Status == Unlimited || out.Status == Allowed {
-		// As httplimit: the shadow rules decide the requests the
-		// enforced ones let through, without a say.
-		out.ShadowRule, out.ShadowDenied = r.shadow(rec)
+	case sluice.Allowed:
+		out.Status = Allowed
+	case sluice.Denied:
+		out.Status = Denied
+	case sluice.Unidentified:
+		out.Status = Failed
+		if errors.Is(o.Err, identity.ErrBadIdentity) {
+			out.Status = BadIdentity
+		}
+		var ke *sluice.KeyError
+		if errors.As(o.Err, &ke) && ke.Rule == nil {
+			// serve answers a bad plan before matching: no rule counts
+			// it, and nothing is swept.
+			r.total.add(out.Status)
+			return Outcome{Status: out.Status}
+		}
+		out.Rule = ke.Rule
+		r.fail(rec, out.Status)
+	default: // Unavailable, Failed: the engine refused it
+		out.Status = Failed
+		r.fail(rec, Failed)
 	}
 	r.total.add(out.Status)
 	if out.ShadowDenied {
@@ -276,83 +286,35 @@ func (r *Replayer) note(t int64) {
 	r.decided++
 }
 
-// keysOf fills r.reqs with the caller's key and the cost under each rule,
-// as the middleware builds them, and r.base with the rules before
-// overrides. It returns the index of the rule whose key cannot be made,
-// and the error, or -1.
-func (r *Replayer) keysOf(rec *Record, rules []*sluice.CompiledRule) (int, error) {
-	r.reqs, r.base = r.reqs[:0], append(r.base[:0], rules...)
-	for i, c := range rules {
-		key, err := r.id.Key(c.Scope(), rec.Peer, &r.hdr)
-		if err != nil {
-			return i, err
-		}
-		r.reqs = append(r.reqs, engine.Request{Limit: c.Limit(), Key: key, Cost: c.Cost()})
-	}
-	httplimit.Override(r.rs, rules, r.reqs)
-	return -1, nil
+// key is the Door's Key: the caller's key under rule as the middleware
+// builds it, from the record's headers; every request costs its rule's
+// Cost.
+func (r *Replayer) key(rec *Record, rule *sluice.CompiledRule) (string, int64, error) {
+	key, err := r.id.Key(rule.Scope(), rec.Peer, &r.hdr)
+	return key, 0, err
 }
 
-// decide decides a request the enforced rules cover, as httplimit's
-// middleware does, and counts it under each rule.
-func (r *Replayer) decide(rec *Record, rules []*sluice.CompiledRule) Outcome {
-	if i, err := r.keysOf(rec, rules); i >= 0 {
-		// httplimit answers the request on the first rule whose key
-		// cannot be made, having spent nothing.
-		st := Failed
-		if errors.Is(err, identity.ErrBadIdentity) {
-			st = BadIdentity
-		}
-		for _, c := range r.base {
-			r.byRule[c].counts.add(st)
-		}
-		return Outcome{Status: st, Rule: r.base[i]}
-	}
-	var one [1]algo.Decision
-	ds, all, err := httplimit.Decide(r.eng, r.reqs, &one)
-	if err != nil {
-		for _, c := range r.base {
-			r.byRule[c].counts.add(Failed)
-		}
-		return Outcome{Status: Failed, Rule: rules[0], Key: r.reqs[0].Key}
-	}
-	for i, di := range ds {
-		r.byRule[r.base[i]].record(r.reqs[i].Key, rec.Time, r.reqs[i].Cost, all || di.Allowed)
-	}
-	pick := httplimit.Pick(ds, all)
-	out := Outcome{Status: Allowed, Rule: rules[pick], Key: r.reqs[pick].Key, Decision: ds[pick]}
-	if !all {
-		out.Status = Denied
-		out.Decision.Allowed = false
-	}
-	return out
+// planOf is the Door's Plan: the record's plan header, believed from a
+// trusted proxy only. It keeps the plan, for fail.
+func (r *Replayer) planOf(rec *Record) (string, error) {
+	plan, err := r.id.Plan(rec.Peer, &r.hdr)
+	r.plan = plan
+	return plan, err
 }
 
-// shadow decides rec under the shadow rules that cover it, as httplimit
-// does, and counts it under each: a would-be denial as the rule's denial.
-// It returns the rule whose decision httplimit's ShadowHeaders would
-// report, and whether a shadow rule would have denied the request.
-func (r *Replayer) shadow(rec *Record) (*sluice.CompiledRule, bool) {
-	if !r.rs.HasShadow() {
-		return nil, false
-	}
+// tally is the Door's Tally: it counts each rule's part in the request
+// being decided.
+func (r *Replayer) tally(rule *sluice.CompiledRule, key string, cost int64, allowed bool) {
+	r.byRule[rule].record(key, r.hdr.rec.Time, cost, allowed)
+}
+
+// fail counts a request the enforced rules could not decide under each of
+// them, as st: serve refuses it having spent nothing.
+func (r *Replayer) fail(rec *Record, st Status) {
 	var stack [maxStackRules]*sluice.CompiledRule
-	rules := r.rs.AppendMatchShadow(stack[:0], rec.Method, rec.Path)
-	if len(rules) == 0 {
-		return nil, false
+	for _, c := range r.rs.AppendMatch(stack[:0], sluice.Shape{Method: rec.Method, Path: rec.Path, Plan: r.plan}) {
+		r.byRule[c].counts.add(st)
 	}
-	if i, _ := r.keysOf(rec, rules); i >= 0 {
-		return nil, false // httplimit logs it and lets the request go on
-	}
-	var one [1]algo.Decision
-	ds, all, err := httplimit.Decide(r.eng, r.reqs, &one)
-	if err != nil {
-		return nil, false
-	}
-	for i, di := range ds {
-		r.byRule[r.base[i]].record(r.reqs[i].Key, rec.Time, r.reqs[i].Cost, all || di.Allowed)
-	}
-	return rules[httplimit.PickShadow(ds)], !all
 }
 
 // timeZero is where a Replayer's clock stands before its first request.

@@ -23,7 +23,7 @@ func Wrap(inner backend.Backend) (backend.Backend, *Faults) {
 }
 
 // ErrInjected is an error for a Rule to return when any error will do.
-var ErrInjected = errors.New("sluice/faulty: injected failure")
+var ErrInjected = errors.New("sluice/backend/faulty: injected failure")
 
 // Op names a backend operation a Rule can pick.
 type Op uint8
@@ -160,17 +160,17 @@ type Faults struct {
 // unknown operation.
 func (f *Faults) Add(r Rule) (ID, error) {
 	if r.Err == nil && r.Delay <= 0 && r.Hold == nil && r.Corrupt == nil {
-		return 0, errors.New("sluice/faulty: rule has no effect: set Err, Delay, Hold or Corrupt")
+		return 0, errors.New("sluice/backend/faulty: rule has no effect: set Err, Delay, Hold or Corrupt")
 	}
 	if r.Skip < 0 || r.Times < 0 {
-		return 0, fmt.Errorf("sluice/faulty: negative Skip (%d) or Times (%d)", r.Skip, r.Times)
+		return 0, fmt.Errorf("sluice/backend/faulty: negative Skip (%d) or Times (%d)", r.Skip, r.Times)
 	}
 	a := &armed{Rule: r, ops: 1<<numOps - 1}
 	if len(r.Ops) > 0 {
 		a.ops = 0
 		for _, op := range r.Ops {
 			if op == 0 || op >= numOps {
-				return 0, fmt.Errorf("sluice/faulty: unknown operation %v", op)
+				return 0, fmt.Errorf("sluice/backend/faulty: unknown operation %v", op)
 			}
 			a.ops |= 1 << op
 		}

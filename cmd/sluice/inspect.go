@@ -389,28 +389,109 @@ type recordView struct {
 	ttl time.Duration // for the table: until expiry, clamped; valid when ExpiresAt is set and not Expired
 }
 
-// stateView is a decoded record. Only the fields of the record's algorithm
-// are set; times are RFC 3339 with nanoseconds, in UTC.
+// stateView is a decoded record: its fields as the codec describes them
+// (codec.Describe), in the codec's order. In JSON it is an object of
+// them: times as RFC 3339 strings with nanoseconds in UTC, counts as
+// integers, amounts (a bucket's level or spent tokens, in billionths) as
+// exact decimals of tokens.
 type stateView struct {
-	// Level is a token bucket's tokens left, or a leaky bucket's work
-	// queued, at UpdatedAt: an exact decimal.
-	Level json.Number `json:"level,omitempty"`
-	// Spent is a token bucket's tokens spent and not yet refilled at
-	// UpdatedAt (the record keeps what was spent, so that a changed limit
-	// keeps it): an exact decimal.
-	Spent     json.Number `json:"spent,omitempty"`
-	UpdatedAt string      `json:"updated_at,omitempty"`
-	// WindowStart and Count are a fixed window's, or a sliding counter's
-	// current window; Previous is a sliding counter's previous count.
-	WindowStart string `json:"window_start,omitempty"`
-	Count       *int64 `json:"count,omitempty"`
-	Previous    *int64 `json:"previous,omitempty"`
-	// TAT is GCRA's theoretical arrival time.
-	TAT string `json:"tat,omitempty"`
-	// Entries, Oldest and Newest describe a sliding log's entries.
-	Entries *int   `json:"entries,omitempty"`
-	Oldest  string `json:"oldest,omitempty"`
-	Newest  string `json:"newest,omitempty"`
+	fields []stateField
+}
+
+// stateField is one field of a stateView: its JSON name, its table label
+// and its value as JSON text (quoted for a time).
+type stateField struct {
+	name, label, text string
+	quoted            bool
+}
+
+// newStateView renders the codec's fields.
+func newStateView(fields []codec.Field) stateView {
+	v := stateView{fields: make([]stateField, len(fields))}
+	for i, f := range fields {
+		sf := stateField{name: f.Name, label: f.Label}
+		switch f.Kind {
+		case codec.Time:
+			sf.text, sf.quoted = formatTime(f.Value), true
+		case codec.Amount:
+			sf.text = string(appendSeconds(nil, f.Value)) // billionths, as seconds are nanoseconds
+		default:
+			sf.text = strconv.FormatInt(f.Value, 10)
+		}
+		v.fields[i] = sf
+	}
+	return v
+}
+
+// get returns the named field's value as text (unquoted), or "".
+func (v *stateView) get(name string) string {
+	for _, f := range v.fields {
+		if f.name == name {
+			return f.text
+		}
+	}
+	return ""
+}
+
+// has reports whether the record has the named field.
+func (v *stateView) has(name string) bool {
+	for _, f := range v.fields {
+		if f.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// MarshalJSON writes the fields as one object, in order.
+func (v stateView) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, f := range v.fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, f.name)
+		b = append(b, ':')
+		if f.quoted {
+			b = strconv.AppendQuote(b, f.text)
+		} else {
+			b = append(b, f.text...)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads an object MarshalJSON wrote, keeping its order (for
+// programs and tests that read inspect's output back).
+func (v *stateView) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("state: want an object")
+	}
+	v.fields = v.fields[:0]
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		val, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		f := stateField{name: fmt.Sprint(k)}
+		switch x := val.(type) {
+		case string:
+			f.text, f.quoted = x, true
+		case json.Number:
+			f.text = x.String()
+		default:
+			return fmt.Errorf("state: field %s: want a string or a number", f.name)
+		}
+		v.fields = append(v.fields, f)
+	}
+	_, err := dec.Token()
+	return err
 }
 
 // describeRecord decodes r for display, with its TTL measured from now. It
@@ -461,71 +542,11 @@ func describeRecord(r backend.Record, now int64) recordView {
 // decodeState decodes a record of any algorithm, naming the algorithm its
 // tag stands for (empty when it has none).
 func decodeState(rec []byte) (stateView, string, error) {
-	version, tag, err := codec.Header(rec)
+	name, fields, err := codec.Describe(rec)
 	if err != nil {
-		return stateView{}, "", err
+		return stateView{}, name, err
 	}
-	name := ""
-	switch tag {
-	case codec.TagTokenBucket, codec.TagLeakyBucket, codec.TagFixedWindow,
-		codec.TagSlidingLog, codec.TagSlidingCounter, codec.TagGCRA:
-		name = tag.String()
-	default:
-		return stateView{}, "", fmt.Errorf("unknown algorithm tag %d", uint8(tag))
-	}
-	if version < codec.Version || version > codec.Latest(tag) {
-		return stateView{}, name, fmt.Errorf("%w %d (this release reads %d to %d)", codec.ErrVersion, version, codec.Version, codec.Latest(tag))
-	}
-	var s stateView
-	switch tag {
-	case codec.TagTokenBucket:
-		if version == 1 {
-			b, err := codec.DecodeBucket(rec, tag)
-			if err != nil {
-				return stateView{}, name, err
-			}
-			s.Level, s.UpdatedAt = json.Number(appendSeconds(nil, b.Level)), formatTime(b.Updated)
-			break
-		}
-		b, err := codec.DecodeTokenBucket(rec)
-		if err != nil {
-			return stateView{}, name, err
-		}
-		s.Spent, s.UpdatedAt = json.Number(appendSeconds(nil, b.Spent)), formatTime(b.Updated)
-	case codec.TagLeakyBucket:
-		b, err := codec.DecodeBucket(rec, tag)
-		if err != nil {
-			return stateView{}, name, err
-		}
-		s.Level = json.Number(appendSeconds(nil, b.Level)) // nano-tokens, as seconds are nanoseconds
-		s.UpdatedAt = formatTime(b.Updated)
-	case codec.TagFixedWindow:
-		w, err := codec.DecodeWindow(rec)
-		if err != nil {
-			return stateView{}, name, err
-		}
-		s.WindowStart, s.Count = formatTime(w.Start), &w.Count
-	case codec.TagSlidingCounter:
-		c, err := codec.DecodeCounter(rec)
-		if err != nil {
-			return stateView{}, name, err
-		}
-		s.WindowStart, s.Count, s.Previous = formatTime(c.Start), &c.Count, &c.Previous
-	case codec.TagGCRA:
-		g, err := codec.DecodeGCRA(rec)
-		if err != nil {
-			return stateView{}, name, err
-		}
-		s.TAT = formatTime(g.TAT)
-	case codec.TagSlidingLog:
-		l, err := codec.DecodeLog(rec)
-		if err != nil {
-			return stateView{}, name, err
-		}
-		n := l.Len
-		s.Entries, s.Oldest, s.Newest = &n, formatTime(l.Oldest), formatTime(l.Newest)
-	}
-	return s, name, nil
+	return newStateView(fields), name, nil
 }
 
 // formatTime formats Unix nanoseconds as RFC 3339 with nanoseconds, in UTC.
@@ -615,29 +636,10 @@ func stateText(v recordView) string {
 		}
 		return "corrupt: " + v.Error + "; raw " + raw
 	}
-	s := v.State
 	var parts []string
 	add := func(name, value string) { parts = append(parts, name+"="+value) }
-	switch v.Algorithm {
-	case codec.TagTokenBucket.String(), codec.TagLeakyBucket.String():
-		if s.Spent != "" {
-			add("spent", s.Spent.String())
-		} else {
-			add("level", s.Level.String())
-		}
-		add("updated", s.UpdatedAt)
-	case codec.TagFixedWindow.String(), codec.TagSlidingCounter.String():
-		add("start", s.WindowStart)
-		add("count", strconv.FormatInt(*s.Count, 10))
-		if s.Previous != nil {
-			add("previous", strconv.FormatInt(*s.Previous, 10))
-		}
-	case codec.TagGCRA.String():
-		add("tat", s.TAT)
-	case codec.TagSlidingLog.String():
-		add("entries", strconv.Itoa(*s.Entries))
-		add("oldest", s.Oldest)
-		add("newest", s.Newest)
+	for _, f := range v.State.fields {
+		add(f.label, f.text)
 	}
 	if v.Corrupt { // a record that decodes under a key that does not split
 		add("corrupt", strconv.Quote(v.Error))

@@ -227,7 +227,7 @@ func TestInspectRedis(t *testing.T) {
 	}
 	t.Run("flags", func(t *testing.T) { check(t, run(t, redisArgs...)) })
 	t.Run("key filter", func(t *testing.T) {
-		if v := run(t, append(redisArgs, "--key", "user:ann", "--namespace", "search")...); len(v) != 1 || v[0].Algorithm != "fixed_window" || *v[0].State.Count != 3 {
+		if v := run(t, append(redisArgs, "--key", "user:ann", "--namespace", "search")...); len(v) != 1 || v[0].Algorithm != "fixed_window" || v[0].State.get("count") != "3" {
 			t.Errorf("--namespace search --key user:ann: %+v, want the one fixed window with a count of 3", v)
 		}
 	})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,10 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -30,6 +26,8 @@ import (
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
+	"github.com/sluice-go/sluice/envoyrls/rlsmetrics"
 	"github.com/sluice-go/sluice/envoyrls/xds"
 	"github.com/sluice-go/sluice/metrics"
 )
@@ -109,29 +107,22 @@ file, line and field), 1 for any other failure.
 Flags:
 `
 
-// rlsShutdownTimeout bounds how long a stopping rls waits for the calls in
-// flight.
-const rlsShutdownTimeout = 10 * time.Second
-
 // runRLSCmd is the "rls" command: runRLS until SIGTERM or SIGINT.
-func runRLSCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return runRLS(ctx, args, stdout, stderr, nil)
-}
+var runRLSCmd = untilStopped(runRLS)
 
 // runRLS runs the rate-limit service until ctx ends, then stops the gRPC
 // server gracefully, closes the watcher and the engine (which flushes the
 // store) and returns 0. ready, if not nil, is called with the listeners'
-// addresses once both are bound (admin is empty without --admin).
+// addresses once both are bound (admin is empty without --admin). The
+// start-up and the shutdown are process's (process.go); runRLS supplies the
+// RateLimitService and its configuration source, files or a control plane.
 func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(grpcAddr, admin string)) int {
-	errw := &lockedWriter{w: stderr}
+	p := newProcess("sluice rls", stderr)
 	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
-	fs.SetOutput(errw)
+	fs.SetOutput(p.errw)
 	configPath := fs.String("config", "", "the configuration `file or directory` (envoyproxy/ratelimit's YAML); this or --xds is required")
 	grpcAddr := fs.String("grpc", "", "the `address` of the gRPC listener, such as :8081; required")
-	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /config, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
-	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
+	admin, adminTokenFile := addAdminFlags(fs, "/config")
 	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit, envoy (envoyproxy/ratelimit's own, as LIMIT_RESPONSE_HEADERS_ENABLED) or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
@@ -149,7 +140,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if status, done := parseArgs(fs, args, stdout); done {
 		return status
 	}
-	fail := failer(errw, "sluice rls")
+	fail := p.fail
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	env, err := readRLSEnv(os.Getenv)
@@ -206,7 +197,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 			return fail(2, "%v", err)
 		}
 		xopts.Load = loadOpts
-	} else if cfg, err = envoyrls.LoadWith(*configPath, loadOpts); err != nil {
+	} else if cfg, err = rlsfile.LoadWith(*configPath, loadOpts); err != nil {
 		return fail(2, "%v", err) // a *config.Error names file:line and the field
 	}
 	bf := *storeFlagsGiven
@@ -222,37 +213,20 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		// envoyproxy/ratelimit's REDIS_* environment, the flags over it.
 		bf = storeFlagsGiven.over(backendFlags{name: config.BackendRedis, redis: *env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
 	}
-	logger := slog.New(slog.NewTextHandler(errw, nil))
-	if files, err := envoyrls.Files(*configPath); err == nil && cfg != nil {
+	logger := p.log
+	if files, err := rlsfile.Files(*configPath); err == nil && cfg != nil {
 		logger.Info("sluice rls: configuration read", "files", strings.Join(files, ","), "domains", strings.Join(cfg.Domains(), ","))
 	}
 
-	if bf.name == config.BackendRedis {
-		setRedisLogger(logger)
+	tlsCfg, status, ok := p.checkListeners(tlsf, []string{"h2"}, *admin, *adminTokenFile)
+	if !ok {
+		return status
 	}
-	// The listeners' flags, checked before the store is opened.
-	tlsCfg, err := tlsf.config(logger, "h2")
-	if err == nil {
-		err = checkAdminFlags(*admin, *adminTokenFile)
+	if status, ok := p.openEngine(bf, nil); !ok {
+		return status
 	}
-	if err != nil {
-		return fail(exitStatus(err), "%v", err)
-	}
-	b, opts, err := openGatewayBackend(bf, logger)
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return fail(2, "%v", err)
-		}
-		return fail(1, "opening the %s store: %v", bf.name, err)
-	}
-	opts.Logger = logger
-	eng, err := engine.New(b, &opts)
-	if err != nil {
-		b.Close()
-		return fail(1, "starting the engine: %v", err)
-	}
-	defer eng.Close()
+	defer p.close()
+	eng := p.eng
 
 	counts := envoyrls.NewMetrics()
 	reloads := metrics.New(nil) // the reload and engine counters
@@ -301,74 +275,36 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	ln, err := net.Listen("tcp", *grpcAddr)
-	if err != nil {
-		return fail(1, "--grpc: %v", err)
-	}
-	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(ln) }()
-	var adminSrv *http.Server
-	adminAddr := ""
-	if *admin != "" {
-		aln, guard, err := listenAdmin(*admin, *adminTokenFile) // admin_keys.go
-		if err != nil {
-			gs.Stop()
-			var ue *usageError
-			if errors.As(err, &ue) {
-				return fail(2, "%v", err)
+	return p.run(ctx, listener{
+		flag:  "grpc",
+		addr:  *grpcAddr,
+		serve: gs.Serve,
+		drain: func(ctx context.Context) error {
+			hs.Shutdown() // health checks answer NOT_SERVING while the calls drain
+			stopped := make(chan struct{})
+			go func() { gs.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				gs.Stop()
+				<-stopped
 			}
-			return fail(1, "%v", err)
-		}
-		adminAddr = aln.Addr().String()
-		keys := &rlsAdminKeys{srv: srv, eng: eng, log: logger}
-		adminSrv = &http.Server{Handler: guard.wrap(keys.mount(rlsAdminHandler(srv, counts, reloads, eng, storeCollectors(b)...))), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- adminSrv.Serve(aln) }()
-	}
-	storeAttrs := []any{"store", bf.name}
-	switch bf.name {
-	case config.BackendPebble, config.BackendBolt:
-		storeAttrs = append(storeAttrs, "dir", bf.dir)
-	case config.BackendRedis:
-		storeAttrs = append(storeAttrs, "redis", strings.Join(bf.redis.Addrs, ","), "key_prefix", bf.redis.KeyPrefix)
-	}
-	logger.Info("sluice rls: listening", append([]any{"grpc", ln.Addr().String(), "admin", adminAddr,
-		"config", src.name, "domains", strings.Join(cfg.Domains(), ",")}, storeAttrs...)...)
-	if ready != nil {
-		ready(ln.Addr().String(), adminAddr)
-	}
-
-	status := 0
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		fmt.Fprintf(errw, "sluice rls: %v\n", err)
-		status = 1
-	}
-	hs.Shutdown() // health checks answer NOT_SERVING while the calls drain
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(rlsShutdownTimeout):
-		gs.Stop()
-		<-stopped
-	}
-	if adminSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), rlsShutdownTimeout)
-		adminSrv.Shutdown(sctx)
-		cancel()
-	}
-	if err := src.Close(); err != nil {
-		logger.Warn("sluice rls: closing the configuration source", "err", err)
-	}
-	if err := eng.Close(); err != nil {
-		fmt.Fprintf(errw, "sluice rls: closing the store: %v\n", err)
-		status = 1
-	}
-	if status == 0 {
-		logger.Info("sluice rls: stopped")
-	}
-	return status
+			return nil
+		},
+		stop: func() {
+			if err := src.Close(); err != nil {
+				logger.Warn("sluice rls: closing the configuration source", "err", err)
+			}
+		},
+		attrs: append([]any{"config", src.name, "domains", strings.Join(cfg.Domains(), ",")}, storeAttrs(bf)...),
+	}, adminListener{
+		addr:      *admin,
+		tokenFile: *adminTokenFile,
+		handler: func() http.Handler {
+			keys := &rlsAdminKeys{srv: srv, eng: eng, log: logger}
+			return keys.mount(rlsAdminHandler(srv, counts, reloads, eng, storeCollectors(p.store)...))
+		},
+	}, ready)
 }
 
 // rlsLimitJSON is one limit as /config shows it.
@@ -389,7 +325,7 @@ type rlsLimitJSON struct {
 // also serves the collectors in store.
 func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *metrics.Metrics, eng *engine.Engine, store ...prometheus.Collector) http.Handler {
 	preg := prometheus.NewRegistry()
-	preg.MustRegister(counts, reloads.Collector(eng))
+	preg.MustRegister(rlsmetrics.NewCollector(counts), reloads.Collector(eng))
 	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))

@@ -30,7 +30,7 @@ type rlsEnv struct {
 // readRLSEnv reads envoyproxy/ratelimit's settings from getenv. A setting
 // Sluice cannot honour, and that would change the answers, is an error
 // naming it and what to do instead; one that changes nothing here is a
-// note. README's migration table lists them all.
+// note. The migration table of docs/rls.md lists them all.
 func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	var e rlsEnv
 	isTrue := func(name string) (bool, error) {
@@ -90,7 +90,7 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 			return e, err
 		}
 		if on {
-			return e, fmt.Errorf("%s=true: not supported by sluice rls yet (see the migration table in the README)", name)
+			return e, fmt.Errorf("%s=true: not supported by sluice rls yet (see the migration table in docs/rls.md)", name)
 		}
 	}
 	if t := getenv("BACKEND_TYPE"); t != "" && !strings.EqualFold(t, "redis") {
@@ -120,7 +120,7 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	}
 	for _, name := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"} {
 		if getenv(name) != "" {
-			e.notes = append(e.notes, name+" is not read: see the migration table in the README for the equivalent")
+			e.notes = append(e.notes, name+" is not read: see the migration table in docs/rls.md for the equivalent")
 		}
 	}
 	return e, nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 	"github.com/sluice-go/sluice/envoyrls/xds"
 	"github.com/sluice-go/sluice/metrics"
 )
@@ -215,7 +216,7 @@ func (s *rlsConfigSource) Close() error {
 // SIGHUP. Each change is counted in reloads.
 func startRLSConfigSource(srv *envoyrls.Server, path string, load envoyrls.LoadOptions, xo xds.Options, log *slog.Logger, reloads *metrics.Metrics) (*rlsConfigSource, error) {
 	if xo.Server == "" {
-		w, err := envoyrls.Watch(path, srv, envoyrls.WatchOptions{
+		w, err := rlsfile.Watch(path, srv, rlsfile.WatchOptions{
 			Logger:   log,
 			SIGHUP:   true,
 			Load:     load,

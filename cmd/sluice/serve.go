@@ -13,12 +13,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,10 +28,6 @@ import (
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/metrics"
 )
-
-// serveShutdownTimeout bounds how long a stopping serve waits for the
-// requests in flight to finish.
-const serveShutdownTimeout = 10 * time.Second
 
 // maxIdleUpstreamConns bounds the idle connections kept to the upstream.
 const maxIdleUpstreamConns = 1024
@@ -110,11 +102,7 @@ Flags:
 `
 
 // runServeCmd is the "serve" command: runServe until SIGTERM or SIGINT.
-func runServeCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return runServe(ctx, args, stdout, stderr, nil)
-}
+var runServeCmd = untilStopped(runServe)
 
 // lockedWriter serialises writes to w: the logger is used from many
 // goroutines and w may be a plain buffer.
@@ -134,16 +122,17 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // watcher and the engine (which flushes the store) and returns 0. ready,
 // if not nil, is called once both listeners are bound with their addresses
 // (admin is empty without --admin). Exit status: 2 for a usage error or an
-// invalid configuration, 1 for any other failure.
+// invalid configuration, 1 for any other failure. The start-up and the
+// shutdown are process's (process.go); runServe supplies the proxy.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(listen, admin string)) int {
-	errw := &lockedWriter{w: stderr}
+	p := newProcess("sluice serve", stderr)
+	p.reportClose = true
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(errw)
+	fs.SetOutput(p.errw)
 	configPath := fs.String("config", "", "the configuration `file` (YAML); required")
 	listen := fs.String("listen", "", "the `address` the proxy listens on, such as :8080; required")
 	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
-	admin := fs.String("admin", "", "the `address` of the admin listener (/metrics, /healthz, /rules, /v1/reset, /v1/keys); none when empty; no host means 127.0.0.1")
-	adminTokenFile := fs.String("admin-token-file", "", "a `file` holding the admin listener's bearer token; required when --admin is not loopback")
+	admin, adminTokenFile := addAdminFlags(fs, "/rules")
 	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
 	tlsf := addTLSFlags(fs, "the proxy's listener")
 	storeFlagsGiven := addBackendFlags(fs)
@@ -155,7 +144,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	if status, done := parseArgs(fs, args, stdout); done {
 		return status
 	}
-	fail := failer(errw, "sluice serve")
+	fail := p.fail
 	switch {
 	case fs.NArg() > 0:
 		return fail(2, "unexpected argument %q", fs.Arg(0))
@@ -184,7 +173,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	if err != nil {
 		return fail(2, "%s: %v", *configPath, err)
 	}
-	logger := slog.New(slog.NewTextHandler(errw, nil))
+	logger := p.log
 	warn := func(c *config.Config) {
 		for _, w := range c.Warnings {
 			logger.Warn("sluice serve: the configuration may not say what was meant", "warning", w)
@@ -196,37 +185,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	fileStore := storeFlags(cfg.Store)
 	fileStore.from = *configPath
 	bf := storeFlagsGiven.over(fileStore)
-	if bf.name == config.BackendRedis {
-		setRedisLogger(logger)
+	tlsCfg, status, ok := p.checkListeners(tlsf, []string{"h2", "http/1.1"}, *admin, *adminTokenFile)
+	if !ok {
+		return status
 	}
-	// The listeners' flags, checked before the store is opened.
-	tlsCfg, err := tlsf.config(logger, "h2", "http/1.1")
-	if err == nil {
-		err = checkAdminFlags(*admin, *adminTokenFile)
+	if status, ok := p.openEngine(bf, func(o *engine.Options) { o.FlushInterval = cfg.Store.FlushInterval }); !ok {
+		return status
 	}
-	if err != nil {
-		return fail(exitStatus(err), "%v", err)
-	}
-	b, opts, err := openGatewayBackend(bf, logger)
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return fail(2, "%v", err)
-		}
-		return fail(1, "opening the %s store: %v", bf.name, err)
-	}
-	opts.FlushInterval = cfg.Store.FlushInterval
-	opts.Logger = logger
-	eng, err := engine.New(b, &opts)
-	if err != nil {
-		b.Close()
-		return fail(1, "starting the engine: %v", err)
-	}
-	defer func() {
-		if err := eng.Close(); err != nil {
-			fmt.Fprintf(errw, "sluice serve: closing the store: %v\n", err)
-		}
-	}()
+	defer p.close()
+	eng := p.eng
 	// The in-process engine on_store_error local decides on when the
 	// store fails. It is made whatever the policy, since a reload may
 	// turn local on, and kept across reloads with what callers spent.
@@ -328,80 +295,35 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          proxy.ErrorLog,
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fail(1, "--listen: %v", err)
+	attrs := append([]any{"upstream", up.String(), "config", *configPath, "on_store_error", string(cfg.OnStoreError)}, storeAttrs(bf)...)
+	if bf.name == config.BackendRedis {
+		attrs = append(attrs, "fleet_size", fleet)
 	}
-	if tlsCfg != nil {
-		ln = tls.NewListener(ln, tlsCfg)
-	}
-	servers := []*http.Server{srv}
-	listeners := []net.Listener{ln}
-	adminAddr := ""
-	if *admin != "" {
-		aln, guard, err := listenAdmin(*admin, *adminTokenFile) // admin_keys.go
-		if err != nil {
-			ln.Close()
-			var ue *usageError
-			if errors.As(err, &ue) {
-				return fail(2, "%v", err)
+	return p.run(ctx, listener{
+		flag: "listen",
+		addr: *listen,
+		serve: func(ln net.Listener) error {
+			if tlsCfg != nil {
+				ln = tls.NewListener(ln, tlsCfg)
 			}
-			return fail(1, "%v", err)
-		}
-		adminAddr = aln.Addr().String()
-		servers = append(servers, &http.Server{
-			Handler:           guard.wrap(newAdminKeys(reg, eng, &curID, logger).mount(adminHandler(reg, counts, upstreamErrs, eng, storeCollectors(b)...))),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          proxy.ErrorLog,
-		})
-		listeners = append(listeners, aln)
-	}
-
-	errc := make(chan error, len(servers))
-	for i, s := range servers {
-		go func() { errc <- s.Serve(listeners[i]) }()
-	}
-	storeAttrs := []any{"store", bf.name}
-	switch bf.name {
-	case config.BackendPebble, config.BackendBolt:
-		storeAttrs = append(storeAttrs, "dir", bf.dir)
-	case config.BackendRedis:
-		storeAttrs = append(storeAttrs, "redis", strings.Join(bf.redis.Addrs, ","), "key_prefix", bf.redis.KeyPrefix, "fleet_size", fleet)
-	}
-	logger.Info("sluice serve: listening", append([]any{"listen", ln.Addr().String(), "admin", adminAddr,
-		"upstream", up.String(), "config", *configPath, "on_store_error", string(cfg.OnStoreError)}, storeAttrs...)...)
-	if ready != nil {
-		ready(ln.Addr().String(), adminAddr)
-	}
-
-	status := 0
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		fmt.Fprintf(errw, "sluice serve: %v\n", err)
-		status = 1
-	}
-	// Stop accepting and drain the requests in flight, on both listeners.
-	sctx, cancel := context.WithTimeout(context.Background(), serveShutdownTimeout)
-	defer cancel()
-	for _, s := range servers {
-		if err := s.Shutdown(sctx); err != nil {
-			fmt.Fprintf(errw, "sluice serve: draining: %v\n", err)
-			status = 1
-		}
-	}
-	if err := w.Close(); err != nil {
-		logger.Warn("sluice serve: closing the configuration watcher", "err", err)
-	}
-	// The deferred eng.Close flushes the store; make its failure count.
-	if err := eng.Close(); err != nil {
-		fmt.Fprintf(errw, "sluice serve: closing the store: %v\n", err)
-		status = 1
-	}
-	if status == 0 {
-		logger.Info("sluice serve: stopped")
-	}
-	return status
+			return srv.Serve(ln)
+		},
+		drain: srv.Shutdown,
+		stop: func() {
+			if err := w.Close(); err != nil {
+				logger.Warn("sluice serve: closing the configuration watcher", "err", err)
+			}
+		},
+		attrs: attrs,
+	}, adminListener{
+		addr:      *admin,
+		tokenFile: *adminTokenFile,
+		handler: func() http.Handler {
+			return newAdminKeys(reg, eng, &curID, logger).mount(adminHandler(reg, counts, upstreamErrs, eng, storeCollectors(p.store)...))
+		},
+		errorLog:    proxy.ErrorLog,
+		reportDrain: true,
+	}, ready)
 }
 
 // upstreamTransport is the proxy's transport to the upstream: the default

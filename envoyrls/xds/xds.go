@@ -6,7 +6,7 @@
 // each, and puts each response in force as a whole.
 //
 // A response is read as envoyproxy/ratelimit reads it: every resource is
-// turned into the YAML file it stands for and checked by envoyrls.ParseFile,
+// turned into the YAML file it stands for and checked by rlsfile.ParseFile,
 // so a pushed configuration is refused for exactly what the same file
 // would be. A response that does not load is NACKed with the reason, the
 // configuration in force stays, and the reason is logged and passed to
@@ -43,6 +43,7 @@ import (
 
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/envoyrls"
+	"github.com/sluice-go/sluice/envoyrls/rlsfile"
 )
 
 // TypeURL is the type of the resources asked for: envoyproxy/ratelimit's
@@ -115,10 +116,10 @@ type Client struct {
 // the control plane sends it (Ready). An error is a bad option.
 func Start(srv *envoyrls.Server, o Options) (*Client, error) {
 	if srv == nil {
-		return nil, errors.New("xds: Start needs a server")
+		return nil, errors.New("sluice/envoyrls/xds: Start needs a server")
 	}
 	if o.Server == "" {
-		return nil, errors.New("xds: Options.Server: the control plane's address is required")
+		return nil, errors.New("sluice/envoyrls/xds: Options.Server: the control plane's address is required")
 	}
 	if o.NodeID == "" {
 		o.NodeID = DefaultNodeID
@@ -130,7 +131,7 @@ func Start(srv *envoyrls.Server, o Options) (*Client, error) {
 		o.MaxBackoff = max(DefaultMaxBackoff, o.Backoff)
 	}
 	if o.MaxBackoff < o.Backoff {
-		return nil, fmt.Errorf("xds: Options.MaxBackoff %v is shorter than Backoff %v", o.MaxBackoff, o.Backoff)
+		return nil, fmt.Errorf("sluice/envoyrls/xds: Options.MaxBackoff %v is shorter than Backoff %v", o.MaxBackoff, o.Backoff)
 	}
 	creds := insecure.NewCredentials()
 	if o.TLS != nil {
@@ -142,7 +143,7 @@ func Start(srv *envoyrls.Server, o Options) (*Client, error) {
 	}
 	conn, err := grpc.NewClient(o.Server, dial...)
 	if err != nil {
-		return nil, fmt.Errorf("xds: control plane %s: %w", o.Server, err)
+		return nil, fmt.Errorf("sluice/envoyrls/xds: control plane %s: %w", o.Server, err)
 	}
 	c := &Client{srv: srv, opts: o, log: o.Logger, conn: conn, done: make(chan struct{}), first: make(chan struct{})}
 	if c.log == nil {
@@ -242,7 +243,7 @@ func (c *Client) stream() (delivered bool, err error) {
 			case <-time.After(RepeatWait):
 			}
 		case resp.GetTypeUrl() != TypeURL:
-			err = fmt.Errorf("xds: response of type %q, want %q", resp.GetTypeUrl(), TypeURL)
+			err = fmt.Errorf("sluice/envoyrls/xds: response of type %q, want %q", resp.GetTypeUrl(), TypeURL)
 			c.log.Error("sluice rls: response from the control plane rejected", "err", err)
 		default:
 			err = c.apply(resp)
@@ -310,7 +311,7 @@ func Decode(resp *discoveryv3.DiscoveryResponse, o envoyrls.LoadOptions) (*envoy
 	for i, res := range resp.GetResources() {
 		var rc confv3.RateLimitConfig
 		if err := res.UnmarshalTo(&rc); err != nil {
-			return nil, fmt.Errorf("xds: resource %d: %w", i, err)
+			return nil, fmt.Errorf("sluice/envoyrls/xds: resource %d: %w", i, err)
 		}
 		d, err := DecodeConfig(&rc)
 		if err != nil {
@@ -328,7 +329,7 @@ func DecodeConfig(rc *confv3.RateLimitConfig) (*envoyrls.Domain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	d, err := envoyrls.ParseFile(name, data)
+	d, err := rlsfile.ParseFile(name, data)
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {

@@ -19,9 +19,9 @@ import (
 var (
 	// ErrNoBound is returned when a Config has neither Requests nor
 	// Duration: an unbounded run is refused.
-	ErrNoBound = errors.New("loadgen: set Requests, Duration or both; an unbounded run is refused")
+	ErrNoBound = errors.New("sluice/internal/loadgen: set Requests, Duration or both; an unbounded run is refused")
 	// ErrBadConfig is wrapped by every other validation error.
-	ErrBadConfig = errors.New("loadgen: invalid configuration")
+	ErrBadConfig = errors.New("sluice/internal/loadgen: invalid configuration")
 )
 
 // Request is one request a Factory asks for.

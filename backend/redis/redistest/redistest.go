@@ -72,7 +72,7 @@ func Start(tb testing.TB, args ...string) *Server {
 // caller must Kill the server, which also removes its directory.
 func NewServer(args ...string) (*Server, error) {
 	if !Available() {
-		return nil, fmt.Errorf("redistest: redis-server not on PATH (%s)", Install)
+		return nil, fmt.Errorf("sluice/backend/redis/redistest: redis-server not on PATH (%s)", Install)
 	}
 	port, err := freePort()
 	if err != nil {
@@ -97,10 +97,10 @@ func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		return fmt.Errorf("redistest: %s already running", s.Addr)
+		return fmt.Errorf("sluice/backend/redis/redistest: %s already running", s.Addr)
 	}
 	if _, err := os.Stat(s.dir); err != nil {
-		return fmt.Errorf("redistest: %s was killed and cannot start again", s.Addr)
+		return fmt.Errorf("sluice/backend/redis/redistest: %s was killed and cannot start again", s.Addr)
 	}
 	args := append([]string{}, []string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
@@ -112,7 +112,7 @@ func (s *Server) Start() error {
 	cmd := exec.Command("redis-server", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: starting redis-server: %w", err)
+		return fmt.Errorf("sluice/backend/redis/redistest: starting redis-server: %w", err)
 	}
 	s.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
@@ -122,7 +122,7 @@ func (s *Server) Start() error {
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("redistest: redis-server on %s did not answer PING in 10s; its log:\n%s", s.Addr, log)
+			return fmt.Errorf("sluice/backend/redis/redistest: redis-server on %s did not answer PING in 10s; its log:\n%s", s.Addr, log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -201,7 +201,7 @@ func (s *Server) startSentinel() error {
 		"--protected-mode", "no", "--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: starting a Sentinel: %w", err)
+		return fmt.Errorf("sluice/backend/redis/redistest: starting a Sentinel: %w", err)
 	}
 	s.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
@@ -211,7 +211,7 @@ func (s *Server) startSentinel() error {
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("redistest: the Sentinel on %s did not report its primary in 10s; its log:\n%s", s.Addr, log)
+			return fmt.Errorf("sluice/backend/redis/redistest: the Sentinel on %s did not report its primary in 10s; its log:\n%s", s.Addr, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -300,7 +300,7 @@ func NewCluster(n int) (*Cluster, error) {
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		c.Kill()
-		return nil, fmt.Errorf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+		return nil, fmt.Errorf("sluice/backend/redis/redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range c.Nodes {
@@ -311,7 +311,7 @@ func NewCluster(n int) (*Cluster, error) {
 			}
 			if time.Now().After(deadline) {
 				c.Kill()
-				return nil, fmt.Errorf("redistest: cluster not ok after 30s; %s says:\n%s", s.Addr, out)
+				return nil, fmt.Errorf("sluice/backend/redis/redistest: cluster not ok after 30s; %s says:\n%s", s.Addr, out)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -348,7 +348,7 @@ func (c *Cluster) NodeOf(tb testing.TB, key string) *Server {
 			}
 		}
 	}
-	tb.Fatalf("redistest: no node serves slot %s of %q:\n%s", slot, key, out)
+	tb.Fatalf("sluice/backend/redis/redistest: no node serves slot %s of %q:\n%s", slot, key, out)
 	return nil
 }
 
@@ -370,7 +370,7 @@ func freePort() (int, error) {
 			return p, nil
 		}
 	}
-	return 0, errors.New("redistest: no free loopback port pair found")
+	return 0, errors.New("sluice/backend/redis/redistest: no free loopback port pair found")
 }
 
 func portFree(p int) bool {

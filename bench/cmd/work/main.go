@@ -56,12 +56,12 @@ type Row struct {
 
 // Rows are the decisions measured, in the table's order.
 var Rows = []Row{
-	{"Sluice ApplyKey, hot key, GCRA", "engine", `^BenchmarkApplyStill$/^keys=1$/^allowed$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
-	{"Sluice ApplyKey, hot key, GCRA, denied", "engine", `^BenchmarkApplyStill$/^keys=1$/^denied$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
+	{"Sluice ApplyKeyInto, hot key, GCRA", "engine", `^BenchmarkApplyStill$/^keys=1$/^allowed$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
+	{"Sluice ApplyKeyInto, hot key, GCRA, denied", "engine", `^BenchmarkApplyStill$/^keys=1$/^denied$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
 	{"Sluice Apply, hot key, GCRA", "engine", `^BenchmarkApplyStill$/^keys=1$/^allowed$/^gcra$`, "*engine.(*Engine).Apply*"},
 	{"Sluice Apply, hot key, token bucket", "engine", `^BenchmarkApplyStill$/^keys=1$/^allowed$/^token_bucket$`, "*engine.(*Engine).Apply*"},
-	{"Sluice ApplyKey, 100,000 keys, GCRA", "engine", `^BenchmarkApplyStill$/^keys=100000$/^allowed$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
-	{"Sluice ApplyKey, 100,000 keys, GCRA, denied", "engine", `^BenchmarkApplyStill$/^keys=100000$/^denied$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
+	{"Sluice ApplyKeyInto, 100,000 keys, GCRA", "engine", `^BenchmarkApplyStill$/^keys=100000$/^allowed$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
+	{"Sluice ApplyKeyInto, 100,000 keys, GCRA, denied", "engine", `^BenchmarkApplyStill$/^keys=100000$/^denied$/^gcra\+key$`, "*engine.(*Engine).Apply*"},
 	{"Sluice Apply, 100,000 keys, GCRA", "engine", `^BenchmarkApplyStill$/^keys=100000$/^allowed$/^gcra$`, "*engine.(*Engine).Apply*"},
 	{"Sluice Apply, 100,000 keys, token bucket", "engine", `^BenchmarkApplyStill$/^keys=100000$/^allowed$/^token_bucket$`, "*engine.(*Engine).Apply*"},
 	{"go-limiter Take, hot key", "bench", `^BenchmarkHotKey$/^golimiter$`, "*memorystore.(*store).Take"},

@@ -31,7 +31,7 @@ const ModulePath = "github.com/sluice-go/sluice"
 
 // ErrNotStarted is returned by Start when the process exits or stays silent
 // before it logs the addresses it listens on.
-var ErrNotStarted = errors.New("serveproc: sluice serve did not start")
+var ErrNotStarted = errors.New("sluice/internal/loadgen/serveproc: sluice serve did not start")
 
 // ModuleRoot returns the directory of the main module, found by walking up
 // from dir to the go.mod that declares ModulePath (so that it works from
@@ -53,7 +53,7 @@ func ModuleRoot(dir string) (string, error) {
 			}
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("serveproc: no go.mod of module %s in %s or above", ModulePath, abs)
+			return "", fmt.Errorf("sluice/internal/loadgen/serveproc: no go.mod of module %s in %s or above", ModulePath, abs)
 		}
 	}
 }
@@ -63,12 +63,12 @@ func ModuleRoot(dir string) (string, error) {
 func Build(ctx context.Context, root, out string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return fmt.Errorf("serveproc: building sluice: %w", err)
+		return fmt.Errorf("sluice/internal/loadgen/serveproc: building sluice: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, "./cmd/sluice")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("serveproc: go build ./cmd/sluice in %s: %w\n%s", root, err, b)
+		return fmt.Errorf("sluice/internal/loadgen/serveproc: go build ./cmd/sluice in %s: %w\n%s", root, err, b)
 	}
 	return nil
 }
@@ -140,7 +140,7 @@ func Start(bin, config, upstream, logPath string, timeout time.Duration, extra .
 	cmd.Stdout = lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
-		return nil, fmt.Errorf("serveproc: starting %s: %w", bin, err)
+		return nil, fmt.Errorf("sluice/internal/loadgen/serveproc: starting %s: %w", bin, err)
 	}
 	p := &Process{LogPath: logPath, cmd: cmd, done: make(chan struct{}), logDone: make(chan struct{})}
 	go func() {
@@ -221,7 +221,7 @@ func (p *Process) Exited() bool {
 func (p *Process) Stop(timeout time.Duration) (int, error) {
 	if !p.Exited() {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			return -1, fmt.Errorf("serveproc: SIGTERM: %w", err)
+			return -1, fmt.Errorf("sluice/internal/loadgen/serveproc: SIGTERM: %w", err)
 		}
 	}
 	select {
@@ -230,7 +230,7 @@ func (p *Process) Stop(timeout time.Duration) (int, error) {
 		p.cmd.Process.Kill()
 		<-p.done
 		<-p.logDone
-		return -1, fmt.Errorf("serveproc: sluice serve still running %v after SIGTERM; killed", timeout)
+		return -1, fmt.Errorf("sluice/internal/loadgen/serveproc: sluice serve still running %v after SIGTERM; killed", timeout)
 	}
 	<-p.logDone
 	return p.cmd.ProcessState.ExitCode(), nil
@@ -273,11 +273,11 @@ func ParseStatus(status string) (Memory, error) {
 		}
 		f := strings.Fields(val)
 		if len(f) != 2 || f[1] != "kB" {
-			return Memory{}, fmt.Errorf("serveproc: %s: want a size in kB, got %q", key, strings.TrimSpace(val))
+			return Memory{}, fmt.Errorf("sluice/internal/loadgen/serveproc: %s: want a size in kB, got %q", key, strings.TrimSpace(val))
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return Memory{}, fmt.Errorf("serveproc: %s: %w", key, err)
+			return Memory{}, fmt.Errorf("sluice/internal/loadgen/serveproc: %s: %w", key, err)
 		}
 		if key == "VmRSS" {
 			m.RSS, haveRSS = kb*1024, true
@@ -286,7 +286,7 @@ func ParseStatus(status string) (Memory, error) {
 		}
 	}
 	if !haveRSS || !haveHWM {
-		return Memory{}, errors.New("serveproc: no VmRSS and VmHWM lines in the status")
+		return Memory{}, errors.New("sluice/internal/loadgen/serveproc: no VmRSS and VmHWM lines in the status")
 	}
 	return m, nil
 }

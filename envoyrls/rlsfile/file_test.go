@@ -1,4 +1,4 @@
-package envoyrls
+package rlsfile
 
 import (
 	"errors"
@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/config"
+	"github.com/sluice-go/sluice/envoyrls"
 )
 
 // Each bad file is refused with an error naming the file, the line and the
@@ -175,7 +178,7 @@ func TestLoadMergingDomains(t *testing.T) {
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), `duplicate domain "d"`) {
 		t.Errorf("without merging: %v, want the duplicate refused", err)
 	}
-	cfg, err := LoadWith(dir, LoadOptions{MergeDomains: true})
+	cfg, err := LoadWith(dir, envoyrls.LoadOptions{MergeDomains: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +195,16 @@ func TestLoadMergingDomains(t *testing.T) {
 		t.Errorf("merged domain has %d limits, want 3", n)
 	}
 	write("c.yaml", "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
-	if _, err := LoadWith(dir, LoadOptions{MergeDomains: true}); err == nil || !strings.Contains(err.Error(), "duplicate descriptor user=") || !strings.Contains(err.Error(), "a.yaml") {
+	if _, err := LoadWith(dir, envoyrls.LoadOptions{MergeDomains: true}); err == nil || !strings.Contains(err.Error(), "duplicate descriptor user=") || !strings.Contains(err.Error(), "a.yaml") {
 		t.Errorf("a descriptor in two merged files: %v, want it refused naming both", err)
 	}
+}
+
+// desc builds a descriptor from key, value pairs.
+func desc(kv ...string) *rlv3.RateLimitDescriptor {
+	d := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
 }

@@ -1,0 +1,150 @@
+package sluice
+
+import "strings"
+
+// Shape is a request as rules match it, whatever door it came through: its
+// method, path and host, and its caller's plan. Each field is compared as
+// given; a door fills in what it knows and leaves the rest empty.
+type Shape struct {
+	// Method is the request's HTTP method, as sent ("GET"). Empty (a gRPC
+	// call has none) is covered only by rules of AnyMethod.
+	Method string
+	// Path is what Rule.PathPrefix is matched against: the request's path,
+	// or a gRPC call's full method name ("/pkg.Service/Method").
+	Path string
+	// Host is the request's host as RequestHost gives it. Empty is covered
+	// only by rules naming no host (Rule.Host).
+	Host string
+	// Plan is the caller's plan (Rule.Plan), empty for a caller on no plan.
+	// A plan no rule names is matched as no plan.
+	Plan string
+}
+
+// RequestHost returns the host of a request as rules match it (Shape.Host):
+// the Host header's, or the :authority's, name without its port, in lower
+// case.
+func RequestHost(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// AppendMatch appends to dst the enforced rules that apply to a request of
+// shape q, and returns the extended slice: in MatchMostSpecific mode the
+// most specific enforced rule covering it, in MatchAll mode every enforced
+// rule covering it, most specific first; in both, when no enforced rule
+// covers it, the default alone if it is an enforced one, and otherwise
+// nothing. The rules considered are those of q.Plan's caller (plan.go: a
+// plan's rule replaces the plan-less rule of the same method, path prefix
+// and host, and in MatchAll mode of the same scope too). Shadow rules are
+// neither returned nor considered: see AppendMatchShadow.
+//
+// It is the one matching call: Match and MatchPlan are its shorthands for
+// a request to no host.
+func (rs *Ruleset) AppendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
+	n := len(dst)
+	dst = rs.appendCovering(dst, rs.forPlan(q.Plan), q)
+	if len(dst) == n && rs.def != nil && !rs.def.rule.Shadow {
+		dst = append(dst, rs.def)
+	}
+	return dst
+}
+
+// AppendMatchShadow appends to dst the shadow rules that apply to a request
+// of shape q, chosen among the shadow rules alone as AppendMatch chooses
+// among the enforced ones: the most specific covering it, or in MatchAll
+// mode every one covering it. A shadow default applies to a request that
+// no rule at all, enforced or shadow, covers. Shadow rules name no plan, so
+// q.Plan is not read.
+func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRule {
+	n := len(dst)
+	dst = rs.appendCovering(dst, rs.shadow, q)
+	if len(dst) == n && rs.shadowDefault(q) {
+		dst = append(dst, rs.def)
+	}
+	return dst
+}
+
+// Match returns the enforced rules that apply to a request of a caller on
+// no plan, to no host: AppendMatch(nil, Shape{Method: method, Path: path}).
+// Rules with a Plan are left out (MatchPlan matches a plan's caller), and
+// so are rules naming a host. The result must not be modified. In
+// MatchMostSpecific mode it is not allocated; use AppendMatch to avoid the
+// allocation in MatchAll mode.
+func (rs *Ruleset) Match(method, path string) []*CompiledRule {
+	return rs.match(Shape{Method: method, Path: path})
+}
+
+// MatchPlan is Match for a caller of the given plan (empty: on no plan,
+// which is Match): AppendMatch with Shape.Plan. The result must not be
+// modified; in MatchMostSpecific mode it is not allocated.
+func (rs *Ruleset) MatchPlan(method, path, plan string) []*CompiledRule {
+	return rs.match(Shape{Method: method, Path: path, Plan: plan})
+}
+
+// MatchShadow returns the shadow rules that apply to a request to no host:
+// AppendMatchShadow(nil, Shape{Method: method, Path: path}). The result
+// must not be modified; in MatchMostSpecific mode it is not allocated.
+func (rs *Ruleset) MatchShadow(method, path string) []*CompiledRule {
+	q := Shape{Method: method, Path: path}
+	if rs.mode == MatchMostSpecific {
+		for _, c := range rs.shadow {
+			if c.matches(q) {
+				return c.alone
+			}
+		}
+		if rs.shadowDefault(q) {
+			return rs.def.alone
+		}
+		return nil
+	}
+	return rs.AppendMatchShadow(nil, q)
+}
+
+// match is AppendMatch into a new slice, or in MatchMostSpecific mode into
+// none: the rule's own one-element slice.
+func (rs *Ruleset) match(q Shape) []*CompiledRule {
+	if rs.mode == MatchMostSpecific {
+		for _, c := range rs.forPlan(q.Plan) {
+			if c.matches(q) {
+				return c.alone
+			}
+		}
+		if rs.def != nil && !rs.def.rule.Shadow {
+			return rs.def.alone
+		}
+		return nil
+	}
+	return rs.AppendMatch(nil, q)
+}
+
+// appendCovering appends the rules of from that cover a request: the
+// first only in MatchMostSpecific mode.
+func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, q Shape) []*CompiledRule {
+	for _, c := range from {
+		if c.matches(q) {
+			dst = append(dst, c)
+			if rs.mode == MatchMostSpecific {
+				return dst
+			}
+		}
+	}
+	return dst
+}
+
+// shadowDefault reports whether the default is a shadow rule and no
+// enforced rule covers the request (the caller has found no shadow rule
+// that does).
+func (rs *Ruleset) shadowDefault(q Shape) bool {
+	if rs.def == nil || !rs.def.rule.Shadow {
+		return false
+	}
+	for _, c := range rs.rules {
+		if c.matches(q) {
+			return false
+		}
+	}
+	return true
+}
