@@ -44,7 +44,10 @@
 // backend.Swapper instead, an atomic multi-key compare-and-swap. The engine
 // then keeps the last record it saw per key, steps it locally and commits
 // the new record with one compare-and-swap expecting the record it stepped.
-// Its promise:
+// The path has its own options (Options.Swap, a SwapOptions) and files:
+// swap.go (the path, its clock and its last-seen records), swap_queue.go
+// (one key's queue of callers and their single-key decisions) and
+// swap_all.go (ApplyAll). Its promise:
 //
 //   - One round trip per decision when the last-seen record is current. A
 //     key's first request expects no record, which is right for a new key.

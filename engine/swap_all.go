@@ -17,9 +17,8 @@ import (
 // SwapGroup: Redis Cluster slots), no one swap can cover them. The groups
 // are then first confirmed by compare-only swaps, one per group after the
 // first, so that a denial any of them holds is found before anything is
-// spent (the groups not yet confirmed are then confirmed too, so that
-// every request has the decision it would have had); then committed one
-// group at a time, in the order of their first requests. A group whose record
+// spent (the first group is then confirmed too); then committed one group
+// at a time, in the order of their first requests. A group whose record
 // changed since its confirmation is stepped again; if it now denies, the
 // call is a denial but the groups already committed stay spent. That
 // charges limits for a refused request only when another process spent a
@@ -108,15 +107,15 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 		}
 		return nil
 	}
-	for i, g := range groups[1:] {
+	for _, g := range groups[1:] {
 		all, err := p.commit(e, &b, g.slots, false)
 		if err != nil {
 			return nil, false, g.fail(err)
 		}
 		if !all {
-			// Denied before anything is spent: the first group and the
-			// ones after this are confirmed for their decisions.
-			if err := confirm(append(groups[:1:1], groups[i+2:]...)); err != nil {
+			// Denied before anything is spent: the first group is
+			// confirmed for its decisions.
+			if err := confirm(groups[:1]); err != nil {
 				return nil, false, err
 			}
 			return b.decisions, false, nil

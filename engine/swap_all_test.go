@@ -32,8 +32,7 @@ func TestSwapApplyAllOverGroups(t *testing.T) {
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 5, Window: time.Minute}, "x")
 	one := limit(algo.TokenBucketName, algo.Params{Limit: 1, Window: time.Hour}, "y")
 	for _, reqs := range [][]engine.Request{
-		// The denying group is the second of three: the third is
-		// confirmed for its decision too.
+		// The denying group is the second of three.
 		{{Limit: l, Key: "a1", Cost: 1}, {Limit: one, Key: "c1", Cost: 1}, {Limit: l, Key: "b1", Cost: 1}, {Limit: l, Key: "a2", Cost: 1}},
 		// The denying group is the last.
 		{{Limit: l, Key: "a1", Cost: 1}, {Limit: l, Key: "b1", Cost: 1}, {Limit: one, Key: "c1", Cost: 1}},
