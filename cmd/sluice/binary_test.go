@@ -2,27 +2,60 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// buildBinary builds the sluice binary into a temporary directory.
+// sluiceBin is the sluice binary the process tests share, built once per
+// run of the package: one link of the whole tree, not one per test.
+var sluiceBin struct {
+	once sync.Once
+	dir  string // the temporary directory holding it
+	path string
+	skip string // why the binary cannot be built here
+	err  error
+}
+
+// buildBinary returns the path of the shared sluice binary, building it on
+// first use, as an operator would (go build, no race detector).
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH to build the binary with")
+	if testing.Short() {
+		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	cmd := exec.Command(goTool, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	sluiceBin.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			sluiceBin.skip = "no go command on PATH to build the binary with"
+			return
+		}
+		dir, err := os.MkdirTemp("", "sluice-test-bin-")
+		if err != nil {
+			sluiceBin.err = err
+			return
+		}
+		sluiceBin.dir = dir
+		path := filepath.Join(dir, "sluice")
+		if out, err := exec.Command(goTool, "build", "-o", path, ".").CombinedOutput(); err != nil {
+			sluiceBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		sluiceBin.path = path
+	})
+	if sluiceBin.skip != "" {
+		t.Skip(sluiceBin.skip)
 	}
-	return bin
+	if sluiceBin.err != nil {
+		t.Fatal(sluiceBin.err)
+	}
+	return sluiceBin.path
 }
 
 // A real sluice simulate process answers each line before it sees the next:

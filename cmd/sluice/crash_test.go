@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,17 +33,6 @@ import (
 // uninterrupted run are the reference whatever the wall clock does; only
 // Interval's flushes run on wall time.
 
-// sluiceBin is the sluice binary the process tests share, built once per
-// test binary (without -race, whatever the tests run with) and removed by
-// TestMain.
-var sluiceBin struct {
-	once sync.Once
-	dir  string // the temporary directory holding it
-	path string
-	skip string // why the binary cannot be built here
-	err  error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if sluiceBin.dir != "" {
@@ -54,38 +42,6 @@ func TestMain(m *testing.M) {
 		sharedRedis.server.Kill()
 	}
 	os.Exit(code)
-}
-
-// sluiceBinary returns the path of the shared sluice binary, building it on
-// first use.
-func sluiceBinary(t *testing.T) string {
-	t.Helper()
-	sluiceBin.once.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			sluiceBin.skip = "no go command on PATH to build the binary with"
-			return
-		}
-		dir, err := os.MkdirTemp("", "sluice-test-bin-")
-		if err != nil {
-			sluiceBin.err = err
-			return
-		}
-		sluiceBin.dir = dir
-		path := filepath.Join(dir, "sluice")
-		if out, err := exec.Command(goTool, "build", "-o", path, ".").CombinedOutput(); err != nil {
-			sluiceBin.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		sluiceBin.path = path
-	})
-	if sluiceBin.skip != "" {
-		t.Skip(sluiceBin.skip)
-	}
-	if sluiceBin.err != nil {
-		t.Fatal(sluiceBin.err)
-	}
-	return sluiceBin.path
 }
 
 // processTimeout bounds each process a test starts.
@@ -293,7 +249,7 @@ type crashCase struct {
 func newCrashCase(t *testing.T, backendName, algorithm string, seed uint64) *crashCase {
 	t.Helper()
 	c := &crashCase{
-		bin:       sluiceBinary(t),
+		bin:       buildBinary(t),
 		backend:   backendName,
 		algorithm: algorithm,
 		reqs:      crashTrace(seed, crashTraceLen),

@@ -115,6 +115,7 @@ func TestServeProcessDamagedStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary, waits for a sweep")
 	}
+	t.Parallel()
 	bin := buildBinary(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(up.Close)

@@ -251,6 +251,7 @@ func checkJSONBlock(body string) error {
 // as files of packages that exist only in a build overlay, and runs the
 // main programs that an output block follows.
 func TestDocsGoBlocksCompile(t *testing.T) {
+	t.Parallel()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("SKIPPED: no go command on PATH to compile the documentation's Go with")

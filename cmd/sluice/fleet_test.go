@@ -39,7 +39,7 @@ type fleet struct {
 // proxying to a trivial upstream, and stops them when the test ends.
 func startFleet(t *testing.T, n int, cfg string) *fleet {
 	t.Helper()
-	bin := sluiceBinary(t)
+	bin := buildBinary(t)
 	up := upstream(t)
 	f := &fleet{cfg: cfg}
 	dir := t.TempDir()
@@ -153,6 +153,7 @@ func TestFleetSharesOneBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a fleet")
 	}
+	t.Parallel()
 	rs := redistest.Start(t)
 	waitAwayFromDayBoundary(t)
 	cfg := filepath.Join(t.TempDir(), "fleet.yaml")

@@ -64,6 +64,7 @@ func TestServeProcessPlansOverridesAndReset(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	t.Parallel()
 	bin := buildBinary(t)
 	up := upstream(t)
 	dir := t.TempDir()

@@ -158,6 +158,7 @@ func TestSimulateRedisMatchesMemory(t *testing.T) {
 
 // With Redis unreachable, simulate fails at once, naming the address.
 func TestSimulateRedisDown(t *testing.T) {
+	t.Parallel()
 	addr := closedAddr(t)
 	code, stdout, stderr := runCmd(t, `{"t": 1}`+"\n", "simulate", "--algorithm", "gcra", "--limit", "1", "--window", "1s", "--backend", "redis", "--redis-addr", addr)
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "Redis at "+addr) || !strings.Contains(stderr, "connection refused") {
@@ -169,6 +170,7 @@ func TestSimulateRedisDown(t *testing.T) {
 // their namespace and caller key; --config reads the same store from a
 // configuration's redis section.
 func TestInspectRedis(t *testing.T) {
+	t.Parallel()
 	s := redisServer(t)
 	prefix := testPrefix(t)
 	store, err := redis.Open(redis.ClientOptions{Addrs: []string{s.Addr}}, &redis.Options{KeyPrefix: prefix, Timeout: 5 * time.Second})

@@ -39,35 +39,6 @@ import (
 // or hour: there the test sees a window roll in duration_until_reset and
 // runs the sequence again or excuses the step.
 
-var (
-	rlsBinOnce sync.Once
-	rlsBin     string
-	rlsBinErr  error
-)
-
-// rlsBinary builds the binary once for the rls tests.
-func rlsBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	rlsBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-rls-test")
-		if err != nil {
-			rlsBinErr = err
-			return
-		}
-		rlsBin = filepath.Join(dir, "sluice")
-		if out, err := exec.Command("go", "build", "-o", rlsBin, ".").CombinedOutput(); err != nil {
-			rlsBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if rlsBinErr != nil {
-		t.Fatal(rlsBinErr)
-	}
-	return rlsBin
-}
-
 type rlsProcess struct {
 	cmd         *exec.Cmd
 	grpc, admin string
@@ -89,7 +60,7 @@ func startRLS(t *testing.T, args ...string) *rlsProcess {
 // startRLSEnv is startRLS with env added to the process's environment.
 func startRLSEnv(t *testing.T, env []string, args ...string) *rlsProcess {
 	t.Helper()
-	bin := rlsBinary(t)
+	bin := buildBinary(t)
 	args = append([]string{"rls", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)
 	p := &rlsProcess{cmd: exec.Command(bin, args...), exited: make(chan error, 1), stderr: &syncBuffer{}}
 	p.cmd.Env = append(os.Environ(), env...)
@@ -664,6 +635,7 @@ func TestRLSUsage(t *testing.T) {
 // Two rls processes on one Redis spend one budget: dave's 5 a day are 5 in
 // all, whichever process answers.
 func TestRLSProcessRedisSharesTheBudget(t *testing.T) {
+	t.Parallel()
 	s := redisServer(t)
 	waitAwayFromDayBoundary(t)
 	args := []string{"--config", "testdata/rls/sluice", "--backend", "redis", "--redis-addr", s.Addr, "--redis-prefix", testPrefix(t)}
@@ -939,6 +911,7 @@ func TestRLSProcessRedisUnderLoad(t *testing.T) {
 // stopped Redis opens it and calls are refused at once; with
 // --redis-breaker off over the same file every call goes to Redis.
 func TestRLSProcessRedisStoreFile(t *testing.T) {
+	t.Parallel()
 	s := redisServer(t)
 	waitAwayFromDayBoundary(t)
 	store := filepath.Join(t.TempDir(), "store.yaml")
@@ -1071,7 +1044,7 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 	if got := rlsAnswer(m.ask(t, "env", 0, rd("ip", "10.0.0.1"))); got != "OVER_LIMIT: OVER_LIMIT" {
 		t.Errorf("the merged file's limit of 1, second: %s", got)
 	}
-	cmd := exec.Command(rlsBinary(t), "rls", "--grpc", "127.0.0.1:0")
+	cmd := exec.Command(buildBinary(t), "rls", "--grpc", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `duplicate domain \"env\"`) && !strings.Contains(string(out), `duplicate domain "env"`) {
 		t.Errorf("two files of one domain without MERGE_DOMAIN_CONFIG: %v %s, want them refused", err, out)
@@ -1085,7 +1058,7 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 		{"NEAR_LIMIT_RATIO=0.9", "NEAR_LIMIT_RATIO=0.9"},
 		{"BACKEND_TYPE=memcache", "BACKEND_TYPE=memcache"},
 	} {
-		cmd := exec.Command(rlsBinary(t), "rls", "--grpc", "127.0.0.1:0")
+		cmd := exec.Command(buildBinary(t), "rls", "--grpc", "127.0.0.1:0")
 		cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", c.env)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
@@ -1118,7 +1091,7 @@ func TestRLSProcessRedisFromEnvironment(t *testing.T) {
 	if keys := redisKeys(t, s, prefix); len(keys) == 0 {
 		t.Errorf("no key under CACHE_KEY_PREFIX %q", prefix)
 	}
-	cmd := exec.Command(rlsBinary(t), "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0")
+	cmd := exec.Command(buildBinary(t), "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "REDIS_URL=/var/run/nutcracker/ratelimit.sock")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "REDIS_SOCKET_TYPE=: sluice rls reaches Redis over TCP only") {
 		t.Errorf("a unix socket: %v %s", err, out)

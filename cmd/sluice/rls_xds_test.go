@@ -129,7 +129,7 @@ func TestRLSXDSUsage(t *testing.T) {
 		{[]string{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS=yes please"}, nil, "CONFIG_GRPC_XDS_SERVER_USE_TLS=yes please: want true or false"},
 		{[]string{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT=" + file}, nil, "holds no PEM certificate"},
 	} {
-		cmd := exec.Command(rlsBinary(t), append([]string{"rls", "--grpc", "127.0.0.1:0"}, c.args...)...)
+		cmd := exec.Command(buildBinary(t), append([]string{"rls", "--grpc", "127.0.0.1:0"}, c.args...)...)
 		cmd.Env = append(os.Environ(), c.env...)
 		out, err := cmd.CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {

@@ -473,6 +473,7 @@ func TestServeProcessSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	t.Parallel()
 	bin := buildBinary(t)
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})

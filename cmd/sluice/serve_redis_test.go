@@ -137,6 +137,7 @@ func TestServeRedisUsageErrors(t *testing.T) {
 // A Redis that does not answer at start stops serve at once with exit
 // status 1 and a line naming the address; it never listens.
 func TestServeRedisDownAtStart(t *testing.T) {
+	t.Parallel()
 	redisServer(t) // skips without redis-server, as every Redis test
 	addr := closedAddr(t)
 	cfg := filepath.Join(t.TempDir(), "down.yaml")

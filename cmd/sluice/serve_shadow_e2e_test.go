@@ -9,6 +9,7 @@ import (
 // is refused and none carries rate limit headers, and the metrics count
 // the would-be denials apart from the allowed decisions.
 func TestServeProcessShadowRule(t *testing.T) {
+	t.Parallel()
 	p := startShadowServe(t, "--admin", "127.0.0.1:0")
 	m := adminRE.FindStringSubmatch(p.stderr.String())
 	if m == nil {
@@ -32,6 +33,7 @@ func TestServeProcessShadowRule(t *testing.T) {
 // rate-limit fields reach the client on a request no enforced rule covers,
 // and still no request is refused.
 func TestServeProcessShadowHeaders(t *testing.T) {
+	t.Parallel()
 	p := startShadowServe(t, "--shadow-headers")
 	orders := "http://" + p.listen + "/api/orders"
 	for i := range 4 {

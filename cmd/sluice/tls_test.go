@@ -101,6 +101,7 @@ func serialOf(t *testing.T, addr string, cfg *tls.Config) int64 {
 // renewed certificate without a restart, and with --tls-client-ca admits
 // only clients with a certificate the CA signed.
 func TestServeTLS(t *testing.T) {
+	t.Parallel()
 	up := upstream(t)
 	pki := newPKI(t)
 	cert, key := filepath.Join(pki.dir, "server.pem"), filepath.Join(pki.dir, "server.key")
