@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test vet race fleet demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test test-vet fmt vet race fleet demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -26,22 +26,38 @@ COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --q
 build:
 	$(GO) build -ldflags "-X main.stampedCommit=$(COMMIT)" -o $(BIN) ./cmd/sluice
 
-## test: vet, then every package's tests under the race detector (go test's
-## own vet pass is off: `vet` ran every analyzer just before); the fuzz
-## targets run over their committed seed corpora; the bench module must
-## type-check and pass vet, tests and benchmarks included; the fleet's fault tests (a real toxiproxy between the Redis store
-## and redis-server) run on a normal build, as a gateway runs.
-test: vet race bench-compile fleet
+## test: gofmt, then go vet (every analyzer) and every package's tests
+## under the race detector side by side: they compile in different modes,
+## so neither waits for the other's build, and go test's own vet pass is
+## off since vet runs every analyzer. The race build leaves out debug
+## information (race reports name file and line without it). The fuzz
+## targets run over their committed seed corpora. Then the fleet's fault
+## tests (a real toxiproxy between the Redis store and redis-server) on a
+## normal build, as a gateway runs. CI runs bench-compile besides.
+test: fmt
+	@$(MAKE) --no-print-directory -j2 -Oline race test-vet
+	@$(MAKE) --no-print-directory fleet
 
-vet:
+# test-vet: vet, then the fleet's test binary and toxiproxy's server built
+# ahead of the fleet's tests (which run alone, after the race tests, as
+# they measure deadlines), while the race tests run beside it.
+test-vet: vet
+	cd bench && $(GO) test -count=1 -run '^$$' ./fleet/ >/dev/null
+
+fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+vet:
 	$(GO) vet ./...
 
 race:
 	@command -v redis-server >/dev/null || echo "*** redis-server not found: the Redis tests are SKIPPED (install it: apt-get install -y redis-server) ***"
-	$(GO) test -race -count=1 -vet=off ./...
+	$(GO) test -race -count=1 -vet=off -ldflags=-w -gcflags=all=-dwarf=false ./...
 
+## bench-compile: the bench module (its peers' libraries included)
+## type-checks and passes vet, tests and benchmarks included; run by CI
+## beside make test.
 bench-compile:
 	cd bench && $(GO) vet ./...
 
