@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test test-vet fmt vet race fleet demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test fmt vet race fleet demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -33,16 +33,11 @@ build:
 ## information (race reports name file and line without it). The fuzz
 ## targets run over their committed seed corpora. Then the fleet's fault
 ## tests (a real toxiproxy between the Redis store and redis-server) on a
-## normal build, as a gateway runs. CI runs bench-compile besides.
+## normal build, alone, as they measure deadlines. CI runs bench-compile
+## besides.
 test: fmt
-	@$(MAKE) --no-print-directory -j2 -Oline race test-vet
+	@$(MAKE) --no-print-directory -j2 -Oline vet race
 	@$(MAKE) --no-print-directory fleet
-
-# test-vet: vet, then the fleet's test binary and toxiproxy's server built
-# ahead of the fleet's tests (which run alone, after the race tests, as
-# they measure deadlines), while the race tests run beside it.
-test-vet: vet
-	cd bench && $(GO) test -count=1 -run '^$$' ./fleet/ >/dev/null
 
 fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
