@@ -14,7 +14,8 @@ import (
 )
 
 // sluiceBin is the sluice binary the process tests share, built once per
-// run of the package: one link of the whole tree, not one per test.
+// run of the package (one link of the whole tree, not one per test) and
+// removed by TestMain.
 var sluiceBin struct {
 	once sync.Once
 	dir  string // the temporary directory holding it
