@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test fmt vet race fleet demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test fmt vet race fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -27,29 +27,35 @@ COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --q
 build:
 	$(GO) build -ldflags "-X main.stampedCommit=$(COMMIT)" -o $(BIN) ./cmd/sluice
 
-## test: gofmt, then go vet (every analyzer) and every package's tests
-## under the race detector side by side: they compile in different modes,
-## so neither waits for the other's build, and go test's own vet pass is
-## off since vet runs every analyzer. The race build leaves out debug
-## information (race reports name file and line without it). The fuzz
-## targets run over their committed seed corpora. Then the fleet's fault
-## tests (a real toxiproxy between the Redis store and redis-server) on a
-## normal build, alone, as they measure deadlines. CI runs bench-compile
-## besides.
+## test: gofmt, then every package's tests under the race detector with
+## go vet's every analyzer run by go test itself (on the race build's own
+## compiled packages, so nothing is compiled twice; packages without tests
+## are vetted too), the fuzz targets over their committed seed corpora.
+## The race build leaves out debug information (race reports name file and
+## line without it). Beside it, the fleet's normal build; then the fleet's
+## fault tests (a real toxiproxy between the Redis store and redis-server)
+## alone, as they measure deadlines. CI runs bench-compile besides.
 test: fmt
-	@$(MAKE) --no-print-directory -j2 -Oline vet race
+	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build
 	@$(MAKE) --no-print-directory fleet
 
 fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
+## vet: go vet alone, every analyzer, on a normal build (make test runs
+## the same analyzers inside its race run).
 vet:
 	$(GO) vet ./...
 
 race:
 	@command -v redis-server >/dev/null || echo "*** redis-server not found: the Redis tests are SKIPPED (install it: apt-get install -y redis-server) ***"
-	$(GO) test -race -count=1 -vet=off -ldflags=-w -gcflags=all=-dwarf=false ./...
+	$(GO) test -race -count=1 -vet=all -ldflags=-w -gcflags=all=-dwarf=false ./...
+
+## fleet-build: compiles bench/fleet's test and the toxiproxy server it
+## runs, without running them.
+fleet-build:
+	cd bench && $(GO) test -c -o /dev/null ./fleet/ && $(GO) build -o /dev/null github.com/Shopify/toxiproxy/v2/cmd/server
 
 ## bench-compile: the bench module (its peers' libraries included)
 ## type-checks and passes vet, tests and benchmarks included; run by CI
