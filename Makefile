@@ -29,8 +29,10 @@ build:
 
 ## test: gofmt, then every package's tests under the race detector with
 ## go vet's every analyzer run by go test itself (on the race build's own
-## compiled packages, so nothing is compiled twice; packages without tests
-## are vetted too), the fuzz targets over their committed seed corpora.
+## compiled packages, so vet adds no compile of its own; packages without
+## tests are vetted too), the fuzz targets over their committed seed
+## corpora. (The binaries the process, flood, soak and docs tests build
+## are normal builds, as an operator runs them.)
 ## The race build leaves out debug information (race reports name file and
 ## line without it). Beside it, the fleet's normal build; then the fleet's
 ## fault tests (a real toxiproxy between the Redis store and redis-server)
