@@ -152,9 +152,10 @@ func (g swapGroup) fail(err error) error { return &RequestError{Request: g.first
 
 // deniedAllLocally steps b's requests in order on the last-seen records of
 // their keys, spending nothing, and reports whether one of them is denied
-// and every denial is one deniedLocally would answer alone: then the call
-// is answered from
-// those decisions, with no round trip (the others' say what they would
+// and every denial is one deniedLocally would answer alone, stepped on the
+// record last seen rather than after an earlier request of the call spent
+// from it: then the call is answered from those decisions, with no round
+// trip (the others' say what they would
 // have answered on the records last seen). Otherwise b.decisions are left
 // zero.
 func (p *swapPath) deniedAllLocally(e *Engine, b *swapBatch) (bool, error) {
@@ -177,6 +178,7 @@ func (p *swapPath) deniedAllLocally(e *Engine, b *swapBatch) (bool, error) {
 		}
 	}
 	local := false
+	spent := make([]bool, len(b.slots)) // an earlier request of this call spent from the slot
 	for j, r := range b.reqs {
 		s, d := b.which[j], &b.decisions[j]
 		next := algo.StepInto(r.Limit.Algorithm, states[s], now, r.Cost, d)
@@ -187,14 +189,24 @@ func (p *swapPath) deniedAllLocally(e *Engine, b *swapBatch) (bool, error) {
 		if next != nil {
 			states[s] = next
 		}
-		if !d.Allowed {
-			if seen[s].v == nil || addSat(now, d.Reset) > seen[s].kept {
-				// This denial is the store's to keep (see seenRecord).
-				local = false
-				break
-			}
-			local = true
+		if d.Allowed {
+			spent[s] = true
+			continue
 		}
+		if spent[s] {
+			// Denied only after an earlier request of this call spent from
+			// the same record: on the store's record, more spent than the
+			// one last seen, that earlier request may be the one denied
+			// and this one allowed. The store decides which.
+			local = false
+			break
+		}
+		if seen[s].v == nil || addSat(now, d.Reset) > seen[s].kept {
+			// This denial is the store's to keep (see seenRecord).
+			local = false
+			break
+		}
+		local = true
 	}
 	if !local {
 		clear(b.decisions)

@@ -109,3 +109,44 @@ func TestSwapApplyAllNamesTheFailedGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestSwapApplyAllLocalDenialAfterASpend: a process whose last-seen record
+// is stale (another process spent since) asks for the same key twice in
+// one ApplyAll. On the stale record the first request passes and the
+// second is refused; on the store's record the first is refused and the
+// second passes. The call is a denial either way, but which request the
+// denial blames is the store's to say: the answer is the one a single
+// engine gives, not one stepped on the stale record.
+func TestSwapApplyAllLocalDenialAfterASpend(t *testing.T) {
+	clock := engine.NewFakeClock(t0)
+	store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now})
+	a := newSwapEngine(t, store, clock, nil)
+	b, err := engine.New(store, &engine.Options{Clock: clock, Stripes: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := newEngine(t, memory.New(&memory.Options{SweepInterval: -1}), clock)
+	l := limit(algo.FixedWindowName, algo.Params{Limit: 5, Window: time.Millisecond}, "x")
+	for _, step := range []struct {
+		e    *engine.Engine
+		cost int64
+	}{{a, 2}, {b, 1}} {
+		if d, err := step.e.Apply(l, "c", step.cost); err != nil || !d.Allowed {
+			t.Fatalf("Apply(cost %d) = %+v, %v", step.cost, d, err)
+		}
+		if d, err := one.Apply(l, "c", step.cost); err != nil || !d.Allowed {
+			t.Fatalf("one engine: Apply(cost %d) = %+v, %v", step.cost, d, err)
+		}
+	}
+	reqs := []engine.Request{{Limit: l, Key: "c", Cost: 3}, {Limit: l, Key: "c", Cost: 1}}
+	got, all, err := a.ApplyAll(reqs)
+	want, wantAll, werr := one.ApplyAll(reqs)
+	if err != nil || werr != nil || all || wantAll {
+		t.Fatalf("ApplyAll = %v, %v; one engine %v, %v; want both denied", all, err, wantAll, werr)
+	}
+	for j := range want {
+		if got[j] != want[j] {
+			t.Errorf("request %d (cost %d): %+v, one engine %+v", j, reqs[j].Cost, got[j], want[j])
+		}
+	}
+}
