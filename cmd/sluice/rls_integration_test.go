@@ -10,6 +10,7 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // The tests of this file replay envoyproxy/ratelimit's own integration
@@ -247,4 +248,54 @@ func TestRLSProcessEnvoyIntegrationReload(t *testing.T) {
 	}
 	p.waitLog(t, "configuration reloaded", 2)
 	checkStatuses(t, "reload after", p.ask(t, "reload", 1, rd("block", "foo")), ok, wantStatus{ok, "", 0})
+}
+
+// The two answers issue 23 found differing, through the process on
+// envoyproxy/ratelimit's integration configuration: limit_remaining is 0
+// on an OVER_LIMIT status whatever the cost left (its
+// GetResponseDescriptorStatus answers OVER_LIMIT with 0), and a
+// descriptor a refused request did not spend reports all it has, not one
+// less (as key2 in its testBasicBaseConfig, at 10 after the refusals).
+func TestRLSProcessEnvoyLimitRemaining(t *testing.T) {
+	t.Parallel()
+	waitAwayFromDayBoundary(t)
+	p, _ := rlsIntegration(t)
+	const ok, over = rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT
+	v := strconv.FormatUint(rand.Uint64(), 10)
+
+	// hits_addend 51 against 50 a second: over, 0 left (not 50).
+	checkStatuses(t, "key1 hits_addend 51", p.ask(t, "basic", 51, rd("key1", v)), over, wantStatus{over, "50/SECOND", 0})
+
+	// 4 against the 3 left of 20 a day: over, 0 left (not 3).
+	checkStatuses(t, "key4 hits_addend 17", p.ask(t, "another", 17, rd("key4", v)), ok, wantStatus{ok, "20/DAY", 3})
+	checkStatuses(t, "key4 hits_addend 4 with 3 left", p.ask(t, "another", 4, rd("key4", v)), over, wantStatus{over, "20/DAY", 0})
+
+	// A descriptor's own hits_addend, the same.
+	d := rd("key4", v+"-own")
+	d.HitsAddend = wrapperspb.UInt64(21)
+	checkStatuses(t, "key4 descriptor hits_addend 21", p.ask(t, "another", 0, d), over, wantStatus{over, "20/DAY", 0})
+
+	// key3 spent to its 10 an hour; key4 to 2 of its 20 a day. Together:
+	// refused by key3, and key4, unspent, reports its 2 (not 1); alone it
+	// then spends them. The same with 6 left, the unspent descriptor
+	// first. A run that sees the hour end is run again.
+	inOneWindow(t, func() (time.Duration, time.Duration) {
+		w := strconv.FormatUint(rand.Uint64(), 10)
+		first := p.ask(t, "another", 10, rd("key3", w))
+		p.ask(t, "another", 18, rd("key4", w))
+		r := p.ask(t, "another", 1, rd("key3", w), rd("key4", w))
+		errs := statusErrors("key3 spent, key4 with 2 left", r, over, wantStatus{over, "10/HOUR", 0}, wantStatus{ok, "20/DAY", 2})
+		errs = append(errs, statusErrors("key4 alone, 2 of 2", p.ask(t, "another", 2, rd("key4", w)), ok, wantStatus{ok, "20/DAY", 0})...)
+		return reportUnlessRolled(t, errs, first, r, 0)
+	})
+	inOneWindow(t, func() (time.Duration, time.Duration) {
+		x := strconv.FormatUint(rand.Uint64(), 10)
+		first := p.ask(t, "another", 10, rd("key3", x))
+		p.ask(t, "another", 14, rd("key4", x))
+		r := p.ask(t, "another", 1, rd("key4", x), rd("key3", x))
+		errs := statusErrors("key4 with 6 left, key3 spent", r, over, wantStatus{ok, "20/DAY", 6}, wantStatus{over, "10/HOUR", 0})
+		errs = append(errs, statusErrors("key4 alone, 6 of 6", p.ask(t, "another", 6, rd("key4", x)), ok, wantStatus{ok, "20/DAY", 0})...)
+		r.Statuses = r.Statuses[1:] // key3's window is status 0 of first
+		return reportUnlessRolled(t, errs, first, r, 0)
+	})
 }
