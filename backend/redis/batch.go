@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,19 +68,23 @@ const (
 //
 // A caller arriving while fewer than maxFlying calls are out sends one at
 // once, with itself and the callers queued before it; otherwise it
-// queues. A caller whose call is answered passes the lead to the first
-// caller queued, if any, which sends the next call. The engine has at most
-// one swap in flight per key, so a batch never holds a key twice.
+// queues. A flight whose call is answered sends the next call, with the
+// callers queued meanwhile, from a goroutine of its own, until the queue
+// is empty: a caller waits for its own answer only. The engine has at
+// most one swap in flight per key, so a batch never holds a key twice.
 //
 // The deadline of a call starts when it is sent: a swap that waited for a
 // call to come back is not refused for the wait while Redis answers each
 // call within the deadline. When a call fails (its deadline, a lost
 // connection, the breaker), the swaps that queued before it was sent,
 // having waited all of it, fail with it instead of waiting out a call of
-// their own; those that queued later go in the next call but keep the
-// deadline they would have had from the moment they queued. So none waits
-// much longer than one deadline while Redis does not answer, and those
-// that arrive as it comes back are not failed for the calls before them.
+// their own; those that queued later are due one deadline after they
+// queued: they go in the next call, but each is answered its deadline
+// error at its due if that call has not answered it by then (the call
+// itself may wait on for Redis, a deadline from when it was sent). So no
+// swap waits longer than one deadline while Redis does not answer, and
+// those that arrive as it comes back are not failed for the calls before
+// them.
 type batcher struct {
 	mu     sync.Mutex
 	queue  []*batchCall
@@ -89,115 +94,170 @@ type batcher struct {
 // batchCall is one single-key swap waiting in, or answered by, a batch.
 type batchCall struct {
 	c      *oneCall
-	queued time.Time // when it queued; zero if sent at once
+	queued time.Time // when it queued
+	// The fields below are guarded by batcher.mu.
+	//
 	// due, when not zero, is the latest the swap may be answered: set
-	// when a call failed while it queued.
-	due  time.Time
-	lead bool          // woken to send the next batch, not answered
-	wake chan struct{} // receives once: answered, or lead
-	ok   bool
-	cur  []byte
-	now  int64
-	err  error
+	// when a call failed while it queued, with timer to answer it then.
+	due      time.Time
+	timer    *time.Timer
+	answered bool
+	out      batchResult   // the answer, read by the caller once woken
+	wake     chan struct{} // receives once, answered
+	// res is the outcome of the call that carried it, written by that
+	// call's flight alone; answer copies it to out unless the swap was
+	// answered at its due already.
+	res batchResult
+}
+
+// batchResult is a batched swap's outcome.
+type batchResult struct {
+	ok  bool
+	cur []byte
+	now int64
+	err error
 }
 
 // batched is compareAndSwapOne's swap of c sent in a batch.
 func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
-	bc := &batchCall{c: c}
+	bc := &batchCall{c: c, queued: time.Now(), wake: make(chan struct{}, 1)}
 	b := &s.batch
 	b.mu.Lock()
 	lead := b.flying < maxFlying
 	if lead {
 		b.flying++
 	} else {
-		bc.wake, bc.queued = make(chan struct{}, 1), time.Now()
 		b.queue = append(b.queue, bc)
 	}
 	b.mu.Unlock()
-	if !lead {
-		<-bc.wake
-		lead = bc.lead
-	}
 	if lead {
-		b.mu.Lock()
-		n := min(len(b.queue), maxBatch-1)
-		batch := append([]*batchCall{bc}, b.queue[:n]...)
-		b.queue = b.queue[n:]
-		b.mu.Unlock()
-
-		sent := time.Now()
-		failed := s.sendBatch(batch)
-
-		var behind []*batchCall // failed with this call
-		b.mu.Lock()
-		var next *batchCall
-		if err := failed; err != nil && isFailure(err) {
-			kept := b.queue[:0]
-			for _, o := range b.queue {
-				switch {
-				case o.queued.Before(sent):
-					o.err = err
-					behind = append(behind, o)
-				case o.due.IsZero():
-					o.due = o.queued.Add(s.timeout)
-					kept = append(kept, o)
-				default:
-					kept = append(kept, o)
-				}
-			}
-			clear(b.queue[len(kept):])
-			b.queue = kept
-		}
-		if len(b.queue) > 0 {
-			next, b.queue = b.queue[0], b.queue[1:]
-			next.lead = true
-		} else {
-			b.flying--
-		}
-		b.mu.Unlock()
-		for _, o := range batch[1:] {
-			o.wake <- struct{}{}
-		}
-		for _, o := range behind {
-			o.wake <- struct{}{}
-		}
-		if next != nil {
-			next.wake <- struct{}{}
+		// The caller sends its own call, its deadline from now, and
+		// hands the queue, if any, to a flight of its own.
+		if s.flyOnce(bc) {
+			go s.fly()
 		}
 	}
-	if bc.err != nil {
-		return false, nil, 0, bc.err
+	<-bc.wake
+	if bc.out.err != nil {
+		return false, nil, 0, bc.out.err
 	}
 	var cur [][]byte
-	if !bc.ok {
-		cur = [][]byte{bc.cur}
+	if !bc.out.ok {
+		cur = [][]byte{bc.out.cur}
 	}
-	return bc.ok, cur, bc.now, nil
+	return bc.out.ok, cur, bc.out.now, nil
 }
 
-// sendBatch sends batch's swaps in one script call, under a deadline
-// from now (or the earliest due, if sooner), and sets each one's outcome;
-// it returns the call's error. A swap already past its due fails without
-// being sent.
-func (s *Store) sendBatch(batch []*batchCall) error {
+// fly sends calls of the queued swaps until the queue is empty.
+func (s *Store) fly() {
+	for s.flyOnce(nil) {
+	}
+}
+
+// flyOnce sends one call: first (if not nil) and the swaps queued, up to
+// maxBatch, and answers them. It reports whether swaps are queued still,
+// for the flight to carry on; if not, the flight has ended.
+func (s *Store) flyOnce(first *batchCall) bool {
+	b := &s.batch
 	now := time.Now()
-	deadline := now.Add(s.timeout)
-	live := batch[:0:0]
+	b.mu.Lock()
+	var batch []*batchCall
+	if first != nil {
+		batch = append(batch, first)
+	}
+	n := min(len(b.queue), maxBatch-len(batch))
+	batch = append(batch, b.queue[:n]...)
+	clear(b.queue[:n])
+	b.queue = b.queue[n:]
+	live := batch[:0]
 	for _, bc := range batch {
-		switch {
-		case bc.due.IsZero():
-		case !now.Before(bc.due):
-			bc.err = fmt.Errorf("sluice/backend/redis: %w after %v queued behind failed calls", context.DeadlineExceeded, s.timeout)
+		if !bc.due.IsZero() && !now.Before(bc.due) {
+			b.answerErr(bc, fmt.Errorf("sluice/backend/redis: %w after %v queued behind failed calls", context.DeadlineExceeded, s.timeout))
 			continue
-		case bc.due.Before(deadline):
-			deadline = bc.due
 		}
 		live = append(live, bc)
 	}
-	if len(live) == 0 {
-		return nil
-	}
 	batch = live
+	b.mu.Unlock()
+
+	var failed error
+	if len(batch) > 0 {
+		failed = s.sendBatch(batch)
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, bc := range batch {
+		b.answer(bc, bc.res)
+	}
+	if failed != nil && isFailure(failed) {
+		kept := b.queue[:0]
+		for _, o := range b.queue {
+			switch {
+			case o.queued.Before(now):
+				b.answerErr(o, failed)
+			case o.due.IsZero():
+				o.due = o.queued.Add(s.timeout)
+				o.timer = time.AfterFunc(time.Until(o.due), func() { s.expire(o) })
+				kept = append(kept, o)
+			default:
+				kept = append(kept, o)
+			}
+		}
+		clear(b.queue[len(kept):])
+		b.queue = kept
+	}
+	if len(b.queue) > 0 {
+		return true
+	}
+	b.flying--
+	return false
+}
+
+// expire answers bc, queued or in a call not yet answered, its deadline
+// error at its due.
+func (s *Store) expire(bc *batchCall) {
+	b := &s.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bc.answered {
+		return
+	}
+	if i := slices.Index(b.queue, bc); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+	}
+	b.answerErr(bc, fmt.Errorf("sluice/backend/redis: %w after %v (queued behind failed calls, then not answered)", context.DeadlineExceeded, s.timeout))
+}
+
+// answer gives bc the outcome r and wakes its caller, unless it was
+// answered already. b.mu must be held.
+func (b *batcher) answer(bc *batchCall, r batchResult) {
+	if bc.answered {
+		return
+	}
+	bc.answered, bc.out = true, r
+	if bc.timer != nil {
+		bc.timer.Stop()
+	}
+	bc.wake <- struct{}{}
+}
+
+// answerErr answers bc the error err. b.mu must be held.
+func (b *batcher) answerErr(bc *batchCall, err error) { b.answer(bc, batchResult{err: err}) }
+
+// sendBatch sends batch's swaps in one script call, under a deadline
+// from now (or the earliest due, if sooner), and sets each one's res; it
+// returns the call's error.
+func (s *Store) sendBatch(batch []*batchCall) error {
+	now := time.Now()
+	deadline := now.Add(s.timeout)
+	s.batch.mu.Lock()
+	for _, bc := range batch {
+		if !bc.due.IsZero() && bc.due.Before(deadline) {
+			deadline = bc.due
+		}
+	}
+	s.batch.mu.Unlock()
 	args := make([]any, 3, 3+5*len(batch))
 	args[0], args[1], args[2] = "evalsha", casEachScript.Hash(), len(batch)
 	for _, bc := range batch {
@@ -226,7 +286,7 @@ func (s *Store) sendBatch(batch []*batchCall) error {
 	}
 	if err != nil {
 		for _, bc := range batch {
-			bc.err = err
+			bc.res = batchResult{err: err}
 		}
 		return err
 	}
@@ -248,12 +308,12 @@ func (s *Store) parseEach(reply []any, live []*batchCall) error {
 		now = 0
 	}
 	for i, bc := range live {
-		bc.now = now
+		bc.res = batchResult{now: now}
 		switch v := reply[1+i].(type) {
 		case int64:
-			bc.ok = v == 1
+			bc.res.ok = v == 1
 		case string:
-			bc.cur = []byte(v)
+			bc.res.cur = []byte(v)
 		case nil:
 		default:
 			return fmt.Errorf("sluice/backend/redis: script replied %T for a key", v)

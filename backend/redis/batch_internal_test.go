@@ -48,8 +48,8 @@ func TestSendBatch(t *testing.T) {
 		cur string
 	}{{true, ""}, {false, "v1"}, {true, ""}, {false, "v3"}, {false, ""}, {true, ""}, {true, ""}}
 	for i, bc := range batch {
-		if bc.err != nil || bc.ok != want[i].ok || string(bc.cur) != want[i].cur || bc.now <= 0 {
-			t.Errorf("swap %d (%s): ok %v, cur %q, now %d, %v; want ok %v, cur %q", i, swaps[i].Key, bc.ok, bc.cur, bc.now, bc.err, want[i].ok, want[i].cur)
+		if r := bc.res; r.err != nil || r.ok != want[i].ok || string(r.cur) != want[i].cur || r.now <= 0 {
+			t.Errorf("swap %d (%s): ok %v, cur %q, now %d, %v; want ok %v, cur %q", i, swaps[i].Key, r.ok, r.cur, r.now, r.err, want[i].ok, want[i].cur)
 		}
 	}
 	for k, v := range map[string]string{"fresh": "n1", "held": "v1", "other": "n3", "kept": "v3", "none": "", "gone": "", "long": string(long)} {

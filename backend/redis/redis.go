@@ -629,10 +629,12 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 		defer s.flying.Add(-1)
 		if crowded && !s.cluster {
 			ok, cur, now, err := s.batched(c)
-			c.val.b = nil
 			if err == nil {
-				oneCalls.Put(c) // else see below: c is not reused
+				c.val.b = nil
+				oneCalls.Put(c)
 			}
+			// Else c is left as it is, not reused: a swap answered its
+			// deadline error at its due may be in a call not yet written.
 			return ok, cur, now, err
 		}
 		if crowded {
