@@ -11,7 +11,7 @@ import (
 // The README's examples match as its text says.
 func TestMatchReadmeExamples(t *testing.T) {
 	cfgs := map[string]*envoyrls.Config{}
-	for _, dir := range []string{"readme", "readme-2", "readme-3"} {
+	for _, dir := range []string{"readme", "readme-2"} {
 		c, err := rlsfile.Load("../cmd/sluice/testdata/rls/" + dir)
 		if err != nil {
 			t.Fatal(err)
@@ -47,11 +47,6 @@ func TestMatchReadmeExamples(t *testing.T) {
 		{"readme", "example9", []string{"key1", "value1"}, "example9.key1_value*", "key1_value*"},
 		{"readme", "example9", []string{"key1", "valueXYZ"}, "example9.key1_value*", "key1_value*"},
 		{"readme", "example9", []string{"key1", "valu"}, "", ""},
-		{"readme-2", "example9", []string{"path", "/api/123/action"}, "example9.path_/api/*/action", "path_/api/*/action"},
-		{"readme-2", "example9", []string{"path", "/api/user-id/action"}, "example9.path_/api/*/action", "path_/api/*/action"},
-		{"readme-2", "example9", []string{"path", "/api/123/other"}, "", ""},
-		{"readme-3", "example9", []string{"route", "/api/v1/resource/123/action"}, "example9.route_/api/*/resource/*/action", "route_/api/*/resource/*/action"},
-		{"readme-3", "example9", []string{"route", "/api/v1/resource/action"}, "", ""},
 		// Example 10: value_to_metric.
 		{"readme", "example10", []string{"route", "api", "http_method", "GET", "subject_id", "123"}, "example10.route.http_method.subject_id", "route_api.http_method_GET.subject_id"},
 		{"readme", "example10_wildcard", []string{"user", "alice", "action", "readfile", "resource", "documents"}, "example10_wildcard.user.action_read*.resource", "user_alice.action_readfile.resource"},
