@@ -449,7 +449,7 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 	case s.opts.Headers == HeadersEnvoy:
 		resp.ResponseHeadersToAdd = s.envoyHeaders(&items[pick], resp.Statuses[pick], blk)
 	default:
-		resp.ResponseHeadersToAdd = s.headers(&items[pick], over, blk)
+		resp.ResponseHeadersToAdd = s.headers(&items[pick], resp.Statuses[pick], over, blk)
 	}
 	return resp
 }
@@ -476,8 +476,11 @@ func (s *Server) moreRestrictive(a, b *item, over bool) bool {
 	return a.d.Remaining < b.d.Remaining
 }
 
-// headers renders the rate-limit fields of the chosen descriptor.
-func (s *Server) headers(it *item, over bool, blk *respBlock) []*corev3.HeaderValue {
+// headers renders the rate-limit fields of the chosen descriptor, whose
+// status is st. X-RateLimit-Remaining is st's limit_remaining, as Envoy's
+// own x-ratelimit-remaining is (0 on an OVER_LIMIT status); the IETF
+// RateLimit field's r keeps its meaning, what may be spent now.
+func (s *Server) headers(it *item, st *rlspb.RateLimitResponse_DescriptorStatus, over bool, blk *respBlock) []*corev3.HeaderValue {
 	l := it.limit
 	f := l.headerFields()
 	ietf := s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersIETF
@@ -492,7 +495,7 @@ func (s *Server) headers(it *item, over bool, blk *respBlock) []*corev3.HeaderVa
 	var buf [128]byte
 	b := buf[:0]
 	var ends [5]int
-	b = strconv.AppendInt(b, max(it.d.Remaining, 0), 10)
+	b = strconv.AppendUint(b, uint64(st.LimitRemaining), 10)
 	ends[0] = len(b)
 	b = strconv.AppendInt(b, reset, 10)
 	ends[1] = len(b)
@@ -506,7 +509,7 @@ func (s *Server) headers(it *item, over bool, blk *respBlock) []*corev3.HeaderVa
 		}
 		b = append(b, f.sfName...)
 		b = append(b, ";r="...)
-		b = append(b, buf[:ends[0]]...)
+		b = strconv.AppendInt(b, max(it.d.Remaining, 0), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
 	}

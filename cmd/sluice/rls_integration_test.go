@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,8 +264,19 @@ func TestRLSProcessEnvoyLimitRemaining(t *testing.T) {
 	const ok, over = rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT
 	v := strconv.FormatUint(rand.Uint64(), 10)
 
-	// hits_addend 51 against 50 a second: over, 0 left (not 50).
-	checkStatuses(t, "key1 hits_addend 51", p.ask(t, "basic", 51, rd("key1", v)), over, wantStatus{over, "50/SECOND", 0})
+	// hits_addend 51 against 50 a second: over, 0 left (not 50); the
+	// X-RateLimit-Remaining header the client gets says the same, while
+	// the IETF RateLimit field's r keeps its meaning, the 50 that may
+	// still be spent.
+	r := p.ask(t, "basic", 51, rd("key1", v))
+	checkStatuses(t, "key1 hits_addend 51", r, over, wantStatus{over, "50/SECOND", 0})
+	h := map[string]string{}
+	for _, hv := range r.ResponseHeadersToAdd {
+		h[hv.Key] = hv.Value
+	}
+	if h["X-RateLimit-Remaining"] != "0" || !strings.Contains(h["RateLimit"], ";r=50;") {
+		t.Errorf("key1 hits_addend 51: headers %v, want X-RateLimit-Remaining 0 and RateLimit r=50", h)
+	}
 
 	// 4 against the 3 left of 20 a day: over, 0 left (not 3).
 	checkStatuses(t, "key4 hits_addend 17", p.ask(t, "another", 17, rd("key4", v)), ok, wantStatus{ok, "20/DAY", 3})
@@ -283,7 +295,7 @@ func TestRLSProcessEnvoyLimitRemaining(t *testing.T) {
 		w := strconv.FormatUint(rand.Uint64(), 10)
 		first := p.ask(t, "another", 10, rd("key3", w))
 		p.ask(t, "another", 18, rd("key4", w))
-		r := p.ask(t, "another", 1, rd("key3", w), rd("key4", w))
+		r = p.ask(t, "another", 1, rd("key3", w), rd("key4", w))
 		errs := statusErrors("key3 spent, key4 with 2 left", r, over, wantStatus{over, "10/HOUR", 0}, wantStatus{ok, "20/DAY", 2})
 		errs = append(errs, statusErrors("key4 alone, 2 of 2", p.ask(t, "another", 2, rd("key4", w)), ok, wantStatus{ok, "20/DAY", 0})...)
 		return reportUnlessRolled(t, errs, first, r, 0)
@@ -292,7 +304,7 @@ func TestRLSProcessEnvoyLimitRemaining(t *testing.T) {
 		x := strconv.FormatUint(rand.Uint64(), 10)
 		first := p.ask(t, "another", 10, rd("key3", x))
 		p.ask(t, "another", 14, rd("key4", x))
-		r := p.ask(t, "another", 1, rd("key4", x), rd("key3", x))
+		r = p.ask(t, "another", 1, rd("key4", x), rd("key3", x))
 		errs := statusErrors("key4 with 6 left, key3 spent", r, over, wantStatus{ok, "20/DAY", 6}, wantStatus{over, "10/HOUR", 0})
 		errs = append(errs, statusErrors("key4 alone, 6 of 6", p.ask(t, "another", 6, rd("key4", x)), ok, wantStatus{ok, "20/DAY", 0})...)
 		r.Statuses = r.Statuses[1:] // key3's window is status 0 of first
