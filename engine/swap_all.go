@@ -72,19 +72,44 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 	}
 	slices.SortFunc(byKey, func(x, y int) int { return bytes.Compare(b.swaps[x].Key, b.swaps[y].Key) })
 	owned := make([]*flight, len(b.slots))
-	for _, s := range byKey {
-		owned[s] = p.own(b.slots[s].sh, b.swaps[s].Key)
+	call := &multiCall{b: &b, owned: owned, ok: len(groups) == 1}
+	if call.ok {
+		call.group = names[0]
 	}
 	defer func() {
 		for s, f := range owned {
-			p.release(b.slots[s].sh, b.swaps[s].Key, f)
+			if f != nil {
+				p.release(b.slots[s].sh, b.swaps[s].Key, f)
+			}
 		}
 	}()
+	for _, s := range byKey {
+		f := p.own(b.slots[s].sh, b.swaps[s].Key, call)
+		if f == nil {
+			// Decided by the owner of the key, with its own call.
+			if call.err != nil {
+				return nil, false, call.err
+			}
+			return b.decisions, call.all, nil
+		}
+		owned[s] = f
+	}
 	if denied, err := p.deniedAllLocally(e, &b); denied || err != nil {
 		if err != nil {
 			return nil, false, err
 		}
 		return b.decisions, false, nil
+	}
+	if call.ok {
+		// Calls queued for these keys whose every key can be had now
+		// are decided with this one, in one compare-and-swap.
+		if union, adopted := p.adopt(call); len(adopted) > 0 {
+			p.commitGroup(e, call, union, adopted)
+			if call.err != nil {
+				return nil, false, call.err
+			}
+			return b.decisions, call.all, nil
+		}
 	}
 	for s := range b.slots {
 		seen := b.slots[s].sh.lastSeen(b.swaps[s].Key)

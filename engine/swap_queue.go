@@ -38,7 +38,8 @@ type waiter struct {
 	// leader's batch, and is woken, off the queue, once the batch before
 	// it is done.
 	multi bool
-	buf   [64]byte // deniedLocally's copy of the last-seen record
+	call  *multiCall // the ApplyAll a multi waiter is, when a leader may adopt it
+	buf   [64]byte   // deniedLocally's copy of the last-seen record
 }
 
 // apply decides one request through the key's queue.
@@ -190,8 +191,10 @@ func (p *swapPath) release(sh *swapShard, k []byte, f *flight) {
 // turn behind the callers already queued: while it owns the key no other
 // caller in the process decides on it, so that an ApplyAll's
 // compare-and-swap never conflicts with this process' own. It must be
-// followed by release.
-func (p *swapPath) own(sh *swapShard, k []byte) *flight {
+// followed by release, unless the owner of k adopted call meanwhile
+// (commitGroup) and decided it: then own returns nil, and call holds the
+// answer.
+func (p *swapPath) own(sh *swapShard, k []byte, call *multiCall) *flight {
 	sh.mu.Lock()
 	f := sh.flights[string(k)]
 	if f == nil {
@@ -200,10 +203,12 @@ func (p *swapPath) own(sh *swapShard, k []byte) *flight {
 		sh.mu.Unlock()
 		return f
 	}
-	w := &waiter{multi: true, wake: make(chan bool, 1)}
+	w := &waiter{multi: true, call: call, wake: make(chan bool, 1)}
 	f.queue = append(f.queue, w)
 	sh.mu.Unlock()
-	<-w.wake
+	if own := <-w.wake; !own {
+		return nil
+	}
 	return f
 }
 
