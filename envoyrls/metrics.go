@@ -7,15 +7,16 @@ import (
 	"sync/atomic"
 )
 
-// NearLimitRatio is the share of a limit past which allowed hits count as
-// near the limit, as envoyproxy/ratelimit's default NEAR_LIMIT_RATIO.
+// NearLimitRatio is the default share of a limit past which allowed hits
+// count as near the limit, envoyproxy/ratelimit's default NEAR_LIMIT_RATIO;
+// Options.NearLimitRatio sets another.
 const NearLimitRatio = 0.8
 
 // Metrics counts what a Server decides, per domain and descriptor (the
 // metric label of Match), in hits (a request of hits_addend 3 is 3 hits), as
 // envoyproxy/ratelimit's statistics do: every hit of a matched limit, hits
 // over the limit (shadow_mode ones included), allowed hits past
-// NearLimitRatio of the limit, allowed hits, and hits a shadow_mode limit
+// Options.NearLimitRatio of the limit, allowed hits, and hits a shadow_mode limit
 // would have denied; and per domain the requests answered, by overall code
 // (ok, over_limit), requests naming a domain not configured, and requests
 // the store failed (answered UNAVAILABLE). Counts reads them; package
@@ -100,7 +101,7 @@ type Series struct {
 	Domain, Descriptor string
 	// Hits counts every hit of a matched limit; OverLimit those over the
 	// limit (shadow_mode ones included), none of them spent; NearLimit the
-	// allowed ones past NearLimitRatio of the limit; WithinLimit the
+	// allowed ones past the server's NearLimitRatio of the limit; WithinLimit the
 	// allowed ones; ShadowMode those a shadow_mode limit was over and
 	// answered OK.
 	Hits, OverLimit, NearLimit, WithinLimit, ShadowMode uint64

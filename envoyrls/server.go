@@ -101,6 +101,12 @@ type Options struct {
 	// Logger receives store errors, at most one line a second; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// NearLimitRatio is the share of a limit past which allowed hits are
+	// counted as near it (envoyproxy/ratelimit's NEAR_LIMIT_RATIO): a
+	// value in (0, 1]; 0 means the default, NearLimitRatio's 0.8. As
+	// there, the threshold is floor(requests_per_unit × ratio) in 32-bit
+	// floating point.
+	NearLimitRatio float64
 }
 
 // Server is a RateLimitService server over a Config and an engine. Make one
@@ -112,6 +118,8 @@ type Server struct {
 	opts Options
 	eng  *engine.Engine
 	log  *slog.Logger
+
+	nearRatio float32 // Options.NearLimitRatio, as envoyproxy/ratelimit holds it
 
 	overrides sync.Map // overrideKey → *Limit, the limits requests bring
 	nOverride atomic.Int64
@@ -134,7 +142,13 @@ func NewServer(cfg *Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("sluice/envoyrls: Options.Headers: %w", err)
 	}
 	opts.Headers = h
-	s := &Server{opts: opts, eng: opts.Engine, log: opts.Logger}
+	switch r := opts.NearLimitRatio; {
+	case r == 0:
+		opts.NearLimitRatio = NearLimitRatio
+	case !(r > 0 && r <= 1):
+		return nil, fmt.Errorf("sluice/envoyrls: Options.NearLimitRatio %v: want a share in (0, 1]", r)
+	}
+	s := &Server{opts: opts, eng: opts.Engine, log: opts.Logger, nearRatio: float32(opts.NearLimitRatio)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -421,7 +435,7 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 				c.within.Add(uint64(it.cost))
 				capacity := l.Capacity()
 				used := capacity - it.d.Remaining
-				near := int64(math.Floor(float64(capacity) * NearLimitRatio))
+				near := int64(math.Floor(float64(float32(capacity) * s.nearRatio)))
 				if used > near {
 					c.near.Add(uint64(min(it.cost, used-near)))
 				}

@@ -38,7 +38,7 @@ const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR | --xds HOST:PORT [--xd
        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--store FILE] [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
-       [--headers both|ietf|x-ratelimit|none --shadow-headers --shadow-mode]
+       [--headers both|ietf|x-ratelimit|none --shadow-headers --shadow-mode --near-limit-ratio R]
 
 Rls is Envoy's external rate-limit service
 (envoy.service.ratelimit.v3.RateLimitService) over Sluice's engine. It reads
@@ -128,6 +128,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
 	quotaMode := fs.Bool("quota-mode", false, "put every limit in quota mode: past its quota a limit answers OK and is named in the dynamic metadata (envoyproxy/ratelimit's QUOTA_MODE)")
 	dynamicMetadata := fs.Bool("dynamic-metadata", false, "return the request as dynamic metadata with each response, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA")
+	nearRatio := fs.Float64("near-limit-ratio", envoyrls.NearLimitRatio, "the `share` of a limit past which allowed hits count as near it in sluice_rls_near_limit_total, in (0, 1] (envoyproxy/ratelimit's NEAR_LIMIT_RATIO)")
 	mergeDomains := fs.Bool("merge-domains", false, "read several files of one domain as one, their top-level descriptors together (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it two files of one domain are an error")
 	tlsf := addTLSFlags(fs, "the gRPC listener")
 	storePath := fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
@@ -164,6 +165,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if !given["dynamic-metadata"] && env.metadata {
 		*dynamicMetadata = true
 	}
+	if !given["near-limit-ratio"] && env.nearRatio != 0 {
+		*nearRatio = env.nearRatio
+	}
 	if !given["merge-domains"] && env.merge {
 		*mergeDomains = true
 	}
@@ -181,6 +185,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return fail(2, "--grpc is required")
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
+	case !(*nearRatio > 0 && *nearRatio <= 1):
+		return fail(2, "--near-limit-ratio %v: want a share of the limit in (0, 1], such as 0.8", *nearRatio)
 	}
 	if _, _, err := net.SplitHostPort(*grpcAddr); err != nil {
 		return fail(2, "--grpc %s: want host:port, or :port for every address", *grpcAddr)
@@ -235,6 +241,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}
 	srv, err := envoyrls.NewServer(cfg, envoyrls.Options{
 		Engine: eng, Metrics: counts, Headers: headers, EnvoyHeaderNames: env.headerNames, DynamicMetadata: *dynamicMetadata, QuotaMode: *quotaMode, ShadowHeaders: *shadowHeaders, ShadowMode: *shadowMode, Logger: logger,
+		NearLimitRatio: *nearRatio,
 	})
 	if err != nil {
 		return fail(2, "%v", err)

@@ -21,6 +21,7 @@ type rlsEnv struct {
 	headers     bool          // LIMIT_RESPONSE_HEADERS_ENABLED
 	merge       bool          // MERGE_DOMAIN_CONFIG
 	metadata    bool          // RESPONSE_DYNAMIC_METADATA
+	nearRatio   float64       // NEAR_LIMIT_RATIO; 0 if unset
 	headerNames [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
 	redis       *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
 	xds         rlsXDSEnv     // CONFIG_TYPE=GRPC_XDS_SOTW and its CONFIG_GRPC_XDS_*
@@ -98,9 +99,10 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	}
 	if v := getenv("NEAR_LIMIT_RATIO"); v != "" {
 		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || r != 0.8 {
-			return e, fmt.Errorf("NEAR_LIMIT_RATIO=%s: sluice rls counts near-limit hits past 0.8 of a limit only", v)
+		if err != nil || !(r > 0 && r <= 1) {
+			return e, fmt.Errorf("NEAR_LIMIT_RATIO=%s: want a share of the limit in (0, 1], such as 0.8 (--near-limit-ratio)", v)
 		}
+		e.nearRatio = r
 	}
 	// Read, and the same here whatever they say.
 	if on, err := isTrue("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"); err != nil {

@@ -1058,7 +1058,7 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 	for _, c := range []struct{ env, want string }{
 		{"CONFIG_TYPE=GRPC_XDS_DELTA", "CONFIG_TYPE=GRPC_XDS_DELTA: want FILE or GRPC_XDS_SOTW"},
 		{"REDIS_PERSECOND=true", "REDIS_PERSECOND=true: not supported"},
-		{"NEAR_LIMIT_RATIO=0.9", "NEAR_LIMIT_RATIO=0.9"},
+		{"NEAR_LIMIT_RATIO=1.5", "NEAR_LIMIT_RATIO=1.5: want a share of the limit in (0, 1]"},
 		{"BACKEND_TYPE=memcache", "BACKEND_TYPE=memcache"},
 	} {
 		cmd := exec.Command(buildBinary(t), "rls", "--grpc", "127.0.0.1:0")

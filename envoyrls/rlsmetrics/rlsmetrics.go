@@ -16,7 +16,7 @@ import (
 //
 //	sluice_rls_hits_total{domain,descriptor}          every hit of a matched limit
 //	sluice_rls_over_limit_total{domain,descriptor}    hits over the limit (shadow_mode ones included)
-//	sluice_rls_near_limit_total{domain,descriptor}    allowed hits past envoyrls.NearLimitRatio of the limit
+//	sluice_rls_near_limit_total{domain,descriptor}    allowed hits past the near-limit ratio of the limit (envoyrls.Options.NearLimitRatio)
 //	sluice_rls_within_limit_total{domain,descriptor}  allowed hits
 //	sluice_rls_shadow_mode_total{domain,descriptor}   hits a shadow_mode limit would have denied
 //	sluice_rls_requests_total{domain,code}            requests answered, by overall code (ok, over_limit)
