@@ -46,8 +46,9 @@
 // the new record with one compare-and-swap expecting the record it stepped.
 // The path has its own options (Options.Swap, a SwapOptions) and files:
 // swap.go (the path, its clock and its last-seen records), swap_queue.go
-// (one key's queue of callers and their single-key decisions) and
-// swap_all.go (ApplyAll). Its promise:
+// (one key's queue of callers and their single-key decisions), swap_all.go
+// (ApplyAll) and swap_group.go (ApplyAll calls decided together). Its
+// promise:
 //
 //   - One round trip per decision when the last-seen record is current. A
 //     key's first request expects no record, which is right for a new key.
@@ -70,8 +71,14 @@
 //     compare-and-swap in flight per key, however many callers crowd it:
 //     an ApplyAll queues for each of its keys in turn (in the order of the
 //     keys' bytes, so two never wait for each other) and owns them while
-//     its swap is out. Callers in one process never conflict with each
-//     other on the store; a conflict means another process wrote.
+//     its swap is out. The ApplyAll calls queued behind it on those keys
+//     whose other keys are free are decided with it, in one
+//     compare-and-swap over all their keys: each spends only if every one
+//     of its requests allows, stepped as if the calls came one after
+//     another, so calls sharing a key (a tenant's) share its round trip.
+//     Callers in one process never conflict with each other on the store;
+//     a conflict means another process wrote (or the store forgot a
+//     record within a reply's travel of when the engine reckoned it would).
 //   - A request that the key's last-seen record already denies is denied
 //     from it, with no round trip: spending never refunds, and a record
 //     only moves towards "more spent" except by time, which the step
