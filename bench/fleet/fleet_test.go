@@ -21,7 +21,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,6 +307,18 @@ func (l *load) errors() []call {
 	return out
 }
 
+// fresh returns the load's calls for users not seen before the fault
+// (faultSpent's), each a decision that reaches Redis.
+func (l *load) fresh() *load {
+	out := &load{late: l.late}
+	for _, c := range l.calls {
+		if strings.HasPrefix(c.user, "new-") {
+			out.calls = append(out.calls, c)
+		}
+	}
+	return out
+}
+
 // slowest returns the longest call.
 func (l *load) slowest() time.Duration {
 	var m time.Duration
@@ -572,4 +586,76 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// faultSpent spends 200 users to their limit (exactly, with no error),
+// then is faultFor over them, with one request in four for a user not
+// seen before: a decision that must reach Redis, where a spent user's
+// denial is answered from the gateway's last-seen record. It fails t for
+// a spent user admitted again.
+func faultSpent(t *testing.T, e *engine.Engine, d time.Duration, on func(), off func()) (l *load, began, ended time.Time) {
+	t.Helper()
+	const users = 200
+	wantExact(t, drive(e, users, 20), users)
+	var fresh atomic.Int64
+	l = drivePicking(e, func() string {
+		if rand.N(4) == 0 {
+			return fmt.Sprintf("new-%d", fresh.Add(1))
+		}
+		return fmt.Sprintf("user-%d", rand.N(users))
+	}, 500*time.Millisecond, func() {
+		began = time.Now()
+		on()
+		time.Sleep(d)
+		off()
+		ended = time.Now()
+	})
+	for u, n := range l.allowed() {
+		if strings.HasPrefix(u, "user-") {
+			t.Errorf("%s, spent before the fault, admitted %d times more", u, n)
+		}
+	}
+	return l, began, ended
+}
+
+// Redis stopped (SIGSTOP: it holds its connections open and answers
+// nothing) for half a second under 64 callers: every decision that needs
+// it ends within its deadline as a store error (the door's policy), the
+// first within 100ms of the stop; none is admitted past the limit; and
+// once it runs again (SIGCONT) decisions succeed within 100ms, with at
+// most 10 errors after (both judged on the new users' decisions, which
+// reach Redis).
+func TestStoppedRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	_, e := gateway(t, rs.Addr, redis.Options{})
+	l, began, end := faultSpent(t, e, 500*time.Millisecond, rs.Pause, rs.Resume)
+	checkErrors(t, l)
+	wantWithinDeadline(t, l)
+	wantNoOverAdmission(t, l)
+	d := wantDetected(t, "SIGSTOP 500ms", l, began)
+	wantRecovered(t, fmt.Sprintf("SIGSTOP 500ms (detected in %v)", d), l.fresh(), end)
+}
+
+// Redis killed (SIGKILL) under 64 callers and started again half a second
+// later on the same port, with an append-only file synced on every write,
+// so that what it acknowledged survives: every decision that needs it
+// meanwhile ends within its deadline as a store error, the first within
+// 100ms of the kill; no spent user is admitted again across the restart
+// (the restarted server has lost the script from its cache, and the
+// gateway's pooled connections are dead); once it answers PING again,
+// decisions succeed within 100ms, with at most 10 errors after (both
+// judged on the new users' decisions, which reach Redis).
+func TestRestartedRedis(t *testing.T) {
+	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	_, e := gateway(t, rs.Addr, redis.Options{})
+	l, began, end := faultSpent(t, e, 500*time.Millisecond, rs.Crash, func() {
+		if err := rs.Start(); err != nil {
+			t.Error(err)
+		}
+	})
+	checkErrors(t, l)
+	wantWithinDeadline(t, l)
+	wantNoOverAdmission(t, l)
+	d := wantDetected(t, "SIGKILL, restarted 500ms later", l, began)
+	wantRecovered(t, fmt.Sprintf("SIGKILL, restarted 500ms later (detected in %v)", d), l.fresh(), end)
 }
