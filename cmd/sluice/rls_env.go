@@ -104,11 +104,12 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		}
 		e.nearRatio = r
 	}
-	// Read, and the same here whatever they say.
+	// Read, and the same here whatever it says: a refusal never spends.
+	// Unset or false, envoyproxy/ratelimit would spend it, so say so.
 	if on, err := isTrue("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"); err != nil {
 		return e, err
-	} else if !on && getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") != "" {
-		e.notes = append(e.notes, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: a refused request spends nothing here, as with true")
+	} else if !on {
+		e.notes = append(e.notes, stopCacheNote(getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")))
 	}
 	if getenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED") != "" {
 		e.notes = append(e.notes, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: sluice rls serves only once a configuration has loaded, always")
@@ -126,6 +127,18 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		}
 	}
 	return e, nil
+}
+
+// stopCacheNote is the note said at start when
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is v, unset or false: sluice rls
+// answers as envoyproxy/ratelimit does with true, not as it does by
+// default.
+func stopCacheNote(v string) string {
+	set := "unset (false, envoyproxy/ratelimit's default)"
+	if v != "" {
+		set = "=" + v
+	}
+	return "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT " + set + ": a difference — sluice rls never spends on a refused request, as envoyproxy/ratelimit does only with true; with false, there, a refused request's hits still count against its limits, so callers over a limit stay refused longer there than here"
 }
 
 // redisFromEnv reads envoyproxy/ratelimit's Redis settings: REDIS_URL as

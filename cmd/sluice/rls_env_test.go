@@ -38,3 +38,27 @@ func TestRLSProcessNearLimitRatio(t *testing.T) {
 		t.Errorf("--near-limit-ratio 0: exit %d\n%s", code, stderr)
 	}
 }
+
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: sluice rls never spends on a
+// refusal. Unset or false (envoyproxy/ratelimit's default, under which a
+// refused request's hits count), one line at start says this differs;
+// true, nothing is said.
+func TestRLSProcessStopCacheKeyIncrementNote(t *testing.T) {
+	t.Parallel()
+	const note = "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT "
+	for _, c := range []struct {
+		env   []string
+		lines int
+		says  string
+	}{
+		{nil, 1, "unset (false, envoyproxy/ratelimit's default): a difference"},
+		{[]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false"}, 1, "=false: a difference"},
+		{[]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}, 0, ""},
+	} {
+		p := startRLSEnv(t, c.env, "--config", "testdata/rls/sluice")
+		log := p.stderr.String()
+		if n := strings.Count(log, note); n != c.lines || !strings.Contains(log, c.says) {
+			t.Errorf("%v: %d lines of the note, want %d saying %q:\n%s", c.env, n, c.lines, c.says, log)
+		}
+	}
+}
