@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -23,7 +24,7 @@ import (
 const simulateNamespace = "simulate"
 
 const simulateUsage = `Usage: sluice simulate --algorithm NAME --limit N --window DUR [--burst N]
-       [--backend memory|pebble|bolt --dir DIR --durability sync|interval]
+       [--store FILE] [--backend memory|pebble|bolt --dir DIR --durability sync|interval]
        [--backend redis --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
 
 Simulate reads one JSON request per line from stdin,
@@ -37,6 +38,11 @@ and writes one JSON decision per line to stdout, as soon as it is decided:
 or {"error": "<message>"} for a cost the limiter refuses (zero or less, or
 above the capacity). The engine's clock is set to each request's t; times
 and durations are exact seconds. Blank lines are skipped.
+
+The store is memory unless --store names a file with a store section (a
+gateway configuration, or a store section alone, as sluice rls reads it:
+a Redis with a password, TLS or Sentinels is reached as the gateways reach
+it); the store flags go over the file's, field by field.
 
 With --backend redis the records live in Redis under a key prefix of the
 run's own (the --redis-prefix, then simulate:<random>:), stepped on the
@@ -146,6 +152,7 @@ func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64,
 		return nil
 	})
 	burst := int64Flag(fs, "burst", "the capacity `N` of a bucket algorithm (token_bucket, leaky_bucket, gcra); default the limit")
+	fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
 	bf := addBackendFlags(fs)
 	return fs, name, limit, window, burst, bf
 }
@@ -214,7 +221,17 @@ func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 		}
 		return engine.Limit{}, backendFlags{}, usagef("--algorithm: %v", err)
 	}
-	return engine.Limit{Namespace: simulateNamespace, Algorithm: a}, *bf, nil
+	out := *bf
+	if path := fs.Lookup("store").Value.String(); path != "" {
+		st, err := config.LoadStore(path)
+		if err != nil {
+			return engine.Limit{}, backendFlags{}, usagef("--store: %v", err)
+		}
+		fileStore := storeFlags(st)
+		fileStore.from = path + "'s store section"
+		out = bf.over(fileStore)
+	}
+	return engine.Limit{Namespace: simulateNamespace, Algorithm: a}, out, nil
 }
 
 // simulate decides every line of in under limit, writing one answer per

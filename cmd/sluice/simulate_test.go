@@ -3,10 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/sluice-go/sluice/backend/redis/redistest"
 )
 
 // answer is one line of simulate's output.
@@ -361,5 +365,68 @@ func TestSimulateExplicitMemoryBackend(t *testing.T) {
 	got := simulateOK(t, `{"t": 1}`, "--backend", "memory", "--algorithm", "leaky_bucket", "--limit", "2", "--window", "1s", "--burst", "4")
 	if len(got) != 1 || !*got[0].Allowed || got[0].Limit != 4 || got[0].Remaining != 3 || got[0].Reset.String() != "0.5" {
 		t.Fatalf("got %+v, want one allowed answer, limit 4, remaining 3, reset 0.5", got)
+	}
+}
+
+// simulate --store reads the store from a file's store section, as rls
+// does: here a redis-server whose commands only a user with a password
+// may run, which the file names (username, password_file) and no flag can
+// give. The answers are --backend memory's, the run's records are deleted
+// at its end, and the store flags go over the file's, field by field.
+func TestSimulateRedisStoreFile(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t)
+	s.Do(t, "ACL", "SETUSER", "gateway", "on", ">s3cret", "~*", "&*", "+@all")
+	s.Do(t, "ACL", "SETUSER", "default", "-@all", "+ping", "+info", "+scan") // what the test's redis-cli needs
+	prefix := testPrefix(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "password"), "s3cret\n")
+	store := filepath.Join(dir, "store.yaml")
+	writeFile(t, store, fmt.Sprintf(`store:
+  backend: redis
+  redis:
+    addrs: [%s]
+    username: gateway
+    password_file: %s
+    key_prefix: %q
+    timeout: 100ms
+`, s.Addr, filepath.Join(dir, "password"), prefix))
+	args := []string{"simulate", "--algorithm", "sliding_counter", "--limit", "5", "--window", "1s"}
+	trace := simTrace(1, 200, time.Second, 5)
+	code, want, stderr := runCmd(t, trace, args...)
+	if code != 0 {
+		t.Fatalf("memory: exit %d: %s", code, stderr)
+	}
+	code, got, stderr := runCmd(t, trace, append(args, "--store", store)...)
+	if code != 0 {
+		t.Fatalf("--store %s: exit %d: %s", store, code, stderr)
+	}
+	if got != want {
+		t.Fatalf("--store printed\n%s\nwhere memory printed\n%s", got, want)
+	}
+	if calls := s.CommandCalls(t); calls["evalsha"]+calls["eval"]+calls["set"] < 100 {
+		t.Errorf("the trace of 200 requests did not reach Redis: commandstats %v", calls)
+	}
+	if keys := redisKeys(t, s, prefix); len(keys) != 0 {
+		t.Errorf("simulate left %d keys in Redis, such as %s", len(keys), keys[0])
+	}
+
+	// The flags go over the file: the address, here one nothing listens
+	// on, and the file's password still applies.
+	closed := closedAddr(t)
+	code, _, stderr = runCmd(t, trace, append(args, "--store", store, "--redis-addr", closed)...)
+	if code != 1 || !strings.Contains(stderr, closed) {
+		t.Errorf("--redis-addr %s over the file: exit %d, %s; want 1 naming the address", closed, code, stderr)
+	}
+	// The flags alone cannot give the user: the server refuses them.
+	code, _, stderr = runCmd(t, trace, append(args, "--backend", "redis", "--redis-addr", s.Addr)...)
+	if code != 1 || !strings.Contains(stderr, "NOPERM") {
+		t.Errorf("without the file's password: exit %d, %s; want 1, refused", code, stderr)
+	}
+	// A file that is not there, or has no valid store section, is a usage
+	// error naming --store.
+	missing := filepath.Join(dir, "missing.yaml")
+	if code, _, stderr := runCmd(t, trace, append(args, "--store", missing)...); code != 2 || !strings.Contains(stderr, "--store: ") {
+		t.Errorf("--store %s: exit %d, %s; want 2 naming --store", missing, code, stderr)
 	}
 }
