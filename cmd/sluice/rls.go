@@ -171,6 +171,11 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if !given["merge-domains"] && env.merge {
 		*mergeDomains = true
 	}
+	for i, name := range []string{"tls-cert", "tls-key", "tls-client-ca"} {
+		if to := []*string{tlsf.cert, tlsf.key, tlsf.clientCA}[i]; !given[name] && env.tls[i] != "" {
+			*to = env.tls[i]
+		}
+	}
 	if !given["headers"] && env.headers {
 		*headersFlag = string(envoyrls.HeadersEnvoy)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-go/sluice/config"
 )
@@ -25,6 +26,7 @@ type rlsEnv struct {
 	headerNames [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
 	redis       *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
 	xds         rlsXDSEnv     // CONFIG_TYPE=GRPC_XDS_SOTW and its CONFIG_GRPC_XDS_*
+	tls         [3]string     // GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY, GRPC_CLIENT_TLS_CACERT, with GRPC_SERVER_USE_TLS=true
 	notes       []string      // settings read that change nothing here, said at start
 }
 
@@ -61,7 +63,22 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		}
 		e.grpc = net.JoinHostPort(host, port)
 	}
-	var err error
+	if v := getenv("GRPC_UDS"); v != "" {
+		return e, fmt.Errorf("GRPC_UDS=%s: sluice rls listens on TCP only: --grpc HOST:PORT (or GRPC_HOST and GRPC_PORT)", v)
+	}
+	tlsOn, err := isTrue("GRPC_SERVER_USE_TLS")
+	if err != nil {
+		return e, err
+	}
+	if tlsOn {
+		e.tls = [3]string{getenv("GRPC_SERVER_TLS_CERT"), getenv("GRPC_SERVER_TLS_KEY"), getenv("GRPC_CLIENT_TLS_CACERT")}
+		if e.tls[0] == "" || e.tls[1] == "" {
+			return e, fmt.Errorf("GRPC_SERVER_USE_TLS=true: give GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (or --tls-cert and --tls-key)")
+		}
+		if san := getenv("GRPC_CLIENT_TLS_SAN"); san != "" {
+			return e, fmt.Errorf("GRPC_CLIENT_TLS_SAN=%s: sluice rls checks a client certificate against --tls-client-ca (GRPC_CLIENT_TLS_CACERT) only, not its SAN; sign the clients' certificates with a CA of their own", san)
+		}
+	}
 	if e.shadowMode, err = isTrue("SHADOW_MODE"); err != nil {
 		return e, err
 	}
@@ -121,12 +138,48 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		}
 		e.redis = r
 	}
-	for _, name := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"} {
-		if getenv(name) != "" {
-			e.notes = append(e.notes, name+" is not read: see the migration table in docs/rls.md for the equivalent")
+	for _, name := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY"} {
+		if v := getenv(name); v != "" {
+			return e, fmt.Errorf("%s=%s: sluice rls presents no client certificate to Redis; authenticate with REDIS_AUTH (or --store's redis password) over REDIS_TLS", name, v)
+		}
+	}
+	if v := getenv("REDIS_SENTINEL_AUTH"); v != "" {
+		return e, fmt.Errorf("REDIS_SENTINEL_AUTH: sluice rls reaches Sentinels without a password; REDIS_AUTH (or --store's redis password) is the master's")
+	}
+	for _, n := range rlsEnvNotes {
+		for _, name := range n.names {
+			if getenv(name) != "" {
+				e.notes = append(e.notes, name+" is not read: "+n.note)
+			}
 		}
 	}
 	return e, nil
+}
+
+// rlsEnvNotes are envoyproxy/ratelimit's settings that change no answer of
+// sluice rls, each with what stands for it here; a setting given is named
+// at start with its note. The migration table of docs/rls.md lists them.
+var rlsEnvNotes = []struct {
+	names []string
+	note  string
+}{
+	{[]string{"HOST", "PORT", "DEBUG_HOST", "DEBUG_PORT"}, "the HTTP and debug listeners are --admin HOST:PORT (/healthz, /metrics, /config)"},
+	{[]string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}, "a connection is kept until Envoy closes it"},
+	{[]string{"LOG_LEVEL", "LOG_FORMAT"}, "sluice rls logs at info, as key=value text, to stderr"},
+	{[]string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, "from a control plane sluice rls always starts before the first push, answering UNAVAILABLE until it"},
+	{[]string{"USE_STATSD", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS",
+		"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML"}, "statistics are Prometheus series on --admin's /metrics"},
+	{[]string{"TRACING_ENABLED", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"}, "sluice rls exports no traces"},
+	{[]string{"RUNTIME_IGNOREDOTFILES"}, "files and directories whose names start with a dot are always skipped"},
+	{[]string{"RUNTIME_WATCH_ROOT"}, "the configuration directory is watched, renames and symbolic-link swaps included"},
+	{[]string{"EXPIRATION_JITTER_MAX_SECONDS"}, "records expire as the store keeps them"},
+	{[]string{"LOCAL_CACHE_SIZE_IN_BYTES"}, "denials the last-seen records show cost no round trip, so no local cache is needed"},
+	{[]string{"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_POOL_ON_EMPTY_BEHAVIOR"}, "the Redis store sizes its pool and batches on its own"},
+	{[]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"}, "a failing Redis answers UNAVAILABLE and opens the store's breaker (--redis-breaker); health checks do not probe it"},
+	{[]string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
+		"REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}, "one store serves every unit (REDIS_PERSECOND=true is refused)"},
+	{[]string{"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY",
+		"MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}, "memcached is not a store of sluice rls (BACKEND_TYPE=memcache is refused)"},
 }
 
 // stopCacheNote is the note said at start when
@@ -186,6 +239,13 @@ func redisFromEnv(getenv func(string) string, url string) (*config.Redis, error)
 	}
 	if p := getenv("CACHE_KEY_PREFIX"); p != "" {
 		r.KeyPrefix = p
+	}
+	if v := getenv("REDIS_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("REDIS_TIMEOUT=%s: want a positive duration such as 10s (--redis-timeout)", v)
+		}
+		r.Timeout = d
 	}
 	return &r, nil
 }

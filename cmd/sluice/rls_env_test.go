@@ -1,9 +1,11 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // NEAR_LIMIT_RATIO from envoyproxy/ratelimit's environment sets the
@@ -60,5 +62,72 @@ func TestRLSProcessStopCacheKeyIncrementNote(t *testing.T) {
 		if n := strings.Count(log, note); n != c.lines || !strings.Contains(log, c.says) {
 			t.Errorf("%v: %d lines of the note, want %d saying %q:\n%s", c.env, n, c.lines, c.says, log)
 		}
+	}
+}
+
+// Every environment variable of envoyproxy/ratelimit's settings.go at the
+// pinned commit (testdata/rls/settings-env.txt; SOURCE.md) is in
+// docs/rls.md's migration table, and readRLSEnv asks for each: read,
+// mapped, refused or noted, never silently dropped.
+func TestRLSEnvEveryEnvoySetting(t *testing.T) {
+	b, err := os.ReadFile("testdata/rls/settings-env.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Fields(string(b))
+	if len(names) < 100 {
+		t.Fatalf("settings-env.txt holds %d names, want settings.go's 108", len(names))
+	}
+	doc, err := os.ReadFile("../../docs/rls.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table []string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "| `") {
+			table = append(table, strings.SplitN(l, " | ", 2)[0])
+		}
+	}
+	rows := strings.Join(table, "\n")
+	// The settings that lead to others: xDS, Redis from REDIS_URL, TLS.
+	gates := map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "RUNTIME_ROOT": "/srv/runtime_data/current", "REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TLS": "true", "GRPC_SERVER_USE_TLS": "true",
+		"GRPC_SERVER_TLS_CERT": "c.pem", "GRPC_SERVER_TLS_KEY": "k.pem"}
+	asked := map[string]bool{}
+	if _, err := readRLSEnv(func(name string) string { asked[name] = true; return gates[name] }); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !strings.Contains(rows, "`"+n+"`") && !strings.Contains(rows, "`"+n+"=") {
+			t.Errorf("%s: not in the migration table of docs/rls.md", n)
+		}
+		if !asked[n] {
+			t.Errorf("%s: readRLSEnv never reads it (read, refuse or note it)", n)
+		}
+	}
+	// What each refused setting says names it (a password's value
+	// excepted) and what to use instead.
+	for _, c := range []struct{ env, want string }{
+		{"GRPC_UDS=/tmp/rl.sock", "--grpc HOST:PORT"},
+		{"REDIS_TLS_CLIENT_CERT=c.pem", "REDIS_AUTH"},
+		{"REDIS_TLS_CLIENT_KEY=k.pem", "REDIS_AUTH"},
+		{"REDIS_SENTINEL_AUTH=pw", "REDIS_AUTH"},
+		{"REDIS_TIMEOUT=soon", "--redis-timeout"},
+		{"GRPC_CLIENT_TLS_SAN=envoy", "--tls-client-ca"},
+	} {
+		k, v, _ := strings.Cut(c.env, "=")
+		env := map[string]string{k: v, "REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp", "GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c.pem", "GRPC_SERVER_TLS_KEY": "k.pem"}
+		if _, err := readRLSEnv(func(n string) string { return env[n] }); err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want it refused naming %s", c.env, err, c.want)
+		}
+	}
+	// Mapped: REDIS_TIMEOUT is the store's deadline; the gRPC TLS files.
+	env := map[string]string{"REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TIMEOUT": "250ms", "GRPC_SERVER_USE_TLS": "true",
+		"GRPC_SERVER_TLS_CERT": "c.pem", "GRPC_SERVER_TLS_KEY": "k.pem", "GRPC_CLIENT_TLS_CACERT": "ca.pem", "LOG_LEVEL": "debug"}
+	e, err := readRLSEnv(func(n string) string { return env[n] })
+	if err != nil || e.redis == nil || e.redis.Timeout != 250*time.Millisecond || e.tls != [3]string{"c.pem", "k.pem", "ca.pem"} {
+		t.Errorf("REDIS_TIMEOUT and GRPC_SERVER_TLS_*: %+v %v", e, err)
+	}
+	if !strings.Contains(strings.Join(e.notes, "\n"), "LOG_LEVEL is not read: ") {
+		t.Errorf("LOG_LEVEL set: notes %q, want it named", e.notes)
 	}
 }

@@ -1060,6 +1060,8 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 		{"REDIS_PERSECOND=true", "REDIS_PERSECOND=true: not supported"},
 		{"NEAR_LIMIT_RATIO=1.5", "NEAR_LIMIT_RATIO=1.5: want a share of the limit in (0, 1]"},
 		{"BACKEND_TYPE=memcache", "BACKEND_TYPE=memcache"},
+		{"GRPC_UDS=/tmp/ratelimit.sock", "GRPC_UDS=/tmp/ratelimit.sock: sluice rls listens on TCP only: --grpc HOST:PORT"},
+		{"REDIS_TLS_CLIENT_CERT=/etc/redis/client.pem", "REDIS_TLS_CLIENT_CERT=/etc/redis/client.pem: sluice rls presents no client certificate to Redis"},
 	} {
 		cmd := exec.Command(buildBinary(t), "rls", "--grpc", "127.0.0.1:0")
 		cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", c.env)
