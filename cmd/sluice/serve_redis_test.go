@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,4 +167,85 @@ func waitAwayFromDayBoundary(t *testing.T) {
 		t.Logf("waiting %v for the day window to turn", left)
 		time.Sleep(left + time.Second)
 	}
+}
+
+// serveLoad posts n requests to s's /api/orders from 64 concurrent
+// clients, the user of request i being user(i), and returns the answers'
+// statuses by code, and the errors of requests that got none.
+func serveLoad(s *serving, n int, user func(i int) string) (codes map[int]int, errs []error) {
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		jobs = make(chan int, n)
+	)
+	codes = map[int]int{}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	for range 64 {
+		wg.Go(func() {
+			for i := range jobs {
+				req, err := http.NewRequest(http.MethodPost, "http://"+s.listen+"/api/orders", strings.NewReader("{}"))
+				if err == nil {
+					req.Header.Set("X-User-ID", user(i))
+					var resp *http.Response
+					if resp, err = client.Do(req); err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						mu.Lock()
+						codes[resp.StatusCode]++
+						mu.Unlock()
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return codes, errs
+}
+
+// The serve door on Redis, the store's defaults, 64 concurrent clients:
+// 1,000 POSTs of one user admit exactly 100 with not one 503; once spent,
+// that user's denials cost Redis at most one script per five decisions
+// (they are answered from the last-seen record), and 1,000 distinct users
+// at most one script each (counted from INFO commandstats).
+func TestServeRedisScriptsPerDecision(t *testing.T) {
+	rs := redistest.Start(t)
+	waitAwayFromDayBoundary(t)
+	cfg := filepath.Join(t.TempDir(), "load.yaml")
+	writeFile(t, cfg, strings.Replace(redisGateway(rs.Addr, testPrefix(t), "closed", 100, 1), "    timeout: 1s\n", "", 1))
+	s := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", upstream(t).URL)
+	hot := func(int) string { return "hot" }
+	if codes, errs := serveLoad(s, 1000, hot); len(errs) > 0 || codes[200] != 100 || codes[429] != 900 {
+		t.Fatalf("1,000 POSTs of one user from 64 clients: %v, %d errors %v; want exactly 100 × 200 and 900 × 429", codes, len(errs), errs)
+	}
+	// Scripts run, as INFO commandstats counts them (the commands a script
+	// runs are counted too, so a SET NX GET cannot be told from a
+	// script's SET there: a key's first write is a native SET NX GET).
+	scripts := func() int64 { c := rs.CommandCalls(t); return c["evalsha"] + c["eval"] }
+	before := scripts()
+	if codes, errs := serveLoad(s, 1000, hot); len(errs) > 0 || codes[429] != 1000 {
+		t.Fatalf("1,000 POSTs of the spent user: %v, %v; want 1,000 × 429", codes, errs)
+	}
+	spent := scripts() - before
+	if spent > 200 {
+		t.Errorf("1,000 decisions on the spent user ran %d scripts (%.2f per decision), want at most 0.2 per decision", spent, float64(spent)/1000)
+	}
+	before = scripts()
+	if codes, errs := serveLoad(s, 1000, func(i int) string { return "user-" + strconv.Itoa(i) }); len(errs) > 0 || codes[200] != 1000 {
+		t.Fatalf("1,000 distinct users: %v, %v; want 1,000 × 200", codes, errs)
+	}
+	distinct := scripts() - before
+	if distinct > 1000 {
+		t.Errorf("1,000 distinct users ran %d scripts (%.2f per decision), want at most 1.0 per decision", distinct, float64(distinct)/1000)
+	}
+	t.Logf("scripts per decision: %.3f on the spent user, %.3f on distinct users", float64(spent)/1000, float64(distinct)/1000)
 }
