@@ -29,7 +29,23 @@ import (
 // instead of ending the process.
 type pebbleLog struct {
 	dir   string
-	fatal atomic.Pointer[string] // Fatalf's first message
+	fatal atomic.Pointer[string] // Fatalf's (or the first DataCorruption's) message
+	ended atomic.Bool            // Fatalf ended one of Pebble's goroutines
+}
+
+// closable reports whether the database may still be closed: no goroutine
+// of Pebble's was ended in the middle of its work, which closing it would
+// wait for.
+func (l *pebbleLog) closable() bool { return !l.ended.Load() }
+
+// backgroundError is Pebble's BackgroundError event (a failed compaction
+// or flush): logged as Pebble's default does, but not once the store knows
+// it is damaged, for which it has said once what is damaged and which
+// Pebble's retries would repeat.
+func (l *pebbleLog) backgroundError(err error) {
+	if l.fatal.Load() == nil {
+		l.Errorf("background error: %s", err)
+	}
 }
 
 // Infof implements pebble.Logger.
@@ -51,7 +67,24 @@ func (l *pebbleLog) Fatalf(format string, args ...any) {
 	if inStoreCall() {
 		panic(fatalPanic(msg))
 	}
+	l.ended.Store(true)
 	runtime.Goexit()
+}
+
+// corruption is Pebble's DataCorruption event: a block whose checksum
+// does not match, met by a read of the store's or one of Pebble's own (a
+// compaction's). Pebble's default handler calls Fatalf; this one poisons
+// the store as Fatalf does and returns, so that the read that met the
+// damage fails with its error, in a store call as in a compaction. (Ending
+// a compaction's goroutine with runtime.Goexit, as Fatalf does, runs
+// Pebble's deferred releases with its buffers in use, and they panic.)
+func (l *pebbleLog) corruption(info pebbledb.DataCorruptionInfo) {
+	// Its details are an error with its stack: the first line says what
+	// is damaged.
+	msg, _, _ := strings.Cut(info.String(), "\n")
+	if l.fatal.CompareAndSwap(nil, &msg) {
+		log.Printf("sluice/backend/pebble: %s: Pebble met damage: %s; every call of the store now fails (on_store_error decides); move the directory away to start afresh", l.dir, msg)
+	}
 }
 
 // fatalPanic is the panic of Fatalf within a store call.
@@ -90,7 +123,7 @@ func isDamage(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, s := range []string{"checksum mismatch", "malformed manifest", "error when replaying WAL", "invalid key=value syntax", "corrupt", "invalid table", "bad magic number"} {
+	for _, s := range []string{"checksum mismatch", "malformed manifest", "error when replaying WAL", "invalid key=value syntax", "corrupt", "invalid table", "bad magic number", "comparer name from file", "merger name from file"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -148,9 +148,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	plog := &pebbleLog{dir: dir}
 	popts := &pebbledb.Options{
-		Lock:         lock,
-		Logger:       plog,
-		MemTableSize: o.MemTableSize,
+		Lock:          lock,
+		Logger:        plog,
+		MemTableSize:  o.MemTableSize,
+		EventListener: &pebbledb.EventListener{DataCorruption: plog.corruption, BackgroundError: plog.backgroundError},
 	}
 	popts.CacheSize = DefaultCacheSize
 	if o.CacheSize > 0 {
@@ -192,10 +193,14 @@ func (s *Store) open(popts *pebbledb.Options) (err error) {
 		return fmt.Errorf("sluice/backend/pebble: open %q: %w", s.dir, err)
 	}
 	if err := s.poisoned("open"); err != nil {
-		return err // Pebble gave up in a goroutine of its own
+		// Pebble met damage, maybe in a goroutine of its own.
+		if s.log.closable() {
+			db.Close()
+		}
+		return err
 	}
 	if err := checkFormat(db, s.dir); err != nil {
-		if s.log.fatal.Load() == nil {
+		if s.log.closable() {
 			db.Close()
 		}
 		return err
@@ -225,8 +230,14 @@ func checkFormat(db *pebbledb.DB, dir string) error {
 		return fmt.Errorf("sluice/backend/pebble: open %q: %w", dir, err)
 	}
 	empty := !it.First()
+	records := !empty && len(it.Key()) > 0 && it.Key()[0] == recordPrefix
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("sluice/backend/pebble: open %q: %w", dir, err)
+	}
+	if records {
+		// Sluice's records without the format version Open writes
+		// first: the table or log entry that held it is lost.
+		return damaged(dir, "open", "it holds records but no format version")
 	}
 	if !empty {
 		return fmt.Errorf("%w: %q holds a Pebble database without a Sluice format version; not a Sluice store?", ErrFormat, dir)
@@ -439,9 +450,12 @@ func (s *Store) Close() (err error) {
 		return nil
 	}
 	if err := s.poisoned("close"); err != nil {
-		// Pebble gave up: its state is past use, and closing it may wait
-		// on a goroutine it ended. Release the directory; the process
-		// keeps what Pebble holds.
+		// Pebble met damage: its state is past use. Close it unless that
+		// would wait on a goroutine Fatalf ended (the process then keeps
+		// what Pebble holds), and release the directory.
+		if s.log.closable() {
+			s.closeDB()
+		}
 		s.lock.Close()
 		s.hold.Release()
 		return err
