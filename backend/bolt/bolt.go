@@ -182,19 +182,28 @@ func checkFormat(db *bbolt.DB, dir string) error {
 		}
 		k, _ := tx.Cursor().First()
 		foreign = k != nil
+		complete = tx.Bucket(recordsBucket) != nil
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sluice/backend/bolt: open %q: reading the format version: %w", dir, err)
 	}
+	// Open writes the version and the records bucket in one transaction:
+	// a file with one and not the other, or a version that is not a
+	// number, has lost part of its tree, and is damaged, not foreign.
+	_, numErr := strconv.Atoi(string(found))
 	switch {
+	case foreign && complete:
+		return fmt.Errorf("%w: %w", ErrFormat, damaged(filepath.Join(dir, FileName), "open", fmt.Sprintf("it holds the %q bucket but no format version", recordsBucket)))
 	case foreign:
 		return fmt.Errorf("%w: %q holds a bbolt file without a Sluice format version; not a Sluice store?", ErrFormat, dir)
+	case found != nil && numErr != nil:
+		return fmt.Errorf("%w: %w", ErrFormat, damaged(filepath.Join(dir, FileName), "open", fmt.Sprintf("its format version %q is not a number", found)))
 	case found != nil && string(found) != version:
 		return fmt.Errorf("%w: %q holds format version %q; this release reads version %d only (a newer release wrote it?)",
 			ErrFormat, dir, found, FormatVersion)
 	case found != nil && !complete:
-		return fmt.Errorf("%w: %q has format version %q but no %q bucket", ErrFormat, dir, found, recordsBucket)
+		return fmt.Errorf("%w: %w", ErrFormat, damaged(filepath.Join(dir, FileName), "open", fmt.Sprintf("it has format version %q but no %q bucket", found, recordsBucket)))
 	case found != nil:
 		return nil
 	}
@@ -410,13 +419,21 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 		}
 		c := b.Cursor()
 		k, v := c.Seek(from)
+		var prev []byte
 		for ; k != nil && len(recs) < rangeChunk; k, v = c.Next() {
+			if !inOrder(from, prev, k) {
+				return errDisorder
+			}
+			prev = k
 			if v == nil {
 				continue // a nested bucket: not a record
 			}
 			recs = append(recs, frame.Record(k, v))
 		}
 		if k != nil {
+			if !inOrder(from, prev, k) {
+				return errDisorder
+			}
 			next = append([]byte(nil), k...)
 		}
 		return nil

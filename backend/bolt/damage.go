@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -79,4 +80,18 @@ func records(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 		return nil, fmt.Errorf("the %q bucket is missing: %w", recordsBucket, bolterrors.ErrInvalid)
 	}
 	return b, nil
+}
+
+// errDisorder is the error of a walk of the records that met a key not
+// after the one before it: damaged branch pages send the cursor back, and
+// a walk that went on from there (Range, the sweeper) would never end.
+var errDisorder = fmt.Errorf("the records' keys are out of order: %w", bolterrors.ErrInvalid)
+
+// inOrder reports whether k, met by a cursor walking from from (nil: the
+// first key) after prev (nil: none yet), comes after both.
+func inOrder(from, prev, k []byte) bool {
+	if prev != nil {
+		return bytes.Compare(k, prev) > 0
+	}
+	return bytes.Compare(k, from) >= 0
 }

@@ -44,7 +44,12 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 		if from != nil {
 			k, v = c.Seek(from)
 		}
+		var prev []byte
 		for examined := 0; k != nil && examined < budget; k, v = c.Next() {
+			if !inOrder(from, prev, k) {
+				return errDisorder
+			}
+			prev = k
 			examined++
 			if v == nil {
 				continue // a nested bucket: not a record
@@ -54,6 +59,9 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 			}
 		}
 		if k != nil {
+			if !inOrder(from, prev, k) {
+				return errDisorder
+			}
 			next = append([]byte(nil), k...)
 		}
 		return nil
