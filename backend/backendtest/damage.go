@@ -1,13 +1,14 @@
 package backendtest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,6 +24,21 @@ type Damage struct {
 	// with a name for the kind of file (such as "meta page", "sst",
 	// "MANIFEST", "WAL") and the byte range of it to damage.
 	Files func(dir string) []Target
+	// Kinds are the kinds of file (Target.Kind) that must be among Files'
+	// targets and whose damage some round must meet: a call fails, or a
+	// record reads back other than it was written. The test fails when one
+	// is missing, so that it cannot pass without damaging, say, a WAL it
+	// claims to. Nil means every kind Files returns.
+	Kinds []string
+	// Engine, when set, wraps b in a rate-limit engine (package engine,
+	// which backendtest may not import) and returns its decision for a
+	// caller (engine.Apply, spending one unit of a budget that does not
+	// refill during the test) with the units left, and its Close, which
+	// closes b. Damaged then fills the store with decisions as well as
+	// records, and decides every caller again on each damaged copy: a
+	// caller whose spending was lost (more left than before) is a record
+	// that read back other than it was written.
+	Engine func(b backend.Backend) (decide func(caller string) (remaining int64, err error), close func() error, err error)
 	// Rounds is the number of damaged copies to try; zero means 60.
 	Rounds int
 	// Seed seeds the damage; zero means a fixed seed.
@@ -43,11 +59,13 @@ const damageKeys = 3000
 // directory, damages the copy (bytes flipped at random offsets of one of
 // its files, or a run of random bytes written over them), and runs on the
 // copy what a gateway and an operator run: open, reads of every key,
-// writes, a sweep, a range and close. None may panic or end the process: a
-// damaged store's call fails with an error, which must wrap
-// backend.ErrCorrupt when it says the files are damaged; calls that do not
-// meet the damage work. It fails t unless some rounds met the damage (the
-// test must not pass by damaging nothing the store reads).
+// writes, a sweep, a range, an engine's decisions (Damage.Engine) and
+// close. None may panic or end the process: a damaged store's call fails
+// with an error, which must wrap backend.ErrCorrupt (or backend.ErrClosed,
+// for a call after the store gave up); calls that do not meet the damage
+// work. It fails t unless every kind of file (Damage.Kinds) was damaged,
+// its bytes changed, in some round whose calls met the damage (the test
+// must not pass by damaging nothing the store reads).
 func Damaged(t *testing.T, d Damage) {
 	t.Helper()
 	rounds := d.Rounds
@@ -57,6 +75,9 @@ func Damaged(t *testing.T, d Damage) {
 	seed := d.Seed
 	if seed == 0 {
 		seed = 20261203
+		if e := os.Getenv("DSEED"); e != "" {
+			fmt.Sscan(e, &seed)
+		}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	clean := t.TempDir()
@@ -65,27 +86,46 @@ func Damaged(t *testing.T, d Damage) {
 	if len(targets) == 0 {
 		t.Fatal("the store wrote no file to damage")
 	}
-	met, byKind := 0, map[string]int{}
+	kinds := d.Kinds
+	if kinds == nil {
+		for _, tg := range targets {
+			if !slices.Contains(kinds, tg.Kind) {
+				kinds = append(kinds, tg.Kind)
+			}
+		}
+	}
+	for _, k := range kinds {
+		if !slices.ContainsFunc(targets, func(tg Target) bool { return tg.Kind == k }) {
+			t.Errorf("the store in %s has no %s to damage: the test would not damage one", clean, k)
+		}
+	}
+	met, damaged, byKind := 0, map[string]int{}, map[string]int{}
 	for round := range rounds {
 		target := targets[round%len(targets)]
 		dir := filepath.Join(t.TempDir(), "store")
 		copyDir(t, clean, dir)
 		how := damageFile(t, rng, filepath.Join(dir, target.Path), target)
+		if sameFile(t, filepath.Join(clean, target.Path), filepath.Join(dir, target.Path)) {
+			continue // the random bytes were those already there
+		}
+		damaged[target.Kind]++
 		what := fmt.Sprintf("round %d: %s %s: %s", round, target.Kind, target.Path, how)
-		errs := exercise(t, d, dir, what)
-		if len(errs) > 0 {
+		errs, differ := exercise(t, d, dir, what)
+		if len(errs) > 0 || differ > 0 {
 			met++
 			byKind[target.Kind]++
 		}
 		for _, err := range errs {
-			if !errors.Is(err, backend.ErrCorrupt) && !errors.Is(err, backend.ErrClosed) && !strings.Contains(err.Error(), "format") {
-				t.Errorf("%s: an error that does not say the store is damaged: %v", what, err)
+			if !errors.Is(err, backend.ErrCorrupt) && !errors.Is(err, backend.ErrClosed) {
+				t.Errorf("%s: an error that does not wrap backend.ErrCorrupt: %v", what, err)
 			}
 		}
 	}
-	t.Logf("%d of %d damaged copies met the damage (by file: %v)", met, rounds, byKind)
-	if met == 0 {
-		t.Fatalf("no damaged copy failed a call: the damage never reached what the store reads")
+	t.Logf("%d of %d damaged copies met the damage (damaged by file: %v; met: %v)", met, rounds, damaged, byKind)
+	for _, k := range kinds {
+		if byKind[k] == 0 {
+			t.Errorf("no round met the damage of a %s (%d damaged): its damage never reached what the store reads", k, damaged[k])
+		}
 	}
 }
 
@@ -124,14 +164,46 @@ func fill(t *testing.T, d Damage, dir string) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.Close(); err != nil {
+	// A tail of single writes, too few to be flushed out of a store's log
+	// (Pebble's WAL) before it is closed, so that the log holds records
+	// it must read back.
+	for i := damageKeys; i < damageKeys+damageTail; i++ {
+		if err := b.Put(manyKey(i), manyValue(i), now+int64(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeStore := b.Close
+	if d.Engine != nil {
+		decide, closeEngine, err := d.Engine(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range damageCallers {
+			if _, err := decide(damageCaller(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		closeStore = closeEngine
+	}
+	if err := closeStore(); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// damageTail is how many records fill writes one at a time, last, and
+// damageCallers how many callers an engine decides over the store.
+const (
+	damageTail    = 100
+	damageCallers = 100
+)
+
+func damageCaller(i int) string { return fmt.Sprintf("caller-%d", i) }
+
 // exercise opens the damaged store in dir and runs every kind of call on
-// it, returning the errors they gave. A panic fails the test with what.
-func exercise(t *testing.T, d Damage, dir, what string) (errs []error) {
+// it, returning the errors they gave and how many records read back other
+// than they were written (missing or changed) without an error. A panic
+// fails the test with what.
+func exercise(t *testing.T, d Damage, dir, what string) (errs []error, differ int) {
 	t.Helper()
 	defer func() {
 		if r := recover(); r != nil {
@@ -140,7 +212,7 @@ func exercise(t *testing.T, d Damage, dir, what string) (errs []error) {
 	}()
 	b, err := d.Open(dir)
 	if err != nil {
-		return []error{err}
+		return []error{err}, 0
 	}
 	note := func(err error) {
 		if err != nil {
@@ -148,9 +220,12 @@ func exercise(t *testing.T, d Damage, dir, what string) (errs []error) {
 		}
 	}
 	now := time.Now().UnixNano()
-	for i := range damageKeys {
-		_, err := b.Get(manyKey(i), now)
+	for i := range damageKeys + damageTail {
+		v, err := b.Get(manyKey(i), now)
 		note(err)
+		if err == nil && (i%5 != 0 || i >= damageKeys) && !bytes.Equal(v, manyValue(i)) {
+			differ++
+		}
 	}
 	for i := range 50 {
 		note(b.Put(manyKey(i*7), []byte("rewritten"), now+int64(time.Hour)))
@@ -158,7 +233,7 @@ func exercise(t *testing.T, d Damage, dir, what string) (errs []error) {
 	if bt, ok := b.(backend.Durable); ok {
 		var w []backend.Write
 		for i := range 200 {
-			w = append(w, backend.Write{Key: manyKey(damageKeys + i), Value: []byte("new"), ExpiresAt: now + int64(time.Hour)})
+			w = append(w, backend.Write{Key: manyKey(damageKeys + damageTail + i), Value: []byte("new"), ExpiresAt: now + int64(time.Hour)})
 		}
 		note(bt.WriteBatch(w, true))
 	}
@@ -171,8 +246,44 @@ func exercise(t *testing.T, d Damage, dir, what string) (errs []error) {
 	if r, ok := b.(backend.Durable); ok {
 		note(r.Range(nil, func(backend.Record) bool { return true }))
 	}
-	note(b.Close())
-	return errs
+	closeStore := b.Close
+	if d.Engine != nil {
+		decide, closeEngine, err := d.Engine(b)
+		if err != nil {
+			note(err)
+		} else {
+			// Each caller spent one unit in fill: its decision now leaves
+			// one less than a new caller's does.
+			fresh, err := decide(damageCaller(damageCallers))
+			if note(err); err != nil {
+				fresh = -1
+			}
+			for i := range damageCallers {
+				left, err := decide(damageCaller(i))
+				note(err)
+				if err == nil && fresh >= 0 && left != fresh-1 {
+					differ++
+				}
+			}
+			closeStore = closeEngine
+		}
+	}
+	note(closeStore())
+	return errs, differ
+}
+
+// sameFile reports whether the files at a and b hold the same bytes.
+func sameFile(t *testing.T, a, b string) bool {
+	t.Helper()
+	da, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(da, db)
 }
 
 // damageFile damages target's range of the file at path and says how.

@@ -3,9 +3,12 @@ package bolt
 import (
 	"os"
 	"testing"
+	"time"
 
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/backendtest"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // A bbolt file with bytes flipped or overwritten anywhere — its two meta
@@ -23,6 +26,24 @@ func TestDamagedFile(t *testing.T) {
 				{Kind: "anywhere", Path: FileName},
 			}
 		},
+		Engine: damageEngine,
+		Kinds:  []string{"meta page", "data pages"},
 		Rounds: 90,
 	})
+}
+
+// damageEngine wraps b in a rate-limit engine (its default durability,
+// Interval, as a gateway runs it) and returns a token bucket's decision for
+// a caller, with what it has left, and the engine's Close.
+func damageEngine(b backend.Backend) (func(string) (int64, error), func() error, error) {
+	e, err := engine.New(b, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := engine.Limit{Namespace: "damage", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 10, Window: 24 * time.Hour})}
+	decide := func(caller string) (int64, error) {
+		d, err := e.Apply(l, caller, 1)
+		return d.Remaining, err
+	}
+	return decide, e.Close, nil
 }

@@ -6,9 +6,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/backendtest"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Pebble files with bytes flipped or overwritten — sst blocks, the
@@ -48,8 +51,38 @@ func TestDamagedFiles(t *testing.T) {
 				out = append(out, backendtest.Target{Kind: kind, Path: name})
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+			// The newest log is the live WAL, which Open replays; older
+			// ones are kept only to be recycled, and Open never reads
+			// them.
+			live := -1
+			for i, tg := range out {
+				if tg.Kind == "WAL" {
+					out[i].Kind, live = "recycled WAL", i
+				}
+			}
+			if live >= 0 {
+				out[live].Kind = "WAL"
+			}
 			return out
 		},
+		Engine: damageEngine,
+		Kinds:  []string{"sst", "MANIFEST", "WAL"},
 		Rounds: 60,
 	})
+}
+
+// damageEngine wraps b in a rate-limit engine (its default durability,
+// Interval, as a gateway runs it) and returns a token bucket's decision for
+// a caller, with what it has left, and the engine's Close.
+func damageEngine(b backend.Backend) (func(string) (int64, error), func() error, error) {
+	e, err := engine.New(b, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := engine.Limit{Namespace: "damage", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 10, Window: 24 * time.Hour})}
+	decide := func(caller string) (int64, error) {
+		d, err := e.Apply(l, caller, 1)
+		return d.Remaining, err
+	}
+	return decide, e.Close, nil
 }
