@@ -2,13 +2,18 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,62 +21,290 @@ import (
 	"github.com/sluice-go/sluice/backend/bolt"
 )
 
-// damageStoreFiles damages a stopped store's files in dir so that what it
-// reads is bad: for bbolt, random bytes over the header of every leaf page
-// of the records; for Pebble, random bytes over the middle of every
-// table (its footer kept, so that it opens), or of its write-ahead log.
-func damageStoreFiles(t *testing.T, backendName, dir string) {
+// damageUsers is how many callers fill the store the damage test damages.
+const damageUsers = 200
+
+// damageTargets returns the files of the kind named in a stopped store in
+// dir, and the byte ranges of each to damage ([from, upto); upto 0 is the
+// file's end). For bbolt: "meta pages", the checksummed meta of both meta
+// pages (so that bbolt cannot fall back on the other), and "data pages",
+// every page after them. For Pebble: "MANIFEST", "WAL" (the live log, the
+// newest) and "sst".
+func damageTargets(t *testing.T, backendName, kind, dir string) (paths []string, ranges [][2]int64) {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(7, 11))
-	garble := func(path string, from, n int64) {
+	page := int64(os.Getpagesize())
+	switch backendName + " " + kind {
+	case "bolt meta pages":
+		// A page header (16 bytes), then the meta: magic, version, page
+		// size, flags, the root bucket, the freelist, the high-water
+		// page, the transaction id and the checksum, 64 bytes.
+		path := filepath.Join(dir, bolt.FileName)
+		return []string{path, path}, [][2]int64{{16, 80}, {page + 16, page + 80}}
+	case "bolt data pages":
+		// Random offsets of the records' leaf pages, found from the file's
+		// tree (in a file mostly of free pages, offsets anywhere would
+		// seldom meet a record).
+		path := filepath.Join(dir, bolt.FileName)
+		for _, p := range boltLeaves(t, path, page) {
+			paths, ranges = append(paths, path), append(ranges, [2]int64{p * page, (p + 1) * page})
+		}
+		return paths, ranges
+	}
+	var pattern string
+	switch kind {
+	case "MANIFEST":
+		pattern = "MANIFEST-*"
+	case "WAL":
+		pattern = "*.log"
+	case "sst":
+		pattern = "*.sst"
+	}
+	found, _ := filepath.Glob(filepath.Join(dir, pattern))
+	sort.Strings(found)
+	if kind == "WAL" && len(found) > 0 {
+		found = found[len(found)-1:] // the older ones are kept to be recycled, never read
+	}
+	for _, p := range found {
+		if info, err := os.Stat(p); err == nil && info.Size() > 0 {
+			paths, ranges = append(paths, p), append(ranges, [2]int64{0, 0})
+		}
+	}
+	return paths, ranges
+}
+
+// damageAt damages each range of each file: a few bytes flipped, or a run
+// of random bytes, at offsets rng chooses. It says what it did.
+func damageAt(t *testing.T, rng *rand.Rand, paths []string, ranges [][2]int64) string {
+	t.Helper()
+	var did []string
+	for i, path := range paths {
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		buf := make([]byte, n)
-		for i := range buf {
-			buf[i] = byte(rng.Uint32())
-		}
-		if _, err := f.WriteAt(buf, from); err != nil {
-			t.Fatal(err)
-		}
-	}
-	switch backendName {
-	case "bolt":
-		path := filepath.Join(dir, bolt.FileName)
-		info, err := os.Stat(path)
+		info, err := f.Stat()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The records' leaf pages, not the pages Open reads: the store
-		// opens, and the damage is met by reads, writes and the sweeper.
-		_ = info
-		page := int64(os.Getpagesize())
-		leaves := boltLeaves(t, path, page)
-		if len(leaves) == 0 {
-			t.Fatal("no leaf page to damage")
+		from, upto := ranges[i][0], ranges[i][1]
+		if upto <= 0 || upto > info.Size() {
+			upto = info.Size()
 		}
-		for _, p := range leaves {
-			garble(path, p*page, 32)
-		}
-	case "pebble":
-		// The tables, or, while the records are all still in the
-		// write-ahead log (a small store), the log.
-		tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
-		if len(tables) == 0 {
-			tables, _ = filepath.Glob(filepath.Join(dir, "*.log"))
-		}
-		if len(tables) == 0 {
-			t.Fatal("no Pebble table or log to damage")
-		}
-		for _, p := range tables {
-			info, err := os.Stat(p)
-			if err != nil {
+		if rng.IntN(2) == 0 {
+			n := min(int64(8+rng.IntN(120)), upto-from)
+			off := from + rng.Int64N(upto-from-n+1)
+			buf := make([]byte, n)
+			for j := range buf {
+				buf[j] = byte(rng.Uint32())
+			}
+			if _, err := f.WriteAt(buf, off); err != nil {
 				t.Fatal(err)
 			}
-			garble(p, info.Size()/4, info.Size()/2)
+			did = append(did, fmt.Sprintf("%s: %d random bytes at %d", filepath.Base(path), n, off))
+		} else {
+			var at []int64
+			for range 1 + rng.IntN(8) {
+				off := from + rng.Int64N(upto-from)
+				var b [1]byte
+				if _, err := f.ReadAt(b[:], off); err != nil {
+					t.Fatal(err)
+				}
+				b[0] ^= byte(1 + rng.IntN(255))
+				if _, err := f.WriteAt(b[:], off); err != nil {
+					t.Fatal(err)
+				}
+				at = append(at, off)
+			}
+			did = append(did, fmt.Sprintf("%s: bytes flipped at %v", filepath.Base(path), at))
 		}
+		f.Close()
+	}
+	return strings.Join(did, "; ")
+}
+
+// copyStoreDir copies the regular files of src into a new directory dst.
+func copyStoreDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A gateway whose durable store is damaged — bytes flipped or overwritten at
+// random offsets, over several seeds, of bbolt's meta and data pages and
+// Pebble's MANIFEST, live WAL and tables — stays up and answers by its
+// on_store_error policy, closed: every answer is the upstream's, a 429 or a
+// 503 with Retry-After (no other 5xx), the log shows no panic, and where
+// the damage was met (a 503, or the log saying the store is damaged)
+// `inspect` on the directory exits non-zero. Damage that leaves nothing to
+// fall back on (both bbolt meta pages, the MANIFEST) must be met, and each
+// store must have answered 503 somewhere. (Before, bbolt's sweeper
+// panicked and Pebble's logger ended the process.)
+func TestServeProcessDamagedStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(up.Close)
+	for _, tc := range []struct {
+		backend string
+		kinds   []string
+		must    []string // kinds whose every round must meet the damage
+	}{
+		{"bolt", []string{"meta pages", "data pages"}, []string{"meta pages"}},
+		{"pebble", []string{"MANIFEST", "WAL", "sst"}, []string{"MANIFEST"}},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			t.Parallel()
+			clean := filepath.Join(t.TempDir(), "state")
+			config := func(dir string) string {
+				cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+				writeFile(t, cfg, fmt.Sprintf(`store:
+  backend: %s
+  dir: %s
+identity:
+  user_header: X-User-ID
+on_store_error: closed
+rules:
+  - {name: orders, path_prefix: /, scope: user, algorithm: token_bucket, limit: 5, window: 1h}
+`, tc.backend, dir))
+				return cfg
+			}
+			// requests sends one request for each caller, eight at a time,
+			// and returns their answers.
+			requests := func(p *serveProcess, users int) []*http.Response {
+				out := make([]*http.Response, users)
+				var wg sync.WaitGroup
+				sem := make(chan struct{}, 8)
+				for u := range out {
+					sem <- struct{}{}
+					wg.Go(func() {
+						defer func() { <-sem }()
+						req, _ := http.NewRequest("GET", "http://"+p.listen+"/", nil)
+						req.Header.Set("X-User-ID", fmt.Sprint("user-", u))
+						resp, err := testClient.Do(req)
+						if err != nil {
+							t.Errorf("user-%d: %v", u, err)
+							return
+						}
+						resp.Body.Close()
+						out[u] = resp
+					})
+				}
+				wg.Wait()
+				return out
+			}
+			stop := func(p *serveProcess) {
+				p.cmd.Process.Signal(syscall.SIGTERM)
+				p.wait(t, 20*time.Second) // a failed flush may make it exit 1; it must exit
+			}
+
+			// A store holding the callers' records, flushed at SIGTERM.
+			p := startServeProcess(t, bin, "--config", config(clean), "--listen", "127.0.0.1:0", "--upstream", up.URL)
+			for u, resp := range requests(p, damageUsers) {
+				if resp != nil && resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("user-%d on the healthy store: %d", u, resp.StatusCode)
+				}
+			}
+			stop(p)
+			// Once more, with more callers, so that Pebble's log is flushed
+			// to a table when it opens and the new callers' records are in
+			// its next log: a table, a MANIFEST naming it, and a live WAL.
+			p = startServeProcess(t, bin, "--config", config(clean), "--listen", "127.0.0.1:0", "--upstream", up.URL)
+			for u, resp := range requests(p, damageUsers+damageUsers/4) {
+				if resp != nil && resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("user-%d on the healthy store: %d", u, resp.StatusCode)
+				}
+			}
+			stop(p)
+			if t.Failed() {
+				return
+			}
+
+			unavailable := 0
+			for _, kind := range tc.kinds {
+				for seed := range uint64(3) {
+					paths, ranges := damageTargets(t, tc.backend, kind, clean)
+					if len(paths) == 0 {
+						if kind == "sst" {
+							continue // all the records are still in the WAL
+						}
+						t.Fatalf("the %s store has no %s to damage", tc.backend, kind)
+					}
+					dir := filepath.Join(t.TempDir(), "state")
+					copyStoreDir(t, clean, dir)
+					paths, ranges = damageTargets(t, tc.backend, kind, dir)
+					how := damageAt(t, rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1)), paths, ranges)
+					what := fmt.Sprintf("%s %s, seed %d (%s)", tc.backend, kind, seed, how)
+
+					began := time.Now()
+					p := startServeProcess(t, bin, "--config", config(dir), "--listen", "127.0.0.1:0", "--upstream", up.URL)
+					met := false
+					for u, resp := range requests(p, damageUsers+damageUsers/4) {
+						switch {
+						case resp == nil:
+						case resp.StatusCode == http.StatusServiceUnavailable:
+							met = true
+							unavailable++
+							if resp.Header.Get("Retry-After") == "" {
+								t.Errorf("%s: user-%d: 503 without Retry-After", what, u)
+							}
+						case resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusTooManyRequests:
+							t.Errorf("%s: user-%d: %d, want 204, 429 or 503", what, u, resp.StatusCode)
+						}
+					}
+					select {
+					case err := <-p.exited:
+						p.exited <- err
+						t.Fatalf("%s: serve exited (%v):\n%s", what, err, p.stderr)
+					default:
+					}
+					stop(p)
+					log := p.stderr.String()
+					if strings.Contains(log, "panic") || strings.Contains(log, "goroutine ") {
+						t.Errorf("%s: the log shows a panic:\n%s", what, log)
+					}
+					met = met || strings.Contains(log, "damaged")
+					out, err := exec.Command(bin, "inspect", "--backend", tc.backend, "--dir", dir, "--limit", "0").CombinedOutput()
+					var exit *exec.ExitError
+					if !errors.As(err, &exit) && err != nil {
+						t.Fatal(err)
+					}
+					switch {
+					case met && err == nil:
+						t.Errorf("%s: serve met the damage, but inspect exits 0:\n%s", what, out)
+					case met && !strings.Contains(string(out), "move "+dir+" away"):
+						t.Errorf("%s: inspect does not say how to recover:\n%s", what, out)
+					case !met && err == nil && slices.Contains(tc.must, kind):
+						t.Errorf("%s: neither serve nor inspect met the damage", what)
+					}
+					if os.Getenv("SHOWLOG") != "" {
+						t.Logf("%s: met %v, inspect %v, %v\n%s", what, met, err, time.Since(began), log)
+					}
+				}
+			}
+			if unavailable == 0 {
+				t.Errorf("no damaged %s store answered 503", tc.backend)
+			}
+		})
 	}
 }
 
@@ -104,88 +337,4 @@ func boltLeaves(t *testing.T, path string, page int64) []int64 {
 		}
 	}
 	return leaves
-}
-
-// A gateway whose durable store is damaged stays up and answers by its
-// on_store_error policy — at start, on every request, and when its
-// sweeper walks the damaged pages — and logs what is damaged; inspect on
-// the directory reports the damage and exits 1. (Before, bbolt's sweeper
-// panicked about ten seconds in and Pebble's logger ended the process.)
-func TestServeProcessDamagedStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary, waits for a sweep")
-	}
-	t.Parallel()
-	bin := buildBinary(t)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	t.Cleanup(up.Close)
-	for _, name := range []string{"bolt", "pebble"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := filepath.Join(t.TempDir(), "state")
-			cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-			writeFile(t, cfg, fmt.Sprintf(`store:
-  backend: %s
-  dir: %s
-identity:
-  user_header: X-User-ID
-on_store_error: closed
-rules:
-  - {name: orders, path_prefix: /, scope: user, algorithm: token_bucket, limit: 5, window: 1h}
-`, name, dir))
-			args := []string{"--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL}
-
-			// A store full of callers' records, flushed at SIGTERM.
-			p := startServeProcess(t, bin, args...)
-			for u := range 3000 {
-				if code, _ := send(t, "GET", "http://"+p.listen+"/", "X-User-ID", fmt.Sprint("user-", u)); code != http.StatusNoContent {
-					t.Fatalf("user-%d on the healthy store: %d", u, code)
-				}
-			}
-			p.cmd.Process.Signal(syscall.SIGTERM)
-			if err := p.wait(t, 20*time.Second); err != nil {
-				t.Fatalf("serve after SIGTERM: %v\n%s", err, p.stderr)
-			}
-			damageStoreFiles(t, name, dir)
-
-			p = startServeProcess(t, bin, args...)
-			answer := func(when string) {
-				t.Helper()
-				for u := range 200 {
-					code, _ := send(t, "GET", "http://"+p.listen+"/", "X-User-ID", fmt.Sprint("user-", u*15))
-					if code != http.StatusServiceUnavailable && code != http.StatusNoContent && code != http.StatusTooManyRequests {
-						t.Fatalf("%s, user-%d: %d", when, u*15, code)
-					}
-				}
-			}
-			answer("on the damaged store")
-			// The sweeper walks the store every 10s: wait it out.
-			deadline := time.Now().Add(12 * time.Second)
-			for time.Now().Before(deadline) {
-				select {
-				case err := <-p.exited:
-					t.Fatalf("serve on a damaged store exited (%v):\n%s", err, p.stderr)
-				case <-time.After(500 * time.Millisecond):
-				}
-				answer("while the sweeper walks the damaged store")
-			}
-			log := p.stderr.String()
-			if strings.Contains(log, "panic") || strings.Contains(log, "goroutine ") {
-				t.Errorf("the log shows a panic:\n%s", log)
-			}
-			if !strings.Contains(log, "damaged") || !strings.Contains(log, dir) {
-				t.Errorf("the log does not say the store in %s is damaged:\n%s", dir, log)
-			}
-			if os.Getenv("SHOWLOG") != "" {
-				t.Log(log)
-			}
-			p.cmd.Process.Signal(syscall.SIGTERM)
-			p.wait(t, 20*time.Second) // a failed flush may make it exit 1; it must exit
-
-			code, stdout, stderr := runCmd(t, "", "inspect", "--backend", name, "--dir", dir, "--limit", "0")
-			if code != 1 || !strings.Contains(stderr, "damaged") || !strings.Contains(stderr, "move "+dir+" away") {
-				t.Errorf("inspect on the damaged store: exit %d, stderr %q (stdout %d bytes); want 1 and how to recover", code, stderr, len(stdout))
-			}
-		})
-	}
 }
