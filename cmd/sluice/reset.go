@@ -32,8 +32,10 @@ live only in its process. A Redis store is reset while the fleet runs; a
 gateway that had answered the caller's denial from its cache learns of the
 reset by Redis Pub/Sub.
 
-Exit status: 0 when the key was reset (whether or not it had a record), 2
-for a usage error, 1 when the store cannot be opened or written.
+Reset says when it removed the caller's record. Exit status: 0 when it
+did, 1 when the caller had no record under the rule (nothing was reset:
+see sluice inspect for the keys the store holds) or the store cannot be
+opened or written, 2 for a usage error.
 
 Flags:
 `
