@@ -188,9 +188,9 @@ func report(b io.Writer, o options, r *results) {
 			}
 		}
 		fmt.Fprintf(b, "\ntenant+user is the first table's workload: two descriptors per call, every call allowed, every call sharing the\n")
-		fmt.Fprintf(b, "tenant descriptor. `sluice rls` decides both as one compare-and-swap over the two keys and keeps at most one in\n")
-		fmt.Fprintf(b, "flight per key, so these calls take turns on the tenant's key; envoyproxy/ratelimit increments each descriptor on\n")
-		fmt.Fprintf(b, "its own, with no such ordering (and no all-or-nothing).\n")
+		fmt.Fprintf(b, "tenant descriptor. `sluice rls` decides both as one (nothing spent unless both allow); the calls queued on the\n")
+		fmt.Fprintf(b, "tenant's key are decided together, one compare-and-swap over all their keys; envoyproxy/ratelimit increments\n")
+		fmt.Fprintf(b, "each descriptor on its own (and has no all-or-nothing).\n")
 	}
 
 	fmt.Fprintf(b, "\n### Redis commands per decision, by command (all callers and rounds)\n\n")
