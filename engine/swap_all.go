@@ -325,19 +325,9 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 		}
 		if ok {
 			for _, s := range slots {
-				sl, w := &b.slots[s], &b.swaps[s]
-				v, kept := sl.expected, sl.kept
-				switch {
-				case w.Keep && w.TTL > 0:
-					kept = max(kept, addSat(now, w.TTL))
-				case !w.Keep:
-					v, kept = nil, 0
-					if w.TTL > 0 {
-						v, kept = w.Value, addSat(now, w.TTL)
-					}
-				}
-				sl.expected, sl.kept = v, kept
-				p.remember(sl.sh, w.Key, v, kept)
+				sl := &b.slots[s]
+				sl.expected, sl.kept = committed(b.swaps[s], sl.expected, sl.kept, now)
+				p.remember(sl.sh, b.swaps[s].Key, sl.expected, sl.kept)
 			}
 			if corrupt {
 				e.noteCorrupt("", "")
@@ -352,5 +342,22 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 			return false, e.storeError("swap", ErrContention)
 		}
 		backoff(attempt)
+	}
+}
+
+// committed returns the record the store holds once w, a swap that
+// expected expected (kept by the store until kept), was committed at now,
+// and until when the store keeps it: expected, kept longer by a Keep with
+// a TTL; w's Value; or nothing, for a deletion.
+func committed(w backend.Swap, expected []byte, kept, now int64) ([]byte, int64) {
+	switch {
+	case w.Keep && w.TTL > 0:
+		return expected, max(kept, addSat(now, w.TTL))
+	case w.Keep:
+		return expected, kept
+	case w.TTL > 0:
+		return w.Value, addSat(now, w.TTL)
+	default:
+		return nil, 0
 	}
 }

@@ -275,17 +275,7 @@ func (p *swapPath) stepGroup(e *Engine, calls []*multiCall, at [][]int, union []
 		}
 		if ok {
 			for _, sl := range union {
-				w := sl.swap
-				v, kept := sl.expected, sl.kept
-				switch {
-				case w.Keep && w.TTL > 0:
-					kept = max(kept, addSat(now, w.TTL))
-				case !w.Keep:
-					v, kept = nil, 0
-					if w.TTL > 0 {
-						v, kept = w.Value, addSat(now, w.TTL)
-					}
-				}
+				v, kept := committed(sl.swap, sl.expected, sl.kept, now)
 				p.remember(sl.sh, sl.key, v, kept)
 			}
 			if corrupt {
