@@ -270,17 +270,8 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 			return
 		}
 		if ok {
-			switch {
-			case swap.Keep:
-				if swap.TTL > 0 {
-					kept = max(kept, addSat(now, swap.TTL))
-				}
-				p.remember(sh, k, expected, kept)
-			case swap.TTL > 0:
-				p.remember(sh, k, swap.Value, addSat(now, swap.TTL))
-			default:
-				p.remember(sh, k, nil, 0)
-			}
+			v, kept := committed(swap, expected, kept, now)
+			p.remember(sh, k, v, kept)
 			for _, w := range batch {
 				if w.d.CorruptState {
 					e.noteCorrupt(w.ns, w.key)
