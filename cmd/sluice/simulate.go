@@ -42,7 +42,8 @@ and durations are exact seconds. Blank lines are skipped.
 The store is memory unless --store names a file with a store section (a
 gateway configuration, or a store section alone, as sluice rls reads it:
 a Redis with a password, TLS or Sentinels is reached as the gateways reach
-it); the store flags go over the file's, field by field.
+it; a store on disk is refused, as the gateway's own directory); the store
+flags go over the file's, field by field.
 
 With --backend redis the records live in Redis under a key prefix of the
 run's own (the --redis-prefix, then simulate:<random>:), stepped on the
@@ -228,6 +229,12 @@ func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 			return engine.Limit{}, backendFlags{}, usagef("--store: %v", err)
 		}
 		fileStore := storeFlags(st)
+		if fileStore.name == "pebble" || fileStore.name == "bolt" {
+			// A gateway's own directory: a trace's records would stay in
+			// it beside its callers'. A trace on disk gets a directory of
+			// its own, through --backend and --dir.
+			return engine.Limit{}, backendFlags{}, usagef("--store: %s's store is %s on disk, which simulate does not write into; give a directory of the trace's own with --backend %s --dir DIR", path, fileStore.name, fileStore.name)
+		}
 		fileStore.from = path + "'s store section"
 		out = bf.over(fileStore)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -428,5 +429,26 @@ func TestSimulateRedisStoreFile(t *testing.T) {
 	missing := filepath.Join(dir, "missing.yaml")
 	if code, _, stderr := runCmd(t, trace, append(args, "--store", missing)...); code != 2 || !strings.Contains(stderr, "--store: ") {
 		t.Errorf("--store %s: exit %d, %s; want 2 naming --store", missing, code, stderr)
+	}
+}
+
+// simulate --store refuses a file whose store is on disk: that is a
+// gateway's own directory, and a trace's records would stay in it beside
+// its callers'. The message names the flags that give the trace a
+// directory of its own, and nothing is created there.
+func TestSimulateStoreFileOnDiskRefused(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"pebble", "bolt"} {
+		dir := t.TempDir()
+		data := filepath.Join(dir, "data")
+		store := filepath.Join(dir, "gateway.yaml")
+		writeFile(t, store, fmt.Sprintf("store:\n  backend: %s\n  dir: %s\n", name, data))
+		code, _, stderr := runCmd(t, simTrace(1, 3, time.Second, 1), "simulate", "--algorithm", "gcra", "--limit", "5", "--window", "1s", "--store", store)
+		if code != 2 || !strings.Contains(stderr, "--backend "+name+" --dir DIR") {
+			t.Fatalf("%s: exit %d, %q; want 2 and the flags for a directory of the trace's own", name, code, stderr)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Fatalf("%s: the gateway's directory was touched: %v", name, err)
+		}
 	}
 }
