@@ -176,6 +176,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 			*to = env.tls[i]
 		}
 	}
+	if env.tlsOn && (*tlsf.cert == "" || *tlsf.key == "") {
+		return fail(2, "GRPC_SERVER_USE_TLS=true: give GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (or --tls-cert and --tls-key)")
+	}
 	if !given["headers"] && env.headers {
 		*headersFlag = string(envoyrls.HeadersEnvoy)
 	}

@@ -26,6 +26,7 @@ type rlsEnv struct {
 	headerNames [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
 	redis       *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
 	xds         rlsXDSEnv     // CONFIG_TYPE=GRPC_XDS_SOTW and its CONFIG_GRPC_XDS_*
+	tlsOn       bool          // GRPC_SERVER_USE_TLS=true
 	tls         [3]string     // GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY, GRPC_CLIENT_TLS_CACERT, with GRPC_SERVER_USE_TLS=true
 	notes       []string      // settings read that change nothing here, said at start
 }
@@ -71,10 +72,10 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		return e, err
 	}
 	if tlsOn {
+		// Whether a certificate and key are given, here or by --tls-cert
+		// and --tls-key, is runRLS's to check once the flags are merged.
+		e.tlsOn = true
 		e.tls = [3]string{getenv("GRPC_SERVER_TLS_CERT"), getenv("GRPC_SERVER_TLS_KEY"), getenv("GRPC_CLIENT_TLS_CACERT")}
-		if e.tls[0] == "" || e.tls[1] == "" {
-			return e, fmt.Errorf("GRPC_SERVER_USE_TLS=true: give GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (or --tls-cert and --tls-key)")
-		}
 		if san := getenv("GRPC_CLIENT_TLS_SAN"); san != "" {
 			return e, fmt.Errorf("GRPC_CLIENT_TLS_SAN=%s: sluice rls checks a client certificate against --tls-client-ca (GRPC_CLIENT_TLS_CACERT) only, not its SAN; sign the clients' certificates with a CA of their own", san)
 		}

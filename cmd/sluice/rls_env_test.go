@@ -131,3 +131,20 @@ func TestRLSEnvEveryEnvoySetting(t *testing.T) {
 		t.Errorf("LOG_LEVEL set: notes %q, want it named", e.notes)
 	}
 }
+
+// GRPC_SERVER_USE_TLS=true wants a certificate and key from the
+// environment or from --tls-cert and --tls-key: either will do, and with
+// neither rls says which to give before it starts.
+func TestRLSEnvTLSFromFlags(t *testing.T) {
+	t.Setenv("GRPC_SERVER_USE_TLS", "true")
+	code, _, stderr := runCmd(t, "", "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0")
+	if code != 2 || !strings.Contains(stderr, "GRPC_SERVER_USE_TLS=true: give GRPC_SERVER_TLS_CERT") {
+		t.Fatalf("no certificate anywhere: exit %d, %q; want 2 naming what to give", code, stderr)
+	}
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "missing-cert.pem"), filepath.Join(dir, "missing-key.pem")
+	code, _, stderr = runCmd(t, "", "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
+	if strings.Contains(stderr, "GRPC_SERVER_USE_TLS") || !strings.Contains(stderr, "missing-cert.pem") {
+		t.Fatalf("the files by flag: exit %d, %q; want them taken (and their absence reported), not the environment's refusal", code, stderr)
+	}
+}
