@@ -29,10 +29,9 @@ type multiCall struct {
 // adoption is one call a leader decides with its own: its union slot per
 // own slot, and the flights the leader took for it.
 type adoption struct {
-	call  *multiCall
-	w     *waiter // its place in the queue of the key it waits for
-	where *flight // that queue
-	at    []int   // at[s]: the union slot of call.b.slots[s]
+	call *multiCall
+	w    *waiter // its place in the queue of the key it waited for
+	at   []int   // at[s]: the union slot of call.b.slots[s]
 }
 
 // unionSlot is one key of a group commit.
@@ -51,10 +50,12 @@ type unionSlot struct {
 // (it is parked until woken), and free keys, which adopt takes without
 // waiting. It takes each queue's calls from its head, in order, up to the
 // first it cannot adopt (a single-key caller, a call over several groups,
-// a call one of whose keys another caller holds), so that the calls on a
-// key are still decided in the order they came. It returns the union of
-// their keys, lead's first, and the calls adopted, taken off their queues;
-// nothing, when no call could be.
+// a call one of whose keys another caller holds), so that the calls
+// queued for that key are still decided in the order they came. (On an
+// adopted call's other keys it may go ahead of callers queued there,
+// which came as concurrently; it never spends what a limit does not
+// allow.) It returns the union of their keys, lead's first, and the calls
+// adopted, taken off their queues; nothing, when no call could be.
 func (p *swapPath) adopt(lead *multiCall) ([]unionSlot, []adoption) {
 	b := lead.b
 	union := make([]unionSlot, len(b.slots))
@@ -86,7 +87,7 @@ func (p *swapPath) adopt(lead *multiCall) ([]unionSlot, []adoption) {
 			if len(union)+len(c.b.slots) > maxGroupKeys {
 				break
 			}
-			a := adoption{call: c, w: w, where: f, at: make([]int, len(c.b.slots))}
+			a := adoption{call: c, w: w, at: make([]int, len(c.b.slots))}
 			mark := len(union)
 			ok := true
 			for s2 := range c.b.slots {

@@ -246,18 +246,12 @@ func (b *batcher) answer(bc *batchCall, r batchResult) {
 func (b *batcher) answerErr(bc *batchCall, err error) { b.answer(bc, batchResult{err: err}) }
 
 // sendBatch sends batch's swaps in one script call, under a deadline
-// from now (or the earliest due, if sooner), and sets each one's res; it
-// returns the call's error.
+// from now, and sets each one's res; it returns the call's error. A swap
+// due sooner is answered its deadline error at its due by its own timer
+// (expire): the call is not cut short for it, so that the others in it,
+// and the breaker, do not count a failure Redis did not make.
 func (s *Store) sendBatch(batch []*batchCall) error {
-	now := time.Now()
-	deadline := now.Add(s.timeout)
-	s.batch.mu.Lock()
-	for _, bc := range batch {
-		if !bc.due.IsZero() && bc.due.Before(deadline) {
-			deadline = bc.due
-		}
-	}
-	s.batch.mu.Unlock()
+	deadline := time.Now().Add(s.timeout)
 	args := make([]any, 3, 3+5*len(batch))
 	args[0], args[1], args[2] = "evalsha", casEachScript.Hash(), len(batch)
 	for _, bc := range batch {
