@@ -346,3 +346,86 @@ func TestFleetDefaultsOnABusyMachine(t *testing.T) {
 		}
 	}
 }
+
+// Three gateways on the store's defaults decide every order under two
+// rules at once (match: all): the user's own limit and one global limit
+// that every request names, so each gateway's calls queue on the global
+// key and are committed together. 64 concurrent clients send 60 users × 5
+// orders: the global limit admits exactly its 100 across the fleet, no
+// user more than its 3, a refused order spends nothing, and no request
+// is refused for the store.
+func TestFleetAllModeSharedKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a fleet")
+	}
+	rs := redistest.Start(t)
+	waitAwayFromDayBoundary(t)
+	cfg := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`store:
+  backend: redis
+  redis:
+    addrs: [%s]
+    key_prefix: %q
+on_store_error: closed
+match: all
+rules:
+  - name: orders-user
+    method: POST
+    path_prefix: /api/orders
+    scope: user
+    algorithm: fixed_window
+    limit: 3
+    window: 24h
+  - name: orders-global
+    method: POST
+    path_prefix: /api/orders
+    scope: global
+    algorithm: fixed_window
+    limit: 100
+    window: 24h
+`, rs.Addr, testPrefix(t)))
+	f := startFleet(t, 3, cfg)
+
+	const users, each, clients = 60, 5, 64
+	jobs := make(chan int, users*each)
+	for n := range users * each {
+		jobs <- n
+	}
+	close(jobs)
+	var (
+		mu     sync.Mutex
+		counts = map[int]int{}
+		byUser = map[string]int{}
+		wg     sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for n := range jobs {
+				user := fmt.Sprintf("user-%d", n%users)
+				code := f.try(n%len(f.procs), user)
+				mu.Lock()
+				counts[code]++
+				if code == 200 {
+					byUser[user]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if counts[200] != 100 || counts[429] != users*each-100 {
+		t.Fatalf("statuses %v over %d orders, want exactly the global 100 × 200 and the rest 429 (no 503)", counts, users*each)
+	}
+	for user, n := range byUser {
+		if n > 3 {
+			t.Errorf("%s admitted %d times, its limit is 3", user, n)
+		}
+	}
+	allowed := 0.0
+	for i := range f.procs {
+		allowed += f.metric(t, i, `sluice_decisions_total{decision="allowed",rule="orders-global"}`)
+	}
+	if allowed != 100 {
+		t.Errorf("the gateways counted %v allowed under orders-global, want 100", allowed)
+	}
+}
