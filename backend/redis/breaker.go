@@ -23,7 +23,9 @@ const breakerBuckets = 10
 
 // breaker is the circuit breaker. Closed, every call goes to Redis, and
 // each one's outcome is counted in the bucket of the slice of time it ended
-// in. It opens when, over the last window, at least minCalls calls ended
+// in, weighed as the keys it swapped (a batch of single-key swaps, or a
+// compare-and-swap over several keys, counts as that many calls: each is a
+// decision Redis served or failed). It opens when, over the last window, at least minCalls calls ended
 // and at least rate of them failed: an error rate with a volume, so that
 // neither one stall of a moment (a few calls in flight failing together)
 // nor a streak on a quiet gateway opens it. Open, one call at a time, the

@@ -165,6 +165,36 @@ func TestBreakerNeedsAVolume(t *testing.T) {
 	}
 }
 
+// TestBreakerWeighsTheKeys: a compare-and-swap over several keys (an
+// ApplyAll, or calls the engine commits together on a shared key) weighs
+// as its keys: two failed calls over six keys each reach a volume of 12
+// and open the breaker, where two single-key calls would not.
+func TestBreakerWeighsTheKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, redis.Options{Timeout: 20 * time.Millisecond, BreakerMinCalls: 12, BreakerFailureRate: 0.5, BreakerWindow: time.Hour})
+	e := newEngine(t, s, engine.Options{})
+	if _, err := e.Apply(failLimit, "first", 1); err != nil {
+		t.Fatal(err)
+	}
+	reqs := func(call string) []engine.Request {
+		var out []engine.Request
+		for k := range 6 {
+			out = append(out, engine.Request{Limit: failLimit, Key: call + strconv.Itoa(k), Cost: 1})
+		}
+		return out
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for _, call := range []string{"a", "b"} {
+		if _, _, err := e.ApplyAll(reqs(call)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("ApplyAll %s over a stopped server: %v, want DeadlineExceeded", call, err)
+		}
+	}
+	if b := s.Breaker(); !b.Open || b.Failures != 12 {
+		t.Fatalf("two failed calls over six keys each: %+v; want the breaker open on 12 failures", b)
+	}
+}
+
 // TestSlowServerKeepsTheDeadline: while the server holds every command
 // (CLIENT PAUSE, as a server busy with a slow script or a fork would), a
 // decision fails at its deadline; once the pause ends, the next decision

@@ -79,8 +79,9 @@ type Options struct {
 	// TRYAGAIN, MASTERDOWN); any other error reply is an answer.
 	BreakerWindow time.Duration
 	// BreakerMinCalls is how many calls must have ended within the window
-	// before it is judged; zero means DefaultBreakerMinCalls, 20, and a
-	// negative value disables the breaker.
+	// before it is judged, a call counting as the keys it swapped (a batch
+	// or an ApplyAll as several); zero means DefaultBreakerMinCalls, 20,
+	// and a negative value disables the breaker.
 	BreakerMinCalls int
 	// BreakerFailureRate is the share of the window's calls that must have
 	// failed for the circuit to open, above 0 and at most 1; zero means
@@ -533,7 +534,11 @@ func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, err
 		}
 	}
 	var reply []any
-	err := s.call(func(ctx context.Context) (err error) {
+	// The call weighs, for the breaker, as the keys it swaps, as a batch
+	// weighs as its swaps: an ApplyAll's limits, or the calls the engine
+	// commits together on a shared key, each a decision Redis serves or
+	// fails.
+	err := s.callBy(time.Now().Add(s.timeout), int64(len(swaps)), func(ctx context.Context) (err error) {
 		reply, err = casScript.Run(ctx, s.c, keys, args...).Slice()
 		return err
 	})
