@@ -223,9 +223,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		fileStore := storeFlags(st)
 		fileStore.from = *storePath + "'s store section"
 		bf = storeFlagsGiven.over(fileStore)
-	} else if env.redis != nil && !storeFlagsGiven.given["backend"] {
+	} else if !storeFlagsGiven.given["backend"] {
 		// envoyproxy/ratelimit's REDIS_* environment, the flags over it.
-		bf = storeFlagsGiven.over(backendFlags{name: config.BackendRedis, redis: *env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
+		if env.redisErr != nil {
+			return fail(2, "%v", env.redisErr)
+		}
+		if env.redis != nil {
+			bf = storeFlagsGiven.over(backendFlags{name: config.BackendRedis, redis: *env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
+		}
 	}
 	logger := p.log
 	if files, err := rlsfile.Files(*configPath); err == nil && cfg != nil {

@@ -25,6 +25,7 @@ type rlsEnv struct {
 	nearRatio   float64       // NEAR_LIMIT_RATIO; 0 if unset
 	headerNames [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
 	redis       *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
+	redisErr    error         // why REDIS_* give no store, said only if they are to give it
 	xds         rlsXDSEnv     // CONFIG_TYPE=GRPC_XDS_SOTW and its CONFIG_GRPC_XDS_*
 	tlsOn       bool          // GRPC_SERVER_USE_TLS=true
 	tls         [3]string     // GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY, GRPC_CLIENT_TLS_CACERT, with GRPC_SERVER_USE_TLS=true
@@ -133,19 +134,20 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		e.notes = append(e.notes, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: sluice rls serves only once a configuration has loaded, always")
 	}
 	if url := getenv("REDIS_URL"); url != "" {
-		r, err := redisFromEnv(getenv, url)
-		if err != nil {
-			return e, err
+		// The store from REDIS_*, or why it cannot be had: runRLS uses
+		// either only when neither --backend nor --store gives the store.
+		e.redis, e.redisErr = redisFromEnv(getenv, url)
+		for _, name := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY"} {
+			if v := getenv(name); v != "" && e.redisErr == nil {
+				e.redisErr = fmt.Errorf("%s=%s: sluice rls presents no client certificate to Redis; authenticate with REDIS_AUTH (or --store's redis password) over REDIS_TLS", name, v)
+			}
 		}
-		e.redis = r
-	}
-	for _, name := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY"} {
-		if v := getenv(name); v != "" {
-			return e, fmt.Errorf("%s=%s: sluice rls presents no client certificate to Redis; authenticate with REDIS_AUTH (or --store's redis password) over REDIS_TLS", name, v)
+		if v := getenv("REDIS_SENTINEL_AUTH"); v != "" && e.redisErr == nil {
+			e.redisErr = fmt.Errorf("REDIS_SENTINEL_AUTH: sluice rls reaches Sentinels without a password; REDIS_AUTH (or --store's redis password) is the master's")
 		}
-	}
-	if v := getenv("REDIS_SENTINEL_AUTH"); v != "" {
-		return e, fmt.Errorf("REDIS_SENTINEL_AUTH: sluice rls reaches Sentinels without a password; REDIS_AUTH (or --store's redis password) is the master's")
+		if e.redisErr != nil {
+			e.redis = nil
+		}
 	}
 	for _, n := range rlsEnvNotes {
 		for _, name := range n.names {
@@ -204,7 +206,11 @@ func stopCacheNote(v string) string {
 func redisFromEnv(getenv func(string) string, url string) (*config.Redis, error) {
 	r := defaultRedis()
 	if t := getenv("REDIS_SOCKET_TYPE"); !strings.EqualFold(t, "tcp") {
-		return nil, fmt.Errorf("REDIS_SOCKET_TYPE=%s: sluice rls reaches Redis over TCP only (set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port)", t)
+		got := "REDIS_SOCKET_TYPE=" + t
+		if t == "" {
+			got = "REDIS_SOCKET_TYPE unset"
+		}
+		return nil, fmt.Errorf("%s: sluice rls reaches Redis over TCP only (set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port, or give the store with --backend or --store)", got)
 	}
 	parts := strings.Split(url, ",")
 	switch typ := strings.ToUpper(getenv("REDIS_TYPE")); typ {

@@ -116,7 +116,11 @@ func TestRLSEnvEveryEnvoySetting(t *testing.T) {
 	} {
 		k, v, _ := strings.Cut(c.env, "=")
 		env := map[string]string{k: v, "REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp", "GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c.pem", "GRPC_SERVER_TLS_KEY": "k.pem"}
-		if _, err := readRLSEnv(func(n string) string { return env[n] }); err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), c.want) {
+		e, err := readRLSEnv(func(n string) string { return env[n] })
+		if err == nil {
+			err = e.redisErr // a REDIS_* setting: refused when REDIS_* are to give the store
+		}
+		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want it refused naming %s", c.env, err, c.want)
 		}
 	}
@@ -146,5 +150,21 @@ func TestRLSEnvTLSFromFlags(t *testing.T) {
 	code, _, stderr = runCmd(t, "", "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
 	if strings.Contains(stderr, "GRPC_SERVER_USE_TLS") || !strings.Contains(stderr, "missing-cert.pem") {
 		t.Fatalf("the files by flag: exit %d, %q; want them taken (and their absence reported), not the environment's refusal", code, stderr)
+	}
+}
+
+// The store flags beat envoyproxy/ratelimit's REDIS_* environment, as the
+// migration table says: REDIS_URL with a REDIS_SOCKET_TYPE rls cannot use
+// stops rls only when the environment is to give the store, and then says
+// what is missing.
+func TestRLSEnvRedisUnderTheFlags(t *testing.T) {
+	t.Setenv("REDIS_URL", "127.0.0.1:1")
+	code, _, stderr := runCmd(t, "", "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0")
+	if code != 2 || !strings.Contains(stderr, "REDIS_SOCKET_TYPE unset") || !strings.Contains(stderr, "--backend or --store") {
+		t.Fatalf("REDIS_URL alone: exit %d, %q; want 2, naming REDIS_SOCKET_TYPE and the flags", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "", "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "memory", "--admin", "127.0.0.1:1", "--admin-token-file", "/nonexistent/token")
+	if strings.Contains(stderr, "REDIS_") {
+		t.Fatalf("--backend memory beside REDIS_URL: exit %d, %q; want the environment's store passed over", code, stderr)
 	}
 }

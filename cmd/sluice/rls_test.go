@@ -1061,10 +1061,14 @@ func TestRLSProcessEnvoyEnvironment(t *testing.T) {
 		{"NEAR_LIMIT_RATIO=1.5", "NEAR_LIMIT_RATIO=1.5: want a share of the limit in (0, 1]"},
 		{"BACKEND_TYPE=memcache", "BACKEND_TYPE=memcache"},
 		{"GRPC_UDS=/tmp/ratelimit.sock", "GRPC_UDS=/tmp/ratelimit.sock: sluice rls listens on TCP only: --grpc HOST:PORT"},
+		// Refused when REDIS_* are to give the store (no --backend, no --store).
 		{"REDIS_TLS_CLIENT_CERT=/etc/redis/client.pem", "REDIS_TLS_CLIENT_CERT=/etc/redis/client.pem: sluice rls presents no client certificate to Redis"},
 	} {
 		cmd := exec.Command(buildBinary(t), "rls", "--grpc", "127.0.0.1:0")
 		cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", c.env)
+		if strings.HasPrefix(c.env, "REDIS_") {
+			cmd.Env = append(cmd.Env, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=127.0.0.1:1")
+		}
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("%s: %v %s, want exit 2 saying %q", c.env, err, out, c.want)
@@ -1098,7 +1102,7 @@ func TestRLSProcessRedisFromEnvironment(t *testing.T) {
 	}
 	cmd := exec.Command(buildBinary(t), "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "REDIS_URL=/var/run/nutcracker/ratelimit.sock")
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "REDIS_SOCKET_TYPE=: sluice rls reaches Redis over TCP only") {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "REDIS_SOCKET_TYPE unset: sluice rls reaches Redis over TCP only") {
 		t.Errorf("a unix socket: %v %s", err, out)
 	}
 }
