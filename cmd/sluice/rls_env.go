@@ -38,6 +38,18 @@ type rlsEnv struct {
 // note. The migration table of docs/rls.md lists them all.
 func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	var e rlsEnv
+	// Whether any setting of envoyproxy/ratelimit's is set: the notes
+	// that compare with its defaults are for a deployment moving from it,
+	// not for every start.
+	set := false
+	read := getenv
+	getenv = func(name string) string {
+		v := read(name)
+		if v != "" && name != "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT" {
+			set = true
+		}
+		return v
+	}
 	isTrue := func(name string) (bool, error) {
 		v := getenv(name)
 		if v == "" {
@@ -127,8 +139,8 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	// Unset or false, envoyproxy/ratelimit would spend it, so say so.
 	if on, err := isTrue("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"); err != nil {
 		return e, err
-	} else if !on {
-		e.notes = append(e.notes, stopCacheNote(getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")))
+	} else if v := getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"); !on && v != "" {
+		e.notes = append(e.notes, stopCacheNote(v))
 	}
 	if getenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED") != "" {
 		e.notes = append(e.notes, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: sluice rls serves only once a configuration has loaded, always")
@@ -155,6 +167,11 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 				e.notes = append(e.notes, name+" is not read: "+n.note)
 			}
 		}
+	}
+	if set && getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") == "" {
+		// Unset in a deployment of envoyproxy/ratelimit's: its default,
+		// false, differs from what rls does.
+		e.notes = append(e.notes, stopCacheNote(""))
 	}
 	return e, nil
 }

@@ -42,9 +42,10 @@ func TestRLSProcessNearLimitRatio(t *testing.T) {
 }
 
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: sluice rls never spends on a
-// refusal. Unset or false (envoyproxy/ratelimit's default, under which a
-// refused request's hits count), one line at start says this differs;
-// true, nothing is said.
+// refusal. Unset in a deployment of envoyproxy/ratelimit's (another of its
+// settings set), or false (its default, under which a refused request's
+// hits count), one line at start says this differs; true, or unset with
+// none of its settings (a start of rls's own), nothing is said.
 func TestRLSProcessStopCacheKeyIncrementNote(t *testing.T) {
 	t.Parallel()
 	const note = "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT "
@@ -53,11 +54,22 @@ func TestRLSProcessStopCacheKeyIncrementNote(t *testing.T) {
 		lines int
 		says  string
 	}{
-		{nil, 1, "unset (false, envoyproxy/ratelimit's default): a difference"},
+		{nil, 0, ""},
+		{[]string{"USE_STATSD=false"}, 1, "unset (false, envoyproxy/ratelimit's default): a difference"},
 		{[]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false"}, 1, "=false: a difference"},
 		{[]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}, 0, ""},
 	} {
-		p := startRLSEnv(t, c.env, "--config", "testdata/rls/sluice")
+		// Whatever of envoyproxy/ratelimit's settings the test's own
+		// environment holds is blanked first.
+		names, err := os.ReadFile("testdata/rls/settings-env.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env []string
+		for _, n := range strings.Fields(string(names)) {
+			env = append(env, n+"=")
+		}
+		p := startRLSEnv(t, append(env, c.env...), "--config", "testdata/rls/sluice")
 		log := p.stderr.String()
 		if n := strings.Count(log, note); n != c.lines || !strings.Contains(log, c.says) {
 			t.Errorf("%v: %d lines of the note, want %d saying %q:\n%s", c.env, n, c.lines, c.says, log)
