@@ -13,8 +13,8 @@
 //	serve     run a rate-limiting reverse proxy in front of an HTTP service
 //	rls       serve Envoy's external rate-limit protocol from envoyproxy/ratelimit's configuration files
 //	replay    decide an access log under a rules file: who would have been denied, and what limit fits
-//	inspect   list the records a Pebble or bbolt state directory holds
-//	reset     unblock a caller: forget its record under a rule in a stopped store
+//	inspect   list the records a store holds (Pebble, bbolt or Redis)
+//	reset     unblock a caller: forget its record under a rule (a Pebble or bbolt store stopped; Redis as it runs)
 //	version   print the version of this build
 //
 // Run "sluice <command> -h" for a command's flags.

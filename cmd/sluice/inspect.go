@@ -39,6 +39,9 @@ Expired records a sweeper has not removed yet are listed too, as expired.
 --config reads the store (backend, dir, or the redis section with its
 password) from a gateway's configuration file; the flags override it.
 
+With --key, a caller that has no record (never seen, expired or reset: its
+budget is full) is said so on stderr, and the exit status is 1.
+
 Stop the process using a Pebble or bbolt store first. Neither is opened
 read-only: inspect opens the directory as the gateway does (with its sweeper
 off, and it writes no record), so while a gateway or a simulate process holds
@@ -112,7 +115,7 @@ func runInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	err = inspect(s, f, stdout, stderr)
+	listed, err := inspect(s, f, stdout, stderr)
 	if cerr := s.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing the store: %w", cerr)
 	}
@@ -121,6 +124,11 @@ func runInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if errors.Is(err, backend.ErrCorrupt) {
 			fmt.Fprint(stderr, damagedHint(f.dir))
 		}
+		return 1
+	}
+	if f.hasKey && listed == 0 {
+		// As reset says it: a caller with no record has its whole budget.
+		fmt.Fprintf(stderr, "sluice inspect: no record of %s: it has none (never seen, expired or reset), so its budget is full\n", identity.ShowKey(f.key))
 		return 1
 	}
 	return 0
@@ -302,8 +310,8 @@ func checkStoreDir(name, dir string) error {
 }
 
 // inspect lists the records of s that f selects to out, and reports on
-// errOut when --limit left some out.
-func inspect(s rangeStore, f inspectFlags, out, errOut io.Writer) error {
+// errOut when --limit left some out. It returns how many it listed.
+func inspect(s rangeStore, f inspectFlags, out, errOut io.Writer) (int, error) {
 	var start, prefix []byte
 	if f.hasNS {
 		prefix = engine.AppendKey(nil, f.namespace, "")
@@ -346,15 +354,15 @@ func inspect(s rangeStore, f inspectFlags, out, errOut io.Writer) error {
 		werr = ferr
 	}
 	if err != nil {
-		return fmt.Errorf("reading the store: %w", err)
+		return listed, fmt.Errorf("reading the store: %w", err)
 	}
 	if werr != nil {
-		return fmt.Errorf("writing: %w", werr)
+		return listed, fmt.Errorf("writing: %w", werr)
 	}
 	if more {
 		fmt.Fprintf(errOut, "sluice inspect: listed the first %d records; --limit 0 lists them all\n", listed)
 	}
-	return nil
+	return listed, nil
 }
 
 // recordView is one record as inspect shows it. Its JSON form is a line of

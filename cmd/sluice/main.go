@@ -26,8 +26,8 @@ var commands = []command{
 	{"serve", "run a rate-limiting reverse proxy in front of an HTTP service", runServeCmd},
 	{"rls", "serve Envoy's external rate-limit protocol from envoyproxy/ratelimit's configuration files", runRLSCmd},
 	{"replay", "decide an access log under a rules file: who would have been denied, and what limit fits", runReplay},
-	{"inspect", "list the records a durable store holds (stop the process using it first)", runInspect},
-	{"reset", "unblock a caller: forget its record under a rule in a stopped store", runReset},
+	{"inspect", "list the records a durable store holds (on Pebble or bbolt, stop the process using it first)", runInspect},
+	{"reset", "unblock a caller: forget its record under a rule (a Pebble or bbolt store stopped; Redis as it runs)", runReset},
 	{"version", "print the version of this build", runVersion},
 }
 
