@@ -156,6 +156,11 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if !given["grpc"] && env.grpc != "" {
 		*grpcAddr = env.grpc
 	}
+	if *grpcAddr == "" && (env.config != "" || env.xds.on) {
+		// Configured by envoyproxy/ratelimit's environment: its listener
+		// too, GRPC_HOST 0.0.0.0 and GRPC_PORT 8081 unless set.
+		*grpcAddr = "0.0.0.0:8081"
+	}
 	if !given["shadow-mode"] && env.shadowMode {
 		*shadowMode = true
 	}

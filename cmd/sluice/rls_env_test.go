@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -178,5 +179,48 @@ func TestRLSEnvRedisUnderTheFlags(t *testing.T) {
 	code, _, stderr = runCmd(t, "", "rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "memory", "--admin", "127.0.0.1:1", "--admin-token-file", "/nonexistent/token")
 	if strings.Contains(stderr, "REDIS_") {
 		t.Fatalf("--backend memory beside REDIS_URL: exit %d, %q; want the environment's store passed over", code, stderr)
+	}
+}
+
+// Configured by envoyproxy/ratelimit's environment alone (RUNTIME_ROOT,
+// no GRPC_HOST or GRPC_PORT, no --grpc), rls listens where it did: its
+// default 0.0.0.0:8081. (Skipped, saying so, when another process holds
+// that port on this machine.)
+func TestRLSProcessDefaultGRPCFromTheEnvironment(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "rls", "integration", "config", "basic.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "basic.yaml"), string(b))
+	cmd := exec.Command(buildBinary(t), "rls", "--admin", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config", "GRPC_HOST=", "GRPC_PORT=")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { cmd.Process.Kill(); <-exited }()
+	for deadline := time.Now().Add(processTimeout); !strings.Contains(stderr.String(), "listening"); {
+		select {
+		case <-exited:
+			if strings.Contains(stderr.String(), "address already in use") {
+				t.Skip("port 8081 is taken on this machine: " + stderr.String())
+			}
+			t.Fatalf("rls exited before listening:\n%s", stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rls did not listen within %v:\n%s", processTimeout, stderr.String())
+		}
+	}
+	if log := stderr.String(); !strings.Contains(log, "grpc=0.0.0.0:8081") && !strings.Contains(log, "grpc=[::]:8081") {
+		t.Fatalf("the listening line does not name every address's port 8081:\n%s", log)
 	}
 }
