@@ -77,9 +77,13 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 		call.group = names[0]
 	}
 	defer func() {
-		for s, f := range owned {
-			if f != nil {
-				p.release(b.slots[s].sh, b.swaps[s].Key, f)
+		// In the reverse of the order owned: the caller woken on a key
+		// finds the keys after it in byte order already free, so that
+		// calls sharing the first key (a tenant's) are adopted together
+		// rather than stopped at one whose other key is not let go yet.
+		for i := len(byKey) - 1; i >= 0; i-- {
+			if s := byKey[i]; owned[s] != nil {
+				p.release(b.slots[s].sh, b.swaps[s].Key, owned[s])
 			}
 		}
 	}()
