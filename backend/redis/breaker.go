@@ -50,6 +50,8 @@ type breaker struct {
 	probed  chan struct{} // closed when the probe out is answered
 
 	opened, rejected, failures, calls atomic.Uint64
+
+	changed func(open bool) // Options.BreakerChanged; nil: none
 }
 
 // bucket counts the calls that ended in one slice of time.
@@ -62,6 +64,7 @@ type bucket struct {
 func (b *breaker) init(o *Options) {
 	b.minCalls, b.rate, b.slice = int64(o.BreakerMinCalls), o.BreakerFailureRate, int64(o.BreakerWindow)/breakerBuckets
 	b.off = b.minCalls < 0
+	b.changed = o.BreakerChanged
 	if b.minCalls == 0 {
 		b.minCalls = DefaultBreakerMinCalls
 	}
@@ -114,7 +117,9 @@ func (b *breaker) doneN(probe bool, err error, n int64) {
 	if probe {
 		if !failed {
 			b.reset()
-			b.open.Store(false)
+			if b.open.Swap(false) && b.changed != nil {
+				b.changed(false)
+			}
 		}
 		b.mu.Lock()
 		b.probing = false
@@ -149,6 +154,9 @@ func (b *breaker) doneN(probe bool, err error, n int64) {
 	}
 	if calls >= b.minCalls && float64(fails) >= b.rate*float64(calls) && b.open.CompareAndSwap(false, true) {
 		b.opened.Add(1)
+		if b.changed != nil {
+			b.changed(true)
+		}
 	}
 }
 

@@ -171,7 +171,10 @@ func TestBreakerNeedsAVolume(t *testing.T) {
 // and open the breaker, where two single-key calls would not.
 func TestBreakerWeighsTheKeys(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, []string{srv.Addr}, redis.Options{Timeout: 20 * time.Millisecond, BreakerMinCalls: 12, BreakerFailureRate: 0.5, BreakerWindow: time.Hour})
+	var mu sync.Mutex
+	var changes []bool
+	s := open(t, []string{srv.Addr}, redis.Options{Timeout: 20 * time.Millisecond, BreakerMinCalls: 12, BreakerFailureRate: 0.5, BreakerWindow: time.Hour,
+		BreakerChanged: func(open bool) { mu.Lock(); changes = append(changes, open); mu.Unlock() }})
 	e := newEngine(t, s, engine.Options{})
 	if _, err := e.Apply(failLimit, "first", 1); err != nil {
 		t.Fatal(err)
@@ -192,6 +195,16 @@ func TestBreakerWeighsTheKeys(t *testing.T) {
 	}
 	if b := s.Breaker(); !b.Open || b.Failures != 12 {
 		t.Fatalf("two failed calls over six keys each: %+v; want the breaker open on 12 failures", b)
+	}
+	// Redis back: the probe closes it, and BreakerChanged heard both.
+	srv.Resume()
+	if _, err := e.Apply(failLimit, "probe", 1); err != nil {
+		t.Fatalf("the probe: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(changes) != "[true false]" {
+		t.Fatalf("BreakerChanged heard %v, want [true false]: opened, then closed", changes)
 	}
 }
 

@@ -89,6 +89,10 @@ type Options struct {
 	// ErrUnavailable, but for one at a time that probes Redis; the first
 	// probe Redis answers closes the circuit.
 	BreakerFailureRate float64
+	// BreakerChanged, if set, is called when the breaker opens (true) and
+	// when an answered probe closes it (false), from the goroutine of the
+	// call that changed it: a place to log it. It must not block.
+	BreakerChanged func(open bool)
 	// EngineClock makes the store report no time of its own, so that the
 	// engine's clock rules, and keep every record at least an hour of
 	// Redis' time, since Redis expires records by its own clock, which a

@@ -46,6 +46,9 @@ type backendFlags struct {
 	// must not sweep by the wall clock, and Redis must not supply the time
 	// (set by the command, not a flag).
 	fakeClock bool
+	// breakerChanged, set by a gateway, hears the Redis store's breaker
+	// open and close (redis.Options.BreakerChanged).
+	breakerChanged func(open bool)
 }
 
 // defaultRedis is a redis section with every default and no address.
@@ -265,7 +268,9 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 		if f.durable {
 			return nil, opts, usagef("--durability: applies to pebble and bolt; Redis keeps its records as its own persistence says")
 		}
-		s, err := openRedis(f.redis, redisOptions(f.redis, f.fakeClock))
+		ro := redisOptions(f.redis, f.fakeClock)
+		ro.BreakerChanged = f.breakerChanged
+		s, err := openRedis(f.redis, ro)
 		if err != nil {
 			return nil, opts, err
 		}
@@ -282,6 +287,13 @@ func openBackend(f backendFlags) (backend.Backend, engine.Options, error) {
 // error that on_store_error decides, until the operator moves the
 // directory away and restarts it.
 func openGatewayBackend(f backendFlags, log *slog.Logger) (backend.Backend, engine.Options, error) {
+	f.breakerChanged = func(open bool) {
+		if open {
+			log.Warn("redis: circuit breaker open: too many calls failed in its window; calls fail at once (on_store_error decides them) but one at a time, which probes Redis", "redis", strings.Join(f.redis.Addrs, ","))
+			return
+		}
+		log.Info("redis: circuit breaker closed: Redis answered a probe; calls go to it again", "redis", strings.Join(f.redis.Addrs, ","))
+	}
 	b, opts, err := openBackend(f)
 	if err != nil && errors.Is(err, backend.ErrCorrupt) {
 		log.Error("the store is damaged: every decision is a store error, which on_store_error decides; stop the gateway, move the directory away (what callers spent is lost: each starts with a full budget) and start it again",

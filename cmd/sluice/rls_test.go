@@ -987,6 +987,23 @@ store:
 	if got := metricValue(t, off.admin, "sluice_store_call_failures_total"); got < n {
 		t.Errorf("with --redis-breaker off, %v of %d calls to a stopped Redis failed", got, n)
 	}
+	// The log says when the breaker opened, and when Redis, back, closed it.
+	if log := on.stderr.String(); strings.Count(log, "circuit breaker open") < 1 || strings.Contains(log, "circuit breaker closed") {
+		t.Errorf("with Redis stopped, the log says the breaker opened %d times and closed: %v; want opened, not closed:\n%s",
+			strings.Count(log, "circuit breaker open"), strings.Contains(log, "circuit breaker closed"), log)
+	}
+	s.Resume()
+	for i := 0; !strings.Contains(on.stderr.String(), "circuit breaker closed"); i++ {
+		if i == 100 {
+			t.Fatalf("Redis back, 100 calls later the log does not say the breaker closed:\n%s", on.stderr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		on.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", "t1", "user", fmt.Sprint("back", i))}})
+		cancel()
+	}
+	if strings.Contains(off.stderr.String(), "circuit breaker") {
+		t.Errorf("with --redis-breaker off, the log speaks of the breaker:\n%s", off.stderr)
+	}
 }
 
 // A deployment's envoyproxy/ratelimit environment works unchanged: the
