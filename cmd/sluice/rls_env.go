@@ -163,9 +163,14 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	}
 	for _, n := range rlsEnvNotes {
 		for _, name := range n.names {
-			if getenv(name) != "" {
-				e.notes = append(e.notes, name+" is not read: "+n.note)
+			v := getenv(name)
+			if v == "" {
+				continue
 			}
+			if off, err := strconv.ParseBool(v); err == nil && !off && (strings.HasPrefix(name, "USE_") || name == "TRACING_ENABLED") {
+				continue // a feature turned off, as it is here: nothing to say
+			}
+			e.notes = append(e.notes, name+" is not read: "+n.note)
 		}
 	}
 	if set && getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") == "" {

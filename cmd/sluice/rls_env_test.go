@@ -147,6 +147,16 @@ func TestRLSEnvEveryEnvoySetting(t *testing.T) {
 	if !strings.Contains(strings.Join(e.notes, "\n"), "LOG_LEVEL is not read: ") {
 		t.Errorf("LOG_LEVEL set: notes %q, want it named", e.notes)
 	}
+	// A feature of envoyproxy/ratelimit's turned off, as it is here, is
+	// not noted; turned on, it is.
+	for v, want := range map[string]bool{"false": false, "true": true} {
+		env := map[string]string{"USE_STATSD": v, "TRACING_ENABLED": v}
+		e, err := readRLSEnv(func(n string) string { return env[n] })
+		notes := strings.Join(e.notes, "\n")
+		if err != nil || strings.Contains(notes, "USE_STATSD") != want || strings.Contains(notes, "TRACING_ENABLED") != want {
+			t.Errorf("USE_STATSD and TRACING_ENABLED=%s: notes %q, %v; want them noted: %v", v, e.notes, err, want)
+		}
+	}
 }
 
 // GRPC_SERVER_USE_TLS=true wants a certificate and key from the
