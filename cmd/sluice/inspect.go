@@ -621,7 +621,11 @@ func (p *tablePrinter) print(v recordView) error {
 		expires = *v.ExpiresAt
 		ttl = "expired"
 		if !v.Expired {
-			ttl = v.ttl.String()
+			// To the millisecond, as a person reads it (--json has it exact).
+			ttl = v.ttl.Round(time.Millisecond).String()
+			if v.ttl < time.Millisecond {
+				ttl = v.ttl.String()
+			}
 		}
 	}
 	_, err := fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ns, key, alg, stateText(v), expires, ttl)
