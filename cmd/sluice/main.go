@@ -155,11 +155,18 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (status int, d
 		}
 	}
 	if !help {
-		// A mistyped flag gets its error and one line, not the whole
-		// usage, which would scroll the error out of sight.
-		full := fs.Usage
-		fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run 'sluice %s -h' for its flags.\n", fs.Name()) }
-		defer func() { fs.Usage = full }()
+		// A mistyped flag gets its error, named by the command as every
+		// other error is, and one line, not the whole usage, which would
+		// scroll the error out of sight.
+		out, full := fs.Output(), fs.Usage
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
+		defer func() { fs.SetOutput(out); fs.Usage = full }()
+		if err := fs.Parse(args); err != nil {
+			fmt.Fprintf(out, "sluice %s: %v\nRun 'sluice %s -h' for its flags.\n", fs.Name(), err, fs.Name())
+			return 2, true
+		}
+		return 0, false
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -40,7 +40,7 @@ func TestRunDispatch(t *testing.T) {
 		{"help lists version", []string{"help"}, 0, "version", ""},
 		{"serve --help explains reload", []string{"serve", "--help"}, 0, "SIGHUP", ""},
 		{"serve --help names the admin endpoints", []string{"serve", "--help"}, 0, "/healthz", ""},
-		{"serve with a bad flag names it", []string{"serve", "--listn", ":1"}, 2, "", "flag provided but not defined: -listn\nRun 'sluice serve -h' for its flags.\n"},
+		{"serve with a bad flag names it", []string{"serve", "--listn", ":1"}, 2, "", "sluice serve: flag provided but not defined: -listn\nRun 'sluice serve -h' for its flags.\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
