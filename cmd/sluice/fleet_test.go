@@ -90,6 +90,38 @@ func (f *fleet) try(i int, user string) int {
 	return resp.StatusCode
 }
 
+// spread sends users × each orders from clients concurrent clients, order
+// n as user-(n mod users) to process n mod the fleet's size, and returns
+// each user's statuses.
+func (f *fleet) spread(users, each, clients int) map[string]map[int]int {
+	jobs := make(chan int, users*each)
+	for n := range users * each {
+		jobs <- n
+	}
+	close(jobs)
+	var (
+		mu     sync.Mutex
+		counts = map[string]map[int]int{}
+		wg     sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for n := range jobs {
+				user := fmt.Sprintf("user-%d", n%users)
+				code := f.try(n%len(f.procs), user)
+				mu.Lock()
+				if counts[user] == nil {
+					counts[user] = map[int]int{}
+				}
+				counts[user][code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return counts
+}
+
 // roundRobin sends n orders as user, the k-th to process (start+k) mod
 // the fleet's size, and returns the statuses; every 429 must carry a
 // Retry-After of at least a second.
@@ -297,33 +329,7 @@ func TestFleetDefaultsOnABusyMachine(t *testing.T) {
 	}
 
 	const users, each, clients = 5, 60, 24
-	jobs := make(chan int, users*each)
-	for n := range users * each {
-		jobs <- n
-	}
-	close(jobs)
-	var (
-		mu     sync.Mutex
-		counts = map[string]map[int]int{}
-		wg     sync.WaitGroup
-	)
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := range jobs {
-				user := fmt.Sprintf("user-%d", n%users)
-				code := f.try(n%len(f.procs), user)
-				mu.Lock()
-				if counts[user] == nil {
-					counts[user] = map[int]int{}
-				}
-				counts[user][code]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	counts := f.spread(users, each, clients)
 	for u := range users {
 		user := fmt.Sprintf("user-%d", u)
 		if c := counts[user]; c[200] != 20 || c[429] != each-20 {
@@ -387,38 +393,19 @@ rules:
 	f := startFleet(t, 3, cfg)
 
 	const users, each, clients = 60, 5, 64
-	jobs := make(chan int, users*each)
-	for n := range users * each {
-		jobs <- n
+	byUser := f.spread(users, each, clients)
+	counts := map[int]int{}
+	for _, c := range byUser {
+		for code, n := range c {
+			counts[code] += n
+		}
 	}
-	close(jobs)
-	var (
-		mu     sync.Mutex
-		counts = map[int]int{}
-		byUser = map[string]int{}
-		wg     sync.WaitGroup
-	)
-	for range clients {
-		wg.Go(func() {
-			for n := range jobs {
-				user := fmt.Sprintf("user-%d", n%users)
-				code := f.try(n%len(f.procs), user)
-				mu.Lock()
-				counts[code]++
-				if code == 200 {
-					byUser[user]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
 	if counts[200] != 100 || counts[429] != users*each-100 {
 		t.Fatalf("statuses %v over %d orders, want exactly the global 100 × 200 and the rest 429 (no 503)", counts, users*each)
 	}
-	for user, n := range byUser {
-		if n > 3 {
-			t.Errorf("%s admitted %d times, its limit is 3", user, n)
+	for user, c := range byUser {
+		if c[200] > 3 {
+			t.Errorf("%s admitted %d times, its limit is 3", user, c[200])
 		}
 	}
 	allowed := 0.0
