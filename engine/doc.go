@@ -47,8 +47,9 @@
 // The path has its own options (Options.Swap, a SwapOptions) and files:
 // swap.go (the path, its clock and its last-seen records), swap_queue.go
 // (one key's queue of callers and their single-key decisions), swap_all.go
-// (ApplyAll) and swap_group.go (ApplyAll calls decided together). Its
-// promise:
+// (ApplyAll: its queueing, local denials and a call over several groups)
+// and swap_group.go (the commit of a call over one group, with the calls
+// queued on its keys). Its promise:
 //
 //   - One round trip per decision when the last-seen record is current. A
 //     key's first request expects no record, which is right for a new key.

@@ -105,26 +105,18 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 		return b.decisions, false, nil
 	}
 	if call.ok {
-		// Calls queued for these keys whose every key can be had now
-		// are decided with this one, in one compare-and-swap.
-		if union, adopted := p.adopt(call); len(adopted) > 0 {
-			p.commitGroup(e, call, union, adopted)
-			if call.err != nil {
-				return nil, false, call.err
-			}
-			return b.decisions, call.all, nil
+		// One group: committed with the calls queued for these keys whose
+		// every key can be had now, in one compare-and-swap.
+		group, union := p.adopt(call)
+		p.commitGroup(e, group, union)
+		if call.err != nil {
+			return nil, false, call.err
 		}
+		return b.decisions, call.all, nil
 	}
 	for s := range b.slots {
 		seen := b.slots[s].sh.lastSeen(b.swaps[s].Key)
 		b.slots[s].expected, b.slots[s].kept = seen.v, seen.kept
-	}
-	if len(groups) == 1 {
-		all, err := p.commit(e, &b, nil, true)
-		if err != nil {
-			return nil, false, err
-		}
-		return b.decisions, all, nil
 	}
 	// confirm sends compare-only swaps over gs, one group at a time, for
 	// their requests' decisions.
@@ -263,19 +255,14 @@ type swapSlot struct {
 	keep     time.Duration // the longest wait a denial on it told its caller
 }
 
-// commit steps the requests on the slots named (all of them when slots is
-// nil) on their expected records and sends one compare-and-swap over them:
-// writing the stepped records when write is set and every request is
-// allowed, else comparing only. On a mismatch it steps again on the
-// store's records, at most p.retries times. It reports whether every
-// request was allowed; their decisions are in b.decisions.
+// commit steps the requests on the slots named, one group's of an ApplyAll
+// over several (a call over one group is commitGroup's), on their expected
+// records and sends one compare-and-swap over them: writing the stepped
+// records when write is set and every request is allowed, else comparing
+// only. On a mismatch it steps again on the store's records, at most
+// p.retries times. It reports whether every request was allowed; their
+// decisions are in b.decisions.
 func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (bool, error) {
-	if slots == nil {
-		slots = make([]int, len(b.slots))
-		for s := range slots {
-			slots[s] = s
-		}
-	}
 	swaps := make([]backend.Swap, len(slots))
 	for attempt := 0; ; attempt++ {
 		now, err := p.now(e)

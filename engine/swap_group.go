@@ -26,11 +26,11 @@ type multiCall struct {
 	err error
 }
 
-// adoption is one call a leader decides with its own: its union slot per
-// own slot, and the flights the leader took for it.
+// adoption is one call of a group commit (the leader's own, or one it
+// adopted): its union slot per own slot.
 type adoption struct {
 	call *multiCall
-	w    *waiter // its place in the queue of the key it waited for
+	w    *waiter // an adopted call's place in the queue of the key it waited for
 	at   []int   // at[s]: the union slot of call.b.slots[s]
 }
 
@@ -54,17 +54,18 @@ type unionSlot struct {
 // queued for that key are still decided in the order they came. (On an
 // adopted call's other keys it may go ahead of callers queued there,
 // which came as concurrently; it never spends what a limit does not
-// allow.) It returns the union of their keys, lead's first, and the calls
-// adopted, taken off their queues; nothing, when no call could be.
-func (p *swapPath) adopt(lead *multiCall) ([]unionSlot, []adoption) {
+// allow.) It returns the group, lead first and then the calls adopted,
+// taken off their queues, and the union of their keys, lead's first.
+func (p *swapPath) adopt(lead *multiCall) ([]adoption, []unionSlot) {
 	b := lead.b
+	group := []adoption{{call: lead, at: make([]int, len(b.slots))}}
 	union := make([]unionSlot, len(b.slots))
 	index := make(map[string]int, len(b.slots))
 	for s := range b.slots {
 		union[s] = unionSlot{sh: b.slots[s].sh, key: b.swaps[s].Key}
 		index[string(b.swaps[s].Key)] = s
+		group[0].at[s] = s
 	}
-	var adopted []adoption
 	for s := range b.slots {
 		sh, f := b.slots[s].sh, lead.owned[s]
 		// The queue of a key lead owns only grows while lead owns it
@@ -80,7 +81,7 @@ func (p *swapPath) adopt(lead *multiCall) ([]unionSlot, []adoption) {
 		}
 		sh.mu.Unlock()
 		for _, w := range candidates {
-			if len(adopted) == maxAdopted {
+			if len(group) == 1+maxAdopted {
 				break
 			}
 			c := w.call
@@ -125,13 +126,10 @@ func (p *swapPath) adopt(lead *multiCall) ([]unionSlot, []adoption) {
 				}
 			}
 			sh.mu.Unlock()
-			adopted = append(adopted, a)
+			group = append(group, a)
 		}
 	}
-	if len(adopted) == 0 {
-		return nil, nil
-	}
-	return union, adopted
+	return group, union
 }
 
 // tryOwn makes the caller the owner of k's queue if no one is deciding on
@@ -147,46 +145,36 @@ func (p *swapPath) tryOwn(sh *swapShard, k []byte) *flight {
 	return f
 }
 
-// commitGroup decides lead's call and the adopted ones, in that order, on
-// their keys' records, and commits them with one compare-and-swap over the
-// union: each call spends only if every one of its requests is allowed,
-// stepped on the records as the calls before it left them, as if the calls
-// had come one after another. On a mismatch every call is stepped again on
-// the store's records, at most p.retries times. It then releases the keys
-// taken for the adopted calls and wakes them, each with its own answer.
-func (p *swapPath) commitGroup(e *Engine, lead *multiCall, union []unionSlot, adopted []adoption) {
-	calls := make([]*multiCall, 0, 1+len(adopted))
-	at := make([][]int, 0, 1+len(adopted))
-	self := make([]int, len(lead.b.slots))
-	for s := range self {
-		self[s] = s
-	}
-	calls, at = append(calls, lead), append(at, self)
-	for _, a := range adopted {
-		calls, at = append(calls, a.call), append(at, a.at)
-	}
+// commitGroup decides group's calls, in order, on their keys' records, and
+// commits them with one compare-and-swap over union, their keys: each call
+// spends only if every one of its requests is allowed, stepped on the
+// records as the calls before it left them, as if the calls had come one
+// after another. On a mismatch every call is stepped again on the store's
+// records, at most p.retries times. It then releases the keys taken for
+// the adopted calls and wakes them (group[1:]), each with its own answer.
+func (p *swapPath) commitGroup(e *Engine, group []adoption, union []unionSlot) {
 	for u := range union {
 		seen := union[u].sh.lastSeen(union[u].key)
 		union[u].expected, union[u].kept = seen.v, seen.kept
 	}
-	all, err := p.stepGroup(e, calls, at, union)
-	for i, c := range calls {
-		c.all, c.err = all[i], err
+	all, err := p.stepGroup(e, group, union)
+	for i, a := range group {
+		a.call.all, a.call.err = all[i], err
 	}
 	for _, u := range union {
 		if u.taken != nil {
 			p.release(u.sh, u.key, u.taken)
 		}
 	}
-	for _, a := range adopted {
+	for _, a := range group[1:] {
 		a.w.wake <- false
 	}
 }
 
 // stepGroup is commitGroup's compare-and-swap loop; it reports each call's
 // outcome.
-func (p *swapPath) stepGroup(e *Engine, calls []*multiCall, at [][]int, union []unionSlot) ([]bool, error) {
-	all := make([]bool, len(calls))
+func (p *swapPath) stepGroup(e *Engine, group []adoption, union []unionSlot) ([]bool, error) {
+	all := make([]bool, len(group))
 	swaps := make([]backend.Swap, len(union))
 	type saved struct {
 		state []byte
@@ -215,13 +203,13 @@ func (p *swapPath) stepGroup(e *Engine, calls []*multiCall, at [][]int, union []
 			sl.swap = backend.Swap{Key: sl.key, Expected: sl.expected, Keep: true}
 		}
 		corrupt := false
-		for i, c := range calls {
-			b := c.b
+		for i, a := range group {
+			b, at := a.call.b, a.at
 			save = append(save[:0], make([]saved, len(b.slots))...)
 			touched = append(touched[:0], make([]bool, len(b.slots))...)
 			keeps = keeps[:0]
 			for s := range b.slots {
-				sl := &union[at[i][s]]
+				sl := &union[at[s]]
 				save[s] = saved{nil, sl.swap}
 				if sl.state != nil {
 					save[s].state = append([]byte(nil), sl.state...)
@@ -230,7 +218,7 @@ func (p *swapPath) stepGroup(e *Engine, calls []*multiCall, at [][]int, union []
 			ok := true
 			for j, r := range b.reqs {
 				s := b.which[j]
-				u := at[i][s]
+				u := at[s]
 				sl, d := &union[u], &b.decisions[j]
 				next := algo.StepInto(r.Limit.Algorithm, sl.state, now, r.Cost, d)
 				ok = ok && d.Allowed
@@ -254,7 +242,7 @@ func (p *swapPath) stepGroup(e *Engine, calls []*multiCall, at [][]int, union []
 			}
 			// Denied: nothing of this call is spent.
 			for s := range b.slots {
-				sl := &union[at[i][s]]
+				sl := &union[at[s]]
 				sl.state, sl.swap = save[s].state, save[s].swap
 				if !sl.swap.Keep {
 					sl.swap.Value = sl.state // the write's bytes, as they were
