@@ -51,6 +51,19 @@ type backendFlags struct {
 	breakerChanged func(open bool)
 }
 
+// storeFile reads the store section of the file at path (a gateway
+// configuration, or a store section alone): the store --store names, over
+// which a command lays its store flags.
+func storeFile(path string) (backendFlags, error) {
+	st, err := config.LoadStore(path)
+	if err != nil {
+		return backendFlags{}, usagef("--store: %v", err)
+	}
+	b := storeFlags(st)
+	b.from = path + "'s store section"
+	return b, nil
+}
+
 // defaultRedis is a redis section with every default and no address.
 func defaultRedis() config.Redis {
 	return config.Redis{Timeout: config.DefaultRedisTimeout, KeyPrefix: config.DefaultRedisKeyPrefix, FleetSize: config.DefaultFleetSize}

@@ -221,12 +221,10 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}
 	bf := *storeFlagsGiven
 	if *storePath != "" {
-		st, err := config.LoadStore(*storePath)
+		fileStore, err := storeFile(*storePath)
 		if err != nil {
-			return fail(2, "--store: %v", err)
+			return fail(2, "%v", err)
 		}
-		fileStore := storeFlags(st)
-		fileStore.from = *storePath + "'s store section"
 		bf = storeFlagsGiven.over(fileStore)
 	} else if !storeFlagsGiven.given["backend"] {
 		// envoyproxy/ratelimit's REDIS_* environment, the flags over it.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
-	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -224,18 +223,16 @@ func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 	}
 	out := *bf
 	if path := fs.Lookup("store").Value.String(); path != "" {
-		st, err := config.LoadStore(path)
+		fileStore, err := storeFile(path)
 		if err != nil {
-			return engine.Limit{}, backendFlags{}, usagef("--store: %v", err)
+			return engine.Limit{}, backendFlags{}, err
 		}
-		fileStore := storeFlags(st)
 		if fileStore.name == "pebble" || fileStore.name == "bolt" {
 			// A gateway's own directory: a trace's records would stay in
 			// it beside its callers'. A trace on disk gets a directory of
 			// its own, through --backend and --dir.
 			return engine.Limit{}, backendFlags{}, usagef("--store: %s's store is %s on disk, which simulate does not write into; give a directory of the trace's own with --backend %s --dir DIR", path, fileStore.name, fileStore.name)
 		}
-		fileStore.from = path + "'s store section"
 		out = bf.over(fileStore)
 	}
 	return engine.Limit{Namespace: simulateNamespace, Algorithm: a}, out, nil
