@@ -89,10 +89,15 @@
 //     before its caller is full again (a rule whose rate was lowered since
 //     it was written): that denial's compare-only swap lengthens the
 //     record's expiry (backend.Swap.Keep with a TTL).
-//     Such a denial never turns an allow into a deny; its Remaining and
-//     RetryAfter are the last-seen record's, so in a fleet they may be
-//     more generous than the store's (the retry is then decided against
-//     the store). A Reset in another process reaches the others through the
+//     Such a denial never turns an allow into a deny while the store's
+//     clock runs forwards; its Remaining and RetryAfter are the last-seen
+//     record's, so in a fleet they may be more generous than the store's
+//     (the retry is then decided against the store). When the clock steps
+//     back past a record another process wrote, the store steps that
+//     record as if no time had passed, while the last-seen one is stepped
+//     at the clock's time: it may deny what the store allows, until the
+//     time that record was written at the latest, since the last-seen
+//     record has spent no more. A Reset in another process reaches the others through the
 //     store's watch of deletions (backend.Swapper.WatchDeletes: Redis
 //     Pub/Sub), which forgets the key; a watcher
 //     that missed it denies until the denial's RetryAfter at most. A hot
