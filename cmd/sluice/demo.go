@@ -56,7 +56,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			fs.PrintDefaults()
 			return 0
 		}
-		fmt.Fprintf(stderr, "sluice demo: %v\nRun 'sluice demo -h' for usage.\n", err)
+		fmt.Fprintf(stderr, "sluice demo: %v\nRun 'sluice demo -h' for usage.\n", flagHint(fs, err))
 		return 2
 	}
 	if fs.NArg() > 0 {

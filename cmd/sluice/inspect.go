@@ -168,7 +168,7 @@ func printInspectUsage(w io.Writer) {
 func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	fs, f, now := newInspectFlags()
 	if err := fs.Parse(args); err != nil {
-		return inspectFlags{}, err
+		return inspectFlags{}, flagHint(fs, err)
 	}
 	if fs.NArg() > 0 {
 		return inspectFlags{}, usagef("unexpected argument %q", fs.Arg(0))

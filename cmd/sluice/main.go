@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // command is one subcommand of the binary.
@@ -163,7 +164,7 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (status int, d
 		fs.Usage = func() {}
 		defer func() { fs.SetOutput(out); fs.Usage = full }()
 		if err := fs.Parse(args); err != nil {
-			fmt.Fprintf(out, "sluice %s: %v\nRun 'sluice %s -h' for its flags.\n", fs.Name(), err, fs.Name())
+			fmt.Fprintf(out, "sluice %s: %v\nRun 'sluice %s -h' for its flags.\n", fs.Name(), flagHint(fs, err), fs.Name())
 			return 2, true
 		}
 		return 0, false
@@ -175,4 +176,50 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (status int, d
 		return 2, true
 	}
 	return 0, false
+}
+
+// flagHint returns err, a parse error of fs, with the flag the caller most
+// likely meant when err names a flag fs does not define and one of fs's is
+// at most two edits from it: "(did you mean --config?)".
+func flagHint(fs *flag.FlagSet, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return err
+	}
+	name = strings.TrimLeft(name, "-")
+	best, least := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := edits(name, f.Name); d < least {
+			best, least = f.Name, d
+		}
+	})
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w (did you mean --%s?)", err, best)
+}
+
+// edits is the number of single-byte insertions, deletions, substitutions
+// and swaps of neighbours that turn a into b (optimal string alignment).
+func edits(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j]; three rows suffice.
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }

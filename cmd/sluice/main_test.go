@@ -40,7 +40,14 @@ func TestRunDispatch(t *testing.T) {
 		{"help lists version", []string{"help"}, 0, "version", ""},
 		{"serve --help explains reload", []string{"serve", "--help"}, 0, "SIGHUP", ""},
 		{"serve --help names the admin endpoints", []string{"serve", "--help"}, 0, "/healthz", ""},
-		{"serve with a bad flag names it", []string{"serve", "--listn", ":1"}, 2, "", "sluice serve: flag provided but not defined: -listn\nRun 'sluice serve -h' for its flags.\n"},
+		{"serve with a bad flag names it", []string{"serve", "--listn", ":1"}, 2, "", "sluice serve: flag provided but not defined: -listn (did you mean --listen?)\nRun 'sluice serve -h' for its flags.\n"},
+		{"serve offers no flag far from a mistyped one", []string{"serve", "--verbose"}, 2, "", "not defined: -verbose\nRun"},
+		{"rls offers the flag meant", []string{"rls", "--redis-timout", "1s"}, 2, "", "-redis-timout (did you mean --redis-timeout?)"},
+		{"reset offers the flag meant", []string{"reset", "--ky", "a"}, 2, "", "-ky (did you mean --key?)"},
+		{"replay offers the flag meant", []string{"replay", "--cnofig", "x"}, 2, "", "-cnofig (did you mean --config?)"},
+		{"inspect offers the flag meant", []string{"inspect", "--bakend", "pebble"}, 2, "", "-bakend (did you mean --backend?)"},
+		{"simulate offers the flag meant", []string{"simulate", "--limt", "3"}, 2, "", "-limt (did you mean --limit?)"},
+		{"demo offers the flag meant", []string{"demo", "--resme"}, 2, "", "-resme (did you mean --resume?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,5 +63,30 @@ func TestRunDispatch(t *testing.T) {
 				t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, stderr, tt.wantStderr)
 			}
 		})
+	}
+}
+
+func TestEdits(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"config", "config", 0},
+		{"", "key", 3},
+		{"confg", "config", 1},    // a deletion
+		{"configg", "config", 1},  // an insertion
+		{"cinfig", "config", 1},   // a substitution
+		{"cnofig", "config", 1},   // neighbours swapped
+		{"verbose", "version", 4}, // too far to offer
+		{"listn", "listen", 1},
+		{"redis-timout", "redis-timeout", 1},
+	} {
+		if got := edits(tt.a, tt.b); got != tt.want {
+			t.Errorf("edits(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := edits(tt.b, tt.a); got != tt.want {
+			t.Errorf("edits(%q, %q) = %d, want %d", tt.b, tt.a, got, tt.want)
+		}
 	}
 }

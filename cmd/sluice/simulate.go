@@ -187,7 +187,7 @@ var flagNames = map[string]string{"limit": "--limit", "window": "--window", "bur
 func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 	fs, name, limit, window, burst, bf := newSimulateFlags()
 	if err := fs.Parse(args); err != nil {
-		return engine.Limit{}, backendFlags{}, err
+		return engine.Limit{}, backendFlags{}, flagHint(fs, err)
 	}
 	if fs.NArg() > 0 {
 		return engine.Limit{}, backendFlags{}, usagef("unexpected argument %q (the trace is read from stdin)", fs.Arg(0))
