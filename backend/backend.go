@@ -211,6 +211,16 @@ type Swap struct {
 	Keep bool
 }
 
+// TTLUnit is implemented by a Swapper that keeps a record for its
+// Swap.TTL rounded up to a whole unit of its own (Redis: a millisecond,
+// the unit of PX). The engine then reckons when the store forgets a
+// record as the store does: a record of under a unit, or in the last unit
+// of its life, is still there, and a swap expecting none would miss.
+type TTLUnit interface {
+	// TTLUnit returns the unit; zero or less means none.
+	TTLUnit() time.Duration
+}
+
 // Swapper is the compare-and-swap path: a store that cannot lend the
 // engine a lock, because it lives across a network (Redis), and offers
 // instead an atomic compare-and-swap over several keys. The engine then

@@ -55,8 +55,9 @@ type SwapOptions struct {
 type swapPath struct {
 	s        backend.Swapper
 	retries  int
-	perShard int  // the last-seen records kept per shard
-	confirm  bool // SwapOptions.ConfirmDenials: no denial answered locally
+	perShard int   // the last-seen records kept per shard
+	confirm  bool  // SwapOptions.ConfirmDenials: no denial answered locally
+	ttlUnit  int64 // backend.TTLUnit's, in ns: a record's TTL is kept rounded up to it; 0: none
 	shards   []swapShard
 	mask     uint64
 	unwatch  func() // ends the store's watch of deletions
@@ -106,6 +107,9 @@ func newSwapPath(s backend.Swapper, o *SwapOptions, n int) (*swapPath, error) {
 		size = DefaultSwapCacheSize
 	}
 	p := &swapPath{s: s, retries: retries, perShard: max(1, (size+n-1)/n), confirm: o.ConfirmDenials, shards: make([]swapShard, n), mask: uint64(n - 1)}
+	if u, ok := s.(backend.TTLUnit); ok {
+		p.ttlUnit = max(0, int64(u.TTLUnit()))
+	}
 	for i := range p.shards {
 		p.shards[i].flights = map[string]*flight{}
 		p.shards[i].seen = map[string]seenRecord{}

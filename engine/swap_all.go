@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"time"
 
@@ -317,7 +318,7 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 		if ok {
 			for _, s := range slots {
 				sl := &b.slots[s]
-				sl.expected, sl.kept = committed(b.swaps[s], sl.expected, sl.kept, now)
+				sl.expected, sl.kept = p.committed(b.swaps[s], sl.expected, sl.kept, now)
 				p.remember(sl.sh, b.swaps[s].Key, sl.expected, sl.kept)
 			}
 			if corrupt {
@@ -339,15 +340,20 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 // committed returns the record the store holds once w, a swap that
 // expected expected (kept by the store until kept), was committed at now,
 // and until when the store keeps it: expected, kept longer by a Keep with
-// a TTL; w's Value; or nothing, for a deletion.
-func committed(w backend.Swap, expected []byte, kept, now int64) ([]byte, int64) {
+// a TTL; w's Value; or nothing, for a deletion. A TTL is kept as the store
+// keeps it, rounded up to its unit.
+func (p *swapPath) committed(w backend.Swap, expected []byte, kept, now int64) ([]byte, int64) {
+	ttl := int64(w.TTL)
+	if u := p.ttlUnit; u > 0 && ttl > 0 && ttl%u != 0 {
+		ttl = min(ttl, math.MaxInt64-u) + u - ttl%u
+	}
 	switch {
-	case w.Keep && w.TTL > 0:
-		return expected, max(kept, addSat(now, w.TTL))
+	case w.Keep && ttl > 0:
+		return expected, max(kept, addSat(now, time.Duration(ttl)))
 	case w.Keep:
 		return expected, kept
-	case w.TTL > 0:
-		return w.Value, addSat(now, w.TTL)
+	case ttl > 0:
+		return w.Value, addSat(now, time.Duration(ttl))
 	default:
 		return nil, 0
 	}

@@ -264,7 +264,7 @@ func (p *swapPath) stepGroup(e *Engine, group []adoption, union []unionSlot) ([]
 		}
 		if ok {
 			for _, sl := range union {
-				v, kept := committed(sl.swap, sl.expected, sl.kept, now)
+				v, kept := p.committed(sl.swap, sl.expected, sl.kept, now)
 				p.remember(sl.sh, sl.key, v, kept)
 			}
 			if corrupt {

@@ -270,7 +270,7 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 			return
 		}
 		if ok {
-			v, kept := committed(swap, expected, kept, now)
+			v, kept := p.committed(swap, expected, kept, now)
 			p.remember(sh, k, v, kept)
 			for _, w := range batch {
 				if w.d.CorruptState {

@@ -376,3 +376,33 @@ func TestSwapCacheIsBounded(t *testing.T) {
 		t.Fatalf("%d conflicts in 60 requests over 5 keys with room for one record; want one per request after the first round", c)
 	}
 }
+
+// TestSwapReckonsTheStoresTTLUnit: a store that keeps records for whole
+// milliseconds (backend.TTLUnit, as Redis does) still holds a record of a
+// 200µs window when the engine's own reckoning says it is gone; the engine
+// rounds as the store does, so revisiting such a key never expects the
+// wrong record: no conflict, every decision one engine on memory makes,
+// whether the revisit comes before the store forgets the record or after.
+func TestSwapReckonsTheStoresTTLUnit(t *testing.T) {
+	for _, name := range algo.Names {
+		t.Run(name, func(t *testing.T) {
+			clock := engine.NewFakeClock(t0)
+			store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, TTLUnit: time.Millisecond})
+			e := newSwapEngine(t, store, clock, nil)
+			one := newSwapEngine(t, memory.New(&memory.Options{SweepInterval: -1}), clock, nil)
+			l := limit(name, algo.Params{Limit: 3, Window: 200 * time.Microsecond}, "x")
+			steps := []time.Duration{300 * time.Microsecond, 0, 700 * time.Microsecond, 1200 * time.Microsecond, 999 * time.Microsecond, 1}
+			for i := range 60 {
+				got, err1 := e.Apply(l, "k", 1)
+				want, err2 := one.Apply(l, "k", 1)
+				if err1 != nil || err2 != nil || got != want {
+					t.Fatalf("decision %d: over the store %+v %v, one engine on memory %+v %v", i, got, err1, want, err2)
+				}
+				clock.Advance(steps[i%len(steps)])
+			}
+			if c := e.Stats().Conflicts; c != 0 {
+				t.Errorf("%d conflicts with no other writer: the engine expected a record the store had forgotten, or none where it kept one", c)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ type SwapStore struct {
 	delay   time.Duration
 	before  func(s *SwapStore, swaps []backend.Swap)
 	group   func(key []byte) string
+	unit    time.Duration
 
 	mu       sync.Mutex // guards recs, closed and watchers
 	recs     map[string]swapRecord
@@ -66,12 +67,17 @@ type SwapOptions struct {
 	// refuses keys of several groups with ErrCrossGroup, writing nothing.
 	// Nil puts every key in one group.
 	Group func(key []byte) string
+	// TTLUnit, when positive, makes the store keep every record for its
+	// TTL rounded up to a whole TTLUnit, as Redis keeps one for whole
+	// milliseconds, and say so (backend.TTLUnit).
+	TTLUnit time.Duration
 }
 
 var (
 	_ backend.Swapper = (*SwapStore)(nil)
 	_ backend.Stats   = (*SwapStore)(nil)
 	_ backend.Sweeper = (*SwapStore)(nil)
+	_ backend.TTLUnit = (*SwapStore)(nil)
 )
 
 // NewSwapStore returns an empty SwapStore.
@@ -81,7 +87,7 @@ func NewSwapStore(o *SwapOptions) *SwapStore {
 		if o.Now != nil {
 			s.now = o.Now
 		}
-		s.noClock, s.delay, s.before, s.group = o.NoClock, o.Delay, o.Before, o.Group
+		s.noClock, s.delay, s.before, s.group, s.unit = o.NoClock, o.Delay, o.Before, o.Group, o.TTLUnit
 	}
 	return s
 }
@@ -235,6 +241,9 @@ func (s *SwapStore) Sweep(now int64, budget int) (int, error) {
 // implements backend.Stats.
 func (s *SwapStore) Evictions() uint64 { return s.evicted.Load() }
 
+// TTLUnit implements backend.TTLUnit: SwapOptions.TTLUnit.
+func (s *SwapStore) TTLUnit() time.Duration { return s.unit }
+
 // CompareAndSwap implements backend.Swapper on the store's clock.
 func (s *SwapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
 	s.calls.Add(1)
@@ -279,6 +288,9 @@ func (s *SwapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64,
 		return false, current, reply, nil
 	}
 	for _, w := range swaps {
+		if u := s.unit; u > 0 && w.TTL > 0 && w.TTL%u != 0 {
+			w.TTL += u - w.TTL%u
+		}
 		switch {
 		case w.Keep:
 			if r, ok := s.recs[string(w.Key)]; ok && w.TTL > 0 && r.expiresAt > now && r.expiresAt < now+int64(w.TTL) {

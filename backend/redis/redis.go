@@ -137,7 +137,10 @@ type Store struct {
 // last offset it learned meanwhile.
 const timeEvery = time.Second
 
-var _ backend.Swapper = (*Store)(nil)
+var (
+	_ backend.Swapper = (*Store)(nil)
+	_ backend.TTLUnit = (*Store)(nil)
+)
 
 // New returns a store over c, which the caller keeps: Close does not close
 // it. c must have ContextTimeoutEnabled set (go-redis ignores deadlines
@@ -729,6 +732,10 @@ func (s *Store) setFresh(c *oneCall, on processor) (ok bool, cur [][]byte, done 
 	}
 	return true, nil, true, nil
 }
+
+// TTLUnit implements backend.TTLUnit: Redis keeps a record for whole
+// milliseconds (PX), its TTL rounded up.
+func (s *Store) TTLUnit() time.Duration { return time.Millisecond }
 
 // engineClockTTL is the least a record is kept with Options.EngineClock:
 // the engine's clock, not Redis', says when it is due, so it must outlive
