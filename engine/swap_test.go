@@ -406,3 +406,62 @@ func TestSwapReckonsTheStoresTTLUnit(t *testing.T) {
 		})
 	}
 }
+
+// TestSwapTTLUnitIsReckonedExactly: over a store that keeps records for
+// whole milliseconds, with the clock running forwards, one engine's
+// decisions are one engine's on memory, and it never expects a record
+// the store has not got: no conflict, with no other writer. (With the
+// clock stepping back, a record kept the extra fraction of a millisecond
+// may come back where memory's would not; Redis does the same.)
+func TestSwapTTLUnitIsReckonedExactly(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		limits := genLimits(t)
+		clock := engine.NewFakeClock(t0)
+		e, err := engine.New(backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, TTLUnit: time.Millisecond}), &engine.Options{Clock: clock, Stripes: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		one, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: clock, Stripes: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer one.Close()
+		for i := range rapid.IntRange(1, 150).Draw(t, "ops") {
+			l := rapid.SampledFrom(limits).Draw(t, "limit")
+			key := rapid.SampledFrom(propKeys).Draw(t, "key")
+			cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")
+			var got, want string
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			case 0:
+				clock.Advance(time.Duration(rapid.OneOf(
+					rapid.Int64Range(1, 2e6), // within a millisecond or two: the unit's edge
+					rapid.Int64Range(1, 3e9),
+					rapid.SampledFrom([]int64{0, 1e6, 7e8, 1e9, 60e9}),
+				).Draw(t, "step")))
+				continue
+			case 1:
+				got, want = fmt.Sprint(e.Reset(l, key)), fmt.Sprint(one.Reset(l, key))
+			case 2:
+				d1, err1 := e.Peek(l, key, cost)
+				d2, err2 := one.Peek(l, key, cost)
+				got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
+			case 3:
+				reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(t, "limit2"), Key: rapid.SampledFrom(propKeys).Draw(t, "key2"), Cost: 1}}
+				d1, all1, err1 := e.ApplyAll(reqs)
+				d2, all2, err2 := one.ApplyAll(reqs)
+				got, want = fmt.Sprintf("%+v %v %v", d1, all1, err1), fmt.Sprintf("%+v %v %v", d2, all2, err2)
+			default:
+				d1, err1 := e.Apply(l, key, cost)
+				d2, err2 := one.Apply(l, key, cost)
+				got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
+			}
+			if got != want {
+				t.Fatalf("op %d: over the store\n %s\none engine on memory\n %s", i, got, want)
+			}
+			if c := e.Stats().Conflicts; c != 0 {
+				t.Fatalf("op %d: %d conflicts with no other writer", i, c)
+			}
+		}
+	})
+}
