@@ -158,9 +158,7 @@ func testTwoEngines(t *testing.T, confirm bool) {
 			case 1:
 				got, want = fmt.Sprint(e.Reset(l, key)), fmt.Sprint(one.Reset(l, key))
 			case 2:
-				d1, err1 := e.Peek(l, key, cost)
-				d2, err2 := one.Peek(l, key, cost)
-				got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
+				got, want = peekBoth(e, one, l, key, cost)
 			case 3:
 				reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(t, "limit2"), Key: "c", Cost: 1}}
 				d1, all1, err1 := e.ApplyAll(reqs)
@@ -443,9 +441,7 @@ func TestSwapTTLUnitIsReckonedExactly(t *testing.T) {
 			case 1:
 				got, want = fmt.Sprint(e.Reset(l, key)), fmt.Sprint(one.Reset(l, key))
 			case 2:
-				d1, err1 := e.Peek(l, key, cost)
-				d2, err2 := one.Peek(l, key, cost)
-				got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
+				got, want = peekBoth(e, one, l, key, cost)
 			case 3:
 				reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(t, "limit2"), Key: rapid.SampledFrom(propKeys).Draw(t, "key2"), Cost: 1}}
 				d1, all1, err1 := e.ApplyAll(reqs)
@@ -464,4 +460,11 @@ func TestSwapTTLUnitIsReckonedExactly(t *testing.T) {
 			}
 		}
 	})
+}
+
+// peekBoth returns what e and one answer a Peek, printed alike.
+func peekBoth(e, one *engine.Engine, l engine.Limit, key string, cost int64) (got, want string) {
+	d1, err1 := e.Peek(l, key, cost)
+	d2, err2 := one.Peek(l, key, cost)
+	return fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
 }
