@@ -94,7 +94,7 @@ type batcher struct {
 // batchCall is one single-key swap waiting in, or answered by, a batch.
 type batchCall struct {
 	c      *oneCall
-	queued time.Time // when it queued
+	queued time.Time // when it queued; zero if sent at once
 	// The fields below are guarded by batcher.mu.
 	//
 	// due, when not zero, is the latest the swap may be answered: set
@@ -120,13 +120,14 @@ type batchResult struct {
 
 // batched is compareAndSwapOne's swap of c sent in a batch.
 func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
-	bc := &batchCall{c: c, queued: time.Now(), wake: make(chan struct{}, 1)}
+	bc := &batchCall{c: c, wake: make(chan struct{}, 1)}
 	b := &s.batch
 	b.mu.Lock()
 	lead := b.flying < maxFlying
 	if lead {
 		b.flying++
 	} else {
+		bc.queued = time.Now()
 		b.queue = append(b.queue, bc)
 	}
 	b.mu.Unlock()
