@@ -49,14 +49,14 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&bf.name, "backend", "pebble", "the `store`: pebble, bolt or memory")
 	fs.StringVar(&bf.dir, "dir", "var/demo", "the durable store's `directory`; the demo empties it unless --resume is given")
 	resume := fs.Bool("resume", false, "continue from the state a previous run left in --dir, as a restarted gateway would")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, demoUsage)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return 0
 		}
-		fmt.Fprintf(stderr, "sluice demo: %v\nRun 'sluice demo -h' for usage.\n", flagHint(fs, err))
+		fmt.Fprintf(stderr, "sluice demo: %v\nRun 'sluice demo -h' for usage.\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {

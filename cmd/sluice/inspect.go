@@ -167,8 +167,8 @@ func printInspectUsage(w io.Writer) {
 // for --now. Every error names the flag at fault.
 func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	fs, f, now := newInspectFlags()
-	if err := fs.Parse(args); err != nil {
-		return inspectFlags{}, flagHint(fs, err)
+	if err := parseFlags(fs, args); err != nil {
+		return inspectFlags{}, err
 	}
 	if fs.NArg() > 0 {
 		return inspectFlags{}, usagef("unexpected argument %q", fs.Arg(0))

@@ -163,19 +163,28 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (status int, d
 		fs.SetOutput(io.Discard)
 		fs.Usage = func() {}
 		defer func() { fs.SetOutput(out); fs.Usage = full }()
-		if err := fs.Parse(args); err != nil {
-			fmt.Fprintf(out, "sluice %s: %v\nRun 'sluice %s -h' for its flags.\n", fs.Name(), flagHint(fs, err), fs.Name())
+		if err := parseFlags(fs, args); err != nil {
+			fmt.Fprintf(out, "sluice %s: %v\nRun 'sluice %s -h' for its flags.\n", fs.Name(), err, fs.Name())
 			return 2, true
 		}
 		return 0, false
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, true
 		}
 		return 2, true
 	}
 	return 0, false
+}
+
+// parseFlags parses args into fs, an error naming an unknown flag with
+// the flag most likely meant (flagHint). Every command parses through it.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return flagHint(fs, err)
+	}
+	return nil
 }
 
 // flagHint returns err, a parse error of fs, with the flag the caller most

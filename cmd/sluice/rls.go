@@ -156,11 +156,6 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if !given["grpc"] && env.grpc != "" {
 		*grpcAddr = env.grpc
 	}
-	if *grpcAddr == "" && (env.config != "" || env.xds.on) {
-		// Configured by envoyproxy/ratelimit's environment: its listener
-		// too, GRPC_HOST 0.0.0.0 and GRPC_PORT 8081 unless set.
-		*grpcAddr = "0.0.0.0:8081"
-	}
 	if !given["shadow-mode"] && env.shadowMode {
 		*shadowMode = true
 	}
@@ -176,9 +171,12 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if !given["merge-domains"] && env.merge {
 		*mergeDomains = true
 	}
-	for i, name := range []string{"tls-cert", "tls-key", "tls-client-ca"} {
-		if to := []*string{tlsf.cert, tlsf.key, tlsf.clientCA}[i]; !given[name] && env.tls[i] != "" {
-			*to = env.tls[i]
+	for i, f := range [...]struct {
+		name string
+		to   *string
+	}{{"tls-cert", tlsf.cert}, {"tls-key", tlsf.key}, {"tls-client-ca", tlsf.clientCA}} {
+		if !given[f.name] && env.tls[i] != "" {
+			*f.to = env.tls[i]
 		}
 	}
 	if env.tlsOn && (*tlsf.cert == "" || *tlsf.key == "") {

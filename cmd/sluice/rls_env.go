@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -50,17 +51,7 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		}
 		return v
 	}
-	isTrue := func(name string) (bool, error) {
-		v := getenv(name)
-		if v == "" {
-			return false, nil
-		}
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return false, fmt.Errorf("%s=%s: want true or false", name, v)
-		}
-		return b, nil
-	}
+	isTrue := func(name string) (bool, error) { return parseEnvBool(name, getenv(name)) }
 	if root := getenv("RUNTIME_ROOT"); root != "" {
 		app := getenv("RUNTIME_APPDIRECTORY")
 		if app == "" {
@@ -68,15 +59,7 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		}
 		e.config = filepath.Join(root, getenv("RUNTIME_SUBDIRECTORY"), app)
 	}
-	if host, port := getenv("GRPC_HOST"), getenv("GRPC_PORT"); host != "" || port != "" {
-		if port == "" {
-			port = "8081"
-		}
-		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			return e, fmt.Errorf("GRPC_PORT=%s: want a port number", port)
-		}
-		e.grpc = net.JoinHostPort(host, port)
-	}
+	host, port := getenv("GRPC_HOST"), getenv("GRPC_PORT")
 	if v := getenv("GRPC_UDS"); v != "" {
 		return e, fmt.Errorf("GRPC_UDS=%s: sluice rls listens on TCP only: --grpc HOST:PORT (or GRPC_HOST and GRPC_PORT)", v)
 	}
@@ -110,6 +93,15 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		return e, err
 	}
 	e.xds, e.notes = xe, append(e.notes, notes...)
+	if host != "" || port != "" || e.config != "" || e.xds.on {
+		// The listener as envoyproxy/ratelimit's: GRPC_HOST 0.0.0.0 and
+		// GRPC_PORT 8081 unless set, for a deployment it configures.
+		host, port = cmp.Or(host, "0.0.0.0"), cmp.Or(port, "8081")
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return e, fmt.Errorf("GRPC_PORT=%s: want a port number", port)
+		}
+		e.grpc = net.JoinHostPort(host, port)
+	}
 	if e.merge, err = isTrue("MERGE_DOMAIN_CONFIG"); err != nil {
 		return e, err
 	}
@@ -137,10 +129,10 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 	}
 	// Read, and the same here whatever it says: a refusal never spends.
 	// Unset or false, envoyproxy/ratelimit would spend it, so say so.
-	if on, err := isTrue("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"); err != nil {
+	stopCache := getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
+	stopCacheOn, err := parseEnvBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", stopCache)
+	if err != nil {
 		return e, err
-	} else if v := getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"); !on && v != "" {
-		e.notes = append(e.notes, stopCacheNote(v))
 	}
 	if getenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED") != "" {
 		e.notes = append(e.notes, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: sluice rls serves only once a configuration has loaded, always")
@@ -149,17 +141,6 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 		// The store from REDIS_*, or why it cannot be had: runRLS uses
 		// either only when neither --backend nor --store gives the store.
 		e.redis, e.redisErr = redisFromEnv(getenv, url)
-		for _, name := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY"} {
-			if v := getenv(name); v != "" && e.redisErr == nil {
-				e.redisErr = fmt.Errorf("%s=%s: sluice rls presents no client certificate to Redis; authenticate with REDIS_AUTH (or --store's redis password) over REDIS_TLS", name, v)
-			}
-		}
-		if v := getenv("REDIS_SENTINEL_AUTH"); v != "" && e.redisErr == nil {
-			e.redisErr = fmt.Errorf("REDIS_SENTINEL_AUTH: sluice rls reaches Sentinels without a password; REDIS_AUTH (or --store's redis password) is the master's")
-		}
-		if e.redisErr != nil {
-			e.redis = nil
-		}
 	}
 	for _, n := range rlsEnvNotes {
 		for _, name := range n.names {
@@ -173,10 +154,10 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 			e.notes = append(e.notes, name+" is not read: "+n.note)
 		}
 	}
-	if set && getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") == "" {
-		// Unset in a deployment of envoyproxy/ratelimit's: its default,
-		// false, differs from what rls does.
-		e.notes = append(e.notes, stopCacheNote(""))
+	if !stopCacheOn && (stopCache != "" || set) {
+		// False, or unset in a deployment of envoyproxy/ratelimit's:
+		// there a refused request would spend, as it never does here.
+		e.notes = append(e.notes, stopCacheNote(stopCache))
 	}
 	return e, nil
 }
@@ -224,7 +205,8 @@ func stopCacheNote(v string) string {
 // the master's name, then the Sentinels' host:port,...), REDIS_AUTH
 // (password, or username:password), REDIS_TLS with REDIS_TLS_CACERT and
 // REDIS_TLS_SKIP_HOSTNAME_VERIFICATION, and CACHE_KEY_PREFIX as the key
-// prefix. A unix socket is refused: Sluice dials TCP.
+// prefix. A unix socket is refused (Sluice dials TCP), as are a client
+// certificate and a Sentinel password.
 func redisFromEnv(getenv func(string) string, url string) (*config.Redis, error) {
 	r := defaultRedis()
 	if t := getenv("REDIS_SOCKET_TYPE"); !strings.EqualFold(t, "tcp") {
@@ -276,5 +258,26 @@ func redisFromEnv(getenv func(string) string, url string) (*config.Redis, error)
 		}
 		r.Timeout = d
 	}
+	for _, name := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY"} {
+		if v := getenv(name); v != "" {
+			return nil, fmt.Errorf("%s=%s: sluice rls presents no client certificate to Redis; authenticate with REDIS_AUTH (or --store's redis password) over REDIS_TLS", name, v)
+		}
+	}
+	if getenv("REDIS_SENTINEL_AUTH") != "" {
+		return nil, fmt.Errorf("REDIS_SENTINEL_AUTH: sluice rls reaches Sentinels without a password; REDIS_AUTH (or --store's redis password) is the master's")
+	}
 	return &r, nil
+}
+
+// parseEnvBool parses v, the value of the environment variable name, as a
+// boolean; unset is false.
+func parseEnvBool(name, v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%s: want true or false", name, v)
+	}
+	return b, nil
 }

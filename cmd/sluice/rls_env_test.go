@@ -234,3 +234,28 @@ func TestRLSProcessDefaultGRPCFromTheEnvironment(t *testing.T) {
 		t.Fatalf("the listening line does not name every address's port 8081:\n%s", log)
 	}
 }
+
+// TestRLSEnvGRPCDefaults: the listener takes envoyproxy/ratelimit's
+// defaults, 0.0.0.0 and 8081, for whichever of GRPC_HOST and GRPC_PORT is
+// unset, and for a configuration the environment gives with neither; with
+// nothing of the kind set, rls has no listener of the environment's.
+func TestRLSEnvGRPCDefaults(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, ""},
+		{map[string]string{"GRPC_PORT": "9000"}, "0.0.0.0:9000"},
+		{map[string]string{"GRPC_HOST": "127.0.0.1"}, "127.0.0.1:8081"},
+		{map[string]string{"GRPC_HOST": "::1", "GRPC_PORT": "9000"}, "[::1]:9000"},
+		{map[string]string{"RUNTIME_ROOT": "/srv/runtime"}, "0.0.0.0:8081"},
+	} {
+		e, err := readRLSEnv(func(n string) string { return tt.env[n] })
+		if err != nil || e.grpc != tt.want {
+			t.Errorf("readRLSEnv(%v): grpc %q, %v; want %q", tt.env, e.grpc, err, tt.want)
+		}
+	}
+	if _, err := readRLSEnv(func(n string) string { return map[string]string{"GRPC_PORT": "80x"}[n] }); err == nil || !strings.Contains(err.Error(), "GRPC_PORT=80x") {
+		t.Errorf("GRPC_PORT=80x: err %v, want one naming it", err)
+	}
+}

@@ -186,8 +186,8 @@ var flagNames = map[string]string{"limit": "--limit", "window": "--window", "bur
 // and the store to open. Every error names the flag at fault.
 func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 	fs, name, limit, window, burst, bf := newSimulateFlags()
-	if err := fs.Parse(args); err != nil {
-		return engine.Limit{}, backendFlags{}, flagHint(fs, err)
+	if err := parseFlags(fs, args); err != nil {
+		return engine.Limit{}, backendFlags{}, err
 	}
 	if fs.NArg() > 0 {
 		return engine.Limit{}, backendFlags{}, usagef("unexpected argument %q (the trace is read from stdin)", fs.Arg(0))
