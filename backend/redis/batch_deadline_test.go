@@ -12,28 +12,6 @@ import (
 	"github.com/sluice-go/sluice/backend/redis/redistest"
 )
 
-// lateness measures the process' own scheduling delay until stop is
-// closed: a timer of a millisecond, again and again, and the most any
-// fired past its time. A call's allowance past its deadline is this, the
-// gateway's, not the store's.
-func lateness(stop <-chan struct{}) <-chan time.Duration {
-	out := make(chan time.Duration, 1)
-	go func() {
-		var worst time.Duration
-		for {
-			want := time.Now().Add(time.Millisecond)
-			select {
-			case <-stop:
-				out <- worst
-				return
-			case <-time.After(time.Millisecond):
-			}
-			worst = max(worst, time.Since(want))
-		}
-	}()
-	return out
-}
-
 // TestBatchedSwapsKeepTheirDeadline: 64 callers on keys of their own (so
 // that their swaps go in batches) while redis-server is stopped (SIGSTOP):
 // every swap is answered within its own deadline, counted from when it
@@ -54,7 +32,7 @@ func TestBatchedSwapsKeepTheirDeadline(t *testing.T) {
 	srv.Pause()
 	defer srv.Resume()
 	stop := make(chan struct{})
-	late := lateness(stop)
+	late := redistest.Lateness(stop)
 	var (
 		wg      sync.WaitGroup
 		slowest atomic.Int64

@@ -115,16 +115,18 @@ func (b *breaker) doneN(probe bool, err error, n int64) {
 		return
 	}
 	if probe {
+		closed := false
 		if !failed {
 			b.reset()
-			if b.open.Swap(false) && b.changed != nil {
-				b.changed(false)
-			}
+			closed = b.open.Swap(false)
 		}
 		b.mu.Lock()
 		b.probing = false
 		close(b.probed)
 		b.mu.Unlock()
+		if closed && b.changed != nil {
+			b.changed(false) // once the callers waiting on the probe go on
+		}
 		return
 	}
 	now := time.Now().UnixNano()

@@ -185,27 +185,6 @@ type load struct {
 // proxy).
 func (l *load) slack() time.Duration { return 2*l.late + 5*time.Millisecond }
 
-// lateness measures the process' scheduling delay until stop is closed: a
-// timer of a millisecond, again and again, and the most any fired past its
-// time.
-func lateness(stop <-chan struct{}) <-chan time.Duration {
-	out := make(chan time.Duration, 1)
-	go func() {
-		var worst time.Duration
-		for {
-			want := time.Now().Add(time.Millisecond)
-			select {
-			case <-stop:
-				out <- worst
-				return
-			case <-time.After(time.Millisecond):
-			}
-			worst = max(worst, time.Since(want))
-		}
-	}()
-	return out
-}
-
 // drive sends each of users' each requests once, in random order, from
 // callers goroutines.
 func drive(e *engine.Engine, users, each int) *load {
@@ -262,7 +241,7 @@ func run(e *engine.Engine, next func() (string, bool)) *load {
 		wg   sync.WaitGroup
 		stop = make(chan struct{})
 	)
-	late := lateness(stop)
+	late := redistest.Lateness(stop)
 	defer func() { close(stop); out.late = <-late }()
 	for range callers {
 		wg.Go(func() {

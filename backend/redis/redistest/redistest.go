@@ -381,3 +381,26 @@ func portFree(p int) bool {
 	l.Close()
 	return true
 }
+
+// Lateness measures the process' own scheduling delay until stop is
+// closed: a timer of a millisecond, again and again, and the most any
+// fired past its time. A test allowing a call time past its deadline
+// allows this, the process' own lateness in the same run, not the
+// store's.
+func Lateness(stop <-chan struct{}) <-chan time.Duration {
+	out := make(chan time.Duration, 1)
+	go func() {
+		var worst time.Duration
+		for {
+			want := time.Now().Add(time.Millisecond)
+			select {
+			case <-stop:
+				out <- worst
+				return
+			case <-time.After(time.Millisecond):
+			}
+			worst = max(worst, time.Since(want))
+		}
+	}()
+	return out
+}
