@@ -417,26 +417,18 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 		if err != nil {
 			return err
 		}
-		c := b.Cursor()
-		k, v := c.Seek(from)
-		var prev []byte
-		for ; k != nil && len(recs) < rangeChunk; k, v = c.Next() {
-			if !inOrder(from, prev, k) {
-				return errDisorder
-			}
-			prev = k
+		c := orderedCursor{c: b.Cursor()}
+		k, v, err := c.seek(from)
+		for ; err == nil && k != nil && len(recs) < rangeChunk; k, v, err = c.next() {
 			if v == nil {
 				continue // a nested bucket: not a record
 			}
 			recs = append(recs, frame.Record(k, v))
 		}
 		if k != nil {
-			if !inOrder(from, prev, k) {
-				return errDisorder
-			}
 			next = append([]byte(nil), k...)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, nil, wrap("range", err)

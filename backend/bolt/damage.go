@@ -87,11 +87,36 @@ func records(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 // a walk that went on from there (Range, the sweeper) would never end.
 var errDisorder = fmt.Errorf("the records' keys are out of order: %w", bolterrors.ErrInvalid)
 
-// inOrder reports whether k, met by a cursor walking from from (nil: the
-// first key) after prev (nil: none yet), comes after both.
-func inOrder(from, prev, k []byte) bool {
-	if prev != nil {
-		return bytes.Compare(k, prev) > 0
+// orderedCursor walks the records bucket's cursor from a key on, and
+// refuses a key not after the one before it (nor at or after from) as
+// errDisorder: every walk of the records goes through it, so that none
+// loops on damaged pages.
+type orderedCursor struct {
+	c          *bbolt.Cursor
+	from, prev []byte
+}
+
+// seek moves to the first key at or after from (nil: the first key).
+func (o *orderedCursor) seek(from []byte) (k, v []byte, err error) {
+	o.from, o.prev = from, nil
+	if from == nil {
+		k, v = o.c.First()
+	} else {
+		k, v = o.c.Seek(from)
 	}
-	return bytes.Compare(k, from) >= 0
+	return o.check(k, v)
+}
+
+// next moves to the key after the one last returned.
+func (o *orderedCursor) next() (k, v []byte, err error) { return o.check(o.c.Next()) }
+
+func (o *orderedCursor) check(k, v []byte) ([]byte, []byte, error) {
+	if k == nil {
+		return nil, nil, nil
+	}
+	if o.prev != nil && bytes.Compare(k, o.prev) <= 0 || o.prev == nil && bytes.Compare(k, o.from) < 0 {
+		return nil, nil, errDisorder
+	}
+	o.prev = k
+	return k, v, nil
 }

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -46,4 +47,37 @@ func damageEngine(b backend.Backend) (func(string) (int64, error), func() error,
 		return d.Remaining, err
 	}
 	return decide, e.Close, nil
+}
+
+// TestOrderedCursorRefusesAKeyGoingBack: a walk's keys must rise from the
+// key it started at; one at or before the last, or before the start, is
+// the damage of pages that send the cursor back, and the walk stops there
+// with an error rather than loop.
+func TestOrderedCursorRefusesAKeyGoingBack(t *testing.T) {
+	for _, tt := range []struct {
+		from []byte
+		keys []string
+		ok   int // how many keys pass before the error; len(keys): all
+	}{
+		{nil, []string{"a", "b", "c"}, 3},
+		{[]byte("b"), []string{"b", "c"}, 2},
+		{[]byte("b"), []string{"a"}, 0},
+		{nil, []string{"a", "c", "b"}, 2},
+		{nil, []string{"a", "a"}, 1},
+	} {
+		o := orderedCursor{from: tt.from}
+		passed := 0
+		for _, k := range tt.keys {
+			if _, _, err := o.check([]byte(k), []byte("v")); err != nil {
+				if !errors.Is(err, errDisorder) {
+					t.Errorf("from %q, keys %q: %v is not errDisorder", tt.from, tt.keys, err)
+				}
+				break
+			}
+			passed++
+		}
+		if passed != tt.ok {
+			t.Errorf("from %q, keys %q: %d passed, want %d", tt.from, tt.keys, passed, tt.ok)
+		}
+	}
 }

@@ -39,17 +39,9 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 		if err != nil {
 			return err
 		}
-		c := b.Cursor()
-		k, v := c.First()
-		if from != nil {
-			k, v = c.Seek(from)
-		}
-		var prev []byte
-		for examined := 0; k != nil && examined < budget; k, v = c.Next() {
-			if !inOrder(from, prev, k) {
-				return errDisorder
-			}
-			prev = k
+		c := orderedCursor{c: b.Cursor()}
+		k, v, err := c.seek(from)
+		for examined := 0; err == nil && k != nil && examined < budget; k, v, err = c.next() {
 			examined++
 			if v == nil {
 				continue // a nested bucket: not a record
@@ -59,12 +51,9 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 			}
 		}
 		if k != nil {
-			if !inOrder(from, prev, k) {
-				return errDisorder
-			}
 			next = append([]byte(nil), k...)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, nil, wrap("sweep", err)
