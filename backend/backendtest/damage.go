@@ -103,8 +103,8 @@ func Damaged(t *testing.T, d Damage) {
 	for round := range rounds {
 		target := targets[round%len(targets)]
 		dir := filepath.Join(t.TempDir(), "store")
-		copyDir(t, clean, dir)
-		how := damageFile(t, rng, filepath.Join(dir, target.Path), target)
+		CopyDir(t, clean, dir)
+		how := DamageFile(t, rng, filepath.Join(dir, target.Path), target)
 		if sameFile(t, filepath.Join(clean, target.Path), filepath.Join(dir, target.Path)) {
 			continue // the random bytes were those already there
 		}
@@ -286,8 +286,10 @@ func sameFile(t *testing.T, a, b string) bool {
 	return bytes.Equal(da, db)
 }
 
-// damageFile damages target's range of the file at path and says how.
-func damageFile(t *testing.T, rng *rand.Rand, path string, target Target) string {
+// DamageFile damages target's range of the file at path (its Path is not
+// read) with rng: a run of random bytes, as a torn or misdirected write
+// leaves, or bytes flipped. It says what it did.
+func DamageFile(t *testing.T, rng *rand.Rand, path string, target Target) string {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -335,8 +337,8 @@ func damageFile(t *testing.T, rng *rand.Rand, path string, target Target) string
 	return fmt.Sprintf("%d bytes flipped at %v", n, at)
 }
 
-// copyDir copies the regular files of src into a new directory dst.
-func copyDir(t *testing.T, src, dst string) {
+// CopyDir copies the regular files of src into a new directory dst.
+func CopyDir(t *testing.T, src, dst string) {
 	t.Helper()
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/backend/backendtest"
 	"github.com/sluice-go/sluice/backend/bolt"
 )
 
@@ -70,80 +71,6 @@ func damageTargets(t *testing.T, backendName, kind, dir string) (paths []string,
 		}
 	}
 	return paths, ranges
-}
-
-// damageAt damages each range of each file: a few bytes flipped, or a run
-// of random bytes, at offsets rng chooses. It says what it did.
-func damageAt(t *testing.T, rng *rand.Rand, paths []string, ranges [][2]int64) string {
-	t.Helper()
-	var did []string
-	for i, path := range paths {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := f.Stat()
-		if err != nil {
-			t.Fatal(err)
-		}
-		from, upto := ranges[i][0], ranges[i][1]
-		if upto <= 0 || upto > info.Size() {
-			upto = info.Size()
-		}
-		if rng.IntN(2) == 0 {
-			n := min(int64(8+rng.IntN(120)), upto-from)
-			off := from + rng.Int64N(upto-from-n+1)
-			buf := make([]byte, n)
-			for j := range buf {
-				buf[j] = byte(rng.Uint32())
-			}
-			if _, err := f.WriteAt(buf, off); err != nil {
-				t.Fatal(err)
-			}
-			did = append(did, fmt.Sprintf("%s: %d random bytes at %d", filepath.Base(path), n, off))
-		} else {
-			var at []int64
-			for range 1 + rng.IntN(8) {
-				off := from + rng.Int64N(upto-from)
-				var b [1]byte
-				if _, err := f.ReadAt(b[:], off); err != nil {
-					t.Fatal(err)
-				}
-				b[0] ^= byte(1 + rng.IntN(255))
-				if _, err := f.WriteAt(b[:], off); err != nil {
-					t.Fatal(err)
-				}
-				at = append(at, off)
-			}
-			did = append(did, fmt.Sprintf("%s: bytes flipped at %v", filepath.Base(path), at))
-		}
-		f.Close()
-	}
-	return strings.Join(did, "; ")
-}
-
-// copyStoreDir copies the regular files of src into a new directory dst.
-func copyStoreDir(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // A gateway whose durable store is damaged — bytes flipped or overwritten at
@@ -250,9 +177,14 @@ rules:
 						t.Fatalf("the %s store has no %s to damage", tc.backend, kind)
 					}
 					dir := filepath.Join(t.TempDir(), "state")
-					copyStoreDir(t, clean, dir)
+					backendtest.CopyDir(t, clean, dir)
 					paths, ranges = damageTargets(t, tc.backend, kind, dir)
-					how := damageAt(t, rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1)), paths, ranges)
+					rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
+					var did []string
+					for i, path := range paths {
+						did = append(did, filepath.Base(path)+": "+backendtest.DamageFile(t, rng, path, backendtest.Target{From: ranges[i][0], Upto: ranges[i][1]}))
+					}
+					how := strings.Join(did, "; ")
 					what := fmt.Sprintf("%s %s, seed %d (%s)", tc.backend, kind, seed, how)
 
 					began := time.Now()
