@@ -175,14 +175,13 @@ func checkFormat(db *bbolt.DB, dir string) error {
 	var found []byte
 	var foreign, complete bool
 	err := db.View(func(tx *bbolt.Tx) error {
+		complete = tx.Bucket(recordsBucket) != nil
 		if meta := tx.Bucket(metaBucket); meta != nil {
 			found = append([]byte{}, meta.Get(formatKey)...)
-			complete = tx.Bucket(recordsBucket) != nil
 			return nil
 		}
 		k, _ := tx.Cursor().First()
 		foreign = k != nil
-		complete = tx.Bucket(recordsBucket) != nil
 		return nil
 	})
 	if err != nil {

@@ -192,14 +192,11 @@ func (s *Store) open(popts *pebbledb.Options) (err error) {
 		}
 		return fmt.Errorf("sluice/backend/pebble: open %q: %w", s.dir, err)
 	}
-	if err := s.poisoned("open"); err != nil {
-		// Pebble met damage, maybe in a goroutine of its own.
-		if s.log.closable() {
-			db.Close()
-		}
-		return err
+	// Pebble may have met damage, maybe in a goroutine of its own.
+	if err = s.poisoned("open"); err == nil {
+		err = checkFormat(db, s.dir)
 	}
-	if err := checkFormat(db, s.dir); err != nil {
+	if err != nil {
 		if s.log.closable() {
 			db.Close()
 		}
