@@ -64,6 +64,12 @@ func storeFile(path string) (backendFlags, error) {
 	return b, nil
 }
 
+// addStoreFileFlag registers --store, the file whose store section gives
+// the store (storeFile), on fs and returns where its value lands.
+func addStoreFileFlag(fs *flag.FlagSet) *string {
+	return fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
+}
+
 // defaultRedis is a redis section with every default and no address.
 func defaultRedis() config.Redis {
 	return config.Redis{Timeout: config.DefaultRedisTimeout, KeyPrefix: config.DefaultRedisKeyPrefix, FleetSize: config.DefaultFleetSize}

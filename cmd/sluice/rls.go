@@ -131,7 +131,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	nearRatio := fs.Float64("near-limit-ratio", envoyrls.NearLimitRatio, "the `share` of a limit past which allowed hits count as near it in sluice_rls_near_limit_total, in (0, 1] (envoyproxy/ratelimit's NEAR_LIMIT_RATIO)")
 	mergeDomains := fs.Bool("merge-domains", false, "read several files of one domain as one, their top-level descriptors together (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it two files of one domain are an error")
 	tlsf := addTLSFlags(fs, "the gRPC listener")
-	storePath := fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
+	storePath := addStoreFileFlag(fs)
 	storeFlagsGiven := addBackendFlags(fs)
 	xf := addXDSFlags(fs)
 	fs.Usage = func() {

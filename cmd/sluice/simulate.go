@@ -152,7 +152,7 @@ func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64,
 		return nil
 	})
 	burst := int64Flag(fs, "burst", "the capacity `N` of a bucket algorithm (token_bucket, leaky_bucket, gcra); default the limit")
-	fs.String("store", "", "read the store from this `file`'s store section (a gateway configuration, or a store section alone); the store flags go over it")
+	addStoreFileFlag(fs)
 	bf := addBackendFlags(fs)
 	return fs, name, limit, window, burst, bf
 }
