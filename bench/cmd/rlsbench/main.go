@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/internal/rlsproc"
 )
 
 const benchYAML = `domain: bench
@@ -80,6 +81,10 @@ descriptors:
       unit: minute
       requests_per_unit: 100
 `
+
+// readyProbe is the call that tells a server is ready: the fleet domain's
+// burst limit in force.
+var readyProbe = rlsproc.Probe{Domain: "fleet", Key: "burst", Value: "ready"}
 
 // The stores: sluice's three, and the peer.
 const (
@@ -227,10 +232,10 @@ func runAll(o options) *results {
 	if slices.Contains(o.stores, envoyStore) {
 		go func() {
 			t0 := time.Now()
-			p, err := buildEnvoy(filepath.Join(work, "envoy"))
+			p, err := rlsproc.BuildEnvoy(filepath.Join(work, "envoy"))
 			envoyPath = p
 			if err == nil {
-				fmt.Fprintf(os.Stderr, "built envoyproxy/ratelimit %s in %.0fs\n", envoyVersion, time.Since(t0).Seconds())
+				fmt.Fprintf(os.Stderr, "built envoyproxy/ratelimit %s in %.0fs\n", rlsproc.EnvoyVersion, time.Since(t0).Seconds())
 			}
 			envoyBin <- err
 		}()
@@ -260,45 +265,45 @@ func runAll(o options) *results {
 		}
 	}
 
-	var rds *redisServer
+	var rds *rlsproc.Redis
 	if len(res.peers) > 0 {
 		dir := filepath.Join(work, "redis")
 		os.Mkdir(dir, 0o755)
-		rds, err = startRedis(dir)
+		rds, err = rlsproc.StartRedis(dir)
 		if err != nil {
 			fatalf("starting redis-server: %v", err)
 		}
-		atExit(rds.stop)
-		res.redisVersion = command("redis-server", "--version")
-		fmt.Fprintf(os.Stderr, "redis-server on %s\n", rds.addr)
+		atExit(rds.Stop)
+		res.redisVersion = rlsproc.Command("redis-server", "--version")
+		fmt.Fprintf(os.Stderr, "redis-server on %s\n", rds.Addr)
 	}
 
-	procs := map[string]*server{}
+	procs := map[string]*rlsproc.Server{}
 	for _, s := range o.stores {
-		var p *server
+		var p *rlsproc.Server
 		var err error
 		switch s {
 		case envoyStore:
-			p, err = startEnvoy(envoyPath, rds.addr, runtimeRoot, filepath.Join(work, "envoy.log"))
+			p, err = rlsproc.StartEnvoy(envoyPath, rds.Addr, runtimeRoot, filepath.Join(work, "envoy.log"), readyProbe)
 		default:
 			args := []string{"rls", "--config", cfgDir, "--grpc", "127.0.0.1:0"}
 			switch s {
 			case pebbleStore:
 				args = append(args, "--backend", s, "--dir", filepath.Join(work, s))
 			case redisStore:
-				args = append(args, "--backend", "redis", "--redis-addr", rds.addr)
+				args = append(args, "--backend", "redis", "--redis-addr", rds.Addr)
 			}
-			p, err = startSluice(s, bin, args)
+			p, err = rlsproc.StartSluice(s, bin, args, nil)
 			if err == nil {
-				if err = p.ready(30 * time.Second); err != nil {
-					p.stop()
+				if err = p.Ready(30*time.Second, readyProbe); err != nil {
+					p.Stop()
 				}
 			}
 		}
 		if err != nil {
 			fatalf("starting %s: %v", s, err)
 		}
-		atExit(p.stop)
+		atExit(p.Stop)
 		procs[s] = p
 	}
 
@@ -306,10 +311,10 @@ func runAll(o options) *results {
 	measure := func(s string, n int, d time.Duration, limit int64, req requestFunc, alignSecond bool) result {
 		var before bench.ServerCounters
 		if onRedis(s) {
-			if err := rds.flush(); err != nil {
+			if err := rds.Flush(); err != nil {
 				fatalf("%v", err)
 			}
-			if before, err = rds.counters(); err != nil {
+			if before, err = rds.Counters(); err != nil {
 				fatalf("reading Redis counters: %v", err)
 			}
 		}
@@ -320,9 +325,9 @@ func runAll(o options) *results {
 			now := time.Now()
 			time.Sleep(now.Truncate(time.Second).Add(time.Second + 5*time.Millisecond).Sub(now))
 		}
-		r := run(procs[s].client, n, d, limit, req, &next)
+		r := run(procs[s].Client, n, d, limit, req, &next)
 		if onRedis(s) {
-			after, err := rds.counters()
+			after, err := rds.Counters()
 			if err != nil {
 				fatalf("reading Redis counters: %v", err)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/internal/rlsproc"
 )
 
 // cell is one cell's measurements over the rounds, summarized.
@@ -137,13 +138,13 @@ func report(b io.Writer, o options, r *results) {
 	if model != "" {
 		model = " (" + model + ")"
 	}
-	fmt.Fprintf(b, "- Machine: nproc %d%s, %s/%s; %s; %s.\n", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, command("go", "version"), r.redisVersion)
+	fmt.Fprintf(b, "- Machine: nproc %d%s, %s/%s; %s; %s.\n", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, rlsproc.Command("go", "version"), r.redisVersion)
 	fmt.Fprintf(b, "- Date: %s, the run took %s.\n", r.began.UTC().Format("2006-01-02 15:04 UTC"), r.ended.Sub(r.began).Round(time.Second))
 	fmt.Fprintf(b, "- redis-server: started by the program on a loopback port (`--save '' --appendonly no`), shared by both servers; FLUSHALL before every measurement.\n")
 	fmt.Fprintf(b, "- sluice: `sluice rls --config DIR --backend redis --redis-addr 127.0.0.1:PORT` (each limit fixed_window, the algorithm when the file names none).\n")
 	if slices.Contains(r.peers, envoyStore) {
 		fmt.Fprintf(b, "- envoyproxy/ratelimit: `%s/src/service_cmd@%s`, built by the program with `go install`; environment %s,\n",
-			envoyModule, envoyVersion, "`"+strings.Join(envoySettings, "`, `")+"`")
+			rlsproc.EnvoyModule, rlsproc.EnvoyVersion, "`"+strings.Join(rlsproc.EnvoySettings, "`, `")+"`")
 		fmt.Fprintf(b, "  `REDIS_URL=127.0.0.1:PORT`, `RUNTIME_ROOT=DIR`, GRPC_PORT, PORT and DEBUG_PORT free ports; the rest at their defaults (REDIS_POOL_SIZE 10, no pipeline window, no local cache).\n")
 	}
 	fmt.Fprintf(b, "- Both read one configuration file (envoyproxy/ratelimit's format):\n\n```yaml\n%s```\n\n", fleetYAML)
