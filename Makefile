@@ -8,7 +8,7 @@ COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 
-.PHONY: all build test fmt vet race fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test fmt vet race fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -117,6 +117,20 @@ bench-redis:
 bench-rls:
 	mkdir -p bench/out
 	cd bench && $(GO) run ./cmd/rlsbench -out out/rls.md
+
+## attack: the floods of the hostile-edges review against bin/sluice,
+## on loopback, each bounded in count and time: one ShouldRateLimit call
+## of 80,000 and of 100,000 descriptors (1 s deadline), 200 calls with
+## distinct 1 MB and 4 KiB descriptor values, 64 slow bodies at 1 B/s and
+## 500 idle keep-alive connections through serve; the same against
+## envoyproxy/ratelimit (built from the module proxy into a temporary
+## folder, on redis-server) and nginx where installed. Prints per flood
+## the server's RSS and CPU and a normal caller's p50/p99; about 6
+## minutes; the report is bench/out/attack.md. ATTACKFLAGS adds flags,
+## such as -serve-args '--some-flag 10s' or -rls-args '...'.
+attack: build
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/attack -sluice ../$(BIN) -out out/attack.md $(ATTACKFLAGS)
 
 ## accuracy: every algorithm of every library on one bursty trace.
 accuracy:
