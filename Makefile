@@ -7,6 +7,7 @@ BENCHTIME ?= 500ms
 COUNT     ?= 6
 SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
+ATTACKFLAGS ?=
 
 .PHONY: all build test fmt vet race fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load accuracy clean
 

@@ -206,17 +206,9 @@ func run(o *options) *results {
 				res.fail("envoyproxy/ratelimit SKIPPED: %v", err)
 			} else {
 				fmt.Fprintf(os.Stderr, "attack: built envoyproxy/ratelimit in %.0fs\n", time.Since(t0).Seconds())
-				dir := filepath.Join(work, "redis")
-				os.Mkdir(dir, 0o755)
-				rds, err := rlsproc.StartRedis(dir)
-				if err != nil {
-					res.fail("envoyproxy/ratelimit SKIPPED: starting redis-server: %v", err)
-				} else {
-					atExit(rds.Stop)
-					res.redisVersion = rlsproc.Command("redis-server", "--version")
-					t := envoyRLS(envoyBin, rds, runtimeRoot, work)
-					envoy = &t
-				}
+				res.redisVersion = rlsproc.Command("redis-server", "--version")
+				t := envoyRLS(envoyBin, runtimeRoot, work)
+				envoy = &t
 			}
 		}
 	}
@@ -373,6 +365,9 @@ func report(b *strings.Builder, o *options, r *results) {
 		fmt.Fprintf(b, "- Peer of `serve`: nginx %s as a plain reverse proxy (worker_processes auto, worker_connections 768 as Debian's nginx.conf, proxy_pass with its defaults: the body buffered before the upstream is called), with `%s`; its memory and CPU are the master's and the workers' summed.\n",
 			r.nginxVer, o.nginxDirectives)
 	}
+	if m, err := serveproc.ReadMemory(os.Getpid()); err == nil {
+		fmt.Fprintf(b, "- The load generator's own peak RSS: %s.\n", mb(m.HWM))
+	}
 	fmt.Fprintf(b, "- Normal caller: one ordinary request every 10 ms (open loop, on its own connection), %s alone before each flood (\"before\") and throughout it (\"during\"); latencies in ms, failed requests counted with their time.\n\n", o.baseline)
 
 	if len(r.descriptors) > 0 {
@@ -399,7 +394,7 @@ func report(b *strings.Builder, o *options, r *results) {
 	if len(r.values) > 0 {
 		fmt.Fprintf(b, "## Large descriptor values (rls)\n\n")
 		fmt.Fprintf(b, "%d calls, 4 at a time, each of one descriptor `user` = a distinct value of the size given, under a limit of a day. RSS: before, peak (sampled every 100 ms, and VmHWM), after the last answer, and %s later.\n\n", o.valueRequests, o.settle)
-		fmt.Fprintf(b, "| server | value | answers | time | RSS before | peak | after | %s later | normal p50 / p99 before | during | normal failures during |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n", o.settle)
+		fmt.Fprintf(b, "| server | value | answers | time | RSS before | peak | after | %[1]s later | normal p50 / p99 before | during and %[1]s after | normal failures then |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n", o.settle)
 		for _, v := range r.values {
 			if v.err != "" && len(v.answers) == 0 {
 				fmt.Fprintf(b, "| %s | %s | not run: %s | | | | | | | | |\n", v.target, size(v.size), clip(v.err, 200))

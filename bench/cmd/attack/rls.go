@@ -12,6 +12,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -35,49 +36,56 @@ var probe = rlsproc.Probe{Domain: "attack", Key: "user", Value: "ready"}
 // each flood.
 type rlsTarget struct {
 	name  string
-	start func() (*rlsproc.Server, procGroup, error)
+	start func() (*rlsproc.Server, procGroup, func(), error)
 }
 
 // sluiceRLS returns the target `sluice rls` on its default store (memory)
 // with the configuration in cfgDir and extra flags.
 func sluiceRLS(bin, cfgDir, logDir string, extra []string) rlsTarget {
 	n := 0
-	return rlsTarget{name: "sluice rls", start: func() (*rlsproc.Server, procGroup, error) {
+	return rlsTarget{name: "sluice rls", start: func() (*rlsproc.Server, procGroup, func(), error) {
 		n++
 		args := append([]string{"rls", "--config", cfgDir, "--grpc", "127.0.0.1:0"}, extra...)
 		logPath := filepath.Join(logDir, fmt.Sprintf("sluice-rls-%d.log", n))
 		lf, err := os.Create(logPath)
 		if err != nil {
-			return nil, procGroup{}, err
+			return nil, procGroup{}, nil, err
 		}
 		s, err := rlsproc.StartSluice("sluice rls", bin, args, lf)
 		if err != nil {
 			lf.Close()
-			return nil, procGroup{}, fmt.Errorf("starting %s %s: %w", bin, strings.Join(args, " "), err)
+			return nil, procGroup{}, nil, fmt.Errorf("starting %s %s: %w", bin, strings.Join(args, " "), err)
 		}
 		s.Log = logPath
 		if err := s.Ready(30*time.Second, probe); err != nil {
 			s.Kill()
-			return nil, procGroup{}, err
+			return nil, procGroup{}, nil, err
 		}
-		return s, procGroup{pids: []int{s.Cmd.Process.Pid}}, nil
+		return s, procGroup{pids: []int{s.Cmd.Process.Pid}}, s.Kill, nil
 	}}
 }
 
-// envoyRLS returns the target envoyproxy/ratelimit on rds (flushed before
-// each start), reading the configuration under runtimeRoot.
-func envoyRLS(bin string, rds *rlsproc.Redis, runtimeRoot, logDir string) rlsTarget {
+// envoyRLS returns the target envoyproxy/ratelimit on a redis-server of
+// its own, started afresh with it (so that its peak memory is this
+// flood's), reading the configuration under runtimeRoot.
+func envoyRLS(bin, runtimeRoot, logDir string) rlsTarget {
 	n := 0
-	return rlsTarget{name: "envoyproxy/ratelimit + redis-server", start: func() (*rlsproc.Server, procGroup, error) {
+	return rlsTarget{name: "envoyproxy/ratelimit + redis-server", start: func() (*rlsproc.Server, procGroup, func(), error) {
 		n++
-		if err := rds.Flush(); err != nil {
-			return nil, procGroup{}, err
+		dir := filepath.Join(logDir, fmt.Sprintf("redis-%d", n))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, procGroup{}, nil, err
+		}
+		rds, err := rlsproc.StartRedis(dir)
+		if err != nil {
+			return nil, procGroup{}, nil, fmt.Errorf("starting redis-server: %w", err)
 		}
 		s, err := rlsproc.StartEnvoy(bin, rds.Addr, runtimeRoot, filepath.Join(logDir, fmt.Sprintf("envoy-%d.log", n)), probe)
 		if err != nil {
-			return nil, procGroup{}, fmt.Errorf("starting envoyproxy/ratelimit: %w", err)
+			rds.Stop()
+			return nil, procGroup{}, nil, fmt.Errorf("starting envoyproxy/ratelimit: %w", err)
 		}
-		return s, procGroup{pids: []int{s.Cmd.Process.Pid, rds.Cmd.Process.Pid}}, nil
+		return s, procGroup{pids: []int{s.Cmd.Process.Pid, rds.Cmd.Process.Pid}}, func() { s.Kill(); rds.Stop() }, nil
 	}}
 }
 
@@ -124,6 +132,10 @@ func rlsBaseline(s *rlsproc.Server, d time.Duration) (callerStats, error) {
 func answer(resp *rlspb.RateLimitResponse, err error) string {
 	if err != nil {
 		st := status.Convert(err)
+		switch st.Code() {
+		case codes.DeadlineExceeded, codes.Canceled:
+			return st.Code().String()
+		}
 		return st.Code().String() + " " + clip(st.Message(), 60)
 	}
 	return resp.OverallCode.String()
@@ -148,12 +160,12 @@ type descriptorsRow struct {
 // measures the CPU the server spends during and after it.
 func descriptorFlood(t rlsTarget, n int, o *options) descriptorsRow {
 	row := descriptorsRow{target: t.name, n: n}
-	s, g, err := t.start()
+	s, g, stop, err := t.start()
 	if err != nil {
 		row.err = err.Error()
 		return row
 	}
-	defer s.Kill()
+	defer stop()
 	b0, err := g.read()
 	if err != nil {
 		row.err = err.Error()
@@ -252,12 +264,12 @@ type valuesRow struct {
 // descriptor whose value is size bytes and distinct.
 func valueFlood(t rlsTarget, size int, o *options) valuesRow {
 	row := valuesRow{target: t.name, size: size, requests: o.valueRequests, answers: map[string]int{}}
-	s, g, err := t.start()
+	s, g, stop, err := t.start()
 	if err != nil {
 		row.err = err.Error()
 		return row
 	}
-	defer s.Kill()
+	defer stop()
 	if row.before, err = rlsBaseline(s, o.baseline); err != nil {
 		row.err = err.Error()
 		return row
@@ -300,9 +312,9 @@ func valueFlood(t rlsTarget, size int, o *options) valuesRow {
 	close(next)
 	wg.Wait()
 	row.took = time.Since(t0)
-	row.dur = c.finish()
 	row.rssAfter = smp.now().rss
 	time.Sleep(o.settle)
+	row.dur = c.finish()
 	row.rssLater = smp.now().rss
 	row.peak, _ = smp.finish()
 	select {
