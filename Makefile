@@ -126,7 +126,7 @@ bench-rls:
 ## 500 idle keep-alive connections through serve; the same against
 ## envoyproxy/ratelimit (built from the module proxy into a temporary
 ## folder, on redis-server) and nginx where installed. Prints per flood
-## the server's RSS and CPU and a normal caller's p50/p99; about 6
+## the server's RSS and CPU and a normal caller's p50/p99; about 5
 ## minutes; the report is bench/out/attack.md. ATTACKFLAGS adds flags,
 ## such as -serve-args '--some-flag 10s' or -rls-args '...'.
 attack: build

@@ -376,7 +376,7 @@ func report(b *strings.Builder, o *options, r *results) {
 		fmt.Fprintf(b, "| server | descriptors | answer | time | CPU until the answer | CPU after it | idle after | normal p50 / p99 before | during | normal failures during |\n|---|---:|---|---:|---:|---:|---|---:|---:|---|\n")
 		for _, d := range r.descriptors {
 			if d.err != "" && d.answer == "" {
-				fmt.Fprintf(b, "| %s | %d | not run: %s | | | | | | | |\n", d.target, d.n, clip(d.err, 200))
+				fmt.Fprintf(b, "| %s | %d | not run (see below) | | | | | | | |\n", d.target, d.n)
 				continue
 			}
 			idle := fmt.Sprintf("%.0f s", d.busyAfter.Seconds())
@@ -397,7 +397,7 @@ func report(b *strings.Builder, o *options, r *results) {
 		fmt.Fprintf(b, "| server | value | answers | time | RSS before | peak | after | %[1]s later | normal p50 / p99 before | during and %[1]s after | normal failures then |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n", o.settle)
 		for _, v := range r.values {
 			if v.err != "" && len(v.answers) == 0 {
-				fmt.Fprintf(b, "| %s | %s | not run: %s | | | | | | | | |\n", v.target, size(v.size), clip(v.err, 200))
+				fmt.Fprintf(b, "| %s | %s | not run (see below) | | | | | | | | |\n", v.target, size(v.size))
 				continue
 			}
 			var as []string
@@ -431,7 +431,7 @@ func report(b *strings.Builder, o *options, r *results) {
 	if len(r.failures) > 0 {
 		fmt.Fprintf(b, "## Not measured\n\n")
 		for _, f := range r.failures {
-			fmt.Fprintf(b, "- %s\n", clip(f, 600))
+			fmt.Fprintf(b, "- %s\n", clip(f, 1000))
 		}
 		b.WriteString("\n")
 	}

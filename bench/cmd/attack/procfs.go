@@ -22,21 +22,26 @@ func cpuSeconds(pid int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseStat(string(data))
+}
+
+// parseStat returns the utime+stime of the text of a /proc/PID/stat file,
+// in seconds.
+func parseStat(s string) (float64, error) {
 	// The command name is in parentheses and may hold spaces: count the
 	// fields after its closing one (state is field 3, utime 14, stime 15).
-	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return 0, fmt.Errorf("stat: no command name")
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+		return 0, fmt.Errorf("stat: %d fields after the command name", len(f))
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+		return 0, fmt.Errorf("stat: utime %q stime %q", f[11], f[12])
 	}
 	return float64(ut+st) / clockTicks, nil
 }

@@ -54,7 +54,7 @@ func sluiceRLS(bin, cfgDir, logDir string, extra []string) rlsTarget {
 		s, err := rlsproc.StartSluice("sluice rls", bin, args, lf)
 		if err != nil {
 			lf.Close()
-			return nil, procGroup{}, nil, fmt.Errorf("starting %s %s: %w", bin, strings.Join(args, " "), err)
+			return nil, procGroup{}, nil, err
 		}
 		s.Log = logPath
 		if err := s.Ready(30*time.Second, probe); err != nil {

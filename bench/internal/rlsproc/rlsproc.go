@@ -70,17 +70,22 @@ func StartSluice(name, bin string, args []string, rest io.Writer) (*Server, erro
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	addr := ""
+	var said []string // the last lines it wrote, for the error
 	for sc.Scan() {
 		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 			addr = m[1]
 			break
 		}
 		fmt.Fprintln(os.Stderr, sc.Text())
+		said = append(said, sc.Text())
+		if len(said) > 10 {
+			said = said[1:]
+		}
 	}
 	if addr == "" {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, fmt.Errorf("%s %s exited before listening", bin, strings.Join(args, " "))
+		return nil, fmt.Errorf("%s %s exited before listening; it wrote: %s", bin, strings.Join(args, " "), strings.Join(said, "\n"))
 	}
 	if rest == nil {
 		rest = io.Discard
