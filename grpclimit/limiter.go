@@ -131,8 +131,9 @@ type call struct {
 // both doors. The name is matched as the Ruleset matches a path, in
 // canonical form (sluice.CanonicalPath), which leaves every name grpc-go
 // dispatches as it is: grpc-go routes on the exact name, so a name spelt
-// otherwise reaches no handler (Unimplemented) and no interceptor, but
-// behind an UnknownServiceHandler, where it does. The match mode and the default are the Ruleset's: one rule
+// otherwise reaches no handler and no interceptor (it is answered
+// Unimplemented), unless the server has an UnknownServiceHandler, whose
+// calls are matched on their name's canonical form. The match mode and the default are the Ruleset's: one rule
 // (most_specific) or all of them together (all, engine.ApplyAll: nothing is
 // spent unless every one allows, and the call reports the most restrictive
 // decision, as package httplimit does). A call no rule covers passes

@@ -66,7 +66,11 @@ func (f *pathForwarder) director(next func(*http.Request)) func(*http.Request) {
 // canonicalizeURLPath puts r's URL path in canonical form: Path becomes
 // sluice.CanonicalPath(Path), and RawPath, which keeps the client's own
 // encoding, is dropped, so that the path is sent as net/url encodes Path.
+// The "*" of OPTIONS * is no path, and stays.
 func canonicalizeURLPath(r *http.Request) {
+	if r.URL.Path == "*" {
+		return
+	}
 	r.URL.Path = sluice.CanonicalPath(r.URL.Path)
 	r.URL.RawPath = ""
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -169,5 +171,38 @@ func TestServeHeadAndPathCase(t *testing.T) {
 	}
 	if code, _ := rawRequest(t, s.listen, "POST", "/api/orders", "X-User-ID", "c"); code != 429 {
 		t.Errorf("insensitive: POST /api/orders after five /API/Orders: %d, want 429", code)
+	}
+}
+
+// A --forward-path serve does not know is a usage error naming the flag.
+func TestServeForwardPathFlagIsChecked(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, cfgPath, gatewayConfig(memoryStore, "10.0.0.0/8", 1000))
+	var stderr bytes.Buffer
+	code := runServe(context.Background(), []string{"--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--forward-path", "clean"},
+		io.Discard, &stderr, nil)
+	if code != 2 || !strings.Contains(stderr.String(), "--forward-path clean: want canonical or original") {
+		t.Errorf("--forward-path clean: exit status %d, stderr %q; want 2 naming the flag", code, stderr.String())
+	}
+}
+
+// The canonical path replaces the request's path, not the "*" of
+// OPTIONS *, and drops the client's own percent-encoding.
+func TestCanonicalizeURLPath(t *testing.T) {
+	for _, tt := range []struct{ target, path, escaped string }{
+		{"//api/./orders?x=1", "/api/orders", "/api/orders"},
+		{"/api%2Forders", "/api/orders", "/api/orders"},
+		{"/api/%6Frders", "/api/orders", "/api/orders"},
+		{"/a%20b/../c%3Fd", "/c?d", "/c%3Fd"},
+		{"*", "*", "*"},
+	} {
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader("OPTIONS " + tt.target + " HTTP/1.1\r\nHost: x\r\n\r\n")))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.target, err)
+		}
+		canonicalizeURLPath(r)
+		if r.URL.Path != tt.path || r.URL.EscapedPath() != tt.escaped {
+			t.Errorf("%s: path %q, escaped %q; want %q, %q", tt.target, r.URL.Path, r.URL.EscapedPath(), tt.path, tt.escaped)
+		}
 	}
 }
