@@ -303,3 +303,14 @@ func TestPathCaseInsensitive(t *testing.T) {
 		t.Errorf("path case %q: %v, want ErrInvalidConfig", "lower", err)
 	}
 }
+
+func BenchmarkCanonicalPath(b *testing.B) {
+	for _, p := range []string{"/api/v1/orders/12345/items", "//api/v1/./orders/x/../12345/items"} {
+		b.Run(p, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = sluice.CanonicalPath(p)
+			}
+		})
+	}
+}
