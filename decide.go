@@ -22,11 +22,12 @@ const maxStackRules = 8
 const storeLogInterval = int64(time.Second)
 
 // Decide decides req, a request with the given method (empty for a gRPC
-// call) and path (a gRPC call's full method name), under rs, the ruleset
+// call) and path (a gRPC call's full method name; matched in the
+// ruleset's match form, Ruleset.MatchPath), under rs, the ruleset
 // in force (read it once per request: Registry.Ruleset). See Door for the
 // steps and Outcome for the answer.
 func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) {
-	q := Shape{Method: method, Path: path}
+	q := Shape{Method: method, Path: rs.MatchPath(path)}
 	if d.plan != nil && rs.HasPlans() {
 		var err error
 		if q.Plan, err = d.planOf(req); err != nil {
@@ -38,11 +39,11 @@ func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) 
 		q.Host = RequestHost(d.host(req))
 	}
 	var stack [maxStackRules]*CompiledRule
-	if rules := rs.AppendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(&out, rs, q, req, rules) {
+	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(&out, rs, q, req, rules) {
 		return out
 	}
 	if rs.HasShadow() {
-		if rules := rs.AppendMatchShadow(stack[:0], q); len(rules) > 0 {
+		if rules := rs.appendMatchShadow(stack[:0], q); len(rules) > 0 {
 			d.shadow(&out, rs, q, req, rules)
 		}
 	}

@@ -17,6 +17,13 @@
 // engine.Engine.ApplyAll. Each CompiledRule carries its engine.Limit, whose
 // namespace is the rule's name, so two rules never share a counter.
 //
+// A path is matched in one canonical form, CanonicalPath (repeated slashes
+// merged, dot-segments removed), so no spelling an upstream routes alike
+// walks past a rule; in any case of its letters with PathCaseInsensitive
+// (NewRulesetWith). A GET rule covers HEAD requests unless a HEAD rule of
+// the same path prefix exists. path.go says what happens to %2F and the
+// query.
+//
 // A rule may carry a Plan: it then applies only to that plan's callers, in
 // place of the plan-less rule of the same match (Ruleset.MatchPlan; plan.go
 // states the rule precisely). An Override gives one caller its own limit,

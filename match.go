@@ -9,8 +9,10 @@ type Shape struct {
 	// Method is the request's HTTP method, as sent ("GET"). Empty (a gRPC
 	// call has none) is covered only by rules of AnyMethod.
 	Method string
-	// Path is what Rule.PathPrefix is matched against: the request's path,
-	// or a gRPC call's full method name ("/pkg.Service/Method").
+	// Path is what Rule.PathPrefix is matched against: the request's path
+	// (net/http's decoded Request.URL.Path, without the query), or a gRPC
+	// call's full method name ("/pkg.Service/Method"). The matching calls
+	// put it in the ruleset's match form first (Ruleset.MatchPath).
 	Path string
 	// Host is the request's host as RequestHost gives it. Empty is covered
 	// only by rules naming no host (Rule.Host).
@@ -44,6 +46,12 @@ func RequestHost(host string) string {
 // It is the one matching call: Match and MatchPlan are its shorthands for
 // a request to no host.
 func (rs *Ruleset) AppendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
+	q.Path = rs.MatchPath(q.Path)
+	return rs.appendMatch(dst, q)
+}
+
+// appendMatch is AppendMatch of a shape whose path is in match form.
+func (rs *Ruleset) appendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
 	n := len(dst)
 	dst = rs.appendCovering(dst, rs.forPlan(q.Plan), q)
 	if len(dst) == n && rs.def != nil && !rs.def.rule.Shadow {
@@ -59,6 +67,13 @@ func (rs *Ruleset) AppendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
 // no rule at all, enforced or shadow, covers. Shadow rules name no plan, so
 // q.Plan is not read.
 func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRule {
+	q.Path = rs.MatchPath(q.Path)
+	return rs.appendMatchShadow(dst, q)
+}
+
+// appendMatchShadow is AppendMatchShadow of a shape whose path is in match
+// form.
+func (rs *Ruleset) appendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRule {
 	n := len(dst)
 	dst = rs.appendCovering(dst, rs.shadow, q)
 	if len(dst) == n && rs.shadowDefault(q) {
@@ -88,10 +103,10 @@ func (rs *Ruleset) MatchPlan(method, path, plan string) []*CompiledRule {
 // AppendMatchShadow(nil, Shape{Method: method, Path: path}). The result
 // must not be modified; in MatchMostSpecific mode it is not allocated.
 func (rs *Ruleset) MatchShadow(method, path string) []*CompiledRule {
-	q := Shape{Method: method, Path: path}
+	q := Shape{Method: method, Path: rs.MatchPath(path)}
 	if rs.mode == MatchMostSpecific {
 		for _, c := range rs.shadow {
-			if c.matches(q) {
+			if rs.covers(rs.shadow, c, q) {
 				return c.alone
 			}
 		}
@@ -100,15 +115,17 @@ func (rs *Ruleset) MatchShadow(method, path string) []*CompiledRule {
 		}
 		return nil
 	}
-	return rs.AppendMatchShadow(nil, q)
+	return rs.appendMatchShadow(nil, q)
 }
 
 // match is AppendMatch into a new slice, or in MatchMostSpecific mode into
 // none: the rule's own one-element slice.
 func (rs *Ruleset) match(q Shape) []*CompiledRule {
+	q.Path = rs.MatchPath(q.Path)
 	if rs.mode == MatchMostSpecific {
-		for _, c := range rs.forPlan(q.Plan) {
-			if c.matches(q) {
+		from := rs.forPlan(q.Plan)
+		for _, c := range from {
+			if rs.covers(from, c, q) {
 				return c.alone
 			}
 		}
@@ -117,14 +134,14 @@ func (rs *Ruleset) match(q Shape) []*CompiledRule {
 		}
 		return nil
 	}
-	return rs.AppendMatch(nil, q)
+	return rs.appendMatch(nil, q)
 }
 
 // appendCovering appends the rules of from that cover a request: the
 // first only in MatchMostSpecific mode.
 func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, q Shape) []*CompiledRule {
 	for _, c := range from {
-		if c.matches(q) {
+		if rs.covers(from, c, q) {
 			dst = append(dst, c)
 			if rs.mode == MatchMostSpecific {
 				return dst
@@ -142,9 +159,21 @@ func (rs *Ruleset) shadowDefault(q Shape) bool {
 		return false
 	}
 	for _, c := range rs.rules {
-		if c.matches(q) {
+		if rs.covers(rs.rules, c, q) {
 			return false
 		}
 	}
 	return true
+}
+
+// MatchPath returns the form of a request path that the ruleset's rules
+// are matched on: CanonicalPath(path), case-folded when the ruleset's
+// PathCase is PathCaseInsensitive. Every matching call puts the path it is
+// given in this form; a door needs it only to report what was matched.
+func (rs *Ruleset) MatchPath(path string) string {
+	path = CanonicalPath(path)
+	if rs.fold {
+		path = foldCase(path)
+	}
+	return path
 }

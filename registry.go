@@ -45,6 +45,19 @@ type Ruleset struct {
 	plans     map[string][]*CompiledRule // per plan named by a rule, what its callers are matched against (plan.go); nil without plan rules
 	overrides *overrideSet               // the callers given their own limits (override.go); nil without overrides
 	hosts     bool                       // a rule names a host
+	heads     bool                       // a rule names HEAD (a GET rule covers HEAD requests unless one does: rule.go's covers)
+	fold      bool                       // PathCaseInsensitive: paths and prefixes are compared case-folded
+}
+
+// RulesetOptions are the settings of a ruleset besides its rules. The zero
+// value means the defaults.
+type RulesetOptions struct {
+	// Match is the match mode; empty means MatchMostSpecific.
+	Match MatchMode
+	// PathCase says whether a path's letters are matched in their case
+	// (PathCaseSensitive, the default when empty) or in any case
+	// (PathCaseInsensitive).
+	PathCase PathCase
 }
 
 // NewRuleset validates and compiles rules, the optional default rule def
@@ -61,7 +74,15 @@ type Ruleset struct {
 // method and path prefix: that is how a new limit for the same requests is
 // tried out.
 func NewRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, error) {
-	rs, i, err := compileRuleset(rules, def, mode)
+	return NewRulesetWith(rules, def, RulesetOptions{Match: mode})
+}
+
+// NewRulesetWith is NewRuleset with the ruleset's settings in opts: the
+// match mode and the path case. In a ruleset of PathCaseInsensitive two
+// rules whose path prefixes differ in case only have the same path prefix.
+// An unknown path case is an error wrapping ErrInvalidConfig.
+func NewRulesetWith(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, error) {
+	rs, i, err := compileRuleset(rules, def, opts)
 	var re *RuleError
 	if errors.As(err, &re) {
 		re.Index = i
@@ -71,19 +92,26 @@ func NewRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, error) {
 
 // compileRuleset is NewRuleset that also returns the index in rules of the
 // rule at fault (-1 for the default or the mode).
-func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, error) {
+func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int, error) {
+	mode := opts.Match
 	if mode == "" {
 		mode = MatchMostSpecific
 	}
 	if !mode.Valid() {
-		return nil, -1, fmt.Errorf("%w: match mode must be %q or %q, got %q", ErrInvalidConfig, MatchMostSpecific, MatchAll, string(mode))
+		return nil, -1, fmt.Errorf("%w: match mode must be %q or %q, got %q", ErrInvalidConfig, MatchMostSpecific, MatchAll, quoteCut(string(mode)))
 	}
-	rs := &Ruleset{all: make([]*CompiledRule, 0, len(rules)), mode: mode}
+	if opts.PathCase != "" && !opts.PathCase.Valid() {
+		return nil, -1, fmt.Errorf("%w: path case must be %q or %q, got %q", ErrInvalidConfig, PathCaseSensitive, PathCaseInsensitive, quoteCut(string(opts.PathCase)))
+	}
+	rs := &Ruleset{all: make([]*CompiledRule, 0, len(rules)), mode: mode, fold: opts.PathCase == PathCaseInsensitive}
 	seen := make(map[string]int, len(rules)+1)
 	for i, r := range rules {
 		c, err := r.compile()
 		if err != nil {
 			return nil, i, err
+		}
+		if rs.fold {
+			c.prefix = foldCase(c.prefix)
 		}
 		if j, dup := seen[r.Name]; dup {
 			return nil, i, r.fail("name", "duplicate: rules[%d] has the same name", j)
@@ -91,7 +119,7 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 		seen[r.Name] = i
 		if mode == MatchMostSpecific {
 			for _, o := range rs.all {
-				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.rule.PathPrefix == c.rule.PathPrefix && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan {
+				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.prefix == c.prefix && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan {
 					kind := ""
 					if c.rule.Shadow {
 						kind = "shadow "
@@ -106,6 +134,7 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 		}
 		rs.all = append(rs.all, c)
 		rs.hosts = rs.hosts || c.rule.Host != ""
+		rs.heads = rs.heads || c.rule.Method == methodHead
 	}
 	slices.SortStableFunc(rs.all, moreSpecific)
 	for _, c := range rs.all {
@@ -136,6 +165,14 @@ func compileRuleset(rules []Rule, def *Rule, mode MatchMode) (*Ruleset, int, err
 
 // Mode returns the ruleset's match mode.
 func (rs *Ruleset) Mode() MatchMode { return rs.mode }
+
+// PathCase returns the ruleset's path case.
+func (rs *Ruleset) PathCase() PathCase {
+	if rs.fold {
+		return PathCaseInsensitive
+	}
+	return PathCaseSensitive
+}
 
 // Rules returns the compiled rules, enforced and shadow, most specific
 // first, without the default. The slice is a copy.

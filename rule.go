@@ -23,6 +23,13 @@ var (
 // AnyMethod is the Rule.Method that matches every HTTP method.
 const AnyMethod = "*"
 
+// The methods matching treats apart (net/http's names, without importing
+// it: package identity, which a gRPC door uses, imports this one).
+const (
+	methodGet  = "GET"
+	methodHead = "HEAD"
+)
+
 // Scope says whose budget a rule counts against.
 type Scope string
 
@@ -66,11 +73,16 @@ type Rule struct {
 	// namespace of its counters: two rules never share one. Required.
 	Name string
 	// Method is the HTTP method the rule covers, exactly as sent (upper
-	// case, such as "GET"), or AnyMethod. Empty means AnyMethod.
+	// case, such as "GET"), or AnyMethod. Empty means AnyMethod. A GET
+	// rule covers HEAD requests too, unless a HEAD rule of the same path
+	// prefix and host exists (Ruleset.Match).
 	Method string
 	// PathPrefix is the start of the request paths the rule covers; it must
 	// start with "/". Matching is by plain string prefix, as in the
 	// reference design: "/api/orders" also covers "/api/orders-archive".
+	// A request's path is matched in canonical form (CanonicalPath:
+	// repeated slashes merged, "." and ".." segments removed), so a prefix
+	// holding "//", "/./" or "/../" is refused: it could match nothing.
 	PathPrefix string
 	// Host, when set, is the host the rule covers (the request's Host, or
 	// :authority, without its port, in lower case): an exact name such as
@@ -160,8 +172,8 @@ func (r Rule) compile() (*CompiledRule, error) {
 	if r.Method != AnyMethod && !isMethod(r.Method) {
 		return nil, r.fail("method", "must be %q or an HTTP method in upper case such as GET, got %q", AnyMethod, r.Method)
 	}
-	if !strings.HasPrefix(r.PathPrefix, "/") {
-		return nil, r.fail("path_prefix", "must start with \"/\", got %q", r.PathPrefix)
+	if reason := checkPrefix(r.PathPrefix); reason != "" {
+		return nil, r.fail("path_prefix", "%s", reason)
 	}
 	if r.Host != "" && !validHost(r.Host) {
 		return nil, r.fail("host", "want a host name in lower case, such as api.example.com, or *.example.com for the names under it, with no port, got %q", r.Host)
@@ -192,7 +204,7 @@ func (r Rule) compile() (*CompiledRule, error) {
 		}
 		return nil, &RuleError{Rule: r.Name, Field: "cost", Reason: reason, Err: err, Index: -1}
 	}
-	c := &CompiledRule{rule: r, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
+	c := &CompiledRule{rule: r, prefix: r.PathPrefix, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
 	c.alone = []*CompiledRule{c}
 	c.compileFields() // fields.go
 	return c, nil
@@ -223,9 +235,10 @@ func isTokenChar(c byte) bool {
 // CompiledRule is a validated Rule ready to decide requests: its defaults
 // filled in and its algorithm built. It is immutable and safe to share.
 type CompiledRule struct {
-	rule  Rule
-	limit engine.Limit
-	alone []*CompiledRule // a one-element slice holding this rule, so Match need not allocate
+	rule   Rule
+	prefix string // PathPrefix as paths are compared with it: case-folded in a ruleset of PathCaseInsensitive
+	limit  engine.Limit
+	alone  []*CompiledRule // a one-element slice holding this rule, so Match need not allocate
 	// origin is the rule as configured that this one derives from: an
 	// override's rule (Ruleset.Override), a local share's (Local.Rule); nil
 	// for a rule as configured.
@@ -273,12 +286,37 @@ func (c *CompiledRule) Request(key string) engine.Request {
 	return engine.Request{Limit: c.limit, Key: key, Cost: c.rule.Cost}
 }
 
-// matches reports whether the rule covers a request of shape q, whatever
-// q's plan (a ruleset chooses the rules a plan's caller is matched
-// against).
-func (c *CompiledRule) matches(q Shape) bool {
-	return (c.rule.Method == AnyMethod || c.rule.Method == q.Method) && strings.HasPrefix(q.Path, c.rule.PathPrefix) &&
-		(c.rule.Host == "" || hostMatches(c.rule.Host, q.Host))
+// covers reports whether the rule c, one of the rules from, covers a
+// request of shape q (its path in the ruleset's match form, MatchPath),
+// whatever q's plan (a ruleset chooses the rules a plan's caller is matched
+// against, from).
+//
+// A GET rule covers HEAD requests too, as a HEAD is a GET without its
+// body (nginx's limit_req counts every method alike), unless from holds a
+// HEAD rule of the same path prefix and host: a rule naming HEAD takes
+// those over.
+func (rs *Ruleset) covers(from []*CompiledRule, c *CompiledRule, q Shape) bool {
+	if !strings.HasPrefix(q.Path, c.prefix) || c.rule.Host != "" && !hostMatches(c.rule.Host, q.Host) {
+		return false
+	}
+	switch c.rule.Method {
+	case AnyMethod, q.Method:
+		return true
+	case methodGet:
+		return q.Method == methodHead && !(rs.heads && headRuleFor(from, c))
+	}
+	return false
+}
+
+// headRuleFor reports whether from holds a HEAD rule of c's path prefix
+// and host.
+func headRuleFor(from []*CompiledRule, c *CompiledRule) bool {
+	for _, o := range from {
+		if o.rule.Method == methodHead && o.prefix == c.prefix && o.rule.Host == c.rule.Host {
+			return true
+		}
+	}
+	return false
 }
 
 // hostMatches reports whether the host pattern (a name, or *.name) covers
@@ -319,7 +357,7 @@ func moreSpecific(a, b *CompiledRule) int {
 	if ha, hb := hostRank(a.rule.Host), hostRank(b.rule.Host); ha != hb {
 		return hb - ha
 	}
-	if la, lb := len(a.rule.PathPrefix), len(b.rule.PathPrefix); la != lb {
+	if la, lb := len(a.prefix), len(b.prefix); la != lb {
 		return lb - la
 	}
 	ea, eb := a.rule.Method != AnyMethod, b.rule.Method != AnyMethod

@@ -58,6 +58,14 @@ type Config struct {
 	// Match is "match": sluice.MatchMostSpecific (default) or
 	// sluice.MatchAll.
 	Match sluice.MatchMode
+	// PathCase is "path_case": sluice.PathCaseSensitive (default), or
+	// sluice.PathCaseInsensitive for an upstream that routes paths in any
+	// case (Express's default), so that /API/Orders spends on a rule for
+	// /api/orders.
+	PathCase sluice.PathCase
+	// ForwardPath is "forward_path", which path sluice serve sends
+	// upstream: ForwardCanonical (default) or ForwardOriginal.
+	ForwardPath ForwardPath
 	// Rules is "rules", in file order. A rule's keys are its fields' names
 	// in snake case (name, method, path_prefix, scope, algorithm, limit,
 	// window, burst, cost, shadow); "shadow: true" sets Rule.Shadow.
@@ -82,6 +90,29 @@ type Config struct {
 
 	ruleset *sluice.Ruleset // compiled from the above by Parse
 }
+
+// ForwardPath is which spelling of a request's path a gateway sends to
+// its upstream ("forward_path").
+type ForwardPath string
+
+// The forward paths.
+const (
+	// ForwardCanonical, the default, sends the path the rules matched
+	// (sluice.CanonicalPath, in its letters' case as sent) with the query
+	// as sent: the upstream can route no other resource than the one the
+	// rules limited, whatever it does with "//", "." or "..". A %2F in the
+	// path goes as "/", as it was matched.
+	ForwardCanonical ForwardPath = "canonical"
+	// ForwardOriginal sends the path as the client spelt it, byte for
+	// byte: for an upstream that needs it so (a signed URL, %2F kept as
+	// data). Then the upstream must route every spelling as the canonical
+	// path or refuse it, or a spelling may reach a resource the rules
+	// matched apart.
+	ForwardOriginal ForwardPath = "original"
+)
+
+// Valid reports whether f is a known forward path.
+func (f ForwardPath) Valid() bool { return f == ForwardCanonical || f == ForwardOriginal }
 
 // Response is the "response" section.
 type Response struct {
@@ -416,9 +447,14 @@ func (c *Config) Ruleset() (*sluice.Ruleset, error) {
 	if c.ruleset != nil {
 		return c.ruleset, nil
 	}
-	rs, err := sluice.NewRuleset(c.Rules, c.Default, c.Match)
+	rs, err := sluice.NewRulesetWith(c.Rules, c.Default, c.rulesetOptions())
 	if err != nil {
 		return nil, err
 	}
 	return rs.WithOverrides(c.Overrides)
+}
+
+// rulesetOptions returns the ruleset's settings the configuration holds.
+func (c *Config) rulesetOptions() sluice.RulesetOptions {
+	return sluice.RulesetOptions{Match: c.Match, PathCase: c.PathCase}
 }

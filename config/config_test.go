@@ -112,6 +112,37 @@ match: all
 	}
 }
 
+func TestPathCaseAndForwardPath(t *testing.T) {
+	rules := "rules:\n  - {name: orders, method: POST, path_prefix: /api/orders, scope: user, algorithm: gcra, limit: 1, window: 1s}\n"
+	c, err := config.Parse("x.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PathCase != sluice.PathCaseSensitive || c.ForwardPath != config.ForwardCanonical {
+		t.Errorf("defaults: PathCase, ForwardPath = %q, %q, want sensitive, canonical", c.PathCase, c.ForwardPath)
+	}
+	c, err = config.Parse("x.yaml", []byte("path_case: insensitive\nforward_path: original\n"+rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PathCase != sluice.PathCaseInsensitive || c.ForwardPath != config.ForwardOriginal {
+		t.Errorf("PathCase, ForwardPath = %q, %q, want insensitive, original", c.PathCase, c.ForwardPath)
+	}
+	for _, hand := range []bool{false, true} {
+		cc := c
+		if hand { // a Config built by hand compiles its ruleset from the fields
+			cc = &config.Config{Rules: c.Rules, PathCase: c.PathCase}
+		}
+		rs, err := cc.Ruleset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := rs.Match("POST", "//API/./Orders"); len(m) != 1 {
+			t.Errorf("built by hand %v: Match(POST //API/./Orders) = %v, want orders", hand, names(m))
+		}
+	}
+}
+
 // issueConfig returns the issue's example with old replaced by new.
 func issueConfig(t *testing.T, old, new string) string {
 	t.Helper()
@@ -164,6 +195,15 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 			`config.yaml:5: store.flush_interval: want a duration such as 1m or 500ms, got "50"`, nil},
 		{"bad proxy", issueConfig(t, "# trusted_proxies: [10.0.0.2]", "trusted_proxies: [10.0.0.2, localhost]"),
 			`config.yaml:9: identity.trusted_proxies[1]: want an address or a prefix such as 10.0.0.0/8, got "localhost"`, nil},
+		{"bad path case", issueConfig(t, "match: most_specific", "match: most_specific\npath_case: lower"),
+			`config.yaml:13: path_case: want one of sensitive, insensitive, got "lower"`, nil},
+		{"bad forward path", issueConfig(t, "match: most_specific", "match: most_specific\nforward_path: cleaned"),
+			`config.yaml:13: forward_path: want one of canonical, original, got "cleaned"`, nil},
+		{"path prefix matching no canonical path", issueConfig(t, "path_prefix: /api/orders", "path_prefix: /api//orders"),
+			`config.yaml:16: rules[0].path_prefix: rule "orders-write": request paths are matched in canonical form (repeated slashes merged, "." and ".." segments removed), so "/api//orders" would match none: write "/api/orders"`, sluice.ErrInvalidRule},
+		{"prefixes differing in case only, path_case insensitive", strings.NewReplacer("path_prefix: /api/search", "path_prefix: /API/Orders", "method: GET", "method: POST").
+			Replace(issueConfig(t, "match: most_specific", "match: most_specific\npath_case: insensitive")),
+			`config.yaml:24: rules[1].path_prefix: rule "search": rule "orders-write" has the same method and path prefix and always wins in most_specific mode`, sluice.ErrInvalidRule},
 		{"bad ipv6 prefix", issueConfig(t, "ipv6_prefix: 64", "ipv6_prefix: 129"),
 			"config.yaml:10: identity.ipv6_prefix: want a prefix length from 1 to 128, got 129", nil},
 		{"bad forwarding header", issueConfig(t, "ipv6_prefix: 64", "forwarding_header: x-real-ip"),

@@ -47,6 +47,8 @@ func Parse(name string, data []byte) (*Config, error) {
 		Identity:     identity.Config{}.WithDefaults(),
 		OnStoreError: sluice.FailOpen,
 		Match:        sluice.MatchMostSpecific,
+		PathCase:     sluice.PathCaseSensitive,
+		ForwardPath:  ForwardCanonical,
 	}
 	if err := p.config(root, c); err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func parseStore(name string, data []byte) (Store, error) {
 		case "store":
 			found = true
 			return true, p.store(v, field, &s)
-		case "identity", "on_store_error", "match", "rules", "default", "overrides":
+		case "identity", "on_store_error", "match", "path_case", "forward_path", "rules", "default", "overrides":
 			return true, nil // a gateway's, not the store's
 		}
 		return false, nil
@@ -195,6 +197,14 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			var s string
 			s, err = p.OneOf(v, field, string(sluice.MatchMostSpecific), string(sluice.MatchAll))
 			c.Match = sluice.MatchMode(s)
+		case "path_case":
+			var s string
+			s, err = p.OneOf(v, field, string(sluice.PathCaseSensitive), string(sluice.PathCaseInsensitive))
+			c.PathCase = sluice.PathCase(s)
+		case "forward_path":
+			var s string
+			s, err = p.OneOf(v, field, string(ForwardCanonical), string(ForwardOriginal))
+			c.ForwardPath = ForwardPath(s)
 		case "rules":
 			if v.Kind != yaml.SequenceNode {
 				return true, p.Want(v, field, "a list of rules")
@@ -240,7 +250,7 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 	if err != nil {
 		return err
 	}
-	rs, err := sluice.NewRuleset(c.Rules, c.Default, c.Match)
+	rs, err := sluice.NewRulesetWith(c.Rules, c.Default, c.rulesetOptions())
 	if err != nil {
 		return p.ruleError(err)
 	}

@@ -128,7 +128,12 @@ type call struct {
 // method to match: only rules whose method is "*" (or empty, which means
 // "*") cover gRPC calls. A rule naming an HTTP method (GET, POST, …) is an
 // HTTP rule, which no gRPC call matches, so one configuration can serve
-// both doors. The match mode and the default are the Ruleset's: one rule
+// both doors. The name is matched as the Ruleset matches a path, in
+// canonical form (sluice.CanonicalPath), which leaves every name grpc-go
+// dispatches as it is: grpc-go routes on the exact name, so a name spelt
+// otherwise reaches no handler and no interceptor (it is answered
+// Unimplemented), unless the server has an UnknownServiceHandler, whose
+// calls are matched on their name's canonical form. The match mode and the default are the Ruleset's: one rule
 // (most_specific) or all of them together (all, engine.ApplyAll: nothing is
 // spent unless every one allows, and the call reports the most restrictive
 // decision, as package httplimit does). A call no rule covers passes

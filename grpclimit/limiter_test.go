@@ -55,6 +55,7 @@ type server struct {
 	metrics *metrics.Metrics
 	health  *health.Server
 	client  healthpb.HealthClient
+	conn    *grpc.ClientConn // the client's connection
 	logs    *syncBuffer
 	waited  []time.Duration // the delays the Limiter waited
 	mu      sync.Mutex      // guards waited
@@ -120,7 +121,7 @@ func newServer(t *testing.T, rules []sluice.Rule, o serverOpts) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	s.client = healthpb.NewHealthClient(conn)
+	s.client, s.conn = healthpb.NewHealthClient(conn), conn
 	return s
 }
 

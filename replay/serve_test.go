@@ -32,8 +32,8 @@ type traceRequest struct {
 }
 
 var (
-	traceMethods = []string{"GET", "POST", "DELETE"}
-	tracePaths   = []string{"/", "/a", "/a/b/c", "/a%2Fb", "/b/x?q=1", "/c", "/b"}
+	traceMethods = []string{"GET", "POST", "DELETE", "HEAD"}
+	tracePaths   = []string{"/", "/a", "/a/b/c", "/a%2Fb", "/b/x?q=1", "/c", "/b", "//a/b", "/a/./b/c", "/x/../a", "/c/%2e%2e/b"}
 	tracePeers   = []string{"192.0.2.1", "192.0.2.2", "10.0.0.5", "10.1.2.3", "2001:db8::1", "2001:db8::2", "2001:db8:0:1::9"}
 	traceXFF     = []string{"", "", "198.51.100.7", "192.0.2.66, 198.51.100.8", "2001:db8:5::1", "garbage", "198.51.100.7, 10.0.0.9"}
 	traceUsers   = []string{"", "", "alice", "bob", strings.Repeat("x", identity.MaxUserIDLen+1)}

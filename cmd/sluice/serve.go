@@ -64,6 +64,14 @@ store.redis.fleet_size (ceil(limit/fleet_size) per gateway) and goes back
 to Redis as soon as it answers; /metrics counts each (store errors by
 policy, sluice_local_decisions_total).
 
+Paths: every rule is matched on the canonical path ("//" merged, "." and
+".." segments removed; %2F is a "/"; the query is not matched), in any
+case with path_case: insensitive, and a GET rule covers HEAD unless a HEAD
+rule of the same prefix exists. The upstream gets the canonical path
+(forward_path: canonical, the default) or the path as sent (original: for
+signed URLs, or %2F kept as data); --forward-path overrides the file's.
+Both reload with the file.
+
 Reloading: the rules, the default, the match mode, the identity section and
 on_store_error are reloaded when the file changes (it is watched, renames and
 symbolic-link swaps included) or on SIGHUP. A file that does not parse or
@@ -133,6 +141,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	listen := fs.String("listen", "", "the `address` the proxy listens on, such as :8080; required")
 	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
 	admin, adminTokenFile := addAdminFlags(fs, "/rules")
+	forward := addForwardPathFlag(fs)
 	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
 	tlsf := addTLSFlags(fs, "the proxy's listener")
 	storeFlagsGiven := addBackendFlags(fs)
@@ -180,6 +189,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 	}
 	warn(cfg)
+	if err := forward.start(cfg); err != nil {
+		return fail(2, "%v", err)
+	}
 
 	// The store: read at start only, the flags over the file's section.
 	fileStore := storeFlags(cfg.Store)
@@ -215,6 +227,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	counts := metrics.New(nil)
 	counts.InitRuleset(rs)
 	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.Director = forward.director(proxy.Director) // serve_path.go
 	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
 	proxy.Transport = upstreamTransport()
 	proxy.BufferPool = newCopyBuffers(maxPooledCopyBuffers)
@@ -271,6 +284,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			return
 		}
 		warn(next)
+		forward.reload(next)
 		h, err := limited(next)
 		if err != nil {
 			logger.Error("sluice serve: reload: keeping the identity and store-error settings in force", "config", *configPath, "err", err)
