@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -230,7 +228,7 @@ func (w *Watcher) apply(data []byte, cause string) error {
 		return err
 	}
 	if w.limit && cfg.LimitsNothing() && !cfg.AllowEmpty {
-		return fmt.Errorf("%w; in force: %s", ErrLimitsNothing, nameList(w.rules))
+		return fmt.Errorf("%w; in force: %s", ErrLimitsNothing, watch.Names(w.rules))
 	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.InitRuleset(rs)
@@ -243,7 +241,7 @@ func (w *Watcher) apply(data []byte, cause string) error {
 		w.log.Warn("sluice: the store section changed; it takes effect only after a restart",
 			"running", w.store.String(), "file_says", cfg.Store.String())
 	}
-	w.log.Info("sluice: configuration reloaded", "cause", cause, "rules", len(names), "dropped", nameList(dropped))
+	w.log.Info("sluice: configuration reloaded", "cause", cause, "rules", len(names), "dropped", watch.Names(dropped))
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(cfg, nil)
 	}
@@ -293,27 +291,4 @@ func dropped(old, now []string) []string {
 		}
 	}
 	return out
-}
-
-// maxLoggedNames bounds the rule names a log line lists.
-const maxLoggedNames = 32
-
-// nameList renders names for a log line: quoted, comma-separated, at most
-// maxLoggedNames of them and then how many more; "none" for none.
-func nameList(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	var b strings.Builder
-	for i, n := range names {
-		if i == maxLoggedNames {
-			fmt.Fprintf(&b, " and %d more", len(names)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(n))
-	}
-	return b.String()
 }

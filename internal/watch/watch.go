@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -295,7 +297,8 @@ func (w *Watcher[T]) run(last os.FileInfo) {
 		case <-w.sigC: // nil, never ready, without Options.SIGHUP
 			w.log.Info(w.opts.Name + ": SIGHUP: reloading the configuration once it has settled")
 			force = true
-			if fire == nil && !settling {
+			if !settling { // a debounce pending is cut short
+				fire = nil
 				settleFrom()
 			}
 		}
@@ -382,4 +385,27 @@ func (w *Watcher[T]) consider(c candidate[T], force bool, cause string) error {
 		}
 	}
 	return nil
+}
+
+// maxNames bounds the names Names lists.
+const maxNames = 32
+
+// Names renders names for a log line or an error: quoted, comma-separated,
+// at most 32 of them and then how many more; "none" for none.
+func Names(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, n := range names {
+		if i == maxNames {
+			fmt.Fprintf(&b, " and %d more", len(names)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(n))
+	}
+	return b.String()
 }

@@ -411,3 +411,22 @@ func TestSettlesFailedReads(t *testing.T) {
 		t.Errorf("events %q, want only two put in force", ev)
 	}
 }
+
+func TestNames(t *testing.T) {
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = fmt.Sprint(i)
+	}
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, "none"},
+		{[]string{"a", `b"c`}, `"a", "b\"c"`},
+		{many, strings.Join(strings.Split(`"`+strings.Join(many[:32], `", "`)+`"`, "\n"), "") + " and 8 more"},
+	} {
+		if got := Names(tc.in); got != tc.want {
+			t.Errorf("Names(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
