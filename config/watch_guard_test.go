@@ -2,12 +2,15 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/sluice-go/sluice/metrics"
 )
@@ -171,4 +174,48 @@ func TestWatcherNoPrefixLimitsNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Property: whatever its rules (some of them shadow rules) and wherever a
+// write cuts it, a prefix of a file that limits never puts a configuration
+// that limits nothing in force over it.
+func TestWatcherPrefixProperty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, reloadConfig(5, ""))
+	var got reloads
+	_, w := startWatch(t, path, WatchOptions{Debounce: time.Hour, Settle: time.Hour, OnReload: got.on,
+		Logger: slog.New(slog.NewTextHandler(&lockedBuffer{}, nil))})
+	rapid.Check(t, func(rt *rapid.T) {
+		var b strings.Builder
+		b.WriteString("rules:\n")
+		n := rapid.IntRange(1, 4).Draw(rt, "rules")
+		lead := rapid.IntRange(0, n-1).Draw(rt, "shadow rules first") // then one that limits
+		ends := []int{b.Len()}                                        // where each rule ends
+		for i := range n {
+			fmt.Fprintf(&b, "  - name: r%d\n    path_prefix: /p%d\n    scope: ip\n    algorithm: gcra\n    limit: %d\n    window: 1m\n",
+				i, i, rapid.IntRange(1, 1000).Draw(rt, "limit"))
+			if i < lead || (i > lead && rapid.Bool().Draw(rt, "shadow")) {
+				b.WriteString("    shadow: true\n")
+			}
+			ends = append(ends, b.Len())
+		}
+		if rapid.Bool().Draw(rt, "default") {
+			b.WriteString("default: {name: d, scope: ip, algorithm: gcra, limit: 9, window: 1m}\n")
+		}
+		full := b.String()
+		if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
+			rt.Fatal(err)
+		}
+		if err := w.Reload(); err != nil {
+			rt.Fatalf("the whole file: %v\n%s", err, full)
+		}
+		cut := rapid.OneOf(rapid.IntRange(0, len(full)), rapid.SampledFrom(ends)).Draw(rt, "cut")
+		if err := os.WriteFile(path, []byte(full[:cut]), 0o644); err != nil {
+			rt.Fatal(err)
+		}
+		err := w.Reload()
+		if cfg, _ := got.last(); err == nil && cfg.LimitsNothing() {
+			rt.Fatalf("the prefix of %d bytes put a configuration that limits nothing in force:\n%s", cut, full[:cut])
+		}
+	})
 }
