@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/envoyrls"
@@ -259,4 +261,45 @@ func TestWatchWaitsForTheWholeFile(t *testing.T) {
 	if got := g.reloads(); len(got) != 1 || got[0] != nil || user() != 10 || len(g.limits()) != 2 {
 		t.Fatalf("reloads %v, user limit %d, limits %q; want one reload of the whole file", got, user(), g.limits())
 	}
+}
+
+// Property: whatever its descriptors (unlimited and shadow_mode ones
+// first) and wherever a write cuts it, a prefix of a file that limits
+// never puts a configuration that limits nothing in force over it.
+func TestWatchPrefixProperty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "api.yaml")
+	os.WriteFile(path, []byte(guardConf("api", 3)), 0o644)
+	g := guardWatch(t, path, WatchOptions{Debounce: time.Hour, Settle: time.Hour})
+	rapid.Check(t, func(rt *rapid.T) {
+		var b strings.Builder
+		b.WriteString("domain: api\ndescriptors:\n")
+		n := rapid.IntRange(1, 4).Draw(rt, "descriptors")
+		lead := rapid.IntRange(0, n-1).Draw(rt, "limiting nothing first") // then one that limits
+		ends := []int{b.Len()}
+		for i := range n {
+			limit := fmt.Sprintf("{unit: minute, requests_per_unit: %d}", rapid.IntRange(0, 1000).Draw(rt, "limit"))
+			switch {
+			case i < lead && rapid.Bool().Draw(rt, "unlimited"):
+				limit = "{unlimited: true}"
+			case i < lead:
+				limit += "\n    shadow_mode: true"
+			}
+			fmt.Fprintf(&b, "  - key: k%d\n    rate_limit: %s\n", i, limit)
+			ends = append(ends, b.Len())
+		}
+		full := b.String()
+		if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
+			rt.Fatal(err)
+		}
+		if err := g.w.Reload(); err != nil {
+			rt.Fatalf("the whole file: %v\n%s", err, full)
+		}
+		cut := rapid.OneOf(rapid.IntRange(0, len(full)), rapid.SampledFrom(ends)).Draw(rt, "cut")
+		if err := os.WriteFile(path, []byte(full[:cut]), 0o644); err != nil {
+			rt.Fatal(err)
+		}
+		if err := g.w.Reload(); err == nil && enforcingConfig(g.srv.Config()) == nil {
+			rt.Fatalf("the prefix of %d bytes put a configuration that limits nothing in force:\n%s", cut, full[:cut])
+		}
+	})
 }
