@@ -91,7 +91,7 @@ type ReloadObserver interface {
 // not seen: send SIGHUP or call Reload.
 //
 // A change, or a SIGHUP, is put in force only once the file has settled:
-// it is read DefaultDebounce after the last event, then again every
+// it is read WatchOptions.Debounce after the last event, then again every
 // WatchOptions.Settle until two reads in a row have the same bytes, so a
 // file still being written is not loaded half-way. A writer pausing longer
 // than Settle still exposes a prefix of the file: replace the file

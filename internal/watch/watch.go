@@ -103,7 +103,7 @@ type Options[T any] struct {
 // (debounced, then settled), on SIGHUP (settled), or when Reload is
 // called (at once).
 //
-// A change is read DefaultDebounce after the last event, then again every
+// A change is read Options.Debounce after the last event, then again every
 // Settle until two reads in a row agree; only then is it put in force. A
 // writer that pauses for less than Settle is never read half-way; one that
 // pauses longer is, and a configuration should therefore be replaced
