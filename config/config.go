@@ -82,6 +82,13 @@ type Config struct {
 	// ip:ADDRESS), or ip: and a prefix (ip:10.0.0.0/8) for a network.
 	// Exemptions reload with the file. See ExemptFunc.
 	Exempt []string
+	// AllowEmpty is "allow_empty": true says that the file limits nothing
+	// on purpose (no rule and no default, or only shadow ones), so a
+	// reload puts it in force even where rules were in force; without it
+	// such a reload is refused (Watcher), since a file cut short by a
+	// writer that is not atomic reads as one. A file that sets it and has
+	// a rule that limits is refused. False by default.
+	AllowEmpty bool
 	// Warnings are what the file says that is valid but most likely not
 	// what was meant, each naming the file, the line, the field and the
 	// risk (a file that limits nothing; on_store_error: local on a store
@@ -113,6 +120,24 @@ const (
 
 // Valid reports whether f is a known forward path.
 func (f ForwardPath) Valid() bool { return f == ForwardCanonical || f == ForwardOriginal }
+
+// LimitsNothing reports whether no rule and no default of c enforces a
+// limit: there is none, or each is a shadow rule.
+func (c *Config) LimitsNothing() bool { return c.enforcing() == nil }
+
+// enforcing returns the first rule of c that enforces a limit (the default
+// last), or nil.
+func (c *Config) enforcing() *sluice.Rule {
+	for i := range c.Rules {
+		if !c.Rules[i].Shadow {
+			return &c.Rules[i]
+		}
+	}
+	if c.Default != nil && !c.Default.Shadow {
+		return c.Default
+	}
+	return nil
+}
 
 // Response is the "response" section.
 type Response struct {

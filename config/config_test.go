@@ -288,6 +288,8 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte("rules: []\n"))
+	f.Add([]byte("allow_empty: true\nrules: []\n"))
+	f.Add([]byte("allow_empty: true\nrules:\n  - {name: a, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s, shadow: true}\n"))
 	f.Add([]byte("match: all\nrules:\n  - {name: a, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := config.Parse("fuzz.yaml", data)
@@ -301,6 +303,9 @@ func FuzzParseConfig(f *testing.F) {
 		rs, err := c.Ruleset()
 		if err != nil {
 			t.Fatalf("a parsed config's Ruleset() = %v", err)
+		}
+		if c.AllowEmpty && !c.LimitsNothing() {
+			t.Fatalf("allow_empty: true parsed on a file that limits")
 		}
 		for _, r := range c.Rules {
 			if err := r.Validate(); err != nil {

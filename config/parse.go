@@ -193,6 +193,8 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			var s string
 			s, err = p.OneOf(v, field, string(sluice.FailOpen), string(sluice.FailClosed), string(sluice.FailLocal))
 			c.OnStoreError = sluice.StoreErrorPolicy(s)
+		case "allow_empty":
+			c.AllowEmpty, err = p.Bool(v, field)
 		case "match":
 			var s string
 			s, err = p.OneOf(v, field, string(sluice.MatchMostSpecific), string(sluice.MatchAll))
@@ -269,7 +271,12 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			}
 		}
 	}
-	if len(c.Rules) == 0 && c.Default == nil {
+	if c.AllowEmpty {
+		if r := c.enforcing(); r != nil {
+			return p.Errorf(lines["allow_empty"], "allow_empty",
+				"true says this file limits nothing on purpose, but rule %q limits: remove allow_empty or the rules", r.Name)
+		}
+	} else if len(c.Rules) == 0 && c.Default == nil {
 		c.Warnings = append(c.Warnings, p.Errorf(lines["rules"], "rules", "no rule and no default: this configuration limits nothing").Error())
 	}
 	if c.OnStoreError == sluice.FailLocal && c.Store.Backend != BackendRedis {

@@ -19,8 +19,19 @@ import (
 // an editor's save or a ConfigMap update is a burst of events, read once.
 const DefaultDebounce = watch.DefaultDebounce
 
+// DefaultSettle is how long the configuration file must stay unchanged
+// before a Watcher puts it in force, when WatchOptions.Settle is zero.
+const DefaultSettle = watch.DefaultSettle
+
 // ErrWatcherClosed is returned by Watcher.Reload after Close.
 var ErrWatcherClosed = errors.New("sluice/config: watcher closed")
+
+// ErrLimitsNothing is wrapped by the error of a reload refused because the
+// file limits nothing (no rule and no default, or only shadow ones) while
+// the configuration in force limits something, and the file does not say
+// allow_empty: true. A file cut short by a writer that is not atomic reads
+// so; the configuration in force stays.
+var ErrLimitsNothing = errors.New("sluice/config: the file limits nothing, where rules are in force (allow_empty: true says it is meant)")
 
 // WatchOptions configure a Watcher. The zero value is usable.
 type WatchOptions struct {
@@ -47,9 +58,13 @@ type WatchOptions struct {
 	// SIGHUP, when true, makes the process's SIGHUP signals reload the
 	// file (signal.Notify), until Close.
 	SIGHUP bool
-	// Debounce is how long to wait after the last event before reloading;
+	// Debounce is how long to wait after the last event before reading;
 	// zero means DefaultDebounce.
 	Debounce time.Duration
+	// Settle is how long the file must stay unchanged before a change or
+	// a SIGHUP puts it in force: it is read again Settle after each read
+	// until two reads in a row agree. Zero means DefaultSettle.
+	Settle time.Duration
 }
 
 // ReloadObserver counts configuration reloads; package metrics' *Metrics
@@ -75,6 +90,14 @@ type ReloadObserver interface {
 // place to the target of a symbolic link that lives in another directory is
 // not seen: send SIGHUP or call Reload.
 //
+// A change, or a SIGHUP, is put in force only once the file has settled:
+// it is read WatchOptions.Debounce after the last event, then again every
+// WatchOptions.Settle until two reads in a row have the same bytes, so a
+// file still being written is not loaded half-way. A writer pausing longer
+// than Settle still exposes a prefix of the file: replace the file
+// atomically (write another file, then rename it over this one; a
+// ConfigMap's volume does so).
+//
 // A file that reads and parses is compiled into a new sluice.Ruleset and put in
 // force with one atomic sluice.Registry.Swap: requests in flight finish under the
 // ruleset they took, later ones see the new one, none is dropped. A file
@@ -84,12 +107,19 @@ type ReloadObserver interface {
 // does nothing (an editor's touch or chmod is not a reload); nor does one
 // of a file whose bytes are again those in force after a rejected one,
 // which is logged as loading again.
+//
+// A file that limits nothing (no rule and no default, or only shadow ones)
+// is refused, as a rejected file is, while the configuration in force
+// limits something, unless it says allow_empty: true (ErrLimitsNothing).
+// Each reload put in force logs the names of the rules it drops.
 type Watcher struct {
 	path  string // as given, cleaned
 	reg   *sluice.Registry
 	opts  WatchOptions
 	log   *slog.Logger // with the file's name
 	store Store        // the store section in force
+	rules []string     // the names of the rules in force, the default's last
+	limit bool         // whether the configuration in force limits anything
 	w     *watch.Watcher[[]byte]
 }
 
@@ -108,6 +138,7 @@ func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, erro
 	var inForce *uint64
 	if opts.Initial != nil {
 		w.store = opts.Initial.Store
+		w.rules, w.limit = ruleNames(opts.Initial), !opts.Initial.LimitsNothing()
 	} else {
 		data, digest, err := w.read()
 		if err != nil {
@@ -122,6 +153,7 @@ func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, erro
 		}
 		reg.Swap(rs)
 		w.store = cfg.Store
+		w.rules, w.limit = ruleNames(cfg), !cfg.LimitsNothing()
 		inForce = &digest
 	}
 	fw, err := watch.New(watch.Options[[]byte]{
@@ -131,6 +163,7 @@ func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, erro
 		Reject:   w.reject,
 		InForce:  inForce,
 		Debounce: opts.Debounce,
+		Settle:   opts.Settle,
 		SIGHUP:   opts.SIGHUP,
 		Logger:   w.log,
 		Name:     "sluice",
@@ -194,19 +227,21 @@ func (w *Watcher) apply(data []byte, cause string) error {
 	if err != nil {
 		return err
 	}
+	if w.limit && cfg.LimitsNothing() && !cfg.AllowEmpty {
+		return fmt.Errorf("%w; in force: %s", ErrLimitsNothing, watch.Names(w.rules))
+	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.InitRuleset(rs)
 	}
 	w.reg.Swap(rs)
+	names := ruleNames(cfg)
+	dropped := dropped(w.rules, names)
+	w.rules, w.limit = names, !cfg.LimitsNothing()
 	if !cfg.Store.Equal(w.store) {
 		w.log.Warn("sluice: the store section changed; it takes effect only after a restart",
 			"running", w.store.String(), "file_says", cfg.Store.String())
 	}
-	n := len(cfg.Rules)
-	if cfg.Default != nil {
-		n++
-	}
-	w.log.Info("sluice: configuration reloaded", "cause", cause, "rules", n)
+	w.log.Info("sluice: configuration reloaded", "cause", cause, "rules", len(names), "dropped", watch.Names(dropped))
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(cfg, nil)
 	}
@@ -221,10 +256,39 @@ func (w *Watcher) apply(data []byte, cause string) error {
 // reject reports a file that did not read, parse or validate.
 func (w *Watcher) reject(err error, cause string) {
 	w.log.Error("sluice: configuration rejected; the rules in force stay", "cause", cause, "err", err)
+	// Counted as any rejected file is: result="error".
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.ObserveReload(err)
 	}
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(nil, err)
 	}
+}
+
+// ruleNames returns the names of cfg's rules, in file order, and its
+// default's last.
+func ruleNames(cfg *Config) []string {
+	names := make([]string, 0, len(cfg.Rules)+1)
+	for _, r := range cfg.Rules {
+		names = append(names, r.Name)
+	}
+	if cfg.Default != nil {
+		names = append(names, cfg.Default.Name)
+	}
+	return names
+}
+
+// dropped returns the names in old that are not in now, in old's order.
+func dropped(old, now []string) []string {
+	in := make(map[string]bool, len(now))
+	for _, n := range now {
+		in[n] = true
+	}
+	var out []string
+	for _, n := range old {
+		if !in[n] {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -64,10 +64,13 @@ A store failure answers UNAVAILABLE: Envoy then lets the request pass,
 unless its filter sets failure_mode_deny.
 
 Reloading: the configuration is watched (renames, symbolic-link swaps and
-ConfigMap updates included) and reloaded on SIGHUP; one that does not load
-is rejected whole and logged with its file, line and field, and the
-configuration in force stays. A limit that keeps its place keeps what
-callers spent under it.
+ConfigMap updates included) and reloaded on SIGHUP, once it has stayed
+unchanged for --reload-settle; one that does not load is rejected whole and
+logged with its file, line and field, and the configuration in force stays.
+So is one where a file that limited would limit nothing (or the whole
+configuration would), unless the file says allow_empty: true. Replace files
+atomically (write aside, then rename; a ConfigMap does). A limit that keeps
+its place keeps what callers spent under it.
 
 From a control plane (--xds, or CONFIG_TYPE=GRPC_XDS_SOTW): rls opens an
 aggregated discovery stream for RateLimitConfig resources, as
@@ -129,6 +132,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	quotaMode := fs.Bool("quota-mode", false, "put every limit in quota mode: past its quota a limit answers OK and is named in the dynamic metadata (envoyproxy/ratelimit's QUOTA_MODE)")
 	dynamicMetadata := fs.Bool("dynamic-metadata", false, "return the request as dynamic metadata with each response, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA")
 	nearRatio := fs.Float64("near-limit-ratio", envoyrls.NearLimitRatio, "the `share` of a limit past which allowed hits count as near it in sluice_rls_near_limit_total, in (0, 1] (envoyproxy/ratelimit's NEAR_LIMIT_RATIO)")
+	reloadSettle := addReloadSettleFlag(fs)
 	mergeDomains := fs.Bool("merge-domains", false, "read several files of one domain as one, their top-level descriptors together (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it two files of one domain are an error")
 	tlsf := addTLSFlags(fs, "the gRPC listener")
 	storePath := addStoreFileFlag(fs)
@@ -196,6 +200,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return fail(2, "--grpc is required")
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
+	case *reloadSettle <= 0:
+		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
 	case !(*nearRatio > 0 && *nearRatio <= 1):
 		return fail(2, "--near-limit-ratio %v: want a share of the limit in (0, 1], such as 0.8", *nearRatio)
 	}
@@ -260,7 +266,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	src, err := startRLSConfigSource(srv, *configPath, loadOpts, xopts, logger, reloads)
+	src, err := startRLSConfigSource(srv, *configPath, loadOpts, *reloadSettle, xopts, logger, reloads)
 	if err != nil {
 		return fail(1, "%v", err)
 	}

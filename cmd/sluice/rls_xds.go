@@ -213,13 +213,14 @@ func (s *rlsConfigSource) Close() error {
 
 // startRLSConfigSource keeps srv's configuration: from the control plane
 // xo names, or else from the files at path, watched and reloaded on
-// SIGHUP. Each change is counted in reloads.
-func startRLSConfigSource(srv *envoyrls.Server, path string, load envoyrls.LoadOptions, xo xds.Options, log *slog.Logger, reloads *metrics.Metrics) (*rlsConfigSource, error) {
+// SIGHUP once unchanged for settle. Each change is counted in reloads.
+func startRLSConfigSource(srv *envoyrls.Server, path string, load envoyrls.LoadOptions, settle time.Duration, xo xds.Options, log *slog.Logger, reloads *metrics.Metrics) (*rlsConfigSource, error) {
 	if xo.Server == "" {
 		w, err := rlsfile.Watch(path, srv, rlsfile.WatchOptions{
 			Logger:   log,
 			SIGHUP:   true,
 			Load:     load,
+			Settle:   settle,
 			OnReload: func(_ *envoyrls.Config, err error) { reloads.ObserveReload(err) },
 		})
 		if err != nil {

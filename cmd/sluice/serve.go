@@ -74,10 +74,14 @@ Both reload with the file.
 
 Reloading: the rules, the default, the match mode, the identity section and
 on_store_error are reloaded when the file changes (it is watched, renames and
-symbolic-link swaps included) or on SIGHUP. A file that does not parse or
-validate is rejected whole and logged; the configuration in force stays. The
-store section is read at start only: a change there is logged and waits for
-a restart.
+symbolic-link swaps included) or on SIGHUP, once it has stayed unchanged for
+--reload-settle. A file that does not parse or validate is rejected whole and
+logged; so is one with no rule and no default (or only shadow ones) while
+rules are in force, unless it says allow_empty: true. The configuration in
+force stays; sluice_config_reloads_total{result="error"} counts them. Replace
+the file atomically (write another, then rename it over; a ConfigMap does).
+The store section is read at start only: a change there is logged and waits
+for a restart.
 
 Signals: SIGHUP reloads; SIGTERM or SIGINT stops accepting, drains the
 requests in flight (up to 10s), flushes and closes the store, and exits 0.
@@ -143,6 +147,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	admin, adminTokenFile := addAdminFlags(fs, "/rules")
 	forward := addForwardPathFlag(fs)
 	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
+	reloadSettle := addReloadSettleFlag(fs)
 	tlsf := addTLSFlags(fs, "the proxy's listener")
 	storeFlagsGiven := addBackendFlags(fs)
 	fs.Lookup("backend").Usage = "the `store`, over the configuration's store.backend: memory, pebble, bolt or redis"
@@ -165,6 +170,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "--upstream is required")
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
+	case *reloadSettle <= 0:
+		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return fail(2, "--listen %s: want host:port, or :port for every address", *listen)
@@ -298,6 +305,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		Metrics:  counts,
 		SIGHUP:   true,
 		OnReload: onReload,
+		Settle:   *reloadSettle,
 	})
 	if err != nil {
 		return fail(1, "watching %s: %v", *configPath, err)

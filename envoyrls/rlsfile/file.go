@@ -89,15 +89,39 @@ func readFiles(path string) ([]file, uint64, error) {
 
 // parseFiles parses files, one domain each, into a Config as o says.
 func parseFiles(files []file, o envoyrls.LoadOptions) (*envoyrls.Config, error) {
+	c, _, err := parseParts(files, o)
+	return c, err
+}
+
+// part is what one file of a configuration holds, as a reload compares it.
+type part struct {
+	limits     bool     // a limit of its domain can deny a request
+	allowEmpty bool     // it says allow_empty: true
+	paths      []string // its limits' paths (Limit.Path), in file order
+}
+
+// parseParts is parseFiles that also returns what each file holds, by
+// file name.
+func parseParts(files []file, o envoyrls.LoadOptions) (*envoyrls.Config, map[string]part, error) {
 	domains := make([]*envoyrls.Domain, 0, len(files))
+	parts := make(map[string]part, len(files))
 	for _, f := range files {
-		d, err := ParseFile(f.name, f.data)
+		d, allowEmpty, err := parseFile(f.name, f.data)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		domains = append(domains, d)
+		pt := part{limits: enforcing(d) != nil, allowEmpty: allowEmpty}
+		for _, l := range d.Limits() {
+			pt.paths = append(pt.paths, l.Path)
+		}
+		parts[f.name] = pt
 	}
-	return envoyrls.NewConfigWith(o, domains...)
+	c, err := envoyrls.NewConfigWith(o, domains...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, parts, nil
 }
 
 // configFiles lists the files Load reads at path, sorted: the file, or

@@ -16,7 +16,8 @@ import (
 func FuzzParseFile(f *testing.F) {
 	for _, s := range []string{seedMessaging, seedExample6, seedExample7, seedInternal, seedQuota,
 		"domain: d\ndescriptors:\n  - key: k\n    value: a*b*\n    share_threshold: true\n    rate_limit: &x {unit: day, requests_per_unit: 3, algorithm: gcra, burst: 4}\n  - key: j\n    rate_limit:\n      <<: *x\n",
-		"domain: [", "domain: d\ndescriptors: [[[]]]\n"} {
+		"domain: [", "domain: d\ndescriptors: [[[]]]\n", "domain: d\nallow_empty: true\n",
+		"domain: d\nallow_empty: true\ndescriptors:\n  - {key: k, rate_limit: {unlimited: true}}\n  - {key: j, shadow_mode: true, rate_limit: {unit: day, requests_per_unit: 1}}\n"} {
 		f.Add([]byte(s))
 	}
 	// The README's files, and envoyproxy/ratelimit's own examples.
@@ -27,7 +28,10 @@ func FuzzParseFile(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := ParseFile("f.yaml", data)
+		d, allowEmpty, err := parseFile("f.yaml", data)
+		if allowEmpty && enforcing(d) != nil {
+			t.Fatalf("allow_empty: true parsed on a file that limits (%s)", enforcing(d).Path)
+		}
 		if err != nil {
 			if d != nil {
 				t.Fatal("a domain with an error")

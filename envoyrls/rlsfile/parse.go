@@ -23,20 +23,28 @@ const maxDepth = 64
 // Every error is a *config.Error naming the file, the line and the field;
 // of several, the first in the file is the one returned.
 func ParseFile(name string, data []byte) (*envoyrls.Domain, error) {
+	d, _, err := parseFile(name, data)
+	return d, err
+}
+
+// parseFile is ParseFile that also returns the file's allow_empty.
+func parseFile(name string, data []byte) (*envoyrls.Domain, bool, error) {
 	p := &parser{
 		Reader: yamlnode.Reader{File: name, Aliases: true, KeyError: "config error, key is not of type string: %s"},
 		lines:  map[string]int{},
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, p.SyntaxError(err, data)
+		return nil, false, p.SyntaxError(err, data)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, p.Errorf(0, "domain", "required: the file is empty")
+		return nil, false, p.Errorf(0, "domain", "required: the file is empty")
 	}
 	root := yamlnode.Resolve(doc.Content[0])
 	var domain string
 	var descs *yaml.Node
+	var allowEmpty bool
+	allowLine := 0
 	err := p.Fields(root, "", func(key string, v *yaml.Node, field string) (bool, error) {
 		switch key {
 		case "domain":
@@ -46,14 +54,19 @@ func ParseFile(name string, data []byte) (*envoyrls.Domain, error) {
 		case "descriptors":
 			descs = v
 			return true, nil
+		case "allow_empty":
+			var err error
+			allowEmpty, err = p.Bool(v, field)
+			allowLine = v.Line
+			return true, err
 		}
 		return false, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if domain == "" {
-		return nil, p.Errorf(root.Line, "domain", "required: a file cannot have an empty domain")
+		return nil, false, p.Errorf(root.Line, "domain", "required: a file cannot have an empty domain")
 	}
 	var ds []envoyrls.Descriptor
 	var readErr error
@@ -64,12 +77,26 @@ func ParseFile(name string, data []byte) (*envoyrls.Domain, error) {
 	// error among them comes earlier in the file.
 	d, err := envoyrls.NewDomain(name, domain, ds)
 	if err != nil {
-		return nil, p.place(err)
+		return nil, false, p.place(err)
 	}
 	if readErr != nil {
-		return nil, readErr
+		return nil, false, readErr
 	}
-	return d, nil
+	if l := enforcing(d); allowEmpty && l != nil {
+		return nil, false, p.Errorf(allowLine, "allow_empty", "true says this file limits nothing on purpose, but the descriptor %s limits: remove allow_empty or the descriptors", l.Path)
+	}
+	return d, allowEmpty, nil
+}
+
+// enforcing returns the first limit of d that can deny a request (neither
+// unlimited nor in shadow mode), or nil when d limits nothing.
+func enforcing(d *envoyrls.Domain) *envoyrls.Limit {
+	for _, l := range d.Limits() {
+		if !l.Unlimited && !l.Shadow {
+			return l
+		}
+	}
+	return nil
 }
 
 // parser reads one file.

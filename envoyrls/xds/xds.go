@@ -277,11 +277,13 @@ func (c *Client) apply(resp *discoveryv3.DiscoveryResponse) error {
 		}
 		return err
 	}
+	old := c.srv.Config()
 	c.srv.SetConfig(cfg)
 	if len(cfg.Domains()) == 0 {
 		c.log.Warn("sluice rls: the control plane sent no configuration: no domain is limited", "version", version)
 	}
-	c.log.Info("sluice rls: configuration from the control plane in force", "version", version, "domains", cfg.Domains())
+	c.log.Info("sluice rls: configuration from the control plane in force", "version", version, "domains", cfg.Domains(),
+		"dropped", droppedLimits(old, cfg))
 	if c.opts.OnUpdate != nil {
 		c.opts.OnUpdate(version, cfg, nil)
 	}
@@ -391,6 +393,40 @@ func descriptorsOf(ds []*confv3.RateLimitDescriptor) []yamlDescriptor {
 			}
 			out[i].RateLimit = rl
 		}
+	}
+	return out
+}
+
+// maxDropped bounds the paths droppedLimits lists.
+const maxDropped = 32
+
+// droppedLimits returns the paths of the limits of old (nil: none) that
+// now does not have, by domain then in file order: at most maxDropped, and
+// then how many more.
+func droppedLimits(old, now *envoyrls.Config) []string {
+	if old == nil {
+		return nil
+	}
+	kept := map[string]bool{}
+	for _, name := range now.Domains() {
+		for _, l := range now.Domain(name).Limits() {
+			kept[l.Path] = true
+		}
+	}
+	var out []string
+	n := 0
+	for _, name := range old.Domains() {
+		for _, l := range old.Domain(name).Limits() {
+			if kept[l.Path] {
+				continue
+			}
+			if n++; n <= maxDropped {
+				out = append(out, l.Path)
+			}
+		}
+	}
+	if n > maxDropped {
+		out = append(out, fmt.Sprintf("and %d more", n-maxDropped))
 	}
 	return out
 }

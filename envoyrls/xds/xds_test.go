@@ -1,9 +1,11 @@
 package xds_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -326,4 +328,42 @@ func TestStartOptions(t *testing.T) {
 	if _, err := xds.Start(srv, xds.Options{Server: "x:1", Backoff: time.Minute, MaxBackoff: time.Second}); err == nil {
 		t.Error("MaxBackoff under Backoff was accepted")
 	}
+}
+
+// A push that drops limits names them in the log, as a file reload does.
+func TestPushLogsDroppedLimits(t *testing.T) {
+	var logs lockedLog
+	two := perDay("api", "api", 3)
+	two.Descriptors = append(two.Descriptors, &confv3.RateLimitDescriptor{Key: "path", Value: "/x",
+		RateLimit: &confv3.RateLimitPolicy{Unit: confv3.RateLimitUnit_MINUTE, RequestsPerUnit: 10}})
+	f := start(t, xds.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, two)
+	if err := f.up.wait(t, "1"); err != nil {
+		t.Fatal(err)
+	}
+	f.cp.Push("2", perDay("api", "api", 3))
+	if err := f.up.wait(t, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `version=2 domains=[api] dropped=[api.path_/x]`) {
+		t.Errorf("the dropped limit is not logged:\n%s", logs.String())
+	}
+}
+
+// lockedLog is a bytes.Buffer safe for a logger writing from the client's
+// goroutine while the test reads.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

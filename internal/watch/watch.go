@@ -1,9 +1,10 @@
 // Package watch reloads a configuration when its file changes: fsnotify on
 // the file's directory, so that a file replaced by a rename (as editors
 // save), a swapped symbolic link and a Kubernetes ConfigMap update are
-// seen; a debounce, so that a burst of events is read once; SIGHUP and an
-// explicit Reload; and a digest of what was read, so that an unchanged file
-// does nothing. Package config watches the gateway's file with it, package
+// seen; a debounce, so that a burst of events is read once; a settle
+// interval, so that a file still being written is not put in force; SIGHUP
+// and an explicit Reload; and a digest of what was read, so that an
+// unchanged file does nothing. Package config watches the gateway's file with it, package
 // envoyrls/rlsfile envoyproxy/ratelimit's files or directory.
 //
 // A Watcher is safe for concurrent use; its reloads are serialised.
@@ -16,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +30,13 @@ import (
 // it reloads, when Options.Debounce is zero: an editor's save or a
 // ConfigMap update is a burst of events, read once.
 const DefaultDebounce = 100 * time.Millisecond
+
+// DefaultSettle is how long the configuration must stay unchanged before a
+// Watcher puts it in force, when Options.Settle is zero: a writer that is
+// not atomic (a shell's redirection, kubectl cp, a configuration agent)
+// leaves a prefix of the file for as long as it pauses, and a prefix that
+// still parses would be put in force.
+const DefaultSettle = 500 * time.Millisecond
 
 // ErrClosed is returned by Watcher.Reload after Close.
 var ErrClosed = errors.New("sluice/internal/watch: watcher closed")
@@ -65,9 +75,14 @@ type Options[T any] struct {
 	// would return it, or nil when unknown: then the first reload puts
 	// what it reads in force whatever its digest.
 	InForce *uint64
-	// Debounce is how long to wait after the last event before reloading;
+	// Debounce is how long to wait after the last event before reading;
 	// zero means DefaultDebounce.
 	Debounce time.Duration
+	// Settle is how long what Read returns must stay the same before a
+	// change or a SIGHUP is put in force: Read is called again Settle
+	// after each read until two reads in a row return one digest, and an
+	// event in between starts over. Zero means DefaultSettle.
+	Settle time.Duration
 	// SIGHUP, when true, makes the process's SIGHUP signals reload
 	// (signal.Notify), until Close.
 	SIGHUP bool
@@ -78,10 +93,22 @@ type Options[T any] struct {
 	Logger *slog.Logger
 	// Name starts the watcher's log messages ("sluice", "envoyrls").
 	Name string
+
+	// settleC, when not nil, replaces the Settle timer: a test sends on
+	// it to end each settle interval.
+	settleC <-chan time.Time
 }
 
 // Watcher watches a configuration and reloads it: when it changes
-// (debounced), on SIGHUP, or when Reload is called.
+// (debounced, then settled), on SIGHUP (settled), or when Reload is
+// called (at once).
+//
+// A change is read Options.Debounce after the last event, then again every
+// Settle until two reads in a row agree; only then is it put in force. A
+// writer that pauses for less than Settle is never read half-way; one that
+// pauses longer is, and a configuration should therefore be replaced
+// atomically (written aside, then renamed over the file, as editors and
+// Kubernetes' ConfigMap volumes do).
 //
 // A change event that reads what was read last time does nothing (an
 // editor's touch or chmod is not a reload), nor does one that reads what
@@ -98,6 +125,7 @@ type Watcher[T any] struct {
 	dirMode  bool   // Path is a directory
 	log      *slog.Logger
 	debounce time.Duration
+	settle   time.Duration
 
 	fw   *fsnotify.Watcher
 	sigC chan os.Signal // nil without Options.SIGHUP
@@ -125,6 +153,9 @@ func New[T any](o Options[T]) (*Watcher[T], error) {
 	}
 	if w.debounce <= 0 {
 		w.debounce = DefaultDebounce
+	}
+	if w.settle = o.Settle; w.settle <= 0 {
+		w.settle = DefaultSettle
 	}
 	if o.InForce != nil {
 		w.inForce, w.haveForce = *o.InForce, true
@@ -194,15 +225,26 @@ func (w *Watcher[T]) Close() error {
 	return w.closeErr
 }
 
-// run is the watcher's goroutine: it debounces the events and reloads.
-// last is the file as it was at the start (nil if absent, or a directory
-// is watched).
+// run is the watcher's goroutine: it debounces the events, waits for what
+// they changed to settle, and reloads. last is the file as it was at the
+// start (nil if absent, or a directory is watched).
 func (w *Watcher[T]) run(last os.FileInfo) {
 	defer w.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	var fire <-chan time.Time // timer.C while a reload is pending
+	var (
+		fire     <-chan time.Time // timer.C while debouncing
+		settled  <-chan time.Time // the settle interval's end while settling
+		pending  candidate[T]     // the last read while settling
+		force    bool             // a SIGHUP is among the causes
+		settling bool
+	)
+	// settleFrom reads now and waits Settle for the next read.
+	settleFrom := func() {
+		pending = w.read()
+		settling, settled = true, w.after(timer)
+	}
 	for {
 		select {
 		case <-w.done:
@@ -226,6 +268,8 @@ func (w *Watcher[T]) run(last os.FileInfo) {
 					last = now
 				}
 			}
+			// Still changing: start over once it is quiet.
+			settling, settled = false, nil
 			timer.Reset(w.debounce)
 			fire = timer.C
 		case err, ok := <-w.fw.Errors:
@@ -235,23 +279,78 @@ func (w *Watcher[T]) run(last os.FileInfo) {
 			w.log.Error(w.opts.Name+": watching the configuration", "err", err)
 		case <-fire:
 			fire = nil
-			_ = w.reload(false, CauseChanged)
+			settleFrom()
+		case <-settled:
+			now := w.read()
+			if !now.same(pending) {
+				// Changed within the interval: it is being written.
+				pending, settled = now, w.after(timer)
+				continue
+			}
+			settling, settled = false, nil
+			cause := CauseChanged
+			if force {
+				cause = CauseSIGHUP
+			}
+			_ = w.consider(now, force, cause)
+			force = false
 		case <-w.sigC: // nil, never ready, without Options.SIGHUP
-			w.log.Info(w.opts.Name + ": SIGHUP: reloading the configuration")
-			_ = w.reload(true, CauseSIGHUP)
+			w.log.Info(w.opts.Name + ": SIGHUP: reloading the configuration once it has settled")
+			force = true
+			if !settling { // a debounce pending is cut short
+				fire = nil
+				settleFrom()
+			}
 		}
 	}
+}
+
+// after arms timer for the settle interval and returns the channel that
+// ends it.
+func (w *Watcher[T]) after(timer *time.Timer) <-chan time.Time {
+	if w.opts.settleC != nil {
+		return w.opts.settleC
+	}
+	timer.Reset(w.settle)
+	return timer.C
+}
+
+// candidate is one read of the configuration.
+type candidate[T any] struct {
+	v      T
+	digest uint64
+	err    error
+}
+
+// same reports whether two reads agree: the same digest, or both failed.
+func (c candidate[T]) same(o candidate[T]) bool {
+	if c.err != nil || o.err != nil {
+		return c.err != nil && o.err != nil
+	}
+	return c.digest == o.digest
+}
+
+// read calls Options.Read.
+func (w *Watcher[T]) read() candidate[T] {
+	v, digest, err := w.opts.Read()
+	return candidate[T]{v: v, digest: digest, err: err}
 }
 
 // reload reads and puts in force; force puts in force even what was read
 // before.
 func (w *Watcher[T]) reload(force bool, cause string) error {
+	return w.consider(w.read(), force, cause)
+}
+
+// consider puts what c read in force; force puts in force even what was
+// read before.
+func (w *Watcher[T]) consider(c candidate[T], force bool, cause string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return ErrClosed
 	}
-	v, digest, err := w.opts.Read()
+	digest, err := c.digest, c.err
 	if err != nil {
 		// Nothing was read: the next read is compared with what is in
 		// force only.
@@ -273,7 +372,7 @@ func (w *Watcher[T]) reload(force bool, cause string) error {
 		}
 	}
 	w.last, w.haveLast = digest, true
-	if err := w.opts.Apply(v, cause); err != nil {
+	if err := w.opts.Apply(c.v, cause); err != nil {
 		w.rejected = true
 		w.opts.Reject(err, cause)
 		return err
@@ -286,4 +385,27 @@ func (w *Watcher[T]) reload(force bool, cause string) error {
 		}
 	}
 	return nil
+}
+
+// maxNames bounds the names Names lists.
+const maxNames = 32
+
+// Names renders names for a log line or an error: quoted, comma-separated,
+// at most 32 of them and then how many more; "none" for none.
+func Names(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, n := range names {
+		if i == maxNames {
+			fmt.Fprintf(&b, " and %d more", len(names)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(n))
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,6 +98,7 @@ func (tg *target) options(path string) Options[string] {
 			tg.record(fmt.Sprintf("reject %v (%s)", err, cause))
 		},
 		Debounce: 20 * time.Millisecond,
+		Settle:   20 * time.Millisecond,
 		Logger:   slog.New(slog.NewTextHandler(&tg.logs, nil)),
 		Name:     "test",
 	}
@@ -125,7 +127,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// settle waits out a debounce and returns the events then.
+// settle waits out a debounce and a settle interval and returns the
+// events then.
 func settle(tg *target) []string {
 	time.Sleep(150 * time.Millisecond)
 	ev, _ := tg.got()
@@ -305,5 +308,125 @@ func TestSIGHUP(t *testing.T) {
 	eventually(t, "one in force after SIGHUP", func() bool { ev, _ := tg.got(); return len(ev) == 1 && ev[0] == "apply one (SIGHUP)" })
 	if !strings.Contains(tg.logs.String(), "test: SIGHUP: reloading the configuration") {
 		t.Errorf("the SIGHUP is not logged:\n%s", tg.logs.String())
+	}
+}
+
+// A writer that is not atomic (a shell's "cat > file") truncates the file,
+// writes a prefix, pauses longer than the debounce, then writes the rest:
+// the prefix is read but never put in force, only the whole file, once two
+// reads a settle interval apart agree. The test ends each settle interval
+// itself.
+func TestSettlesBeforeReloading(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.txt")
+	write(t, path, "one")
+	digest := xxhash.Sum64String("one")
+	tg := &target{inForce: "one"}
+	o := tg.options(path)
+	o.InForce = &digest
+	tick := make(chan time.Time)
+	o.settleC = tick
+	var (
+		mu    sync.Mutex
+		reads []string
+	)
+	read := o.Read
+	o.Read = func() (string, uint64, error) {
+		v, d, err := read()
+		mu.Lock()
+		reads = append(reads, v)
+		mu.Unlock()
+		return v, d, err
+	}
+	readSoFar := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), reads...)
+	}
+	w, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("tw"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the prefix read", func() bool { return slices.Contains(readSoFar(), "tw") })
+	// Longer than the debounce: a watcher that read once would have put
+	// the prefix in force by now.
+	time.Sleep(300 * time.Millisecond)
+	if ev, _ := tg.got(); len(ev) != 0 {
+		t.Fatalf("put in force while the file was being written: %q", ev)
+	}
+	if _, err := f.WriteString("o whole"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the whole file in force", func() bool {
+		select {
+		case tick <- time.Now():
+		default:
+		}
+		_, f := tg.got()
+		return f == "two whole"
+	})
+	ev, _ := tg.got()
+	if want := []string{"apply two whole (file changed)"}; !slices.Equal(ev, want) {
+		t.Errorf("events %q, want %q (reads %q)", ev, want, readSoFar())
+	}
+}
+
+// A read that fails is rejected only once it has failed twice a settle
+// interval apart: a file missing for a moment is not a rejection.
+func TestSettlesFailedReads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.txt")
+	write(t, path, "one")
+	tg := &target{}
+	o := tg.options(path)
+	tick := make(chan time.Time)
+	o.settleC = tick
+	w, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	os.Remove(path)
+	// The removal's read is pending; end its interval once the file is
+	// back: the two reads disagree, and the next agrees.
+	time.Sleep(100 * time.Millisecond)
+	write(t, path, "two")
+	eventually(t, "two in force", func() bool {
+		select {
+		case tick <- time.Now():
+		default:
+		}
+		_, f := tg.got()
+		return f == "two"
+	})
+	if ev, _ := tg.got(); !slices.Equal(ev, []string{"apply two (file changed)"}) {
+		t.Errorf("events %q, want only two put in force", ev)
+	}
+}
+
+func TestNames(t *testing.T) {
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = fmt.Sprint(i)
+	}
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, "none"},
+		{[]string{"a", `b"c`}, `"a", "b\"c"`},
+		{many, strings.Join(strings.Split(`"`+strings.Join(many[:32], `", "`)+`"`, "\n"), "") + " and 8 more"},
+	} {
+		if got := Names(tc.in); got != tc.want {
+			t.Errorf("Names(%q) = %s, want %s", tc.in, got, tc.want)
+		}
 	}
 }

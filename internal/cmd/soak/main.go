@@ -475,7 +475,8 @@ func soak(ctx context.Context, o *options, stdout io.Writer) ([]string, error) {
 		}
 	}
 
-	// Reload counters: let the last change be read (100ms debounce) first.
+	// Reload counters: let the last change be read (100ms debounce, then
+	// 500ms for the file to settle) first.
 	wantOK, wantErr := float64(rl.writes+rl.hups), float64(rl.invalid)
 	var m map[string]float64
 	for deadline := time.Now().Add(5 * time.Second); ; {
