@@ -268,7 +268,15 @@ func (w *Watcher[T]) run(last os.FileInfo) {
 					last = now
 				}
 			}
-			// Still changing: start over once it is quiet.
+			// Still changing: start over once it is quiet. A SIGHUP
+			// already asked for a reload, so it waits for the file to
+			// settle, not for a debounce as long as the operator chose
+			// for changes alone.
+			if force {
+				fire = nil
+				settleFrom()
+				continue
+			}
 			settling, settled = false, nil
 			timer.Reset(w.debounce)
 			fire = timer.C

@@ -311,6 +311,49 @@ func TestSIGHUP(t *testing.T) {
 	}
 }
 
+// A change to the file that follows a SIGHUP does not make the SIGHUP wait
+// for the debounce (here an hour): the reload asked for waits only for the
+// file to settle, and puts the new contents in force.
+func TestSIGHUPThenAChange(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGHUP on Windows")
+	}
+	path := filepath.Join(t.TempDir(), "c.txt")
+	write(t, path, "one")
+	tg := &target{}
+	o := tg.options(path)
+	o.SIGHUP, o.Debounce, o.Settle = true, time.Hour, time.Hour
+	tick := make(chan time.Time)
+	o.settleC = tick
+	w, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the SIGHUP logged", func() bool {
+		return strings.Contains(tg.logs.String(), "test: SIGHUP: reloading the configuration")
+	})
+	write(t, path, "two")
+	// The watcher settles from the change: the first tick it takes ends
+	// the interval after the read of "two", or after "one" if the event is
+	// not in yet; keep ending intervals until "two" is in force.
+	eventually(t, "two in force after SIGHUP and a change", func() bool {
+		select {
+		case tick <- time.Now():
+		case <-time.After(10 * time.Millisecond):
+		}
+		_, in := tg.got()
+		return in == "two"
+	})
+}
+
 // A writer that is not atomic (a shell's "cat > file") truncates the file,
 // writes a prefix, pauses longer than the debounce, then writes the rest:
 // the prefix is read but never put in force, only the whole file, once two
