@@ -9,3 +9,13 @@ var WildcardMatch = wildcardMatch
 
 // OverrideMetric is the descriptor label of the limits requests bring.
 const OverrideMetric = overrideMetric
+
+// CountReplaceLookups makes ShouldRateLimit count the replaced names it
+// compares while f runs, and returns the count. Not for parallel tests.
+func CountReplaceLookups(f func()) int64 {
+	countLookups = true
+	lookups.Store(0)
+	defer func() { countLookups = false }()
+	f()
+	return lookups.Load()
+}
