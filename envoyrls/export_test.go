@@ -1,5 +1,7 @@
 package envoyrls
 
+import "strings"
+
 // What the tests of package envoyrls_test, which read their domains with
 // package rlsfile (itself importing envoyrls), see of the package's
 // insides.
@@ -18,4 +20,18 @@ func CountReplaceLookups(f func()) int64 {
 	defer func() { countLookups = false }()
 	f()
 	return lookups.Load()
+}
+
+// AppendKeyField is appendKeyField, FieldSize fieldSize, BoundLabelValue
+// writeLabelValue's result.
+var (
+	AppendKeyField = appendKeyField
+	FieldSize      = fieldSize
+)
+
+// BoundLabelValue returns what writeLabelValue writes for v.
+func BoundLabelValue(v string) string {
+	var b strings.Builder
+	writeLabelValue(&b, v)
+	return b.String()
 }

@@ -308,13 +308,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			w := int64(l.Window)
 			it.d = algo.Decision{RetryAfter: time.Duration(w - now%w), Reset: time.Duration(w - now%w)}
 			it.denied = true
-		case it.cost > l.Capacity():
-			// No wait would let it pass: refused without a reset or a
-			// Retry-After (see never).
-			it.d = algo.Decision{Limit: l.Capacity()}
-			it.denied, it.never = true, true
-			s.logNever(l, it.cost)
-		case it.cost == 0:
+		case it.cost == 0, it.cost > l.Capacity():
+			// Peeked for what the descriptor has (the IETF field's r);
+			// a cost above the capacity is refused without a reset or a
+			// Retry-After, as no wait lets it pass (see never).
 			d, err := s.eng.Peek(l.limit, it.key, 1)
 			if err != nil {
 				return nil, s.storeError(err)
@@ -323,7 +320,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 				d.Remaining++
 			}
 			it.d = d
-			it.checkOK = true
+			if it.cost == 0 {
+				it.checkOK = true
+			} else {
+				it.denied, it.never = true, true
+				it.d.Allowed, it.d.RetryAfter = false, 0
+				s.logNever(l, it.cost)
+			}
 		default:
 			active = append(active, i)
 		}
