@@ -498,20 +498,19 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 		ttl     time.Duration
 		keep    time.Duration // the longest wait a denial on the stored record told
 	}
-	var slots []slot
+	slots := make([]slot, 0, len(reqs))
 	which := make([]int, len(reqs))
 	order := make([]int, 0, len(reqs))
+	idx := newKeyIndex(len(reqs))
+	keys := make([]byte, 0, keysLen(reqs))
 	for j, r := range reqs {
-		k := AppendKey(nil, r.Limit.Namespace, r.Key)
-		which[j] = -1
-		for s := range slots {
-			if string(slots[s].key) == string(k) {
-				which[j] = s
-			}
-		}
-		if which[j] < 0 {
-			h := backend.Hash(k)
-			which[j] = len(slots)
+		start := len(keys)
+		keys = AppendKey(keys, r.Limit.Namespace, r.Key)
+		k := keys[start:len(keys):len(keys)]
+		h := backend.Hash(k)
+		s, fresh := idx.slot(k, h)
+		which[j] = s
+		if fresh {
 			slots = append(slots, slot{key: k, hash: h})
 			order = append(order, int(h&e.mask))
 		}

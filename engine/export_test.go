@@ -14,3 +14,13 @@ func Queued(e *Engine, l Limit, key string) int {
 	}
 	return 0
 }
+
+// CountKeyProbes makes ApplyAll count the slots its key lookups examine
+// while f runs, and returns the count. Not for parallel tests.
+func CountKeyProbes(f func()) int64 {
+	countProbes = true
+	probes.Store(0)
+	defer func() { countProbes = false }()
+	f()
+	return probes.Load()
+}

@@ -34,26 +34,54 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 	b := swapBatch{reqs: reqs, which: make([]int, len(reqs)), decisions: make([]algo.Decision, len(reqs))}
 	var groups []swapGroup // in the order of their first requests
 	var names []string     // each group's SwapGroup
+	var byName map[string]int
+	b.swaps, b.slots = make([]backend.Swap, 0, len(reqs)), make([]swapSlot, 0, len(reqs))
+	idx := newKeyIndex(len(reqs))
+	keys := make([]byte, 0, keysLen(reqs))
+	slotGroup := make([]int, 0, len(reqs)) // slotGroup[s]: the group of slot s
 	for j, r := range reqs {
-		k := AppendKey(nil, r.Limit.Namespace, r.Key)
-		b.which[j] = -1
-		for s := range b.swaps {
-			if string(b.swaps[s].Key) == string(k) {
-				b.which[j] = s
-			}
-		}
-		if b.which[j] < 0 {
-			b.which[j] = len(b.swaps)
+		start := len(keys)
+		keys = AppendKey(keys, r.Limit.Namespace, r.Key)
+		k := keys[start:len(keys):len(keys)]
+		h := backend.Hash(k)
+		s, fresh := idx.slot(k, h)
+		b.which[j] = s
+		if fresh {
 			b.swaps = append(b.swaps, backend.Swap{Key: k})
-			b.slots = append(b.slots, swapSlot{sh: p.shard(k)})
+			b.slots = append(b.slots, swapSlot{sh: &p.shards[h&p.mask]})
 			name := p.s.SwapGroup(k)
-			g := slices.Index(names, name)
+			// The groups by a scan of their names while they are few (one,
+			// mostly), then by a map.
+			g := -1
+			if byName != nil {
+				if i, ok := byName[name]; ok {
+					g = i
+				}
+			} else {
+				g = slices.Index(names, name)
+			}
 			if g < 0 {
 				g = len(groups)
 				names = append(names, name)
 				groups = append(groups, swapGroup{first: j})
+				if byName != nil {
+					byName[name] = g
+				} else if len(names) > scanKeys {
+					byName = make(map[string]int, 2*len(names))
+					for i, n := range names {
+						byName[n] = i
+					}
+				}
 			}
-			groups[g].slots = append(groups[g].slots, b.which[j])
+			groups[g].slots = append(groups[g].slots, s)
+			slotGroup = append(slotGroup, g)
+		}
+	}
+	if len(groups) > 1 {
+		// Each group's requests, for commit (one group is commitGroup's).
+		for j, s := range b.which {
+			g := &groups[slotGroup[s]]
+			g.reqs = append(g.reqs, j)
 		}
 	}
 	// A denial the last-seen records show is answered before queueing for
@@ -123,14 +151,14 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 	// their requests' decisions.
 	confirm := func(gs []swapGroup) error {
 		for _, g := range gs {
-			if _, err := p.commit(e, &b, g.slots, false); err != nil {
+			if _, err := p.commit(e, &b, g, false); err != nil {
 				return g.fail(err)
 			}
 		}
 		return nil
 	}
 	for _, g := range groups[1:] {
-		all, err := p.commit(e, &b, g.slots, false)
+		all, err := p.commit(e, &b, g, false)
 		if err != nil {
 			return nil, false, g.fail(err)
 		}
@@ -144,7 +172,7 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 		}
 	}
 	for i, g := range groups {
-		all, err := p.commit(e, &b, g.slots, true)
+		all, err := p.commit(e, &b, g, true)
 		if err != nil {
 			return nil, false, g.fail(err)
 		}
@@ -161,9 +189,11 @@ func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, e
 }
 
 // swapGroup is one group of an ApplyAll's keys (backend.Swapper.SwapGroup):
-// its slots, and the index of its first request.
+// its slots, its requests (their indices in the call, in order) and the
+// index of its first request.
 type swapGroup struct {
 	slots []int
+	reqs  []int
 	first int
 }
 
@@ -256,14 +286,15 @@ type swapSlot struct {
 	keep     time.Duration // the longest wait a denial on it told its caller
 }
 
-// commit steps the requests on the slots named, one group's of an ApplyAll
-// over several (a call over one group is commitGroup's), on their expected
+// commit steps the requests of g, one group of an ApplyAll over several
+// (a call over one group is commitGroup's), on their slots' expected
 // records and sends one compare-and-swap over them: writing the stepped
 // records when write is set and every request is allowed, else comparing
 // only. On a mismatch it steps again on the store's records, at most
 // p.retries times. It reports whether every request was allowed; their
 // decisions are in b.decisions.
-func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (bool, error) {
+func (p *swapPath) commit(e *Engine, b *swapBatch, g swapGroup, write bool) (bool, error) {
+	slots := g.slots
 	swaps := make([]backend.Swap, len(slots))
 	for attempt := 0; ; attempt++ {
 		now, err := p.now(e)
@@ -281,11 +312,8 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, slots []int, write bool) (boo
 			b.swaps[s] = backend.Swap{Key: b.swaps[s].Key, Expected: sl.expected, Keep: true}
 		}
 		all, corrupt := true, false
-		for j, r := range b.reqs {
-			s := b.which[j]
-			if !slices.Contains(slots, s) {
-				continue
-			}
+		for _, j := range g.reqs {
+			r, s := b.reqs[j], b.which[j]
 			d := &b.decisions[j]
 			next := algo.StepInto(r.Limit.Algorithm, b.slots[s].state, now, r.Cost, d)
 			all = all && d.Allowed

@@ -48,6 +48,15 @@
 // with 0 remaining, and the dynamic metadata names it, as in
 // envoyproxy/ratelimit; replaces drops the replaced limits.
 //
+// # Bounds
+//
+// A request past Options.MaxDescriptors, MaxEntries or MaxValueBytes is
+// refused InvalidArgument, and a call whose context has ended decides
+// nothing. A value longer than MaxKeptValue is kept in a key as a hash of
+// KeptHashLen bytes, and in a metric label cut to a prefix and a hash, so
+// neither grows with the values a client sends. A cost above a limit's
+// capacity is refused with no duration_until_reset: no wait lets it pass.
+//
 // A Server is safe for concurrent use; SetConfig swaps the configuration
 // atomically, and requests in flight finish under the one they took.
 package envoyrls

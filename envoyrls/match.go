@@ -1,8 +1,12 @@
 package envoyrls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 )
@@ -46,7 +50,7 @@ func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 		if i < len(path) {
 			path[i] = step{next, byPattern}
 		}
-		size += len(e.GetKey()) + len(e.GetValue()) + 8
+		size += fieldSize(e.GetKey()) + fieldSize(e.GetValue())
 		dynamic = dynamic || next.valueToMetric || (byPattern && next.shareThreshold)
 		if i == len(entries)-1 {
 			found = next
@@ -80,8 +84,8 @@ func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 		if byPattern && next.shareThreshold {
 			v = next.value
 		}
-		key = appendField(key, e.GetKey())
-		key = appendField(key, v)
+		key = appendKeyField(key, e.GetKey())
+		key = appendKeyField(key, v)
 		n = next
 		if !dynamic {
 			continue
@@ -95,7 +99,8 @@ func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 			metric.WriteString("_" + next.value) // the values share one budget
 		case l.DetailedMetric || (next.valueToMetric && next.value == "") || (byPattern && next.valueToMetric):
 			if e.GetValue() != "" {
-				metric.WriteString("_" + e.GetValue())
+				metric.WriteByte('_')
+				writeLabelValue(&metric, e.GetValue())
 			}
 		case next.value != "":
 			metric.WriteString("_" + next.value)
@@ -103,9 +108,95 @@ func (c *Config) Match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 	}
 	m.Key = string(key)
 	if dynamic {
-		m.Metric = metric.String()
+		m.Metric = boundLabel(metric.String())
 	}
 	return m
+}
+
+// Bounds on what a request's values cost where they are kept: in keys (in
+// the store, for the limit's window) and in metric labels (for the life
+// of the Metrics).
+const (
+	// MaxKeptValue is the longest entry key or value a stored key holds as
+	// it is; a longer one is held as KeptHashLen bytes whatever its
+	// length.
+	MaxKeptValue = 64
+	// KeptHashLen is the length of a hashed field: '#' and 32 hex digits,
+	// the first 16 bytes of the value's SHA-256 (as serve keeps an API
+	// key). A field held as it is starts with its length in decimal
+	// digits, so a hashed one never equals one held as it is.
+	KeptHashLen = 1 + 32
+	// MaxLabelValue is the longest request value a metric label carries
+	// as it is; a longer one is its first labelPrefix bytes, '#' and 32
+	// hex digits of its SHA-256: longer than MaxLabelValue, so never the
+	// label of a value carried as it is.
+	MaxLabelValue = 64
+	// MaxLabel is the longest descriptor label a request's values build
+	// (detailed_metric, value_to_metric); a longer one is cut the same
+	// way, to labelPrefix bytes and the hash of the whole.
+	MaxLabel = 256
+)
+
+// labelPrefix is how much of a long value, or label, a label keeps before
+// its hash.
+const labelPrefix = 48
+
+// fieldSize is an upper bound of the bytes appendKeyField appends for s.
+func fieldSize(s string) int {
+	if len(s) > MaxKeptValue {
+		return KeptHashLen
+	}
+	return len(s) + 4 // up to "64:"
+}
+
+// appendKeyField appends s to a stored key: as appendField does, or, when
+// s is longer than MaxKeptValue, as '#' and the hex of the first 16 bytes
+// of its SHA-256, so that a key costs a bounded size whatever the values.
+func appendKeyField(b []byte, s string) []byte {
+	if len(s) <= MaxKeptValue {
+		return appendField(b, s)
+	}
+	b = append(b, '#')
+	return hex.AppendEncode(b, hash16(s))
+}
+
+// hash16 returns the first 16 bytes of the SHA-256 of s.
+func hash16(s string) []byte {
+	h := sha256.New()
+	io.WriteString(h, s)
+	var sum [sha256.Size]byte
+	return h.Sum(sum[:0])[:16]
+}
+
+// writeLabelValue writes v to a metric label, cut (cutLong) when it is
+// longer than MaxLabelValue.
+func writeLabelValue(w *strings.Builder, v string) {
+	if len(v) <= MaxLabelValue {
+		w.WriteString(v)
+		return
+	}
+	w.WriteString(cutLong(v))
+}
+
+// boundLabel returns label, cut (cutLong) when it is longer than MaxLabel.
+func boundLabel(label string) string {
+	if len(label) <= MaxLabel {
+		return label
+	}
+	return cutLong(label)
+}
+
+// cutLong returns the first labelPrefix bytes of s (fewer, to end on a
+// whole UTF-8 character), '#' and 32 hex digits of the SHA-256 of the whole.
+func cutLong(s string) string {
+	n := labelPrefix
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	b := make([]byte, 0, n+1+32)
+	b = append(b, s[:n]...)
+	b = append(b, '#')
+	return string(hex.AppendEncode(b, hash16(s)))
 }
 
 // step is one level of a walk down the tree.

@@ -107,7 +107,38 @@ type Options struct {
 	// there, the threshold is floor(requests_per_unit × ratio) in 32-bit
 	// floating point.
 	NearLimitRatio float64
+
+	// MaxDescriptors bounds the descriptors of one request; zero means
+	// DefaultMaxDescriptors. A request with more is answered
+	// InvalidArgument, deciding nothing.
+	MaxDescriptors int
+	// MaxEntries bounds the entries of one descriptor; zero means
+	// DefaultMaxEntries. A request with a descriptor of more is answered
+	// InvalidArgument.
+	MaxEntries int
+	// MaxValueBytes bounds the bytes of the domain and of each entry's key
+	// and value; zero means DefaultMaxValueBytes. A request with a longer
+	// one is answered InvalidArgument. Values under it are kept in the
+	// store's keys as they are up to MaxKeptValue bytes and hashed past
+	// it, so it bounds the work of a request, not what a key costs.
+	MaxValueBytes int
 }
+
+// The bounds on one request, when Options leave them zero. Envoy sends one
+// descriptor per rate_limits action list of a route and one entry per
+// action, a handful of each (envoyproxy/ratelimit's users send one to a
+// few); a descriptor with more entries than the configuration's depth
+// matches nothing. DefaultMaxValueBytes is over Envoy's default limit on
+// a request's headers (60 KiB, max_request_headers_kb), where a
+// descriptor's value comes from: Envoy answers an InvalidArgument as any
+// error of the service, by its failure_mode_deny, which lets the request
+// pass by default, so a bound a client could reach with a long header
+// would let it past every limit.
+const (
+	DefaultMaxDescriptors = 64
+	DefaultMaxEntries     = 32
+	DefaultMaxValueBytes  = 64 << 10
+)
 
 // Server is a RateLimitService server over a Config and an engine. Make one
 // with NewServer; it is safe for concurrent use.
@@ -124,6 +155,7 @@ type Server struct {
 	overrides sync.Map // overrideKey → *Limit, the limits requests bring
 	nOverride atomic.Int64
 	lastLog   atomic.Int64 // unix ns of the last store error logged
+	lastNever atomic.Int64 // unix ns of the last cost that never passes logged
 }
 
 // maxOverrides bounds the request-borne limits a Server keeps built.
@@ -147,6 +179,18 @@ func NewServer(cfg *Config, opts Options) (*Server, error) {
 		opts.NearLimitRatio = NearLimitRatio
 	case !(r > 0 && r <= 1):
 		return nil, fmt.Errorf("sluice/envoyrls: Options.NearLimitRatio %v: want a share in (0, 1]", r)
+	}
+	for _, b := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"MaxDescriptors", &opts.MaxDescriptors, DefaultMaxDescriptors}, {"MaxEntries", &opts.MaxEntries, DefaultMaxEntries}, {"MaxValueBytes", &opts.MaxValueBytes, DefaultMaxValueBytes}} {
+		switch {
+		case *b.v == 0:
+			*b.v = b.def
+		case *b.v < 0:
+			return nil, fmt.Errorf("sluice/envoyrls: Options.%s %d: want a positive bound, or 0 for the default %d", b.name, *b.v, b.def)
+		}
 	}
 	s := &Server{opts: opts, eng: opts.Engine, log: opts.Logger, nearRatio: float32(opts.NearLimitRatio)}
 	if s.log == nil {
@@ -179,6 +223,11 @@ type item struct {
 	quota   bool // quota_mode, its own or QuotaMode's: never denies, OK past its quota
 	spent   bool
 	checkOK bool // hits_addend 0: checked, never denied
+	// never: a cost above the limit's capacity, which no wait lets pass.
+	// It is denied with no duration_until_reset and no reset or
+	// Retry-After header, as serve answers such a cost 500 and the
+	// library ErrCostExceedsCapacity.
+	never bool
 }
 
 // ShouldRateLimit decides a request: see the package doc. A request with
@@ -186,11 +235,17 @@ type item struct {
 // is an Unavailable error, which Envoy answers by its failure_mode_deny
 // setting (by default the request passes).
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(err)
+	}
 	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if err := s.checkBounds(ctx, req); err != nil {
+		return nil, err
 	}
 	cfg := s.cfg.Load()
 	if cfg == nil {
@@ -208,6 +263,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	defer sc.put()
 	items := sc.items
 	for i, desc := range descs {
+		if i%ctxEvery == ctxEvery-1 && ctx.Err() != nil {
+			return nil, ctxError(ctx.Err())
+		}
 		it := &items[i]
 		it.cost = max(1, int64(req.GetHitsAddend()))
 		if h := desc.GetHitsAddend(); h != nil {
@@ -235,6 +293,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	now := s.eng.Clock().Now()
 	active := sc.active[:0]
 	for i := range items {
+		if i%ctxEvery == ctxEvery-1 && ctx.Err() != nil {
+			return nil, ctxError(ctx.Err())
+		}
 		it := &items[i]
 		l := it.limit
 		if l == nil || l.Unlimited {
@@ -248,6 +309,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			it.d = algo.Decision{RetryAfter: time.Duration(w - now%w), Reset: time.Duration(w - now%w)}
 			it.denied = true
 		case it.cost == 0, it.cost > l.Capacity():
+			// Peeked for what the descriptor has (the IETF field's r);
+			// a cost above the capacity is refused without a reset or a
+			// Retry-After, as no wait lets it pass (see never).
 			d, err := s.eng.Peek(l.limit, it.key, 1)
 			if err != nil {
 				return nil, s.storeError(err)
@@ -259,8 +323,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			if it.cost == 0 {
 				it.checkOK = true
 			} else {
-				it.denied = true
-				it.d.Allowed, it.d.RetryAfter = false, d.Reset
+				it.denied, it.never = true, true
+				it.d.Allowed, it.d.RetryAfter = false, 0
+				s.logNever(l, it.cost)
 			}
 		default:
 			active = append(active, i)
@@ -282,6 +347,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	over := fatal()
 	reqs := sc.reqs[:0]
 	for !over && len(active) > 0 {
+		// Nothing is spent once the caller has gone: the engine is asked
+		// only while the call's context lives.
+		if err := ctx.Err(); err != nil {
+			return nil, ctxError(err)
+		}
 		reqs = reqs[:0]
 		for _, i := range active {
 			reqs = append(reqs, engine.Request{Limit: items[i].limit.limit, Key: items[i].key, Cost: items[i].cost})
@@ -334,6 +404,47 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		resp.DynamicMetadata = requestMetadata(req, items)
 	}
 	return resp, nil
+}
+
+// ctxEvery is how many descriptors a loop works through between two looks
+// at the call's context.
+const ctxEvery = 64
+
+// ctxError is the gRPC error of a call whose context ended with err:
+// DeadlineExceeded or Canceled.
+func ctxError(err error) error { return status.FromContextError(err).Err() }
+
+// checkBounds refuses, as InvalidArgument, a request past the server's
+// bounds (Options.MaxDescriptors, MaxEntries, MaxValueBytes), naming what
+// is over and by how much, never quoting the values.
+func (s *Server) checkBounds(ctx context.Context, req *rlspb.RateLimitRequest) error {
+	descs := req.GetDescriptors()
+	if n := len(descs); n > s.opts.MaxDescriptors {
+		return status.Errorf(codes.InvalidArgument, "rate limit request has %d descriptors, over the %d allowed (sluice rls --max-descriptors)", n, s.opts.MaxDescriptors)
+	}
+	maxBytes := s.opts.MaxValueBytes
+	if n := len(req.GetDomain()); n > maxBytes {
+		return status.Errorf(codes.InvalidArgument, "rate limit domain is %d bytes, over the %d allowed (sluice rls --max-value-bytes)", n, maxBytes)
+	}
+	for i, d := range descs {
+		if i%ctxEvery == ctxEvery-1 && ctx.Err() != nil {
+			return ctxError(ctx.Err())
+		}
+		es := d.GetEntries()
+		if n := len(es); n > s.opts.MaxEntries {
+			return status.Errorf(codes.InvalidArgument, "rate limit descriptor %d has %d entries, over the %d allowed (sluice rls --max-entries)", i, n, s.opts.MaxEntries)
+		}
+		for j, e := range es {
+			if n := max(len(e.GetKey()), len(e.GetValue())); n > maxBytes {
+				what := "value"
+				if len(e.GetKey()) > maxBytes {
+					what = "key"
+				}
+				return status.Errorf(codes.InvalidArgument, "rate limit descriptor %d, entry %d: its %s is %d bytes, over the %d allowed (sluice rls --max-value-bytes)", i, j, what, n, maxBytes)
+			}
+		}
+	}
+	return nil
 }
 
 // respBlock holds a response of up to blockStatuses descriptors, their
@@ -418,10 +529,13 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
 		}
-		if blk != nil {
+		switch {
+		case it.never:
+			// No duration: there is no time after which it passes.
+		case blk != nil:
 			blk.durs[i].Seconds, blk.durs[i].Nanos = int64(wait/time.Second), int32(wait%time.Second)
 			st.DurationUntilReset = &blk.durs[i]
-		} else {
+		default:
 			st.DurationUntilReset = durationpb.New(wait)
 		}
 		if c != nil {
@@ -485,6 +599,9 @@ func (s *Server) moreRestrictive(a, b *item, over bool) bool {
 		return da
 	}
 	if over && da {
+		if a.never != b.never {
+			return a.never // the longest wait of all
+		}
 		return a.d.RetryAfter > b.d.RetryAfter
 	}
 	return a.d.Remaining < b.d.Remaining
@@ -511,7 +628,9 @@ func (s *Server) headers(it *item, st *rlspb.RateLimitResponse_DescriptorStatus,
 	var ends [5]int
 	b = strconv.AppendUint(b, uint64(st.LimitRemaining), 10)
 	ends[0] = len(b)
-	b = strconv.AppendInt(b, reset, 10)
+	if !it.never {
+		b = strconv.AppendInt(b, reset, 10)
+	}
 	ends[1] = len(b)
 	if ietf {
 		// The quota policy as httplimit states it (algo.Quota): a
@@ -524,11 +643,14 @@ func (s *Server) headers(it *item, st *rlspb.RateLimitResponse_DescriptorStatus,
 		b = append(b, f.sfName...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, max(it.d.Remaining, 0), 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, t, 10)
+		if !it.never {
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, t, 10)
+		}
 	}
 	ends[2] = len(b)
-	if over {
+	retryAfter := over && !it.never
+	if retryAfter {
 		b = strconv.AppendInt(b, max(ceilSeconds(it.d.RetryAfter), 1), 10)
 	}
 	ends[3] = len(b)
@@ -547,9 +669,11 @@ func (s *Server) headers(it *item, st *rlspb.RateLimitResponse_DescriptorStatus,
 	if x {
 		add("X-RateLimit-Limit", f.capacity)
 		add("X-RateLimit-Remaining", remaining)
-		add("X-RateLimit-Reset", resetS)
+		if !it.never {
+			add("X-RateLimit-Reset", resetS)
+		}
 	}
-	if over {
+	if retryAfter {
 		add("Retry-After", retry)
 	}
 	return hs
@@ -611,8 +735,11 @@ func (s *Server) envoyHeaders(it *item, st *rlspb.RateLimitResponse_DescriptorSt
 	vals = append(vals,
 		corev3.HeaderValue{Key: names[0], Value: strconv.FormatUint(uint64(it.limit.RequestsPerUnit), 10)},
 		corev3.HeaderValue{Key: names[1], Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		corev3.HeaderValue{Key: names[2], Value: strconv.FormatInt(ceilSeconds(it.d.Reset), 10)},
 	)
+	if it.never {
+		return append(hs, &vals[0], &vals[1]) // no reset: it never passes
+	}
+	vals = append(vals, corev3.HeaderValue{Key: names[2], Value: strconv.FormatInt(ceilSeconds(it.d.Reset), 10)})
 	return append(hs, &vals[0], &vals[1], &vals[2])
 }
 
@@ -681,6 +808,17 @@ func (s *Server) storeError(err error) error {
 	return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
 }
 
+// logNever logs, at most once a second, a request whose cost can never
+// pass l: a hits_addend that Envoy's configuration (or a client, where it
+// feeds hits_addend) sets above the limit's capacity.
+func (s *Server) logNever(l *Limit, cost int64) {
+	now := time.Now().UnixNano()
+	if last := s.lastNever.Load(); now-last >= int64(time.Second) && s.lastNever.CompareAndSwap(last, now) {
+		s.log.Warn("envoyrls: hits_addend above the limit's capacity can never pass; answered OVER_LIMIT without a reset",
+			"limit", l.Path, "hits_addend", cost, "capacity", l.Capacity())
+	}
+}
+
 // overrideKey identifies a limit a request brings.
 type overrideKey struct {
 	domain string
@@ -698,8 +836,8 @@ func (s *Server) override(domain string, desc *rlv3.RateLimitDescriptor) (*Limit
 	k := overrideKey{domain: domain, rpu: o.GetRequestsPerUnit(), unit: rlspb.RateLimitResponse_RateLimit_Unit(o.GetUnit()), mult: max(1, o.GetUnitMultiplier().GetValue())}
 	var key []byte
 	for _, e := range desc.GetEntries() {
-		key = appendField(key, e.GetKey())
-		key = appendField(key, e.GetValue())
+		key = appendKeyField(key, e.GetKey())
+		key = appendKeyField(key, e.GetValue())
 	}
 	// The limit and the values are the client's: one label for them all.
 	metric := overrideMetric
@@ -738,8 +876,8 @@ type scratch struct {
 	items     []item
 	reqs      []engine.Request
 	active    []int
-	drop      []bool
-	replacing bool // some matched limit replaces others
+	names     []string // the names the matched limits replace
+	replacing bool     // some matched limit replaces others
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -759,31 +897,64 @@ func getScratch(n int) *scratch {
 func (sc *scratch) put() {
 	clear(sc.items)
 	clear(sc.reqs[:cap(sc.reqs)])
+	clear(sc.names[:cap(sc.names)])
+	sc.names = sc.names[:0]
 	sc.reqs, sc.active, sc.replacing = sc.reqs[:0], sc.active[:0], false
 	scratchPool.Put(sc)
 }
 
 // dropReplaced unsets the limits that a matched limit's replaces names:
-// every name any of them replaces, found before any is unset.
+// every name any of them replaces, found before any is unset. The names
+// are gathered once, each limit's once (a limit matched by several
+// descriptors is looked at once), and looked up by a scan while they are
+// few, else by a map: the work grows with the descriptors and the names,
+// not their product.
 func (sc *scratch) dropReplaced(items []item) {
-	drop := sc.drop[:0]
+	names := sc.names[:0]
+	var last *Limit
 	for i := range items {
-		l := items[i].limit
-		replaced := false
-		if l != nil && l.Name != "" {
-			for j := range items {
-				if o := items[j].limit; o != nil && slices.Contains(o.Replaces, l.Name) {
-					replaced = true
-					break
-				}
-			}
+		if l := items[i].limit; l != nil && l != last && len(l.Replaces) > 0 {
+			names = append(names, l.Replaces...)
+			last = l
 		}
-		drop = append(drop, replaced)
 	}
-	for i, d := range drop {
-		if d {
+	sc.names = names
+	var set map[string]struct{}
+	if len(names) > scanNames {
+		set = make(map[string]struct{}, len(names))
+		for _, n := range names {
+			set[n] = struct{}{}
+		}
+	}
+	replaced := func(name string) bool {
+		if set != nil {
+			countLookup(1)
+			_, ok := set[name]
+			return ok
+		}
+		countLookup(len(names))
+		return slices.Contains(names, name)
+	}
+	for i := range items {
+		if l := items[i].limit; l != nil && l.Name != "" && replaced(l.Name) {
 			items[i].limit = nil
 		}
 	}
-	sc.drop = drop
+}
+
+// scanNames is the most replaced names dropReplaced scans for a limit's
+// name before it builds a map of them.
+const scanNames = 8
+
+// countLookups, set by tests, counts in lookups the names dropReplaced
+// compares: its work, independent of the clock.
+var (
+	countLookups bool
+	lookups      atomic.Int64
+)
+
+func countLookup(n int) {
+	if countLookups {
+		lookups.Add(int64(n))
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/envoyrls"
@@ -25,6 +26,7 @@ var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
 type fixture struct {
 	srv     *envoyrls.Server
+	eng     *engine.Engine
 	clock   *engine.FakeClock
 	metrics *envoyrls.Metrics
 }
@@ -32,6 +34,12 @@ type fixture struct {
 // newFixture serves the YAML files given (one domain each) on a memory
 // engine driven by a fake clock at t0.
 func newFixture(t testing.TB, opts envoyrls.Options, files ...string) *fixture {
+	t.Helper()
+	return newFixtureOn(t, memory.New(&memory.Options{SweepInterval: -1}), opts, files...)
+}
+
+// newFixtureOn is newFixture on the store b.
+func newFixtureOn(t testing.TB, b backend.Backend, opts envoyrls.Options, files ...string) *fixture {
 	t.Helper()
 	var ds []*envoyrls.Domain
 	for i, f := range files {
@@ -46,7 +54,7 @@ func newFixture(t testing.TB, opts envoyrls.Options, files ...string) *fixture {
 		t.Fatal(err)
 	}
 	clock := engine.NewFakeClock(t0)
-	eng, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: clock})
+	eng, err := engine.New(b, &engine.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +65,7 @@ func newFixture(t testing.TB, opts envoyrls.Options, files ...string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{srv: srv, clock: clock, metrics: m}
+	return &fixture{srv: srv, eng: eng, clock: clock, metrics: m}
 }
 
 // desc builds a descriptor from key, value pairs.

@@ -38,7 +38,9 @@ const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR | --xds HOST:PORT [--xd
        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--store FILE] [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
-       [--headers both|ietf|x-ratelimit|none --shadow-headers --shadow-mode --near-limit-ratio R]
+       [--headers both|ietf|x-ratelimit|envoy|none --shadow-headers --shadow-mode --quota-mode
+        --dynamic-metadata --near-limit-ratio R --merge-domains]
+       [--max-descriptors N --max-entries N --max-value-bytes N]
 
 Rls is Envoy's external rate-limit service
 (envoy.service.ratelimit.v3.RateLimitService) over Sluice's engine. It reads
@@ -62,6 +64,15 @@ timeout, breaker, TLS and password); the --backend, --dir, --durability and
 
 A store failure answers UNAVAILABLE: Envoy then lets the request pass,
 unless its filter sets failure_mode_deny.
+
+Bounds: a request with more than --max-descriptors descriptors (64), a
+descriptor with more than --max-entries entries (32), or a domain, entry key
+or value longer than --max-value-bytes (65536) is answered INVALID_ARGUMENT,
+deciding nothing; a call's metadata is bounded at 64 KiB. A value longer than 64 bytes is kept in the store's key as
+a 33-byte hash of it, so a key's size does not grow with the values. A call
+whose deadline has passed, or that Envoy cancelled, decides nothing. A
+hits_addend above a limit's capacity can never pass: OVER_LIMIT, with no
+duration_until_reset and no Retry-After or reset header.
 
 Reloading: the configuration is watched (renames, symbolic-link swaps and
 ConfigMap updates included) and reloaded on SIGHUP, once it has stayed
@@ -110,6 +121,10 @@ file, line and field), 1 for any other failure.
 Flags:
 `
 
+// rlsMaxHeaderList bounds the metadata of one call to the gRPC listener,
+// in bytes as HTTP/2 counts them (SETTINGS_MAX_HEADER_LIST_SIZE).
+const rlsMaxHeaderList = 64 << 10
+
 // runRLSCmd is the "rls" command: runRLS until SIGTERM or SIGINT.
 var runRLSCmd = untilStopped(runRLS)
 
@@ -134,6 +149,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	nearRatio := fs.Float64("near-limit-ratio", envoyrls.NearLimitRatio, "the `share` of a limit past which allowed hits count as near it in sluice_rls_near_limit_total, in (0, 1] (envoyproxy/ratelimit's NEAR_LIMIT_RATIO)")
 	reloadSettle := addReloadSettleFlag(fs)
 	mergeDomains := fs.Bool("merge-domains", false, "read several files of one domain as one, their top-level descriptors together (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it two files of one domain are an error")
+	maxDescriptors := fs.Int("max-descriptors", envoyrls.DefaultMaxDescriptors, "the most `descriptors` one request may carry; a request with more is answered INVALID_ARGUMENT")
+	maxEntries := fs.Int("max-entries", envoyrls.DefaultMaxEntries, "the most `entries` one descriptor may carry; more is answered INVALID_ARGUMENT")
+	maxValueBytes := fs.Int("max-value-bytes", envoyrls.DefaultMaxValueBytes, "the longest domain, entry key or entry value, in `bytes`; a longer one is answered INVALID_ARGUMENT (keep it above Envoy's max_request_headers_kb: Envoy lets a refused call's request pass unless failure_mode_deny)")
 	tlsf := addTLSFlags(fs, "the gRPC listener")
 	storePath := addStoreFileFlag(fs)
 	storeFlagsGiven := addBackendFlags(fs)
@@ -204,6 +222,12 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
 	case !(*nearRatio > 0 && *nearRatio <= 1):
 		return fail(2, "--near-limit-ratio %v: want a share of the limit in (0, 1], such as 0.8", *nearRatio)
+	case *maxDescriptors < 1:
+		return fail(2, "--max-descriptors %d: want at least 1", *maxDescriptors)
+	case *maxEntries < 1:
+		return fail(2, "--max-entries %d: want at least 1", *maxEntries)
+	case *maxValueBytes < 1:
+		return fail(2, "--max-value-bytes %d: want at least 1", *maxValueBytes)
 	}
 	if _, _, err := net.SplitHostPort(*grpcAddr); err != nil {
 		return fail(2, "--grpc %s: want host:port, or :port for every address", *grpcAddr)
@@ -261,7 +285,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}
 	srv, err := envoyrls.NewServer(cfg, envoyrls.Options{
 		Engine: eng, Metrics: counts, Headers: headers, EnvoyHeaderNames: env.headerNames, DynamicMetadata: *dynamicMetadata, QuotaMode: *quotaMode, ShadowHeaders: *shadowHeaders, ShadowMode: *shadowMode, Logger: logger,
-		NearLimitRatio: *nearRatio,
+		NearLimitRatio: *nearRatio, MaxDescriptors: *maxDescriptors, MaxEntries: *maxEntries, MaxValueBytes: *maxValueBytes,
 	})
 	if err != nil {
 		return fail(2, "%v", err)
@@ -272,7 +296,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}
 	defer src.Close()
 
-	var gopts []grpc.ServerOption
+	// Envoy's calls carry a few small headers (its initial_metadata
+	// included); grpc-go would take up to 16 MiB of them per call.
+	gopts := []grpc.ServerOption{grpc.MaxHeaderListSize(rlsMaxHeaderList)}
 	if tlsCfg != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}

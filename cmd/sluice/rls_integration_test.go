@@ -85,6 +85,17 @@ func statusErrors(what string, r *rlspb.RateLimitResponse, overall rlspb.RateLim
 	return errs
 }
 
+// checkNever checks r, a request of one descriptor whose cost is above its
+// limit's capacity: OVER_LIMIT, 0 remaining, and no duration_until_reset
+// (no wait lets it pass).
+func checkNever(t *testing.T, what string, r *rlspb.RateLimitResponse, limit string) {
+	t.Helper()
+	s := r.Statuses[0]
+	if r.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || s.Code != rlspb.RateLimitResponse_OVER_LIMIT || limitOf(s) != limit || s.LimitRemaining != 0 || s.DurationUntilReset != nil {
+		t.Errorf("%s: %s, status %s %s remaining %d duration_until_reset %v; want OVER_LIMIT %s, 0 remaining and no duration", what, r.OverallCode, s.Code, limitOf(s), s.LimitRemaining, s.DurationUntilReset, limit)
+	}
+}
+
 // checkStatuses fails t with statusErrors' differences.
 func checkStatuses(t *testing.T, what string, r *rlspb.RateLimitResponse, overall rlspb.RateLimitResponse_Code, want ...wantStatus) {
 	t.Helper()
@@ -264,18 +275,18 @@ func TestRLSProcessEnvoyLimitRemaining(t *testing.T) {
 	const ok, over = rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT
 	v := strconv.FormatUint(rand.Uint64(), 10)
 
-	// hits_addend 51 against 50 a second: over, 0 left (not 50); the
-	// X-RateLimit-Remaining header the client gets says the same, while
-	// the IETF RateLimit field's r keeps its meaning, the 50 that may
-	// still be spent.
+	// hits_addend 51 against 50 a second: over, 0 left (not 50), and no
+	// duration_until_reset: it can never pass; the X-RateLimit-Remaining
+	// header the client gets says the same, while the IETF RateLimit
+	// field's r keeps its meaning, the 50 that may still be spent.
 	r := p.ask(t, "basic", 51, rd("key1", v))
-	checkStatuses(t, "key1 hits_addend 51", r, over, wantStatus{over, "50/SECOND", 0})
+	checkNever(t, "key1 hits_addend 51", r, "50/SECOND")
 	h := map[string]string{}
 	for _, hv := range r.ResponseHeadersToAdd {
 		h[hv.Key] = hv.Value
 	}
-	if h["X-RateLimit-Remaining"] != "0" || !strings.Contains(h["RateLimit"], ";r=50;") {
-		t.Errorf("key1 hits_addend 51: headers %v, want X-RateLimit-Remaining 0 and RateLimit r=50", h)
+	if h["X-RateLimit-Remaining"] != "0" || !strings.HasSuffix(h["RateLimit"], ";r=50") || h["Retry-After"] != "" || h["X-RateLimit-Reset"] != "" {
+		t.Errorf("key1 hits_addend 51: headers %v, want X-RateLimit-Remaining 0, RateLimit r=50 with no t, and no Retry-After or X-RateLimit-Reset", h)
 	}
 
 	// 4 against the 3 left of 20 a day: over, 0 left (not 3).
@@ -285,7 +296,7 @@ func TestRLSProcessEnvoyLimitRemaining(t *testing.T) {
 	// A descriptor's own hits_addend, the same.
 	d := rd("key4", v+"-own")
 	d.HitsAddend = wrapperspb.UInt64(21)
-	checkStatuses(t, "key4 descriptor hits_addend 21", p.ask(t, "another", 0, d), over, wantStatus{over, "20/DAY", 0})
+	checkNever(t, "key4 descriptor hits_addend 21", p.ask(t, "another", 0, d), "20/DAY")
 
 	// key3 spent to its 10 an hour; key4 to 2 of its 20 a day. Together:
 	// refused by key3, and key4, unspent, reports its 2 (not 1); alone it

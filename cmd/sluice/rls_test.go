@@ -620,6 +620,10 @@ func TestRLSUsage(t *testing.T) {
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--backend", "redis", "--redis-addr", "127.0.0.1:1", "--redis-breaker", "failure_rate=2"}, 2, "failure_rate: want a share above 0 and at most 1"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--redis-breaker", "off"}, 2, "--redis-breaker: only with --backend redis (the store is memory)"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "8081"}, 2, "--grpc 8081: want host:port"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-descriptors", "0"}, 2, "--max-descriptors 0: want at least 1"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-entries", "-1"}, 2, "--max-entries -1: want at least 1"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-value-bytes", "0"}, 2, "--max-value-bytes 0: want at least 1"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-value-bytes", "1k"}, 2, "invalid value \"1k\" for flag -max-value-bytes"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", noStore}, 2, "nostore.yaml:1: store: the file has no store section"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", noRedisStore}, 2, "store.redis.addrs: required for the redis backend"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--store", pebbleStore, "--redis-timeout", "1s"}, 2, "--redis-timeout: only with --backend redis (the store is pebble, from " + pebbleStore + "'s store section)"},
@@ -631,6 +635,13 @@ func TestRLSUsage(t *testing.T) {
 		}
 		if tt.code == 0 && !strings.Contains(stdout, "Usage: sluice rls") {
 			t.Errorf("%v: stdout %q", tt.args, stdout)
+		}
+		if tt.code == 0 {
+			for _, want := range []string{"--headers both|ietf|x-ratelimit|envoy|none", "--max-descriptors N --max-entries N --max-value-bytes N"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("%v: the synopsis does not list %q", tt.args, want)
+				}
+			}
 		}
 	}
 }
