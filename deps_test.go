@@ -126,7 +126,8 @@ var layout = []struct {
 }{
 	{"codec", nil},
 	{"backend", nil},
-	{"internal/configerr", []string{""}},
+	{"internal/clip", nil},
+	{"internal/configerr", []string{"", "internal/clip"}},
 	{"internal/watch", nil},
 	{"internal/yamlnode", []string{"internal/configerr"}},
 	{"algo", []string{"codec"}},
