@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/codec"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// A key of 10 MiB fills at most a few hundred bytes of inspect's table, as
+// its first bytes, its length and its fingerprint, so that two long keys
+// differing only in their last byte are two rows told apart; --json lists
+// every key whole.
+func TestInspectTableBoundsLongKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	long := strings.Repeat("k", 10<<20)
+	exp := int64(1_700_000_100e9)
+	rec := codec.AppendGCRA(nil, codec.GCRA{TAT: 1_700_000_010e9})
+	putRecords(t, "pebble", dir,
+		backend.Record{Key: engine.AppendKey(nil, "api", "user:"+long+"a"), Value: rec, ExpiresAt: exp},
+		backend.Record{Key: engine.AppendKey(nil, "api", "user:"+long+"b"), Value: rec, ExpiresAt: exp},
+		backend.Record{Key: engine.AppendKey(nil, "api", "user:short"), Value: rec, ExpiresAt: exp},
+		backend.Record{Key: engine.AppendKey(nil, strings.Repeat("n", 1<<20), "user:x"), Value: rec, ExpiresAt: exp},
+		backend.Record{Key: append(engine.AppendKey(nil, "api", "user:"), append([]byte{0xff}, long...)...), Value: rec, ExpiresAt: exp},
+	)
+	code, stdout, stderr := runCmd(t, "", "inspect", "--backend", "pebble", "--dir", dir, "--now", inspectNow)
+	if code != 0 {
+		t.Fatalf("inspect: exit %d; stderr:\n%.2000s", code, stderr)
+	}
+	if len(stdout) > 16<<10 {
+		t.Fatalf("a table of 5 records with keys of up to 10 MiB is %d bytes, want at most 16 KiB:\n%s", len(stdout), stdout)
+	}
+	rows := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(rows) != 6 {
+		t.Fatalf("%d lines, want 6:\n%s", len(rows), stdout)
+	}
+	var cut []string
+	for _, row := range rows[1:] {
+		if strings.Contains(row, "… (10485766 bytes, sha256 ") {
+			cut = append(cut, strings.Join(strings.Fields(row), " "))
+		}
+	}
+	if len(cut) != 3 || cut[0] == cut[1] {
+		t.Errorf("want three rows of cut 10 MiB keys, the two valid ones told apart:\n%s", stdout)
+	}
+	for _, want := range []string{" user:short ", "… (1048576 bytes, sha256 ", "(hex 03617069" /* the non-UTF-8 key in hex, cut too */} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	// --json shows the keys whole, for a program to act on.
+	views := inspectJSON(t, "--backend", "pebble", "--dir", dir)
+	whole := 0
+	for _, v := range views {
+		if v.Key == "user:"+long+"a" || v.Key == "user:"+long+"b" {
+			whole++
+		}
+	}
+	if whole != 2 {
+		t.Errorf("--json listed %d of the two long keys whole", whole)
+	}
+}
