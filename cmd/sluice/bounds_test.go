@@ -63,3 +63,29 @@ func TestInspectTableBoundsLongKeys(t *testing.T) {
 		t.Errorf("--json listed %d of the two long keys whole", whole)
 	}
 }
+
+// A trace line that quotes a huge value is reported in a few hundred
+// bytes, naming its line; a key over 4096 bytes is refused, so no answer
+// echoes more of the trace than that.
+func TestSimulateErrorsAreBounded(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("7", 1<<20)
+	for _, c := range []struct{ name, line, want string }{
+		{"cost fraction", `{"t": 1, "key": "a", "cost": 1.` + huge + `}`, `line 2: "cost": want an integer, got number 1.777`},
+		{"cost exponent", `{"t": 1, "key": "a", "cost": ` + huge + `e1}`, `line 2: "cost": want an integer, got number 777`},
+		{"key", `{"t": 1, "key": "` + huge + `"}`, `line 2: "key": 1048576 bytes, over the 4096 a key may have`},
+		{"t", `{"t": "` + huge + `"}`, `line 2: "t": want a number of seconds, got string`},
+		{"no key", `{"t": 1, "pad": "` + huge + `"}`, `line 2: missing "key"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runCmd(t, lines(`{"t": 0, "key": "a"}`, c.line), "simulate", "--algorithm", "gcra", "--limit", "5", "--window", "1s")
+			if code != 2 || !strings.HasPrefix(stderr, "sluice simulate: "+c.want) || len(stderr) > 300 {
+				t.Errorf("exit %d, stderr of %d bytes %.400q; want 2 and %q in a few hundred bytes", code, len(stderr), stderr, c.want)
+			}
+			if strings.Count(stdout, "\n") != 1 {
+				t.Errorf("stdout %q: want the first line's answer", stdout)
+			}
+		})
+	}
+}
