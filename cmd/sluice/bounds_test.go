@@ -1,12 +1,17 @@
 package main
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/codec"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // A key of 10 MiB fills at most a few hundred bytes of inspect's table, as
@@ -87,5 +92,65 @@ func TestSimulateErrorsAreBounded(t *testing.T) {
 				t.Errorf("stdout %q: want the first line's answer", stdout)
 			}
 		})
+	}
+}
+
+// A real serve process flooded with distinct user ids of up to 50 KiB, on
+// paths of 64 KiB, in front of an upstream that is down: every id over
+// identity.MaxUserIDLen is answered 400 and stored nowhere, every other is
+// stored under a key of at most identity.MaxKeyLen bytes (read back with
+// inspect once SIGTERM has flushed the store), and each upstream error's
+// log line quotes a few hundred bytes of the path.
+func TestServeProcessIdentityFloodIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "sluice.yaml")
+	state := filepath.Join(dir, "state")
+	store := fmt.Sprintf("  backend: pebble\n  dir: %s\n  durability: interval\n  flush_interval: 1h", state)
+	writeFile(t, cfgPath, gatewayConfig(store, "10.0.0.0/8", 100))
+	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", "http://"+closedAddr(t))
+	base := "http://" + p.listen
+	path := "/api/orders/" + strings.Repeat("p", 64<<10)
+	const each = 60
+	for i := range each {
+		id := fmt.Sprintf("%d-", i)
+		short := id + strings.Repeat("u", identity.MaxUserIDLen-len(id)-i)
+		long := id + strings.Repeat("u", identity.MaxUserIDLen+i*850)
+		if code, _ := send(t, "POST", base+path, "X-User-ID", short); code != 502 {
+			t.Fatalf("user id of %d bytes: %d, want 502 (allowed, the upstream down)", len(short), code)
+		}
+		if code, _ := send(t, "POST", base+path, "X-User-ID", long); code != 400 {
+			t.Fatalf("user id of %d bytes: %d, want 400", len(long), code)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("serve: %v\n%.2000s", err, p.stderr)
+	}
+	logs := p.stderr.String()
+	if n := strings.Count(logs, "upstream error"); n != each {
+		t.Errorf("%d upstream errors logged, want %d", n, each)
+	}
+	if len(logs) > each*1536+8192 {
+		t.Errorf("%d bytes logged for %d upstream errors on 64 KiB paths, want at most 1.5 KiB each", len(logs), each)
+	}
+	views := inspectJSON(t, "--backend", "pebble", "--dir", state)
+	users := 0
+	for _, v := range views {
+		if len(v.Key) > identity.MaxKeyLen {
+			t.Errorf("%s stores a key of %d bytes, over %d", v.Namespace, len(v.Key), identity.MaxKeyLen)
+		}
+		if v.Namespace == "orders-write" {
+			users++
+		}
+	}
+	if users != each {
+		t.Errorf("%d users stored under orders-write, want %d: each accepted id, no refused one", users, each)
 	}
 }
