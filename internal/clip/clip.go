@@ -5,8 +5,9 @@
 // the whole length ("… (10000000 bytes)"), so no excerpt can pass for the
 // whole value.
 //
-// Every function is pure, safe for concurrent use, and does work in
-// proportion to the excerpt, not to the input.
+// Every function is pure and safe for concurrent use. String and Quote do
+// work in proportion to the excerpt, not to the input; Distinct (and
+// Tail with a fingerprint) hashes the whole input.
 package clip
 
 import (
