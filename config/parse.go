@@ -303,7 +303,7 @@ func (p *parser) ruleError(err error) error {
 	}
 	reason := re.Reason
 	if re.Rule != "" {
-		reason = fmt.Sprintf("rule %q: %s", re.Rule, re.Reason)
+		reason = fmt.Sprintf("rule %s: %s", configerr.Quote(re.Rule), re.Reason)
 	}
 	return &Error{File: p.File, Line: line, Field: configerr.Join(path, re.Field), Reason: reason, Err: re}
 }
@@ -372,7 +372,7 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 	// are, once the rule has a name.
 	required := "required"
 	if r.Name != "" {
-		required = fmt.Sprintf("rule %q: required", r.Name)
+		required = fmt.Sprintf("rule %s: required", configerr.Quote(r.Name))
 	}
 	if !isDefault && r.PathPrefix == "" {
 		if _, given := lines["path_prefix"]; !given {
@@ -459,7 +459,7 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 		switch key {
 		case "addrs":
 			if v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
-				return true, p.Errorf(v.Line, field, "want a list of host:port, such as [%s]", v.Value)
+				return true, p.Errorf(v.Line, field, "want a list of host:port, such as [%s]", configerr.Clip(v.Value))
 			}
 			if v.Kind != yaml.SequenceNode {
 				return true, p.Want(v, field, "a list of host:port")
@@ -472,7 +472,7 @@ func (p *parser) redis(n *yaml.Node, path string, r *Redis) error {
 					return true, err
 				}
 				if reason := checkAddr(a); reason != "" {
-					return true, p.Errorf(item.Line, f, "want host:port, such as 127.0.0.1:6379, got %q: %s", a, reason)
+					return true, p.Errorf(item.Line, f, "want host:port, such as 127.0.0.1:6379, got %s: %s", configerr.Quote(a), reason)
 				}
 				for j, prev := range r.Addrs {
 					if prev == a {
@@ -636,6 +636,12 @@ func (p *parser) redisTLS(n *yaml.Node, path string, t *RedisTLS) error {
 	})
 }
 
+// maxProxyText bounds a trusted proxy as written: the longest address
+// with a prefix length ("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128")
+// is 49 bytes. A longer one is refused without being parsed, and quoted in
+// part.
+const maxProxyText = 64
+
 func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error {
 	header := func(v *yaml.Node, field string) (string, error) {
 		s, err := p.Str(v, field)
@@ -643,7 +649,7 @@ func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error 
 			return "", err
 		}
 		if !identity.ValidHeaderName(s) {
-			return "", p.Errorf(v.Line, field, "want an HTTP header name, got %q", s)
+			return "", p.Errorf(v.Line, field, "want an HTTP header name, got %s", configerr.Quote(s))
 		}
 		return s, nil
 	}
@@ -664,6 +670,9 @@ func (p *parser) identity(n *yaml.Node, path string, id *identity.Config) error 
 				s, err := p.Str(item, f)
 				if err != nil {
 					return true, err
+				}
+				if len(s) > maxProxyText {
+					return true, p.Errorf(item.Line, f, "want an address or a prefix such as 10.0.0.0/8, got %s", configerr.Quote(s))
 				}
 				pfx, err := identity.ParseTrustedProxy(s)
 				if err != nil {

@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/clip"
 )
 
 // Config configures the Limiter New returns.
@@ -347,6 +349,10 @@ func grpcKeyNames(msg string) string {
 	return msg
 }
 
+// maxLoggedError bounds the bytes of an error (or a panic's value) a log
+// line quotes; the method is quoted up to clip.Max bytes.
+const maxLoggedError = 512
+
 // callerError returns the status of a call refused because its caller
 // (its key, its plan) or cost could not be had, err being the Door's
 // *sluice.KeyError: the status an IdentityFunc returned, InvalidArgument
@@ -365,16 +371,19 @@ func (l *Limiter) callerError(err error, method string) error {
 		msg = strings.Replace(msg, "header given more than once", "metadata given more than once", 1)
 		return status.Error(codes.InvalidArgument, "bad caller identity: "+grpcKeyNames(msg))
 	}
+	method = clip.String(method, clip.Max) // a client names the method an unknown-service handler serves
 	attrs := []any{"method", method}
 	failed, panicked := "cannot find the caller's plan", "identity function panicked"
 	if ke := (*sluice.KeyError)(nil); errors.As(err, &ke) && ke.Rule != nil {
 		attrs = []any{"rule", ke.Rule.Name(), "method", method}
 		failed, panicked = "cannot identify the caller", "identity or cost function panicked"
 	}
+	// An IdentityFunc's error may quote the call's metadata: a log line
+	// quotes at most maxLoggedError bytes of it.
 	if pe := (*sluice.PanicError)(nil); errors.As(err, &pe) {
-		l.log.Error("sluice/grpclimit: "+panicked+"; call refused", append(attrs, "panic", pe.Value)...)
+		l.log.Error("sluice/grpclimit: "+panicked+"; call refused", append(attrs, "panic", clip.String(fmt.Sprint(pe.Value), maxLoggedError))...)
 	} else {
-		l.log.Error("sluice/grpclimit: "+failed, append(attrs, "err", err)...)
+		l.log.Error("sluice/grpclimit: "+failed, append(attrs, "err", clip.String(err.Error(), maxLoggedError))...)
 	}
 	return status.Error(codes.Internal, "rate limiter cannot identify the caller")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/clip"
 )
 
 // Config configures the middleware New returns.
@@ -282,6 +283,12 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	next.ServeHTTP(w, r)
 }
 
+// maxLoggedError bounds the bytes of an error (or a panic's value) a log
+// line quotes: an IdentityFunc's error may quote the request. The method
+// and the path are quoted up to clip.Max bytes, so a log line about a
+// request costs a few hundred bytes whatever the client sent.
+const maxLoggedError = 512
+
 // callerError returns the body and status that answer a request whose
 // caller (its key, its plan) or cost could not be had, err being the
 // Door's *sluice.KeyError: 400 for a bad identity
@@ -295,16 +302,16 @@ func (l *limiter) callerError(r *http.Request, err error) (string, int) {
 	}
 	var ke *sluice.KeyError
 	errors.As(err, &ke)
-	attrs := []any{"method", r.Method, "path", r.URL.Path}
+	attrs := []any{"method", clip.String(r.Method, clip.Max), "path", clip.String(r.URL.Path, clip.Max)}
 	what, panicked := "cannot find the caller's plan", "identity function panicked"
 	if ke != nil && ke.Rule != nil {
 		attrs = append(attrs, "rule", ke.Rule.Name())
 		what, panicked = "cannot identify the caller", "identity or cost function panicked"
 	}
 	if pe := (*sluice.PanicError)(nil); errors.As(err, &pe) {
-		l.log.Error("sluice/httplimit: "+panicked+"; request refused", append(attrs, "panic", pe.Value)...)
+		l.log.Error("sluice/httplimit: "+panicked+"; request refused", append(attrs, "panic", clip.String(fmt.Sprint(pe.Value), maxLoggedError))...)
 	} else {
-		l.log.Error("sluice/httplimit: "+what, append(attrs, "err", err)...)
+		l.log.Error("sluice/httplimit: "+what, append(attrs, "err", clip.String(err.Error(), maxLoggedError))...)
 	}
 	return internalErrorBody, http.StatusInternalServerError
 }
@@ -315,7 +322,8 @@ func (l *limiter) shadowError(r *http.Request, ke *sluice.KeyError) {
 	repanicAbort(ke)
 	if !errors.Is(ke, identity.ErrBadIdentity) {
 		l.log.Error("sluice/httplimit: cannot identify the caller for a shadow rule",
-			"rule", ke.Rule.Name(), "method", r.Method, "path", r.URL.Path, "err", ke.Err)
+			"rule", ke.Rule.Name(), "method", clip.String(r.Method, clip.Max), "path", clip.String(r.URL.Path, clip.Max),
+			"err", clip.String(ke.Err.Error(), maxLoggedError))
 	}
 }
 

@@ -29,6 +29,18 @@ func values(h Header, name string) []string {
 	return h.Values(name)
 }
 
+// MaxKeyLen is the longest caller key Key and KeyFor return, in bytes: a
+// user's, "user:" and a user id of MaxUserIDLen bytes. An API key's is 36
+// bytes whatever the key's length (a hash), an IP key's at most 46 ("ip:",
+// an IPv6 address and a prefix length), the global key 6. A longer
+// identity is refused (ErrIdentityTooLong: 400, or InvalidArgument over
+// gRPC) rather than hashed or cut: the key an operator writes in an
+// override or a reset stays the user id itself, the client learns at once
+// that its identity is unusable, and no two ids are ever counted as one.
+// So a key a door stores costs at most MaxKeyLen bytes, plus the rule's
+// name, whatever a client sends.
+const MaxKeyLen = len("user:") + MaxUserIDLen
+
 // Caller is who a request says it comes from. An empty field means "not
 // given": a caller with neither is anonymous.
 type Caller struct {
@@ -182,7 +194,8 @@ func ParsePeer(remote string) (netip.Addr, error) {
 // hashed so that the secrets themselves are never stored in the limiter's
 // state or shown in its output; user ids are kept as given, for
 // readability, and bounded: one longer than MaxUserIDLen (or an API key
-// longer than MaxAPIKeyLen) is an ErrIdentityTooLong, not silently cut,
+// longer than MaxAPIKeyLen) is an ErrIdentityTooLong, not silently cut, so
+// that no key is longer than MaxKeyLen,
 // and an identity header sent twice is an ErrAmbiguousIdentity; both match
 // ErrBadIdentity. Surrounding spaces and tabs in a header value are
 // ignored.

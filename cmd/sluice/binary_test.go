@@ -135,7 +135,7 @@ func TestSimulateProcessExitStatus(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	cmd := exec.Command(bin, "simulate", "--algorithm", "gcra", "--limit", "2", "--window", "1s")
-	cmd.Stdin = strings.NewReader("{\"t\": 1}\n{\"t\": oops}\n")
+	cmd.Stdin = strings.NewReader("{\"t\": 1, \"key\": \"a\"}\n{\"t\": oops}\n")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

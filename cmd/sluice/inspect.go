@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-go/sluice/config"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/clip"
 )
 
 const inspectUsage = `Usage: sluice inspect --backend pebble|bolt --dir DIR [--namespace NS] [--key K]
@@ -48,6 +49,11 @@ off, and it writes no record), so while a gateway or a simulate process holds
 the directory inspect fails with the store's "locked" error and exit status 1.
 A Redis store is listed while the fleet runs (SCAN under the key prefix, on
 every primary of a Cluster): a listing, not a snapshot.
+
+The table shows at most 300 bytes of a namespace or a key (every key a
+gateway makes is shorter): a longer one is cut and followed by its length
+and the first 16 hex digits of its SHA-256, so that two long keys are
+still two rows told apart; --json shows every key whole.
 
 The stored state is shown as it was last written: a bucket's level is the
 level at its "updated" time, before any refill or drain since, and a sliding
@@ -593,6 +599,12 @@ const tableBlock = 1000
 // maxTableRaw bounds the bytes of a corrupt record the table shows in hex.
 const maxTableRaw = 32
 
+// maxTableText bounds the bytes of a namespace or a key the table shows:
+// every key a gateway's door makes is shorter (identity.MaxKeyLen), and a
+// longer one, which a store can hold, would otherwise pad every row of its
+// block to its width. --json shows every key whole.
+const maxTableText = 300
+
 func newTablePrinter(w io.Writer) *tablePrinter {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	return &tablePrinter{tw: tw}
@@ -608,9 +620,9 @@ func (p *tablePrinter) print(v recordView) error {
 		fmt.Fprintln(p.tw, "NAMESPACE\tKEY\tALGORITHM\tSTATE\tEXPIRES\tTTL")
 	}
 	p.rows++
-	ns, key := tableText(v.Namespace), tableText(v.Key)
+	ns, key := tableCell(v.Namespace), tableCell(v.Key)
 	if v.KeyHex != "" {
-		key += " (hex " + v.KeyHex + ")"
+		key += " (hex " + clip.Distinct(v.KeyHex, 2*maxTableText) + ")"
 	}
 	alg := v.Algorithm
 	if alg == "" {
@@ -657,6 +669,17 @@ func stateText(v recordView) string {
 		add("corrupt", strconv.Quote(v.Error))
 	}
 	return strings.Join(parts, " ")
+}
+
+// tableCell returns s as a table cell (tableText), its first maxTableText
+// bytes when it is longer, followed by its length and fingerprint
+// (clip.Tail): a cut key reads as no whole key does, and two cut keys
+// differ.
+func tableCell(s string) string {
+	if len(s) <= maxTableText {
+		return tableText(s)
+	}
+	return tableText(clip.Head(s, maxTableText)) + clip.Tail(s, true)
 }
 
 // tableText returns s as a table cell: as it is when it is printable and has

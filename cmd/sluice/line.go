@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-go/sluice/internal/clip"
 )
 
 // traceLine is one request of a simulate trace.
@@ -17,9 +19,14 @@ type traceLine struct {
 	Cost int64  // what the request spends
 }
 
+// maxTraceKey is the longest key a trace line may have, in bytes: far
+// above any key a door makes (identity.MaxKeyLen), and a bound on what
+// each answer, which names its key, echoes of the trace.
+const maxTraceKey = 4096
+
 // parseLine parses one trace line: a JSON object with a number "t" (Unix
-// seconds, required), a string "key" (default "") and an integer "cost"
-// (default 1). Other fields are ignored. A cost outside the int64 range
+// seconds, required), a string "key" (required, 1 to maxTraceKey bytes)
+// and an integer "cost" (default 1). Other fields are ignored. A cost outside the int64 range
 // saturates, so that the limiter, not the parser, refuses it.
 //
 // fields is scratch space reused between calls; it may be nil.
@@ -51,13 +58,21 @@ func parseLine(line []byte, fields map[string]json.RawMessage) (traceLine, error
 		return traceLine{}, fmt.Errorf(`"t": %w`, err)
 	}
 	req.T = t
-	if raw, ok := fields["key"]; ok {
-		if len(raw) == 0 || raw[0] != '"' {
-			return traceLine{}, fmt.Errorf(`"key": want a string, got %s`, kind(raw))
-		}
-		if err := json.Unmarshal(raw, &req.Key); err != nil {
-			return traceLine{}, fmt.Errorf(`"key": %w`, err)
-		}
+	raw, ok = fields["key"]
+	if !ok {
+		return traceLine{}, errors.New(`missing "key" (the caller the request is counted under)`)
+	}
+	if len(raw) == 0 || raw[0] != '"' {
+		return traceLine{}, fmt.Errorf(`"key": want a string, got %s`, kind(raw))
+	}
+	if err := json.Unmarshal(raw, &req.Key); err != nil {
+		return traceLine{}, fmt.Errorf(`"key": %w`, err)
+	}
+	switch {
+	case req.Key == "":
+		return traceLine{}, errors.New(`"key": empty (every request is counted under a caller)`)
+	case len(req.Key) > maxTraceKey:
+		return traceLine{}, fmt.Errorf(`"key": %d bytes, over the %d a key may have`, len(req.Key), maxTraceKey)
 	}
 	if raw, ok := fields["cost"]; ok {
 		if !isNumber(raw) {
@@ -119,10 +134,10 @@ func kind(raw []byte) string {
 func parseInteger(s string) (int64, error) {
 	neg, digits, frac, exp, ok := splitNumber(s)
 	if !ok {
-		return 0, fmt.Errorf("%q is not a JSON number", s)
+		return 0, fmt.Errorf("%s is not a JSON number", clip.Quote(s, 40))
 	}
 	if frac != "" || exp != "" {
-		return 0, fmt.Errorf("want an integer, got number %s", s)
+		return 0, fmt.Errorf("want an integer, got number %s", clip.String(s, 40))
 	}
 	v, err := strconv.ParseUint(digits, 10, 64)
 	switch {
@@ -206,7 +221,7 @@ var errTimeRange = errors.New("out of range: Unix nanoseconds must fit in an int
 func parseSeconds(s string) (int64, error) {
 	neg, whole, frac, exp, ok := splitNumber(s)
 	if !ok {
-		return 0, fmt.Errorf("%q is not a JSON number", s)
+		return 0, fmt.Errorf("%s is not a JSON number", clip.Quote(s, 40))
 	}
 	// The value is digits × 10^shift nanoseconds.
 	digits := whole + frac

@@ -209,15 +209,15 @@ func TestParseLine(t *testing.T) {
 		line string
 		want traceLine
 	}{
-		{`{"t": 1}`, traceLine{T: 1e9, Cost: 1}},
+		{`{"t": 1, "key": "k"}`, traceLine{T: 1e9, Key: "k", Cost: 1}},
 		{` { "cost" : 3 , "key" : "a\"b" , "t" : 2.5 } `, traceLine{T: 2.5e9, Key: `a"b`, Cost: 3}},
 		{`{"t": 1, "key": "\u00e9\ud83d\ude00", "extra": {"nested": [1, 2]}}`, traceLine{T: 1e9, Key: "é😀", Cost: 1}},
-		{`{"t": 1, "cost": -5}`, traceLine{T: 1e9, Cost: -5}},
-		{`{"t": 1, "cost": -0}`, traceLine{T: 1e9, Cost: 0}},
-		{`{"t": 1, "cost": 123456789012345678901234567890}`, traceLine{T: 1e9, Cost: math.MaxInt64}},
-		{`{"t": 1, "cost": -123456789012345678901234567890}`, traceLine{T: 1e9, Cost: math.MinInt64}},
-		{`{"t": 1, "t": 2}`, traceLine{T: 2e9, Cost: 1}},            // the last of duplicate fields wins
-		{`{"T": 5, "t": 1, "Cost": 9}`, traceLine{T: 1e9, Cost: 1}}, // names are case-sensitive
+		{`{"t": 1, "key": "k", "cost": -5}`, traceLine{T: 1e9, Key: "k", Cost: -5}},
+		{`{"t": 1, "key": "k", "cost": -0}`, traceLine{T: 1e9, Key: "k", Cost: 0}},
+		{`{"t": 1, "key": "k", "cost": 123456789012345678901234567890}`, traceLine{T: 1e9, Key: "k", Cost: math.MaxInt64}},
+		{`{"t": 1, "key": "k", "cost": -123456789012345678901234567890}`, traceLine{T: 1e9, Key: "k", Cost: math.MinInt64}},
+		{`{"t": 1, "t": 2, "key": "k"}`, traceLine{T: 2e9, Key: "k", Cost: 1}},            // the last of duplicate fields wins
+		{`{"T": 5, "t": 1, "key": "k", "Cost": 9}`, traceLine{T: 1e9, Key: "k", Cost: 1}}, // names are case-sensitive
 	}
 	for _, tt := range tests {
 		got, err := parseLine([]byte(tt.line), nil)

@@ -160,7 +160,7 @@ func TestSimulateRedisMatchesMemory(t *testing.T) {
 func TestSimulateRedisDown(t *testing.T) {
 	t.Parallel()
 	addr := closedAddr(t)
-	code, stdout, stderr := runCmd(t, `{"t": 1}`+"\n", "simulate", "--algorithm", "gcra", "--limit", "1", "--window", "1s", "--backend", "redis", "--redis-addr", addr)
+	code, stdout, stderr := runCmd(t, `{"t": 1, "key": "a"}`+"\n", "simulate", "--algorithm", "gcra", "--limit", "1", "--window", "1s", "--backend", "redis", "--redis-addr", addr)
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "Redis at "+addr) || !strings.Contains(stderr, "connection refused") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and an error naming %s", code, stdout, stderr, addr)
 	}

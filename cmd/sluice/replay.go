@@ -45,8 +45,10 @@ Combined format fields after the user agent (--combined-extra, in order):
 JSON keys (--json-fields meaning=key|key,...; a key may be a dotted path):
   ` + "%s" + `
 
-Exit status: 2 for a usage error or an invalid rules file, 1 when a log
-cannot be opened or the report not written, 0 otherwise.
+Exit status: 2 for a usage error or an invalid rules file; 1 when a log
+cannot be opened or the report not written, and when no line of the logs
+parsed or more than --max-bad of them did not (the report is printed all
+the same); 0 otherwise.
 
 Flags:
 `
@@ -188,7 +190,11 @@ func runReplay(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case lines == bad:
-		return fail(1, "no line of the logs parsed (%d lines, %d bad): nothing was replayed; check --format (auto read them as %s) and, for JSON, --json-fields", lines, bad, formatsOf(res.Files))
+		given := "--format " + *format
+		if *format == replay.FormatAuto {
+			given += ", which read them as " + formatsOf(res.Files)
+		}
+		return fail(1, "no line of the logs parsed (%d lines, %d bad): nothing was replayed; check --format (given: %s) and, for JSON, --json-fields", lines, bad, given)
 	case float64(bad) > *maxBad*float64(lines):
 		return fail(1, "%d of %d lines did not parse (%.1f%%), more than --max-bad allows (%g%%): the report leaves them out", bad, lines, 100*float64(bad)/float64(lines), 100**maxBad)
 	}

@@ -103,7 +103,9 @@ func TestReplayErrors(t *testing.T) {
 		{"bad against", []string{"replay", "--config", rules, "--against", bad, "--log", garbage}, 2, "", "bad.yaml:7: rules[0].window"},
 		{"missing log", []string{"replay", "--config", rules, "--log", filepath.Join(dir, "nope.log")}, 1, "", "nope.log"},
 		// A log of which no line parses: the report, then exit 1.
-		{"no line parses", []string{"replay", "--config", rules, "--log", garbage}, 1, "garbage.log:2: sluice/replay: line does not parse", "no line of the logs parsed (2 lines, 2 bad)"},
+		{"no line parses", []string{"replay", "--config", rules, "--log", garbage}, 1, "garbage.log:2: sluice/replay: line does not parse", "no line of the logs parsed (2 lines, 2 bad): nothing was replayed; check --format (given: --format auto, which read them as combined)"},
+		{"no line parses as json", []string{"replay", "--config", rules, "--log", garbage, "--format", "json"}, 1, "garbage.log:2: sluice/replay: line does not parse", "check --format (given: --format json) and, for JSON, --json-fields"},
+		{"usage states exit 1", []string{"replay", "-h"}, 0, "1 when a log\ncannot be opened or the report not written, and when no line of the logs\nparsed or more than --max-bad of them did not", ""},
 		{"some bad lines", []string{"replay", "--config", rules, "--log", someBad}, 0, "does not parse", ""},
 		{"too many bad lines", []string{"replay", "--config", rules, "--log", manyBad}, 1, "does not parse", "64 of 3060 lines did not parse (2.1%), more than --max-bad allows (1%)"},
 		{"bad lines allowed", []string{"replay", "--config", rules, "--log", manyBad, "--max-bad", "0.05"}, 0, "does not parse", ""},

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/clip"
 	"github.com/sluice-go/sluice/metrics"
 )
 
@@ -421,12 +422,14 @@ func (u *upstreamErrors) handle(w http.ResponseWriter, r *http.Request, err erro
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		u.canceled.Add(1)
 		u.log.Debug("sluice serve: client went away before the upstream answered",
-			"method", r.Method, "path", r.URL.Path, "err", err)
+			"method", clip.String(r.Method, clip.Max), "path", clip.String(r.URL.Path, clip.Max), "err", clip.String(err.Error(), 512))
 		w.WriteHeader(499) // nginx's "client closed request"; nobody reads it
 		return
 	}
 	u.failures.Add(1)
-	u.log.Error("sluice serve: upstream error", "method", r.Method, "path", r.URL.Path, "err", err)
+	// A client chooses the path (up to the 1 MB of headers net/http reads):
+	// a log line quotes a few hundred bytes of it.
+	u.log.Error("sluice serve: upstream error", "method", clip.String(r.Method, clip.Max), "path", clip.String(r.URL.Path, clip.Max), "err", clip.String(err.Error(), 512))
 	w.WriteHeader(http.StatusBadGateway)
 }
 

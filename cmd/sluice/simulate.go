@@ -36,7 +36,9 @@ and writes one JSON decision per line to stdout, as soon as it is decided:
 
 or {"error": "<message>"} for a cost the limiter refuses (zero or less, or
 above the capacity). The engine's clock is set to each request's t; times
-and durations are exact seconds. Blank lines are skipped.
+and durations are exact seconds. Blank lines are skipped. Every line needs
+a key, of 1 to 4096 bytes; a line without one, or that does not parse,
+stops the trace with exit status 2 and its line number.
 
 The store is memory unless --store names a file with a store section (a
 gateway configuration, or a store section alone, as sluice rls reads it:

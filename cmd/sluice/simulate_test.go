@@ -167,8 +167,8 @@ func TestSimulateKeysAreIndependent(t *testing.T) {
 		`{"t": 0, "key": "a"}`,
 		`{"t": 0, "key": "b"}`,
 		`{"t": 0, "key": "a"}`,
-		`{"t": 0}`,
-		`{"t": 0, "key": ""}`,
+		`{"t": 0, "key": "c"}`,
+		`{"t": 0, "key": "A"}`,
 	)
 	got := simulateOK(t, trace, "--algorithm", "sliding_log", "--limit", "2", "--window", "1s")
 	want := []bool{true, true, true, true, false, true, true}
@@ -260,8 +260,9 @@ func TestSimulateOneAnswerPerLine(t *testing.T) {
 
 func TestSimulateLongLine(t *testing.T) {
 	t.Parallel()
-	key := strings.Repeat("é", 100_000) // 200 KB, beyond the reader's buffer
-	trace := `{"t": 1, "key": "` + key + `"}` + "\n" + `{"t": 1, "key": "` + key + `", "pad": "` + strings.Repeat("x", 70_000) + `"}`
+	key := strings.Repeat("é", 2048)                                                                  // 4096 bytes, the longest key
+	trace := `{"t": 1, "key": "` + key + `", "pad": "` + strings.Repeat("é", 100_000) + `"}` + "\n" + // 200 KB, beyond the reader's buffer
+		`{"t": 1, "key": "` + key + `", "pad": "` + strings.Repeat("x", 70_000) + `"}`
 	got := simulateOK(t, trace, "--algorithm", "token_bucket", "--limit", "1", "--window", "1s")
 	if len(got) != 2 || got[0].Key != key || !*got[0].Allowed || *got[1].Allowed {
 		t.Fatalf("got %d answers (first allowed %v), want 2: allowed then denied, same key", len(got), got[0].Allowed)
@@ -282,11 +283,14 @@ func TestSimulateBadInput(t *testing.T) {
 		{"t out of range", `{"t": 1e300}`, `line 3: "t": out of range`},
 		{"key a number", `{"t": 1, "key": 7}`, `line 3: "key": want a string, got number 7`},
 		{"key null", `{"t": 1, "key": null}`, `line 3: "key": want a string, got null`},
-		{"cost a fraction", `{"t": 1, "cost": 1.5}`, `line 3: "cost": want an integer, got number 1.5`},
-		{"cost an exponent", `{"t": 1, "cost": 1e2}`, `line 3: "cost": want an integer`},
-		{"cost a string", `{"t": 1, "cost": "2"}`, `line 3: "cost": want an integer, got string "2"`},
-		{"cost a boolean", `{"t": 1, "cost": true}`, `line 3: "cost": want an integer, got boolean true`},
-		{"trailing data", `{"t": 1} {"t": 2}`, "line 3: invalid JSON"},
+		{"cost a fraction", `{"t": 1, "key": "a", "cost": 1.5}`, `line 3: "cost": want an integer, got number 1.5`},
+		{"cost an exponent", `{"t": 1, "key": "a", "cost": 1e2}`, `line 3: "cost": want an integer`},
+		{"cost a string", `{"t": 1, "key": "a", "cost": "2"}`, `line 3: "cost": want an integer, got string "2"`},
+		{"cost a boolean", `{"t": 1, "key": "a", "cost": true}`, `line 3: "cost": want an integer, got boolean true`},
+		{"trailing data", `{"t": 1, "key": "a"} {"t": 2}`, "line 3: invalid JSON"},
+		{"no key", `{"t": 1, "cost": 2}`, `line 3: missing "key"`},
+		{"empty key", `{"t": 1, "key": ""}`, `line 3: "key": empty`},
+		{"key too long", `{"t": 1, "key": "` + strings.Repeat("k", 4097) + `"}`, `line 3: "key": 4097 bytes, over the 4096 a key may have`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -347,7 +351,7 @@ func TestSimulateBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			code, stdout, stderr := runCmd(t, `{"t": 1}`+"\n", append([]string{"simulate"}, tt.args...)...)
+			code, stdout, stderr := runCmd(t, `{"t": 1, "key": "a"}`+"\n", append([]string{"simulate"}, tt.args...)...)
 			if code != 2 {
 				t.Errorf("exit %d, want 2", code)
 			}
@@ -363,7 +367,7 @@ func TestSimulateBadFlags(t *testing.T) {
 
 func TestSimulateExplicitMemoryBackend(t *testing.T) {
 	t.Parallel()
-	got := simulateOK(t, `{"t": 1}`, "--backend", "memory", "--algorithm", "leaky_bucket", "--limit", "2", "--window", "1s", "--burst", "4")
+	got := simulateOK(t, `{"t": 1, "key": "a"}`, "--backend", "memory", "--algorithm", "leaky_bucket", "--limit", "2", "--window", "1s", "--burst", "4")
 	if len(got) != 1 || !*got[0].Allowed || got[0].Limit != 4 || got[0].Remaining != 3 || got[0].Reset.String() != "0.5" {
 		t.Fatalf("got %+v, want one allowed answer, limit 4, remaining 3, reset 0.5", got)
 	}

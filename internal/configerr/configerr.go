@@ -2,8 +2,13 @@
 // parse or validate: the file, the line and the field at fault, and why.
 // Package config exports it as config.Error; the packages that read
 // envoyproxy/ratelimit's files return it too. It imports nothing but the
-// root package, so that a package which only builds or checks a
+// root package and internal/clip, so that a package which only builds or checks a
 // configuration in Go (envoyrls) can return it without importing YAML.
+//
+// What an error quotes of the file is bounded: Quote shows at most
+// clip.Max bytes of a value, and Error's message cuts a field path or a
+// reason that is longer still (maxField, maxReason), so that a 10 MB line
+// never comes back as a 10 MB message.
 package configerr
 
 import (
@@ -11,7 +16,27 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/clip"
 )
+
+// Bounds on the parts of Error's message, in bytes, past which they are
+// cut (clip.String: the cut is marked with the whole length). Reasons
+// quote values through Quote and stay far below maxReason; the bound holds
+// for those that do not.
+const (
+	maxField  = 256
+	maxReason = 512
+)
+
+// Quote returns s in Go syntax for a reason, at most clip.Max bytes of it:
+// a longer value is cut and marked with its length ("\"abc\"… (10000000
+// bytes)").
+func Quote(s string) string { return clip.Quote(s, clip.Max) }
+
+// Clip returns s for a reason as it is, at most clip.Max bytes of it: a
+// longer value is cut and marked with its length ("123… (10000000
+// bytes)"). It is for text that reads without quotes, such as a number.
+func Clip(s string) string { return clip.String(s, clip.Max) }
 
 // Error reports a configuration that does not parse or validate, with the
 // place and the key at fault. It matches sluice.ErrInvalidConfig and
@@ -31,6 +56,8 @@ type Error struct {
 }
 
 // Error returns "file:line: field: reason", leaving out what is unknown.
+// A field path over 256 bytes or a reason over 512 bytes is cut, the cut marked
+// with the whole length.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -40,10 +67,10 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	if e.Field != "" {
-		b.WriteString(e.Field)
+		b.WriteString(clip.String(e.Field, maxField))
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Reason)
+	b.WriteString(clip.String(e.Reason, maxReason))
 	return b.String()
 }
 

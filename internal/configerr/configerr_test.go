@@ -2,9 +2,12 @@ package configerr
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/clip"
 )
 
 // An error leaves out what it does not know, matches
@@ -36,5 +39,28 @@ func TestError(t *testing.T) {
 	}
 	if got := Join("", "store"); got != "store" {
 		t.Errorf("Join at the top = %q, want store", got)
+	}
+}
+
+// A reason or a field path that quotes a huge value is cut in the message,
+// the cut marked with the whole length; Quote shows at most clip.Max bytes
+// of a value.
+func TestErrorIsBounded(t *testing.T) {
+	huge := strings.Repeat("a", 10<<20)
+	e := &Error{File: "f.yaml", Line: 2, Field: "rules[0]." + huge, Reason: "want a duration, got " + strconv.Quote(huge)}
+	msg := e.Error()
+	if len(msg) > 900 {
+		t.Fatalf("the message of a 10 MiB field and reason is %d bytes, want at most 900", len(msg))
+	}
+	for _, want := range []string{"f.yaml:2: rules[0].aaa", "… (10485769 bytes): want a duration, got \"aaa", "… (10485783 bytes)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q: %.300s", want, msg)
+		}
+	}
+	if q := Quote(huge); len(q) > clip.Max+clip.Overhead || !strings.HasSuffix(q, "\"… (10485760 bytes)") {
+		t.Errorf("Quote of 10 MiB: %d bytes, ending %q", len(q), q[max(0, len(q)-30):])
+	}
+	if got, want := Quote("5x"), `"5x"`; got != want {
+		t.Errorf("Quote(5x) = %s, want %s", got, want)
 	}
 }

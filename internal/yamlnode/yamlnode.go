@@ -70,7 +70,8 @@ func Resolve(n *yaml.Node) *yaml.Node {
 
 // Describe names what a node holds, for "want X, got Y" messages: "a
 // mapping", "a list", "an alias", "nothing", "the integer 5", "the number
-// 5.5", "the boolean true", or a string quoted.
+// 5.5", "the boolean true", or a string quoted; a value is shown up to a
+// few hundred bytes (configerr.Quote, configerr.Clip).
 func Describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -84,13 +85,13 @@ func Describe(n *yaml.Node) string {
 	case "!!null":
 		return "nothing"
 	case "!!int":
-		return "the integer " + n.Value
+		return "the integer " + configerr.Clip(n.Value)
 	case "!!float":
-		return "the number " + n.Value
+		return "the number " + configerr.Clip(n.Value)
 	case "!!bool":
-		return "the boolean " + n.Value
+		return "the boolean " + configerr.Clip(n.Value)
 	}
-	return strconv.Quote(n.Value)
+	return configerr.Quote(n.Value)
 }
 
 // Fields walks the mapping n at path, calling set for each key with the
@@ -220,7 +221,7 @@ func (r *Reader) OneOf(n *yaml.Node, field string, choices ...string) (string, e
 			return s, nil
 		}
 	}
-	return "", r.Errorf(n.Line, field, "want one of %s, got %q", strings.Join(choices, ", "), s)
+	return "", r.Errorf(n.Line, field, "want one of %s, got %s", strings.Join(choices, ", "), configerr.Quote(s))
 }
 
 // Int reads an integer.
@@ -257,7 +258,7 @@ func (r *Reader) Duration(n *yaml.Node, field string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return 0, r.Errorf(n.Line, field, "want a duration such as 1m or 500ms, got %q", n.Value)
+		return 0, r.Errorf(n.Line, field, "want a duration such as 1m or 500ms, got %s", configerr.Quote(n.Value))
 	}
 	return d, nil
 }
