@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluice-go/sluice/internal/clip"
 )
 
 // Paths: every rule is matched on one canonical form of the request path,
@@ -132,26 +134,13 @@ func isCanonical(p string) bool {
 // "/.." is a string prefix of /.well-known or /..data, and stays valid.)
 func checkPrefix(prefix string) string {
 	if !strings.HasPrefix(prefix, "/") {
-		return fmt.Sprintf("must start with \"/\", got %q", quoteCut(prefix))
+		return fmt.Sprintf("must start with \"/\", got %s", clip.Quote(prefix, clip.Max))
 	}
 	if strings.Contains(prefix, "//") || strings.Contains(prefix, "/./") || strings.Contains(prefix, "/../") {
-		return fmt.Sprintf("request paths are matched in canonical form (repeated slashes merged, \".\" and \"..\" segments removed), so %q would match none: write %q",
-			quoteCut(prefix), quoteCut(CanonicalPath(prefix)))
+		return fmt.Sprintf("request paths are matched in canonical form (repeated slashes merged, \".\" and \"..\" segments removed), so %s would match none: write %s",
+			clip.Quote(prefix, clip.Max), clip.Quote(CanonicalPath(prefix), clip.Max))
 	}
 	return ""
-}
-
-// quoteCut shortens s to at most maxQuoted bytes for an error message.
-func quoteCut(s string) string {
-	const maxQuoted = 200
-	if len(s) <= maxQuoted {
-		return s
-	}
-	cut := maxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // foldCase returns s with each letter replaced by one representative of

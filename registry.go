@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+
+	"github.com/sluice-go/sluice/internal/clip"
 )
 
 // MatchMode says which of the rules covering a request apply to it.
@@ -98,10 +100,10 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		mode = MatchMostSpecific
 	}
 	if !mode.Valid() {
-		return nil, -1, fmt.Errorf("%w: match mode must be %q or %q, got %q", ErrInvalidConfig, MatchMostSpecific, MatchAll, quoteCut(string(mode)))
+		return nil, -1, fmt.Errorf("%w: match mode must be %q or %q, got %s", ErrInvalidConfig, MatchMostSpecific, MatchAll, clip.Quote(string(mode), clip.Max))
 	}
 	if opts.PathCase != "" && !opts.PathCase.Valid() {
-		return nil, -1, fmt.Errorf("%w: path case must be %q or %q, got %q", ErrInvalidConfig, PathCaseSensitive, PathCaseInsensitive, quoteCut(string(opts.PathCase)))
+		return nil, -1, fmt.Errorf("%w: path case must be %q or %q, got %s", ErrInvalidConfig, PathCaseSensitive, PathCaseInsensitive, clip.Quote(string(opts.PathCase), clip.Max))
 	}
 	rs := &Ruleset{all: make([]*CompiledRule, 0, len(rules)), mode: mode, fold: opts.PathCase == PathCaseInsensitive}
 	seen := make(map[string]int, len(rules)+1)
