@@ -6,7 +6,6 @@ package main
 // http.Server.IdleTimeout's.
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
@@ -85,8 +84,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 
 // timedWriter is a response writer each write (and flush) of which may
 // wait at most send. Unwrap lets http.ResponseController reach the
-// connection's writer; Hijack clears the deadlines of a connection handed
-// over (an upgrade), whose bytes the guard no longer sees.
+// connection's writer, to flush it or to hand it over (an upgrade):
+// net/http clears a hijacked connection's deadlines, so an upgraded
+// connection is not cut by the guard.
 type timedWriter struct {
 	http.ResponseWriter
 	rc   *http.ResponseController
@@ -113,15 +113,6 @@ func (t *timedWriter) FlushError() error {
 
 // Flush implements http.Flusher.
 func (t *timedWriter) Flush() { t.FlushError() }
-
-// Hijack hands the connection over with no deadline.
-func (t *timedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, rw, err := t.rc.Hijack()
-	if err == nil {
-		c.SetDeadline(time.Time{})
-	}
-	return c, rw, err
-}
 
 // Unwrap returns the writer underneath, for http.ResponseController.
 func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,8 +70,8 @@ Reloading: the rules, the default, the match mode, the identity section and
 on_store_error are reloaded when the file changes (it is watched, renames and
 symbolic-link swaps included) or on SIGHUP. A file that does not parse or
 validate is rejected whole and logged; the configuration in force stays. The
-store section is read at start only: a change there is logged and waits for
-a restart.
+store and server sections are read at start only: a change there is logged
+and waits for a restart.
 
 Signals: SIGHUP reloads; SIGTERM or SIGINT stops accepting, drains the
 requests in flight (up to 10s), flushes and closes the store, and exits 0.
@@ -321,6 +322,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			return
 		}
 		warn(next)
+		if !reflect.DeepEqual(next.Server, cfg.Server) {
+			logger.Warn("sluice serve: the server section changed; it takes effect only after a restart", "config", *configPath)
+		}
 		h, err := limited(next)
 		if err != nil {
 			logger.Error("sluice serve: reload: keeping the identity and store-error settings in force", "config", *configPath, "err", err)

@@ -41,6 +41,24 @@ func newSlowUpstream(t *testing.T, gap time.Duration) *slowUpstream {
 				time.Sleep(u.gap)
 			}
 			return
+		case "/upgrade":
+			// Switch protocols and echo each line, however long between.
+			w.Header().Set("Connection", "Upgrade")
+			w.Header().Set("Upgrade", "echo")
+			w.WriteHeader(http.StatusSwitchingProtocols)
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			for {
+				line, err := brw.ReadString('\n')
+				if err != nil {
+					return
+				}
+				brw.WriteString(line)
+				brw.Flush()
+			}
 		case "/big":
 			chunk := make([]byte, 64<<10)
 			var err error
@@ -230,6 +248,25 @@ func TestServeProcessSlowClients(t *testing.T) {
 		}
 		closedBy(t, c, patience)
 		normal("after the stalled reader")
+	})
+
+	t.Run("upgraded connection is not cut", func(t *testing.T) {
+		c := rawRequest(t, p.listen, "GET /upgrade HTTP/1.1\nHost: gw\nConnection: Upgrade\nUpgrade: echo")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %v, want 101", resp, err)
+		}
+		// Quiet for longer than every timeout, then a line each way: the
+		// connection handed over carries no deadline of the guard's.
+		time.Sleep(3 * timeout)
+		c.SetDeadline(time.Now().Add(patience))
+		if _, err := io.WriteString(c, "ping\n"); err != nil {
+			t.Fatalf("writing after a quiet spell: %v", err)
+		}
+		if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+			t.Errorf("echo after a quiet spell: %q, %v; want ping", line, err)
+		}
 	})
 
 	t.Run("idle flood", func(t *testing.T) {
