@@ -249,6 +249,7 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	f.Add([]byte("rules: []\n"))
 	f.Add([]byte("match: all\nrules:\n  - {name: a, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n"))
+	f.Add([]byte("server: {idle_timeout: 75s, client_body_timeout: 1m, send_timeout: 60s, max_connections: 1024, admin_hosts: [a.example]}\nrules: []\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := config.Parse("fuzz.yaml", data)
 		if err != nil {
@@ -268,6 +269,9 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 		rs.Match("GET", "/")
+		if sv := c.Server; sv.IdleTimeout <= 0 || sv.ClientBodyTimeout <= 0 || sv.SendTimeout <= 0 || sv.MaxConnections < 1 {
+			t.Fatalf("a parsed server section holds a bound that is not positive: %+v", sv)
+		}
 	})
 }
 
