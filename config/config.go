@@ -38,6 +38,16 @@ const (
 	DefaultFleetSize      = 1
 )
 
+// Defaults of the server section: nginx's for the same settings
+// (keepalive_timeout, client_body_timeout, send_timeout, and its
+// worker_connections of 1024 for the connection cap).
+const (
+	DefaultIdleTimeout       = 75 * time.Second
+	DefaultClientBodyTimeout = 60 * time.Second
+	DefaultSendTimeout       = 60 * time.Second
+	DefaultMaxConnections    = 1024
+)
+
 // Config is a gateway's configuration, as read from a YAML file by Parse
 // or Load, which fill in every default: a parsed Config holds the values in
 // force, not blanks.
@@ -77,6 +87,9 @@ type Config struct {
 	Overrides []sluice.Override
 	// Response is the "response" section: how a denial is answered.
 	Response Response
+	// Server is the "server" section: the gateway's listeners' timeouts,
+	// connection cap and admin host names. It is read at start only.
+	Server Server
 	// Exempt is "exempt": the callers no rule limits, each written as
 	// overrides' callers are (user:ID, key:API_KEY, keyhash:HEX,
 	// ip:ADDRESS), or ip: and a prefix (ip:10.0.0.0/8) for a network.
@@ -152,6 +165,34 @@ type Response struct {
 	// GitHub and ulule/limiter send it; "seconds" (the default) counts from
 	// now.
 	ResetUnix bool
+}
+
+// Server is the "server" section: how the gateway treats slow and idle
+// clients, and which host names its admin listener answers to. Each
+// timeout counts inactivity, not the length of an exchange: a body or a
+// response that keeps moving is never cut, however long it lasts.
+type Server struct {
+	// IdleTimeout is "idle_timeout", how long a keep-alive connection may
+	// wait for its next request (nginx's keepalive_timeout);
+	// DefaultIdleTimeout (75s) when left out.
+	IdleTimeout time.Duration
+	// ClientBodyTimeout is "client_body_timeout", the longest a request
+	// body may go without sending a byte while it is read (nginx's
+	// client_body_timeout); DefaultClientBodyTimeout (60s) when left out.
+	ClientBodyTimeout time.Duration
+	// SendTimeout is "send_timeout", the longest one write of the
+	// response to the client may wait (nginx's send_timeout);
+	// DefaultSendTimeout (60s) when left out.
+	SendTimeout time.Duration
+	// MaxConnections is "max_connections", the most client connections
+	// open at once; past it a new connection waits to be accepted until one
+	// closes (nginx's worker_connections); DefaultMaxConnections (1024)
+	// when left out.
+	MaxConnections int
+	// AdminHosts is "admin_hosts": the host names the admin listener
+	// answers to besides IP addresses, localhost and its own address's
+	// host (see docs/serve.md, admin listener security). Empty by default.
+	AdminHosts []string
 }
 
 // ExemptFunc returns the test of the callers Exempt names, their keys

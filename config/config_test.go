@@ -291,6 +291,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("allow_empty: true\nrules: []\n"))
 	f.Add([]byte("allow_empty: true\nrules:\n  - {name: a, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s, shadow: true}\n"))
 	f.Add([]byte("match: all\nrules:\n  - {name: a, path_prefix: /, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n"))
+	f.Add([]byte("server: {idle_timeout: 75s, client_body_timeout: 1m, send_timeout: 60s, max_connections: 1024, admin_hosts: [a.example]}\nrules: []\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := config.Parse("fuzz.yaml", data)
 		if err != nil {
@@ -313,6 +314,9 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 		rs.Match("GET", "/")
+		if sv := c.Server; sv.IdleTimeout <= 0 || sv.ClientBodyTimeout <= 0 || sv.SendTimeout <= 0 || sv.MaxConnections < 1 {
+			t.Fatalf("a parsed server section holds a bound that is not positive: %+v", sv)
+		}
 	})
 }
 
@@ -399,6 +403,49 @@ func TestRuleHost(t *testing.T) {
 		{"default: {name: d, host: a.b, scope: ip, algorithm: gcra, limit: 1, window: 1s}\n", "h.yaml:1: default.host: not allowed"},
 	} {
 		if _, err := config.Parse("h.yaml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.file, err, c.want)
+		}
+	}
+}
+
+// The server section: nginx's defaults when left out, each key read, and a
+// bad value refused naming its field.
+func TestServerSection(t *testing.T) {
+	cfg, err := config.Parse("g.yaml", []byte("rules: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Server{IdleTimeout: 75 * time.Second, ClientBodyTimeout: 60 * time.Second, SendTimeout: 60 * time.Second, MaxConnections: 1024}
+	if got := cfg.Server; got.IdleTimeout != want.IdleTimeout || got.ClientBodyTimeout != want.ClientBodyTimeout ||
+		got.SendTimeout != want.SendTimeout || got.MaxConnections != want.MaxConnections || len(got.AdminHosts) != 0 {
+		t.Errorf("defaults: %+v, want %+v", got, want)
+	}
+	cfg, err = config.Parse("g.yaml", []byte(`server:
+  idle_timeout: 5s
+  client_body_timeout: 2s
+  send_timeout: 3s
+  max_connections: 64
+  admin_hosts: [sluice-admin.internal, ops.example.net]
+rules: []
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Server; s.IdleTimeout != 5*time.Second || s.ClientBodyTimeout != 2*time.Second || s.SendTimeout != 3*time.Second ||
+		s.MaxConnections != 64 || strings.Join(s.AdminHosts, ",") != "sluice-admin.internal,ops.example.net" {
+		t.Errorf("server %+v", s)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"server: {idle_timeout: 0s}\n", "g.yaml:1: server.idle_timeout: want a duration from 1ms to 24h, got 0s"},
+		{"server: {client_body_timeout: -1s}\n", "g.yaml:1: server.client_body_timeout: want a duration from 1ms to 24h, got -1s"},
+		{"server: {send_timeout: 48h}\n", "g.yaml:1: server.send_timeout: want a duration from 1ms to 24h, got 48h0m0s"},
+		{"server: {send_timeout: soon}\n", `g.yaml:1: server.send_timeout: want a duration such as 1m or 500ms, got "soon"`},
+		{"server: {max_connections: 0}\n", "g.yaml:1: server.max_connections: want 1 to 1048576 connections, got 0"},
+		{"server: {admin_hosts: [ok, \"evil:80\"]}\n", "g.yaml:1: server.admin_hosts[1]: want a host name"},
+		{"server: {admin_hosts: x}\n", "g.yaml:1: server.admin_hosts: want a list of host names"},
+		{"server: {keepalive: 1s}\n", "g.yaml:1: server.keepalive: unknown key"},
+	} {
+		if _, err := config.Parse("g.yaml", []byte(c.file+"rules: []\n")); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.file, err, c.want)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -43,6 +44,8 @@ func Parse(name string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{
+		Server: Server{IdleTimeout: DefaultIdleTimeout, ClientBodyTimeout: DefaultClientBodyTimeout,
+			SendTimeout: DefaultSendTimeout, MaxConnections: DefaultMaxConnections},
 		Store:        defaultStore(),
 		Identity:     identity.Config{}.WithDefaults(),
 		OnStoreError: sluice.FailOpen,
@@ -78,7 +81,7 @@ func parseStore(name string, data []byte) (Store, error) {
 		case "store":
 			found = true
 			return true, p.store(v, field, &s)
-		case "identity", "on_store_error", "match", "path_case", "forward_path", "rules", "default", "overrides":
+		case "identity", "on_store_error", "match", "path_case", "forward_path", "rules", "default", "overrides", "server":
 			return true, nil // a gateway's, not the store's
 		}
 		return false, nil
@@ -168,6 +171,55 @@ func (p *parser) response(n *yaml.Node, path string, r *Response) error {
 	})
 }
 
+// maxServerTimeout bounds the server section's timeouts: a day is longer
+// than any client should be waited for.
+const maxServerTimeout = 24 * time.Hour
+
+// server reads the server section.
+func (p *parser) server(n *yaml.Node, path string, sv *Server) error {
+	return p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		var err error
+		timeout := func(d *time.Duration) {
+			if *d, err = p.Duration(v, field); err == nil && (*d <= 0 || *d > maxServerTimeout) {
+				err = p.Errorf(v.Line, field, "want a duration from 1ms to 24h, got %v", *d)
+			}
+		}
+		switch key {
+		case "idle_timeout":
+			timeout(&sv.IdleTimeout)
+		case "client_body_timeout":
+			timeout(&sv.ClientBodyTimeout)
+		case "send_timeout":
+			timeout(&sv.SendTimeout)
+		case "max_connections":
+			var m int64
+			if m, err = p.Int(v, field); err == nil && (m < 1 || m > 1<<20) {
+				err = p.Errorf(v.Line, field, "want 1 to 1048576 connections, got %d", m)
+			}
+			sv.MaxConnections = int(m)
+		case "admin_hosts":
+			if v.Kind != yaml.SequenceNode {
+				return true, p.Want(v, field, "a list of host names, such as [sluice-admin.internal]")
+			}
+			sv.AdminHosts = sv.AdminHosts[:0]
+			for i, item := range v.Content {
+				f := fmt.Sprintf("%s[%d]", field, i)
+				h, err := p.Str(item, f)
+				if err != nil {
+					return true, err
+				}
+				if h == "" || len(h) > 253 || strings.ContainsAny(h, ":/ \t[]@,") {
+					return true, p.Errorf(item.Line, f, "want a host name such as sluice-admin.internal, without port or scheme")
+				}
+				sv.AdminHosts = append(sv.AdminHosts, h)
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+}
+
 // path reads a file or directory path: one that is not absolute is
 // relative to the configuration file's own directory, as the file reads,
 // whatever the working directory of the process reading it.
@@ -231,6 +283,8 @@ func (p *parser) config(root *yaml.Node, c *Config) error {
 			err = p.overrides(v, field)
 		case "response":
 			err = p.response(v, field, &c.Response)
+		case "server":
+			err = p.server(v, field, &c.Server)
 		case "exempt":
 			if v.Kind != yaml.SequenceNode {
 				return true, p.Want(v, field, "a list of callers, such as [user:ops, ip:10.0.0.0/8]")

@@ -48,9 +48,10 @@ func findNginx(t *testing.T) string {
 
 // startNginx runs nginx in the foreground with a configuration of its own
 // in a temporary directory, proxying to upstream from proxyAddr and
-// appending to X-Forwarded-For as Debian's proxy_params do. It returns the
-// address nginx listens on and stops nginx when the test ends.
-func startNginx(t *testing.T, bin, upstream string) string {
+// appending to X-Forwarded-For as Debian's proxy_params do, with the extra
+// directives of the location. It returns the address nginx listens on and
+// stops nginx when the test ends.
+func startNginx(t *testing.T, bin, upstream string, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", nginxAddr+":0")
@@ -82,10 +83,11 @@ http {
 			proxy_bind %[5]s;
 			proxy_set_header Host $host;
 			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+			%[6]s
 		}
 	}
 }
-`, user, dir, listen, upstream, proxyAddr)
+`, user, dir, listen, upstream, proxyAddr, strings.Join(extra, "\n\t\t\t"))
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -229,5 +231,90 @@ func TestBehindNginxClientCannotChooseItsKey(t *testing.T) {
 		if got := peek(key); got != want {
 			t.Errorf("%s has %d left, want %d", key, got, want)
 		}
+	}
+}
+
+// Behind a real nginx appending the client's address to whatever Forwarded
+// header the client sent ("$http_forwarded, for=$remote_addr", the naive
+// form of RFC 7239 forwarding), a client that leaves a quoted-string open
+// (for="x) swallows the element nginx appended: the header then does not
+// say who the client is, and the request is refused with 400 rather than
+// counted on nginx's own address, which every client behind it would
+// share. Well-formed headers keep working, and the proxy's key is never
+// spent.
+func TestBehindNginxMalformedForwardedIsRefused(t *testing.T) {
+	bin := findNginx(t)
+	eng, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: engine.NewFakeClock(time.Unix(1_700_000_000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	rs, err := sluice.NewRuleset([]sluice.Rule{{Name: "per-ip", PathPrefix: "/", Scope: sluice.ScopeIP, Algorithm: "fixed_window", Limit: 1, Window: time.Hour}}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.New(identity.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix(proxyAddr + "/32")}, ForwardingHeader: identity.Forwarded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 16)
+	upstream := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Forwarded")
+		io.WriteString(w, "ok")
+	})))
+	defer upstream.Close()
+	front := "http://" + startNginx(t, bin, upstream.Listener.Addr().String(),
+		`proxy_set_header Forwarded "$http_forwarded, for=$remote_addr";`)
+
+	get := func(from string, headers ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", front+"/api/x", nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Add(headers[i], headers[i+1])
+		}
+		resp, err := clientFrom(from).Do(req)
+		if err != nil {
+			t.Fatalf("request from %s: %v", from, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	steps := []struct {
+		from    string
+		headers []string
+		want    int
+	}{
+		{clientA, []string{"Forwarded", `for="x`}, 400},                // swallows nginx's element: refused
+		{clientB, []string{"Forwarded", `for="x`}, 400},                // and again, from another client
+		{clientA, []string{"Forwarded", `proto=http;for="[::1]`}, 400}, // an open quote anywhere does the same
+		{clientA, nil, 200}, // A's own budget, untouched by the above
+		{clientB, []string{"Forwarded", "for=" + proxyAddr}, 200}, // B, not the proxy
+		{clientB, []string{"Forwarded", "for=unknown"}, 429},      // B's again: nginx's element is the right-most
+	}
+	for i, s := range steps {
+		if got := get(s.from, s.headers...); got != s.want {
+			t.Errorf("step %d: from %s with %q: %d, want %d", i, s.from, s.headers, got, s.want)
+		}
+	}
+	select {
+	case f := <-seen:
+		if !strings.HasSuffix(f, "for="+clientA) {
+			t.Errorf("upstream saw Forwarded %q, want nginx's element for=%s last", f, clientA)
+		}
+	default:
+		t.Error("no request reached the upstream")
+	}
+	d, err := eng.Peek(rs.Rule("per-ip").Limit(), "ip:"+proxyAddr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed || d.Remaining != 0 {
+		t.Errorf("the proxy's own key: %+v, want untouched (nothing counted on it)", d)
 	}
 }

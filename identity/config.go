@@ -57,6 +57,11 @@ var (
 	// ErrIdentityTooLong: a user id longer than MaxUserIDLen or an API key
 	// longer than MaxAPIKeyLen. It matches ErrBadIdentity.
 	ErrIdentityTooLong = fmt.Errorf("%w: value too long", ErrBadIdentity)
+	// ErrBadForwarding: a trusted proxy's forwarding header (the one
+	// configured) has a hop that cannot be read where the client should
+	// be, so the client's address cannot be told (see
+	// Identifier.ClientIP). It matches ErrBadIdentity.
+	ErrBadForwarding = fmt.Errorf("%w: unreadable forwarding header", ErrBadIdentity)
 	// ErrAmbiguousIdentity: an identity header given more than once. It
 	// matches ErrBadIdentity.
 	ErrAmbiguousIdentity = fmt.Errorf("%w: header given more than once", ErrBadIdentity)

@@ -10,8 +10,9 @@ import (
 
 // walkXFF walks X-Forwarded-For values from the right (see
 // Identifier.ClientIP), starting after the trusted peer, and returns the
-// client.
-func (id *Identifier) walkXFF(values []string, peer netip.Addr) netip.Addr {
+// client; ok is false when the walk reached an entry it cannot read before
+// an address that is not a trusted proxy.
+func (id *Identifier) walkXFF(values []string, peer netip.Addr) (client netip.Addr, ok bool) {
 	last := peer
 	for i := len(values) - 1; i >= 0; i-- {
 		v := values[i]
@@ -20,10 +21,10 @@ func (id *Identifier) walkXFF(values []string, peer netip.Addr) netip.Addr {
 			if elem := trimOWS(v[j+1:]); elem != "" {
 				a, ok := parseXFFHop(elem)
 				if !ok {
-					return last
+					return netip.Addr{}, false
 				}
 				if !id.isTrusted(a) {
-					return a
+					return a, true
 				}
 				last = a
 			}
@@ -33,7 +34,7 @@ func (id *Identifier) walkXFF(values []string, peer netip.Addr) netip.Addr {
 			v = v[:j]
 		}
 	}
-	return last
+	return last, true
 }
 
 // parseXFFHop reads one X-Forwarded-For entry: "192.0.2.1",
@@ -80,9 +81,9 @@ type hop struct {
 }
 
 // walkForwarded walks Forwarded values from the right, as walkXFF does.
-func (id *Identifier) walkForwarded(values []string, peer netip.Addr) netip.Addr {
+func (id *Identifier) walkForwarded(values []string, peer netip.Addr) (client netip.Addr, ok bool) {
 	if len(values) == 0 {
-		return peer
+		return peer, true
 	}
 	var buf [8]hop
 	hops := buf[:0]
@@ -93,14 +94,14 @@ func (id *Identifier) walkForwarded(values []string, peer netip.Addr) netip.Addr
 	for i := len(hops) - 1; i >= 0; i-- {
 		h := hops[i]
 		if !h.ok {
-			return last
+			return netip.Addr{}, false
 		}
 		if !id.isTrusted(h.addr) {
-			return h.addr
+			return h.addr, true
 		}
 		last = h.addr
 	}
-	return last
+	return last, true
 }
 
 // appendForwarded appends a hop for each non-empty element of one

@@ -4,11 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/sluice-go/sluice"
 )
@@ -63,6 +66,7 @@ func TestClientIP(t *testing.T) {
 	const (
 		untrusted = "203.0.113.5:1234"
 		trusted   = "10.0.0.1:4321"
+		bad       = "" // ErrBadForwarding
 	)
 	tests := []struct {
 		name    string
@@ -102,20 +106,21 @@ func TestClientIP(t *testing.T) {
 		{"XFF empty elements skipped", trusted, []string{"X-Forwarded-For: , 198.51.100.1,, "}, "198.51.100.1"},
 		{"XFF only commas", trusted, []string{"X-Forwarded-For: ,,,"}, "10.0.0.1"},
 
-		// Garbage stops the walk at the last trusted hop.
-		{"XFF garbage", trusted, []string{"X-Forwarded-For: garbage"}, "10.0.0.1"},
-		{"XFF garbage right of client", trusted, []string{"X-Forwarded-For: 198.51.100.1, garbage"}, "10.0.0.1"},
-		{"XFF garbage behind a trusted hop", trusted, []string{"X-Forwarded-For: 198.51.100.1, garbage, 10.0.0.2"}, "10.0.0.2"},
+		// A hop that cannot be read where the client should be is refused,
+		// never taken for the last trusted hop (a proxy, shared by all).
+		{"XFF garbage", trusted, []string{"X-Forwarded-For: garbage"}, bad},
+		{"XFF garbage right of client", trusted, []string{"X-Forwarded-For: 198.51.100.1, garbage"}, bad},
+		{"XFF garbage behind a trusted hop", trusted, []string{"X-Forwarded-For: 198.51.100.1, garbage, 10.0.0.2"}, bad},
 		{"XFF garbage left of client", trusted, []string{"X-Forwarded-For: garbage, 198.51.100.1"}, "198.51.100.1"},
-		{"XFF zone", trusted, []string{"X-Forwarded-For: fe80::1%eth0"}, "10.0.0.1"},
-		{"XFF prefix", trusted, []string{"X-Forwarded-For: 198.51.100.0/24"}, "10.0.0.1"},
-		{"XFF bad port", trusted, []string{"X-Forwarded-For: 198.51.100.1:http"}, "10.0.0.1"},
-		{"XFF long port", trusted, []string{"X-Forwarded-For: 198.51.100.1:123456"}, "10.0.0.1"},
-		{"XFF IPv4 in brackets", trusted, []string{"X-Forwarded-For: [198.51.100.1]"}, "10.0.0.1"},
-		{"XFF unclosed bracket", trusted, []string{"X-Forwarded-For: [2001:db8:1::1"}, "10.0.0.1"},
-		{"XFF junk after bracket", trusted, []string{"X-Forwarded-For: [2001:db8:1::1]x"}, "10.0.0.1"},
-		{"XFF quoted", trusted, []string{`X-Forwarded-For: "198.51.100.1"`}, "10.0.0.1"},
-		{"XFF unknown", trusted, []string{"X-Forwarded-For: unknown"}, "10.0.0.1"},
+		{"XFF zone", trusted, []string{"X-Forwarded-For: fe80::1%eth0"}, bad},
+		{"XFF prefix", trusted, []string{"X-Forwarded-For: 198.51.100.0/24"}, bad},
+		{"XFF bad port", trusted, []string{"X-Forwarded-For: 198.51.100.1:http"}, bad},
+		{"XFF long port", trusted, []string{"X-Forwarded-For: 198.51.100.1:123456"}, bad},
+		{"XFF IPv4 in brackets", trusted, []string{"X-Forwarded-For: [198.51.100.1]"}, bad},
+		{"XFF unclosed bracket", trusted, []string{"X-Forwarded-For: [2001:db8:1::1"}, bad},
+		{"XFF junk after bracket", trusted, []string{"X-Forwarded-For: [2001:db8:1::1]x"}, bad},
+		{"XFF quoted", trusted, []string{`X-Forwarded-For: "198.51.100.1"`}, bad},
+		{"XFF unknown", trusted, []string{"X-Forwarded-For: unknown"}, bad},
 
 		// Forwarded (RFC 7239) from a trusted peer.
 		{"Forwarded one hop", trusted, []string{"Forwarded: for=198.51.100.1"}, "198.51.100.1"},
@@ -135,27 +140,28 @@ func TestClientIP(t *testing.T) {
 		{"Forwarded every hop trusted", trusted, []string{"Forwarded: for=10.0.0.7, for=10.0.0.2"}, "10.0.0.7"},
 		{"Forwarded empty elements", trusted, []string{"Forwarded: , for=198.51.100.1 ,;, "}, "198.51.100.1"},
 
-		// Obfuscated and unreadable Forwarded hops stop the walk.
-		{"Forwarded unknown", trusted, []string{"Forwarded: for=unknown"}, "10.0.0.1"},
-		{"Forwarded obfuscated", trusted, []string{"Forwarded: for=_hidden"}, "10.0.0.1"},
-		{"Forwarded obfuscated behind trusted hop", trusted, []string{"Forwarded: for=198.51.100.1, for=_hidden, for=10.0.0.2"}, "10.0.0.2"},
+		// Obfuscated and unreadable Forwarded hops where the client should be
+		// are refused; to the left of the client they are never reached.
+		{"Forwarded unknown", trusted, []string{"Forwarded: for=unknown"}, bad},
+		{"Forwarded obfuscated", trusted, []string{"Forwarded: for=_hidden"}, bad},
+		{"Forwarded obfuscated behind trusted hop", trusted, []string{"Forwarded: for=198.51.100.1, for=_hidden, for=10.0.0.2"}, bad},
 		{"Forwarded unknown left of client", trusted, []string{"Forwarded: for=unknown, for=198.51.100.1"}, "198.51.100.1"},
-		{"Forwarded without for", trusted, []string{"Forwarded: proto=https"}, "10.0.0.1"},
-		{"Forwarded last element without for", trusted, []string{"Forwarded: for=198.51.100.1, proto=https"}, "10.0.0.1"},
-		{"Forwarded unquoted IPv6", trusted, []string{"Forwarded: for=2001:db8:cafe::17"}, "10.0.0.1"},
-		{"Forwarded quoted IPv6 without brackets", trusted, []string{`Forwarded: for="2001:db8:cafe::17"`}, "10.0.0.1"},
-		{"Forwarded unquoted port", trusted, []string{"Forwarded: for=198.51.100.1:80"}, "10.0.0.1"},
-		{"Forwarded unterminated quote", trusted, []string{`Forwarded: for="198.51.100.1`}, "10.0.0.1"},
-		{"Forwarded unterminated quote swallows the line", trusted, []string{`Forwarded: for="1.1.1.1, for=198.51.100.1`}, "10.0.0.1"},
+		{"Forwarded without for", trusted, []string{"Forwarded: proto=https"}, bad},
+		{"Forwarded last element without for", trusted, []string{"Forwarded: for=198.51.100.1, proto=https"}, bad},
+		{"Forwarded unquoted IPv6", trusted, []string{"Forwarded: for=2001:db8:cafe::17"}, bad},
+		{"Forwarded quoted IPv6 without brackets", trusted, []string{`Forwarded: for="2001:db8:cafe::17"`}, bad},
+		{"Forwarded unquoted port", trusted, []string{"Forwarded: for=198.51.100.1:80"}, bad},
+		{"Forwarded unterminated quote", trusted, []string{`Forwarded: for="198.51.100.1`}, bad},
+		{"Forwarded unterminated quote swallows the line", trusted, []string{`Forwarded: for="1.1.1.1, for=198.51.100.1`}, bad},
 		{"Forwarded quote does not span lines", trusted, []string{`Forwarded: for="1.1.1.1`, "Forwarded: for=198.51.100.1"}, "198.51.100.1"},
-		{"Forwarded repeated for", trusted, []string{"Forwarded: for=1.1.1.1;for=198.51.100.1"}, "10.0.0.1"},
-		{"Forwarded empty value", trusted, []string{"Forwarded: for="}, "10.0.0.1"},
-		{"Forwarded space around =", trusted, []string{"Forwarded: for = 198.51.100.1"}, "10.0.0.1"},
-		{"Forwarded bad other pair", trusted, []string{"Forwarded: for=198.51.100.1;proto"}, "10.0.0.1"},
-		{"Forwarded zone", trusted, []string{`Forwarded: for="[fe80::1%eth0]"`}, "10.0.0.1"},
-		{"Forwarded bad port", trusted, []string{`Forwarded: for="198.51.100.1:_"`}, "10.0.0.1"},
-		{"Forwarded control char", trusted, []string{"Forwarded: for=\"198.51.100.1\x01\""}, "10.0.0.1"},
-		{"Forwarded garbage", trusted, []string{"Forwarded: ;;==\"\\"}, "10.0.0.1"},
+		{"Forwarded repeated for", trusted, []string{"Forwarded: for=1.1.1.1;for=198.51.100.1"}, bad},
+		{"Forwarded empty value", trusted, []string{"Forwarded: for="}, bad},
+		{"Forwarded space around =", trusted, []string{"Forwarded: for = 198.51.100.1"}, bad},
+		{"Forwarded bad other pair", trusted, []string{"Forwarded: for=198.51.100.1;proto"}, bad},
+		{"Forwarded zone", trusted, []string{`Forwarded: for="[fe80::1%eth0]"`}, bad},
+		{"Forwarded bad port", trusted, []string{`Forwarded: for="198.51.100.1:_"`}, bad},
+		{"Forwarded control char", trusted, []string{"Forwarded: for=\"198.51.100.1\x01\""}, bad},
+		{"Forwarded garbage", trusted, []string{"Forwarded: ;;==\"\\"}, bad},
 	}
 	for _, tt := range tests {
 		// A case of one header runs where that header is the one read;
@@ -171,6 +177,12 @@ func TestClientIP(t *testing.T) {
 		for mode, id := range ids {
 			t.Run(mode+"/"+tt.name, func(t *testing.T) {
 				got, err := clientIP(id, request(tt.remote, tt.headers...))
+				if tt.want == bad {
+					if !errors.Is(err, ErrBadForwarding) || !errors.Is(err, ErrBadIdentity) {
+						t.Fatalf("ClientIP = %v, %v; want ErrBadForwarding, never the proxy's own address", got, err)
+					}
+					return
+				}
 				if err != nil {
 					t.Fatalf("ClientIP: %v", err)
 				}
@@ -200,8 +212,8 @@ func TestClientIPReadsOneHeader(t *testing.T) {
 		{"both agree after trusted hops", trusted, []string{"X-Forwarded-For: 6.6.6.6, 198.51.100.1, 10.0.0.2", "Forwarded: for=198.51.100.1;proto=https"}, "198.51.100.1", "198.51.100.1"},
 		{"both disagree", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: for=1.1.1.1"}, "198.51.100.1", "1.1.1.1"},
 		{"client adds Forwarded naming the proxy", trusted, []string{"Forwarded: for=10.0.0.1", "X-Forwarded-For: 198.51.100.1"}, "198.51.100.1", "10.0.0.1"},
-		{"client adds garbage Forwarded", trusted, []string{"Forwarded: for=_hidden", "X-Forwarded-For: 198.51.100.1"}, "198.51.100.1", "10.0.0.1"},
-		{"client adds X-Forwarded-For", trusted, []string{"X-Forwarded-For: 10.0.0.1, garbage", "Forwarded: for=198.51.100.1"}, "10.0.0.1", "198.51.100.1"},
+		{"client adds garbage Forwarded", trusted, []string{"Forwarded: for=_hidden", "X-Forwarded-For: 198.51.100.1"}, "198.51.100.1", ""},
+		{"client adds X-Forwarded-For", trusted, []string{"X-Forwarded-For: 10.0.0.1, garbage", "Forwarded: for=198.51.100.1"}, "", "198.51.100.1"},
 		{"the other header alone", trusted, []string{"Forwarded: for=198.51.100.1"}, "10.0.0.1", "198.51.100.1"},
 		{"empty Forwarded", trusted, []string{"X-Forwarded-For: 198.51.100.1", "Forwarded: "}, "198.51.100.1", "10.0.0.1"},
 		{"empty XFF", trusted, []string{"X-Forwarded-For: ,", "Forwarded: for=198.51.100.1"}, "10.0.0.1", "198.51.100.1"},
@@ -210,11 +222,19 @@ func TestClientIPReadsOneHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := request(tt.remote, tt.headers...)
-			if got, err := clientIP(xff, r); err != nil || got != netip.MustParseAddr(tt.wantX) {
-				t.Errorf("x-forwarded-for: ClientIP = %v, %v; want %s", got, err, tt.wantX)
-			}
-			if got, err := clientIP(fwd, r); err != nil || got != netip.MustParseAddr(tt.wantFwd) {
-				t.Errorf("forwarded: ClientIP = %v, %v; want %s", got, err, tt.wantFwd)
+			for _, c := range []struct {
+				mode string
+				id   *Identifier
+				want string // empty: ErrBadForwarding
+			}{{"x-forwarded-for", xff, tt.wantX}, {"forwarded", fwd, tt.wantFwd}} {
+				got, err := clientIP(c.id, r)
+				if c.want == "" {
+					if !errors.Is(err, ErrBadForwarding) {
+						t.Errorf("%s: ClientIP = %v, %v; want ErrBadForwarding", c.mode, got, err)
+					}
+				} else if err != nil || got != netip.MustParseAddr(c.want) {
+					t.Errorf("%s: ClientIP = %v, %v; want %s", c.mode, got, err, c.want)
+				}
 			}
 		})
 	}
@@ -526,7 +546,13 @@ func FuzzClientIP(f *testing.F) {
 		}{{xff, xffValue}, {fwd, fwdValue}} {
 			got, err := c.id.ClientIP(peer, h)
 			if err != nil {
-				if perr == nil || !errors.Is(err, ErrNoPeerAddr) {
+				switch {
+				case errors.Is(err, ErrNoPeerAddr) && perr != nil:
+				case errors.Is(err, ErrBadForwarding) && perr == nil && c.id.isTrusted(peer.Unmap()):
+					if len(err.Error()) > 200 {
+						t.Fatalf("ClientIP: error of %d bytes: it must not quote the header", len(err.Error()))
+					}
+				default:
 					t.Fatalf("ClientIP(%q): %v", remote, err)
 				}
 				continue
@@ -537,7 +563,12 @@ func FuzzClientIP(f *testing.F) {
 			if !got.IsValid() || got.Zone() != "" || got.Is4In6() {
 				t.Fatalf("ClientIP = %v: not a plain address", got)
 			}
-			if got == peer {
+			if got == peer.Unmap().WithZone("") {
+				// The peer's own address only when the header read says
+				// nothing: never in place of a hop it could not read.
+				if c.id.isTrusted(got) && hasHop(c.id, h) {
+					t.Fatalf("ClientIP = the trusted peer %v, but the header read, %q, names hops", got, c.read)
+				}
 				continue
 			}
 			if !c.id.isTrusted(peer) {
@@ -545,6 +576,108 @@ func FuzzClientIP(f *testing.F) {
 			}
 			if !mentions(c.read, got) {
 				t.Fatalf("ClientIP = %v, not the peer %v and not in the header read, %q", got, peer, c.read)
+			}
+		}
+	})
+}
+
+// hasHop reports whether the forwarding header id reads has a non-empty
+// element in h.
+func hasHop(id *Identifier, h http.Header) bool {
+	if id.forwarded {
+		var hops []hop
+		for _, v := range h.Values("Forwarded") {
+			hops = appendForwarded(hops, v)
+		}
+		return len(hops) > 0
+	}
+	for _, v := range h.Values("X-Forwarded-For") {
+		for _, e := range strings.Split(v, ",") {
+			if trimOWS(e) != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// FuzzForwardedElement checks the parser of one Forwarded field line on
+// any text: it never panics, every hop it reads is an address written in
+// the line, and an element a proxy appends after the line (as nginx's
+// "$http_forwarded, for=$remote_addr" does) is either read as the last hop
+// or, when the line left a quoted-string open, swallowed into an unreadable
+// one: never replaced by a readable address the client wrote.
+func FuzzForwardedElement(f *testing.F) {
+	for _, seed := range []string{
+		"for=198.51.100.1", `for="x`, `for="[2001:db8::1]:443";proto=https, for=10.0.0.2`,
+		`for=1.1.1.1;x="a,b;c"`, `x="\`, ";;==\"", "for=_hidden, for=unknown", "",
+	} {
+		f.Add(seed)
+	}
+	const appended = "for=192.0.2.77"
+	want := netip.MustParseAddr("192.0.2.77")
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsAny(line, "\r\n") {
+			return // one field line
+		}
+		for _, h := range appendForwarded(nil, line) {
+			if h.ok && !mentions(line, h.addr) {
+				t.Fatalf("appendForwarded(%q) read %v, which the line does not hold", line, h.addr)
+			}
+		}
+		hops := appendForwarded(nil, line+", "+appended)
+		if len(hops) == 0 {
+			t.Fatalf("appendForwarded(%q + %q): no hop", line, appended)
+		}
+		if last := hops[len(hops)-1]; last.ok && last.addr != want {
+			t.Fatalf("appendForwarded(%q + %q): last hop %v, want %v or unreadable", line, appended, last.addr, want)
+		}
+	})
+}
+
+// Behind a trusted proxy that appends its peer to whatever forwarding
+// header the client sent (nginx's $proxy_add_x_forwarded_for, or
+// "$http_forwarded, for=$remote_addr"), the client is counted under the
+// address the proxy appended, or refused: never under the proxy's own
+// address nor any other, whatever it sends.
+func TestAppendingProxyPropertyClientCannotChooseItsKey(t *testing.T) {
+	xff := newTestIdentifier(t, Config{})
+	fwd := newTestIdentifier(t, Config{ForwardingHeader: Forwarded})
+	proxy := netip.MustParseAddr("10.0.0.1")
+	pieces := []string{"for=", "For=", `"`, `\`, ",", ";", " ", "=", "[", "]", ":", "_x", "unknown", "proto=https",
+		"198.51.100.9", "10.0.0.2", "2001:db8::9", "x", "\t"}
+	rapid.Check(t, func(t *rapid.T) {
+		var b strings.Builder
+		for _, p := range rapid.SliceOfN(rapid.SampledFrom(pieces), 0, 12).Draw(t, "client") {
+			b.WriteString(p)
+		}
+		client := b.String()
+		v6 := rapid.Bool().Draw(t, "v6")
+		a := netip.AddrFrom4([4]byte{203, 0, 113, byte(rapid.IntRange(1, 254).Draw(t, "host"))})
+		node := a.String()
+		if v6 {
+			a = netip.MustParseAddr(fmt.Sprintf("2001:db8:1::%x", rapid.IntRange(1, 0xffff).Draw(t, "host6")))
+			node = `"[` + a.String() + `]"`
+		}
+		for _, c := range []struct {
+			id          *Identifier
+			name, added string
+		}{{xff, "X-Forwarded-For", a.String()}, {fwd, "Forwarded", "for=" + node}} {
+			h := http.Header{}
+			v := c.added
+			if client != "" {
+				v = client + ", " + c.added
+			}
+			h.Set(c.name, v)
+			got, err := c.id.ClientIP(proxy, h)
+			if err != nil {
+				if !errors.Is(err, ErrBadForwarding) {
+					t.Fatalf("%s: %q: %v", c.name, v, err)
+				}
+				continue
+			}
+			if got != a {
+				t.Fatalf("%s: %q: client %v, want %v (the address the proxy appended) or a refusal", c.name, v, got, a)
 			}
 		}
 	})

@@ -328,16 +328,20 @@ func (id *Identifier) IPKey(a netip.Addr) string {
 // a trusted proxy, the left-most is the client; when the header is absent or
 // empty, the peer is.
 //
-// The walk stops at the first hop it cannot read — garbage, an address
-// with a zone, an element without for=, the obfuscated identifiers
-// "unknown" and "_name" of RFC 7239 — and the client is then the last
-// trusted hop read (the peer when there was none): a proxy that hides or
-// mangles the address before it cannot be seen past, and nothing a client
-// wrote is ever taken for an address in its place. Empty list elements are
-// skipped. X-Forwarded-For entries may be bare addresses, "[v6]", "[v6]:port"
-// or "v4:port"; Forwarded follows the RFC's node syntax strictly.
+// A hop the walk cannot read before it finds the client — garbage, an
+// address with a zone, an element without for=, a quoted-string left open,
+// the obfuscated identifiers "unknown" and "_name" of RFC 7239 — is an
+// ErrBadForwarding (it matches ErrBadIdentity: the doors answer 400): the
+// client cannot be told, and falling back to the last trusted hop would
+// count the request on a proxy's own address, whose budget every client
+// behind that proxy shares (a client could then spend it for all of them
+// with one malformed header). Unreadable hops to the left of the client
+// are never reached and do not matter. Empty list elements are skipped.
+// X-Forwarded-For entries may be bare addresses, "[v6]", "[v6]:port" or
+// "v4:port"; Forwarded follows the RFC's node syntax strictly.
 //
-// The error is an ErrNoPeerAddr when peer is not a valid address.
+// The error is an ErrNoPeerAddr when peer is not a valid address, an
+// ErrBadForwarding when the header read does not say who the client is.
 func (id *Identifier) ClientIP(peer netip.Addr, h Header) (netip.Addr, error) {
 	if !peer.IsValid() {
 		return netip.Addr{}, ErrNoPeerAddr
@@ -346,8 +350,17 @@ func (id *Identifier) ClientIP(peer netip.Addr, h Header) (netip.Addr, error) {
 	if !id.isTrusted(peer) {
 		return peer, nil
 	}
+	name := "X-Forwarded-For"
+	var a netip.Addr
+	var ok bool
 	if id.forwarded {
-		return id.walkForwarded(values(h, "Forwarded"), peer), nil
+		name = "Forwarded"
+		a, ok = id.walkForwarded(values(h, name), peer)
+	} else {
+		a, ok = id.walkXFF(values(h, name), peer)
 	}
-	return id.walkXFF(values(h, "X-Forwarded-For"), peer), nil
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("%w: %s from trusted proxy %v", ErrBadForwarding, name, peer)
+	}
+	return a, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -44,17 +46,76 @@ import (
 // under the identity section in force): user:alice, key: and the raw API
 // key, keyhash:HEX, ip:192.0.2.1, global.
 
+// Browsers reach the admin listener too: a page the operator opens can
+// POST a form to 127.0.0.1, and a name the attacker controls can be made
+// to resolve to 127.0.0.1 (DNS rebinding) so that its scripts read the
+// answers as same-origin. So every endpoint but /healthz refuses
+//
+//   - a Host that is neither an IP literal, localhost, the listener's own
+//     host as --admin names it, nor a name --admin-host (serve: also the
+//     configuration's server.admin_hosts) lists: 421 Misdirected Request.
+//     DNS rebinding needs the attacker's name in Host.
+//   - a state-changing request (POST, PUT, DELETE, PATCH) a browser marks as
+//     cross-origin (Sec-Fetch-Site other than same-origin or none, or an
+//     Origin whose host is not the Host): 403, net/http's
+//     CrossOriginProtection. A client that sends neither header, such as
+//     curl, is not a browser and passes.
+//
+// /healthz answers whatever the Host, since a probe on a listener bound to
+// 0.0.0.0 names the pod's address or its service's name.
+
 // minAdminTokenLen is the shortest token --admin-token-file may hold.
 const minAdminTokenLen = 16
 
 // maxAdminBody bounds a /v1/reset request body.
 const maxAdminBody = 64 << 10
 
-// adminGuard asks for the bearer token on every admin endpoint but
-// /healthz, when one is configured.
+// adminGuard guards every admin endpoint but /healthz: it refuses a
+// foreign Host and a cross-origin state-changing request, and asks for the
+// bearer token when one is configured.
 type adminGuard struct {
 	tokenHash [sha256.Size]byte // of the token; zero when there is none
 	hasToken  bool
+	hosts     map[string]bool // the names Host may hold besides IP literals and localhost, lower case
+}
+
+// addAdminHostFlag defines --admin-host on fs.
+func addAdminHostFlag(fs *flag.FlagSet) *listFlag {
+	var l listFlag
+	fs.Var(&l, "admin-host", "a host `name` the admin listener answers to besides IP addresses, localhost and its own --admin host (such as the name Prometheus scrapes it by); repeat for several, or separate them by commas")
+	return &l
+}
+
+// checkAdminHosts checks the names of --admin-host (or a configuration's
+// admin_hosts): each a host name without port, scheme or path.
+func checkAdminHosts(what string, names []string) error {
+	for _, n := range names {
+		if n == "" || strings.ContainsAny(n, ":/ \t[]@") || len(n) > 253 {
+			return usagef("%s %s: want a host name such as sluice-admin.internal, without port or scheme", what, quoteBounded(n))
+		}
+	}
+	return nil
+}
+
+// quoteBounded quotes s, cut to at most 200 bytes.
+func quoteBounded(s string) string {
+	if len(s) > 200 {
+		return strconv.Quote(s[:200]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// splitHosts splits each of names at commas, dropping empty pieces.
+func splitHosts(names []string) []string {
+	var out []string
+	for _, n := range names {
+		for _, h := range strings.Split(n, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
 }
 
 // readAdminToken reads the token of --admin-token-file: the file's
@@ -101,7 +162,7 @@ func checkAdminFlags(addr, tokenFile string) error {
 	return nil
 }
 
-func listenAdmin(addr, tokenFile string) (net.Listener, adminGuard, error) {
+func listenAdmin(addr, tokenFile string, hosts []string) (net.Listener, adminGuard, error) {
 	var g adminGuard
 	if tokenFile != "" {
 		var err error
@@ -112,6 +173,12 @@ func listenAdmin(addr, tokenFile string) (net.Listener, adminGuard, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, g, usagef("--admin %s: want host:port, or :port for loopback", addr)
+	}
+	g.hosts = map[string]bool{}
+	for _, h := range append(hosts, host) {
+		if h != "" {
+			g.hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = true
+		}
 	}
 	if host == "" {
 		addr = net.JoinHostPort("127.0.0.1", port)
@@ -151,18 +218,51 @@ func bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(tok), true
 }
 
-// wrap asks for the token on every path of h but /healthz.
-func (g adminGuard) wrap(h http.Handler) http.Handler {
-	if !g.hasToken {
-		return h
+// hostAllowed reports whether the Host of r names the listener: an IP
+// literal, localhost, or a name of g.hosts. A request without Host (HTTP/1.0)
+// is not a browser's and passes.
+func (g adminGuard) hostAllowed(r *http.Request) bool {
+	host := r.Host
+	if host == "" {
+		return true
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && !g.authorized(r) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	host = strings.ToLower(host)
+	return host == "localhost" || g.hosts[host]
+}
+
+// wrap guards every path of h but /healthz: a foreign Host is answered
+// 421, a cross-origin state-changing request 403, a request without the
+// token (when one is configured) 401.
+func (g adminGuard) wrap(h http.Handler) http.Handler {
+	xorigin := http.NewCrossOriginProtection()
+	xorigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "cross-origin request refused: the admin endpoints answer no browser page of another origin", http.StatusForbidden)
+	}))
+	guarded := xorigin.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if !g.hostAllowed(r) {
+			http.Error(w, "misdirected request: the admin listener answers to IP addresses, localhost and the names of --admin-host only", http.StatusMisdirectedRequest)
+			return
+		}
+		guarded.ServeHTTP(w, r)
 	})
 }
 

@@ -200,7 +200,7 @@ func TestDocsBlocks(t *testing.T) {
 }
 
 // gatewayKeys are the top-level keys of the configuration file serve reads.
-var gatewayKeys = []string{"store", "identity", "on_store_error", "match", "rules", "default", "overrides", "response", "exempt"}
+var gatewayKeys = []string{"store", "identity", "on_store_error", "match", "rules", "default", "overrides", "response", "exempt", "server"}
 
 // checkYAMLBlock parses a YAML block as what its content says it is. The
 // error's line numbers count from the block's first line.

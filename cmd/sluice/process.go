@@ -162,6 +162,9 @@ type listener struct {
 // command's own endpoints, behind a bearer token when one is given.
 type adminListener struct {
 	addr, tokenFile string // --admin (none when empty), --admin-token-file
+	// hosts are the host names Host may hold besides IP literals,
+	// localhost and addr's own host (--admin-host).
+	hosts []string
 
 	// handler builds what the listener serves, the guard aside.
 	handler func() http.Handler
@@ -187,7 +190,7 @@ func (p *process) run(ctx context.Context, l listener, admin adminListener, read
 	var adminSrv *http.Server
 	adminAddr := ""
 	if admin.addr != "" {
-		aln, guard, err := listenAdmin(admin.addr, admin.tokenFile) // admin_keys.go
+		aln, guard, err := listenAdmin(admin.addr, admin.tokenFile, admin.hosts) // admin_keys.go
 		if err != nil {
 			ln.Close()
 			var ue *usageError

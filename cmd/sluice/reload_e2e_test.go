@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +50,6 @@ func for300ms(check func()) {
 		}
 	}
 }
-
-var serveAdminRE = regexp.MustCompile(`msg="sluice serve: listening" listen=\S+ admin=(\S+)`)
 
 // A real `sluice serve`: a file rewritten in place, paused after a prefix
 // with no rule and no default, never switches the limits off: the caller

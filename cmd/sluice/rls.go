@@ -34,7 +34,7 @@ import (
 
 // rlsUsage is what "sluice rls --help" prints before the flags.
 const rlsUsage = `Usage: sluice rls --config FILE_OR_DIR | --xds HOST:PORT [--xds-node ID ...] --grpc ADDR
-       [--admin ADDR [--admin-token-file FILE]]
+       [--admin ADDR [--admin-token-file FILE] [--admin-host NAME]...]
        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--store FILE] [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
@@ -113,7 +113,10 @@ The admin listener binds to loopback by default (--admin :9090 is
 127.0.0.1:9090). Bound elsewhere, rls refuses to start unless
 --admin-token-file names a file holding a bearer token (16 bytes at
 least); then every admin endpoint but /healthz asks for
-"Authorization: Bearer TOKEN".
+"Authorization: Bearer TOKEN". Every endpoint but /healthz answers 421 to
+a Host that is not an IP address, localhost, the --admin host or a name
+of --admin-host, which DNS rebinding needs, and 403 to a POST, PUT,
+DELETE or PATCH a browser sends from another origin.
 
 Exit status: 2 for a usage error or an invalid configuration (named by
 file, line and field), 1 for any other failure.
@@ -141,6 +144,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	configPath := fs.String("config", "", "the configuration `file or directory` (envoyproxy/ratelimit's YAML); this or --xds is required")
 	grpcAddr := fs.String("grpc", "", "the `address` of the gRPC listener, such as :8081; required")
 	admin, adminTokenFile := addAdminFlags(fs, "/config")
+	adminHosts := addAdminHostFlag(fs)
 	headersFlag := fs.String("headers", "both", "the rate-limit `headers` each response asks Envoy to add: both (IETF RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x-ratelimit, envoy (envoyproxy/ratelimit's own, as LIMIT_RESPONSE_HEADERS_ENABLED) or none")
 	shadowHeaders := fs.Bool("shadow-headers", false, "let shadow_mode limits appear in the rate-limit headers")
 	shadowMode := fs.Bool("shadow-mode", false, "put every limit in shadow mode: decide and count, always answer OK")
@@ -231,6 +235,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}
 	if _, _, err := net.SplitHostPort(*grpcAddr); err != nil {
 		return fail(2, "--grpc %s: want host:port, or :port for every address", *grpcAddr)
+	}
+	if err := checkAdminHosts("--admin-host", splitHosts(*adminHosts)); err != nil {
+		return fail(2, "%v", err)
 	}
 	headers, err := envoyrls.ParseHeaders(*headersFlag)
 	if err != nil {
@@ -353,6 +360,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	}, adminListener{
 		addr:      *admin,
 		tokenFile: *adminTokenFile,
+		hosts:     splitHosts(*adminHosts),
 		handler: func() http.Handler {
 			keys := &rlsAdminKeys{srv: srv, eng: eng, log: logger}
 			return keys.mount(rlsAdminHandler(srv, counts, reloads, eng, storeCollectors(p.store)...))

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,8 @@ const copyBufferSize = 32 << 10
 const maxPooledCopyBuffers = 256
 
 // serveUsage is what "sluice serve --help" prints before the flags.
-const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR [--admin-token-file FILE]]
+const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR [--admin-token-file FILE] [--admin-host NAME]...]
+       [--idle-timeout D] [--client-body-timeout D] [--send-timeout D] [--max-connections N]
        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
@@ -81,8 +83,8 @@ logged; so is one with no rule and no default (or only shadow ones) while
 rules are in force, unless it says allow_empty: true. The configuration in
 force stays; sluice_config_reloads_total{result="error"} counts them. Replace
 the file atomically (write another, then rename it over; a ConfigMap does).
-The store section is read at start only: a change there is logged and waits
-for a restart.
+The store and server sections are read at start only: a change there is
+logged and waits for a restart.
 
 Signals: SIGHUP reloads; SIGTERM or SIGINT stops accepting, drains the
 requests in flight (up to 10s), flushes and closes the store, and exits 0.
@@ -102,7 +104,21 @@ remote address and whether a token was given.
 The admin listener binds to loopback by default (--admin :9090 is
 127.0.0.1:9090). On any other address serve refuses to start without
 --admin-token-file: then every admin endpoint but /healthz asks for
-"Authorization: Bearer TOKEN" (401 otherwise), on loopback too.
+"Authorization: Bearer TOKEN" (401 otherwise), on loopback too. Every
+endpoint but /healthz answers 421 to a Host that is not an IP address,
+localhost, the --admin host or a name of --admin-host (server.admin_hosts),
+which DNS rebinding needs, and 403 to a POST, PUT, DELETE or PATCH a
+browser sends from another origin.
+
+Slow clients (the configuration's server section; each flag over it):
+--idle-timeout (75s) closes a keep-alive connection waiting that long for
+its next request; --client-body-timeout (60s) cuts a request body that
+sends nothing for that long (408, and the upstream request ends);
+--send-timeout (60s) closes a connection whose client takes that long to
+accept one write of the response; --max-connections (1024) caps the client
+connections open at once (past it new ones wait). The timeouts count
+inactivity: a body or a response that keeps moving is never cut. Headers
+must arrive within 10s.
 
 Caller identity: a user- or api_key-scoped rule counts an anonymous caller
 by its IP address. No proxy is trusted unless identity.trusted_proxies lists
@@ -147,6 +163,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	upstream := fs.String("upstream", "", "the `URL` of the service requests are passed to; required")
 	admin, adminTokenFile := addAdminFlags(fs, "/rules")
 	forward := addForwardPathFlag(fs)
+	adminHosts := addAdminHostFlag(fs)
+	idleTimeout := fs.Duration("idle-timeout", config.DefaultIdleTimeout, "how long a keep-alive connection may wait for its next request (nginx's keepalive_timeout), over the configuration's server.idle_timeout")
+	bodyTimeout := fs.Duration("client-body-timeout", config.DefaultClientBodyTimeout, "the longest a request body may go without sending a byte while it is read; past it the request is cut and answered 408 (nginx's client_body_timeout), over server.client_body_timeout")
+	sendTimeout := fs.Duration("send-timeout", config.DefaultSendTimeout, "the longest one write of a response to the client may wait (nginx's send_timeout), over server.send_timeout")
+	maxConns := fs.Int("max-connections", config.DefaultMaxConnections, "the most client `connections` open at once; past it new ones wait to be accepted (nginx's worker_connections), over server.max_connections")
 	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
 	reloadSettle := addReloadSettleFlag(fs)
 	tlsf := addTLSFlags(fs, "the proxy's listener")
@@ -190,6 +211,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	if err != nil {
 		return fail(2, "%s: %v", *configPath, err)
 	}
+	// The server section, read at start only, the flags given over it.
+	sv := cfg.Server
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "idle-timeout":
+			sv.IdleTimeout = *idleTimeout
+		case "client-body-timeout":
+			sv.ClientBodyTimeout = *bodyTimeout
+		case "send-timeout":
+			sv.SendTimeout = *sendTimeout
+		case "max-connections":
+			sv.MaxConnections = *maxConns
+		}
+	})
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"idle-timeout", sv.IdleTimeout}, {"client-body-timeout", sv.ClientBodyTimeout}, {"send-timeout", sv.SendTimeout}} {
+		if d.v <= 0 {
+			return fail(2, "--%s %v: want a positive duration such as 60s", d.flag, d.v)
+		}
+	}
+	if sv.MaxConnections < 1 {
+		return fail(2, "--max-connections %d: want at least 1", sv.MaxConnections)
+	}
+	hosts := splitHosts(*adminHosts)
+	if err := checkAdminHosts("--admin-host", hosts); err != nil {
+		return fail(2, "%v", err)
+	}
+	hosts = append(hosts, sv.AdminHosts...)
 	logger := p.log
 	warn := func(c *config.Config) {
 		for _, w := range c.Warnings {
@@ -293,6 +344,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		}
 		warn(next)
 		forward.reload(next)
+		if !reflect.DeepEqual(next.Server, cfg.Server) {
+			logger.Warn("sluice serve: the server section changed; it takes effect only after a restart", "config", *configPath)
+		}
 		h, err := limited(next)
 		if err != nil {
 			logger.Error("sluice serve: reload: keeping the identity and store-error settings in force", "config", *configPath, "err", err)
@@ -314,11 +368,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	defer w.Close()
 
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           slowClientGuard{next: handler, body: sv.ClientBodyTimeout, send: sv.SendTimeout},
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       sv.IdleTimeout,
 		ErrorLog:          proxy.ErrorLog,
 	}
-	attrs := append([]any{"upstream", up.String(), "config", *configPath, "on_store_error", string(cfg.OnStoreError)}, storeAttrs(bf)...)
+	attrs := append([]any{"upstream", up.String(), "config", *configPath, "on_store_error", string(cfg.OnStoreError),
+		"idle_timeout", sv.IdleTimeout, "client_body_timeout", sv.ClientBodyTimeout, "send_timeout", sv.SendTimeout,
+		"max_connections", sv.MaxConnections}, storeAttrs(bf)...)
 	if bf.name == config.BackendRedis {
 		attrs = append(attrs, "fleet_size", fleet)
 	}
@@ -326,6 +383,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		flag: "listen",
 		addr: *listen,
 		serve: func(ln net.Listener) error {
+			ln = newLimitListener(ln, sv.MaxConnections)
 			if tlsCfg != nil {
 				ln = tls.NewListener(ln, tlsCfg)
 			}
@@ -341,6 +399,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	}, adminListener{
 		addr:      *admin,
 		tokenFile: *adminTokenFile,
+		hosts:     hosts,
 		handler: func() http.Handler {
 			return newAdminKeys(reg, eng, &curID, logger).mount(adminHandler(reg, counts, upstreamErrs, eng, storeCollectors(p.store)...))
 		},
@@ -406,8 +465,8 @@ func (c copyBuffers) Put(b []byte) {
 // only. Every other error is answered 502 Bad Gateway and logged as an
 // error, as httputil.ReverseProxy's default handler does.
 type upstreamErrors struct {
-	log                *slog.Logger
-	canceled, failures atomic.Uint64
+	log                              *slog.Logger
+	canceled, failures, bodyTimeouts atomic.Uint64
 }
 
 // Descriptions of the counters upstreamErrors exports.
@@ -416,9 +475,19 @@ var (
 		"Proxied requests whose client went away before the upstream answered.", nil, nil)
 	descUpstreamErrors = prometheus.NewDesc("sluice_upstream_errors_total",
 		"Proxied requests the upstream could not answer (502 Bad Gateway).", nil, nil)
+	descBodyTimeouts = prometheus.NewDesc("sluice_client_body_timeouts_total",
+		"Proxied requests whose client sent nothing of its body for client_body_timeout (408 Request Timeout).", nil, nil)
 )
 
 func (u *upstreamErrors) handle(w http.ResponseWriter, r *http.Request, err error) {
+	if bodyTimedOut(r.Context()) {
+		u.bodyTimeouts.Add(1)
+		u.log.Info("sluice serve: request body cut: the client sent nothing for client_body_timeout",
+			"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request body timeout", http.StatusRequestTimeout) // nginx's answer
+		return
+	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		u.canceled.Add(1)
 		u.log.Debug("sluice serve: client went away before the upstream answered",
@@ -437,12 +506,14 @@ func (u *upstreamErrors) handle(w http.ResponseWriter, r *http.Request, err erro
 func (u *upstreamErrors) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descClientGone
 	ch <- descUpstreamErrors
+	ch <- descBodyTimeouts
 }
 
 // Collect implements prometheus.Collector.
 func (u *upstreamErrors) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descClientGone, prometheus.CounterValue, float64(u.canceled.Load()))
 	ch <- prometheus.MustNewConstMetric(descUpstreamErrors, prometheus.CounterValue, float64(u.failures.Load()))
+	ch <- prometheus.MustNewConstMetric(descBodyTimeouts, prometheus.CounterValue, float64(u.bodyTimeouts.Load()))
 }
 
 // swapHandler serves with the handler in h, which a reload replaces.

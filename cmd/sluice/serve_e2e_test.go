@@ -254,6 +254,11 @@ func TestServeForwardedFor(t *testing.T) {
 		if got := codes(t, 2, "GET", url, "X-Forwarded-For", "203.0.113.8"); fmt.Sprint(got) != "[200 429]" {
 			t.Errorf("203.0.113.8 after its mapped form: %v, want [200 429] (one budget)", got)
 		}
+		// A right-most entry that does not parse is refused, never
+		// counted on the proxy's own address.
+		if got := codes(t, 4, "GET", url, "X-Forwarded-For", "203.0.113.11, garbage"); fmt.Sprint(got) != "[400 400 400 400]" {
+			t.Errorf("X-Forwarded-For ending in garbage: %v, want 400s", got)
+		}
 		// Nothing above was counted under the proxy's own address.
 		if got := codes(t, 3, "GET", url); fmt.Sprint(got) != "[200 200 200]" {
 			t.Errorf("the proxy's own requests: %v, want its full budget of 3", got)
@@ -275,6 +280,17 @@ func TestServeForwardedFor(t *testing.T) {
 		// ...and X-Forwarded-For is not: it buys no fresh budget.
 		if got := codes(t, 1, "GET", url, "Forwarded", "for=203.0.113.7", "X-Forwarded-For", "198.51.100.1"); got[0] != 429 {
 			t.Errorf("X-Forwarded-For beside Forwarded: %v, want 429", got)
+		}
+		// A Forwarded header that does not say who the client is (a
+		// quoted-string left open swallows the element a proxy appended) is
+		// refused, and nothing lands on the proxy's own address.
+		for _, f := range []string{`for="x`, `for="x, for=203.0.113.20`, "for=unknown", "for=203.0.113.21, proto=https"} {
+			if got := codes(t, 2, "GET", url, "Forwarded", f); fmt.Sprint(got) != "[400 400]" {
+				t.Errorf("Forwarded %s: %v, want [400 400]", f, got)
+			}
+		}
+		if got := codes(t, 1, "GET", url); got[0] != 200 {
+			t.Errorf("the proxy's own request: %v, want 200 (its budget untouched)", got)
 		}
 	})
 }

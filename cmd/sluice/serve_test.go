@@ -339,8 +339,19 @@ func TestUpstreamErrors(t *testing.T) {
 	if u.failures.Load() != 2 {
 		t.Errorf("canceled with the client present: failures %d, want 2", u.failures.Load())
 	}
-	// Both counters reach /metrics.
-	if n := testutil.CollectAndCount(u); n != 2 {
-		t.Errorf("collector exports %d series, want 2", n)
+	// A body the client stopped sending (client_body_timeout) is the
+	// client's fault: 408, counted apart.
+	b := &timedBody{}
+	b.timedOut.Store(true)
+	cut := httptest.NewRequest("POST", "/b", nil)
+	cut = cut.WithContext(context.WithValue(cut.Context(), bodyTimedOutKey{}, b))
+	w = httptest.NewRecorder()
+	u.handle(w, cut, errors.New("read tcp: i/o timeout"))
+	if w.Code != http.StatusRequestTimeout || u.bodyTimeouts.Load() != 1 || u.failures.Load() != 2 {
+		t.Errorf("body timeout: %d, body timeouts %d, failures %d; want 408, 1, 2", w.Code, u.bodyTimeouts.Load(), u.failures.Load())
+	}
+	// The three counters reach /metrics.
+	if n := testutil.CollectAndCount(u); n != 3 {
+		t.Errorf("collector exports %d series, want 3", n)
 	}
 }
