@@ -273,22 +273,28 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	gs := grpc.NewServer(gopts...)
 	rlspb.RegisterRateLimitServiceServer(gs, srv)
 	hs := health.NewServer()
-	serving := func() {
-		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	}
+	// Serving once the configuration is in force, and not while the
+	// durable store fails to write (storehealth.go).
+	gh := &grpcHealth{eng: eng, set: func(serving bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if serving {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		hs.SetServingStatus("", st)
+		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
+	}}
+	gh.update()
+	go gh.watch(ctx)
 	if src.ready == nil {
-		serving()
+		gh.markReady()
 	} else {
 		// Not serving until the control plane's first configuration
 		// is in force (envoyproxy/ratelimit's
 		// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
-		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 		go func() {
 			select {
 			case <-src.ready:
-				serving()
+				gh.markReady()
 			case <-ctx.Done():
 			}
 		}()
@@ -350,10 +356,7 @@ func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *me
 	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok")
-	})
+	mux.HandleFunc("GET /healthz", healthz(eng))
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		cfg := srv.Config()
 		out := map[string][]rlsLimitJSON{}

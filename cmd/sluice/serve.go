@@ -478,10 +478,7 @@ func adminHandler(reg *sluice.Registry, m *metrics.Metrics, up *upstreamErrors, 
 	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok")
-	})
+	mux.HandleFunc("GET /healthz", healthz(eng))
 	mux.HandleFunc("GET /rules", func(w http.ResponseWriter, _ *http.Request) {
 		rs := reg.Ruleset()
 		out := rulesJSON{Match: string(rs.Mode()), Rules: []ruleJSON{}}
