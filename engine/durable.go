@@ -21,7 +21,10 @@ const (
 	// batches at least every FlushInterval, and on Close. A crash of the
 	// process forgets at most the spending of the last flush interval (plus
 	// the flush in progress): at a rate of r decisions per second per key,
-	// at most r × FlushInterval admissions per key are forgotten.
+	// at most r × FlushInterval admissions per key are forgotten. While a
+	// flush fails (a full disk), that bound does not hold, and every
+	// decision that spends returns an error wrapping ErrStore, its spending
+	// kept in memory until a flush writes it (see Engine.StoreHealth).
 	Interval Durability = iota
 	// Sync makes every new record durable (fsync) before Apply returns.
 	// Concurrent callers share one commit (group commit), so decisions per

@@ -71,7 +71,8 @@ type Options struct {
 	// as Durability says.
 
 	// Durability is Interval (the default) or Sync; see their docs for the
-	// exact promise of each.
+	// exact promise of each, and StoreHealth for what happens while the
+	// store fails to write (a full disk).
 	Durability Durability
 	// FlushInterval is how often Interval mode writes changed records;
 	// zero means DefaultFlushInterval (50ms). Sync mode uses it to retry

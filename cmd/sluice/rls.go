@@ -85,7 +85,8 @@ Admin endpoints (on --admin only):
   /metrics  Prometheus metrics: per domain and descriptor the hits, those
             over the limit, near it, within it, and shadow_mode would-be
             denials; requests by overall code; reloads; the engine's
-  /healthz  "ok"
+  /healthz  "ok"; 503 and the store's error while a durable store
+            fails to write (a full disk; gRPC health: NOT_SERVING)
   /config   the domains and limits in force, as JSON
   POST /v1/reset  domain=DOMAIN&entry=KEY=VALUE&entry=… (a form, or JSON
             {"domain": …, "descriptor": [{"key": …, "value": …}]}): forget

@@ -77,7 +77,8 @@ requests in flight (up to 10s), flushes and closes the store, and exits 0.
 Admin endpoints (on --admin only, never on --listen):
   /metrics  Prometheus metrics (decisions, cost, latency, store errors,
             reloads, the engine's counters, upstream errors)
-  /healthz  "ok"
+  /healthz  "ok"; 503 and the store's error while a durable store
+            fails to write (a full disk)
   /rules    the rules in force, as JSON
   POST /v1/reset      rule=NAME&key=KEY (form or JSON): unblock a caller
   GET  /v1/keys?rule=NAME&key=KEY: a caller's record, what it may spend
