@@ -117,18 +117,18 @@ func (s *Store) unstick(op string) error {
 	if w == nil {
 		return nil // another write reopened it
 	}
-	if !s.log.closable() || time.Since(s.lastReopen) < reopenEvery || !s.room() {
+	if !s.log.closable() || time.Since(s.lastReopen) < reopenEvery {
 		return s.stuckError(op, w)
 	}
 	s.lastReopen = time.Now()
+	if !s.room() {
+		return s.stuckError(op, w)
+	}
 	var err error
-	if herr := s.gate.Hold(func() { err = s.reopen() }); herr != nil {
+	if herr := s.gate.Hold(func() { err = s.reopen(w) }); herr != nil {
 		return herr
 	}
 	if err != nil {
-		if s.log.stuck.Load() == nil {
-			s.log.stuck.Store(w)
-		}
 		return fmt.Errorf("%w (reopening: %v)", s.stuckError(op, s.log.stuck.Load()), err)
 	}
 	return nil
@@ -151,11 +151,11 @@ func (s *Store) room() bool {
 	return free >= need
 }
 
-// reopen closes the stuck database and opens it again; it runs with the
-// gate held, so no call uses the database meanwhile. On failure the
-// database is left closed (s.db nil): every call fails with the stuck
-// error until a later reopen succeeds.
-func (s *Store) reopen() error {
+// reopen closes the database, stuck on w, and opens it again; it runs with
+// the gate held, so no call uses the database meanwhile. On failure the
+// database is left closed (s.db nil) and the store stuck: every call fails
+// with the stuck error until a later reopen succeeds.
+func (s *Store) reopen(w *stuckWrite) error {
 	if s.db != nil {
 		// Close reports the log's write error; the database is closed
 		// all the same.
@@ -163,14 +163,18 @@ func (s *Store) reopen() error {
 		s.db = nil
 	}
 	s.log.stuck.Store(nil)
-	if err := s.open(s.popts); err != nil {
-		return err
+	err := s.open(s.popts)
+	if err == nil {
+		if w2 := s.log.stuck.Load(); w2 != nil {
+			// Opening wrote, and a write failed without an error
+			// returned.
+			s.closeDB()
+			s.db = nil
+			err = errors.New(w2.msg)
+		}
 	}
-	if w := s.log.stuck.Load(); w != nil {
-		// Opening wrote, and a write failed without an error returned.
-		s.closeDB()
-		s.db = nil
-		return errors.New(w.msg)
+	if err != nil {
+		s.log.stuck.CompareAndSwap(nil, w)
 	}
-	return nil
+	return err
 }
