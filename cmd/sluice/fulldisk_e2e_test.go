@@ -88,13 +88,20 @@ func TestServeProcessFullDisk(t *testing.T) {
 			}
 
 			fulldisk.Free(t, filler)
+			freed := time.Now()
 			waitHealthz(t, admin, http.StatusOK)
+			t.Logf("/healthz ok %v after the disk had room", time.Since(freed).Round(time.Millisecond))
 			if got := metricValue(t, admin, "sluice_store_healthy"); got != 1 {
 				t.Fatalf("sluice_store_healthy once the disk has room = %v, want 1", got)
 			}
 			log := p.stderr.String()
 			if n := strings.Count(log, "the durable store writes again"); n != 1 {
 				t.Fatalf("the log says %d times that the store writes again, want once:\n%s", n, tail(log))
+			}
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(line, "the durable store") {
+					t.Log(line)
+				}
 			}
 			if strings.Contains(log, "panic") || strings.Contains(log, "damaged") {
 				t.Fatalf("the log:\n%s", tail(log))

@@ -209,7 +209,9 @@ func run(t *testing.T, s Store, mode engine.Durability) {
 		mode, len(keys), e.Stats().FlushErrors+e.Stats().CommitErrors, e.Stats().FlushErrors, e.Stats().CommitErrors, herr)
 
 	Free(t, filler)
+	freed := time.Now()
 	waitWritten(t, e, "once the disk has room")
+	t.Logf("%s: writing again, nothing dirty, %v after the disk had room", mode, time.Since(freed).Round(time.Millisecond))
 	if got, lines := logs.count(endLine); uint64(got) != episodes {
 		t.Fatalf("the log has %d lines saying the store writes again, want %d (one per episode): %q", got, episodes, lines)
 	}
