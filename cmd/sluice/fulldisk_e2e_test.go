@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -8,6 +9,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	grpccodes "google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice/backend/backendtest/fulldisk"
 )
@@ -150,4 +157,75 @@ func tail(s string) string {
 		return "…" + s[len(s)-4000:]
 	}
 	return s
+}
+
+// A real rls process whose Pebble store's disk fills up answers the
+// requests it cannot record UNAVAILABLE, /healthz 503 naming the store's
+// directory and the gRPC health service NOT_SERVING; once the disk has
+// room, it serves again by itself, both health checks saying so.
+func TestRLSProcessFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	root := fulldisk.Mount(t, fulldisk.Size)
+	state := filepath.Join(root, "state")
+	p := startRLS(t, "--config", "testdata/rls/sluice", "--backend", "pebble", "--dir", state)
+	hc := healthpb.NewHealthClient(p.conn)
+	grpcHealth := func() healthpb.HealthCheckResponse_ServingStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		h, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: rlspb.RateLimitService_ServiceDesc.ServiceName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Status
+	}
+	waitGRPCHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for grpcHealth() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("gRPC health not %v after a minute", want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "u"))); got != "OK: OK" {
+		t.Fatalf("before the disk is full: %s", got)
+	}
+	waitGRPCHealth(healthpb.HealthCheckResponse_SERVING)
+
+	filler := fulldisk.Fill(t, root)
+	pad := strings.Repeat("x", 200)
+	unavailable := false
+	for i := 0; i < 5000 && !unavailable; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", "t1", "user", fmt.Sprintf("u%d-%s", i, pad))}})
+		cancel()
+		switch {
+		case status.Code(err) == grpccodes.Unavailable:
+			unavailable = true
+		case err != nil:
+			t.Fatalf("a request on a full disk: %v", err)
+		}
+	}
+	if !unavailable {
+		t.Fatal("5000 requests on a full disk, none answered UNAVAILABLE")
+	}
+	code, body := get(t, "http://"+p.admin+"/healthz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, state) {
+		t.Fatalf("/healthz on a full disk: %d %q; want 503 naming %s", code, body, state)
+	}
+	waitGRPCHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+
+	fulldisk.Free(t, filler)
+	waitHealthz(t, p.admin, http.StatusOK)
+	waitGRPCHealth(healthpb.HealthCheckResponse_SERVING)
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "v"))); got != "OK: OK" {
+		t.Fatalf("once the disk has room: %s", got)
+	}
+	if n := strings.Count(p.stderr.String(), "the durable store fails to write"); n != 1 {
+		t.Fatalf("the log says %d times that the store fails to write, want once:\n%s", n, tail(p.stderr.String()))
+	}
+	p.stop(t)
 }
