@@ -158,8 +158,10 @@ func (s *Store) poisoned(op string) error {
 func (s *Store) catch(op string, err *error, fault bool) {
 	debug.SetPanicOnFault(fault)
 	if r := recover(); r != nil {
-		if _, ok := r.(stuckPanic); ok {
-			*err = s.stuck(op)
+		if msg, ok := r.(stuckPanic); ok {
+			if *err = s.stuck(op); *err == nil {
+				*err = s.stuckError(op, &stuckWrite{msg: string(msg)})
+			}
 			return
 		}
 		what := fmt.Sprint(r)
