@@ -141,6 +141,7 @@ var layout = []struct {
 	{"backend/backendtest", []string{"backend"}},
 	{"backend/faulty", []string{"backend"}},
 	{"engine", []string{"algo", "backend", "backend/table", "codec"}},
+	{"backend/backendtest/fulldisk", []string{"algo", "backend", "engine"}},
 	{"", []string{"engine", "algo", "internal/clip"}},
 	{"identity", []string{""}},
 	{"config", []string{"", "algo", "engine", "identity", "internal/configerr", "internal/watch", "internal/yamlnode"}},

@@ -26,6 +26,11 @@ var (
 	// ErrLocked is returned when opening a store whose directory another
 	// process holds. The error wrapping it names the directory.
 	ErrLocked = errors.New("sluice/backend: directory locked by another process")
+	// ErrNoSpace is wrapped by the error of a write that a durable store
+	// could not make because its disk is full (or its quota used up): the
+	// write failed and the store did not, and the same write succeeds once
+	// there is room again. The error names the path and what failed.
+	ErrNoSpace = errors.New("sluice/backend: no space left on the store's disk")
 )
 
 // Backend is the store under the engine. Implementations must be safe for

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,10 @@ const (
 	// batches at least every FlushInterval, and on Close. A crash of the
 	// process forgets at most the spending of the last flush interval (plus
 	// the flush in progress): at a rate of r decisions per second per key,
-	// at most r × FlushInterval admissions per key are forgotten.
+	// at most r × FlushInterval admissions per key are forgotten. While a
+	// flush fails (a full disk), that bound does not hold, and every
+	// decision that spends returns an error wrapping ErrStore, its spending
+	// kept in memory until a flush writes it (see Engine.StoreHealth).
 	Interval Durability = iota
 	// Sync makes every new record durable (fsync) before Apply returns.
 	// Concurrent callers share one commit (group commit), so decisions per
@@ -80,13 +84,16 @@ type tier struct {
 
 	flushMu sync.Mutex // serialises flushes: at most one batch in flight
 	// The flush's buffers, kept from one flush to the next (flushMu).
-	fbuf        []byte
-	fspans      []flushSpan
-	fhashes     []uint64
-	fwrites     []backend.Write
-	flushes     atomic.Uint64
-	flushErrors atomic.Uint64
-	flushNanos  atomic.Uint64 // total time spent in flush writes
+	fbuf         []byte
+	fspans       []flushSpan
+	fhashes      []uint64
+	fwrites      []backend.Write
+	flushes      atomic.Uint64
+	flushErrors  atomic.Uint64
+	commitErrors atomic.Uint64 // Sync mode's failed group commits
+	flushNanos   atomic.Uint64 // total time spent in flush writes
+
+	health storeHealth // whether the disk takes writes; see noteWrite
 
 	stop chan struct{} // closed by close to stop the flusher
 	done chan struct{} // closed when the flusher returns
@@ -246,7 +253,66 @@ func (st *tierStripe) remember(h uint64) {
 
 var _ backend.Striped = (*tier)(nil)
 
-func newTier(disk backend.Durable, o *Options, clock Clock) (*tier, error) {
+// storeHealth is the state of the tier's writes to the disk. An episode of
+// failure starts at a failed flush or commit and ends at the next one that
+// succeeds; each end is logged once, so a disk that stays full for an hour
+// costs two log lines, not one per flush.
+type storeHealth struct {
+	failing atomic.Bool // an episode is on: read by every settle
+
+	mu       sync.Mutex // guards the fields below
+	err      error      // the last failed write's error, while failing
+	since    time.Time  // when the episode started
+	failures uint64     // failed writes in the episode
+	episodes uint64     // episodes since the engine was opened
+
+	log   *slog.Logger
+	retry time.Duration // the flush interval, how often the flusher retries
+}
+
+// noteWrite records the outcome of a write of the tier to the disk (a flush,
+// a group commit), and logs the start and the end of an episode of failure.
+// complete says that, the write having succeeded, the disk holds every
+// record the failed writes left in memory: a flush writes them all, but a
+// group commit only its callers'; an episode ends only then, so that a
+// store whose writes fail now and then (bbolt on a full disk reuses its
+// free pages) does not log an episode per write.
+func (h *storeHealth) noteWrite(err error, complete bool) {
+	if err == nil && (!complete || !h.failing.Load()) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err != nil && !h.failing.Load():
+		h.err, h.since, h.failures = err, time.Now(), 1
+		h.episodes++
+		h.failing.Store(true)
+		h.log.Error("sluice/engine: the durable store fails to write; decisions that spend answer store errors (on_store_error decides), keep their spending in memory and are written once the store takes writes again, retried every "+h.retry.String(),
+			"err", err)
+	case err != nil:
+		h.err = err
+		h.failures++
+	case h.failing.Load():
+		h.log.Info("sluice/engine: the durable store writes again; the spending kept in memory is being written",
+			"failed_for", time.Since(h.since).Round(time.Millisecond).String(), "failed_writes", h.failures, "last_err", h.err)
+		h.err, h.failures = nil, 0
+		h.failing.Store(false)
+	}
+}
+
+// state returns the episode's error (nil when the disk takes writes) and
+// when it started.
+func (h *storeHealth) state() (error, time.Time) {
+	if !h.failing.Load() {
+		return nil, time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err, h.since
+}
+
+func newTier(disk backend.Durable, o *Options, clock Clock, log *slog.Logger) (*tier, error) {
 	interval := o.FlushInterval
 	if interval == 0 {
 		interval = DefaultFlushInterval
@@ -276,8 +342,17 @@ func newTier(disk backend.Durable, o *Options, clock Clock) (*tier, error) {
 	for i := range t.stripes {
 		t.stripes[i].known = make([]uint64, perStripe)
 	}
+	t.health.log, t.health.retry = log, interval
 	t.commit.batch = disk
 	t.commit.onFail = t.remark
+	t.commit.onDone = func(err error) {
+		if err != nil {
+			t.commitErrors.Add(1)
+		}
+		// Records whose commit failed are dirty until the flusher's
+		// recommit writes them.
+		t.health.noteWrite(err, t.dirty.Load() == 0)
+	}
 	t.commit.cond.L = &t.commit.mu
 	go t.flusher(interval)
 	return t, nil
@@ -448,6 +523,14 @@ func (t *tier) settle(ticket uint64) error {
 	if t.mode == Sync {
 		return t.commit.await(ticket)
 	}
+	if t.health.failing.Load() {
+		// The spending is in memory only, and stays there until the disk
+		// takes writes again: the caller's decision is not durable as
+		// Interval promises, which is a store error, as in Sync mode.
+		if err, _ := t.health.state(); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+	}
 	if t.dirty.Load() > t.maxDirty {
 		return t.flush()
 	}
@@ -527,6 +610,9 @@ func (t *tier) flush() error {
 	if err != nil {
 		t.flushErrors.Add(1)
 		t.remark(writes, hashes)
+	}
+	t.health.noteWrite(err, true)
+	if err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
 	return nil
@@ -625,6 +711,7 @@ func clone(b []byte) []byte {
 type committer struct {
 	batch  backend.Durable
 	onFail func([]backend.Write, []uint64)
+	onDone func(error) // told every commit's outcome
 
 	mu       sync.Mutex // guards everything below
 	cond     sync.Cond  // signalled when a commit finishes
@@ -705,6 +792,9 @@ func (c *committer) await(t uint64) error {
 		err := c.batch.WriteBatch(writes, true)
 		if err != nil && c.onFail != nil {
 			c.onFail(writes, hashes)
+		}
+		if c.onDone != nil {
+			c.onDone(err)
 		}
 		c.mu.Lock()
 		if err != nil {

@@ -71,7 +71,8 @@ type Options struct {
 	// as Durability says.
 
 	// Durability is Interval (the default) or Sync; see their docs for the
-	// exact promise of each.
+	// exact promise of each, and StoreHealth for what happens while the
+	// store fails to write (a full disk).
 	Durability Durability
 	// FlushInterval is how often Interval mode writes changed records;
 	// zero means DefaultFlushInterval (50ms). Sync mode uses it to retry
@@ -137,8 +138,14 @@ type Stats struct {
 	// FlushErrors the failed ones, FlushTime their total duration.
 	Flushes, FlushErrors uint64
 	FlushTime            time.Duration
-	// Commits counts group commits in Sync mode.
-	Commits uint64
+	// Commits counts group commits in Sync mode, CommitErrors the failed
+	// ones.
+	Commits, CommitErrors uint64
+	// StoreFailing reports that the durable store's writes fail: from a
+	// failed flush or commit until one succeeds (see StoreHealth).
+	// StoreFailures counts such episodes since the engine was opened.
+	StoreFailing  bool
+	StoreFailures uint64
 	// Dirty is the number of records awaiting a flush.
 	Dirty int64
 	// Swaps counts compare-and-swaps sent to a backend.Swapper (the first,
@@ -250,6 +257,11 @@ func (e *Engine) Stats() Stats {
 		s.Flushes, s.FlushErrors = t.flushes.Load(), t.flushErrors.Load()
 		s.FlushTime = time.Duration(t.flushNanos.Load())
 		s.Dirty = t.dirty.Load()
+		s.CommitErrors = t.commitErrors.Load()
+		s.StoreFailing = t.health.failing.Load()
+		t.health.mu.Lock()
+		s.StoreFailures = t.health.episodes
+		t.health.mu.Unlock()
 		t.commit.mu.Lock()
 		s.Commits = t.commit.commits
 		t.commit.mu.Unlock()
@@ -261,6 +273,28 @@ func (e *Engine) Stats() Stats {
 		s.Evictions = c.Evictions()
 	}
 	return s
+}
+
+// StoreHealth returns nil while the durable store under the engine (a
+// backend.Durable) takes writes, or, while its writes fail, an error
+// wrapping ErrStore and the store's last error, which names the path and
+// what failed (errors.Is finds backend.ErrNoSpace when the disk is full).
+// Writes fail from a failed flush or group commit until one succeeds; the
+// engine retries every FlushInterval, keeping in memory what it could not
+// write, and meanwhile every decision that spends returns an error
+// wrapping ErrStore, in Interval mode as in Sync mode. It returns nil over
+// any other store, whose errors reach each call.
+func (e *Engine) StoreHealth() error {
+	t := e.store.tier
+	if t == nil {
+		return nil
+	}
+	err, since := t.health.state()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: writes have failed since %s, retried every %s: %w",
+		ErrStore, since.UTC().Format(time.RFC3339), t.health.retry, err)
 }
 
 // Len returns the number of keys held in memory (the memory backend, or

@@ -54,7 +54,7 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 		}
 		s.swap = sp
 	case backend.Durable:
-		t, err := newTier(sb, o, e.clock)
+		t, err := newTier(sb, o, e.clock, e.log)
 		if err != nil {
 			return 0, err
 		}

@@ -354,7 +354,9 @@ func (m *Metrics) sortedRules() []*ruleMetrics {
 //	evictions_total                                  counter
 //	flushes_total, flush_errors_total                counter
 //	flush_duration_seconds_total                     counter
-//	commits_total                                    counter
+//	commits_total, commit_errors_total               counter
+//	store_healthy                                    gauge: 0 while the durable store's writes fail
+//	store_failures_total                             counter: episodes of failing writes
 //	dirty_records                                    gauge
 //	corrupt_records_total                            counter
 //	engine_store_errors_total                        counter
@@ -394,6 +396,12 @@ var (
 		"Total time spent in batch writes to the durable store.", nil, nil)
 	descCommits = prometheus.NewDesc("sluice_commits_total",
 		"Group commits to the durable store in sync mode.", nil, nil)
+	descCommitErrors = prometheus.NewDesc("sluice_commit_errors_total",
+		"Failed group commits to the durable store in sync mode.", nil, nil)
+	descStoreHealthy = prometheus.NewDesc("sluice_store_healthy",
+		"0 while the durable store's writes fail (a flush or commit failed and none has succeeded since; decisions that spend answer store errors), 1 otherwise.", nil, nil)
+	descStoreFailures = prometheus.NewDesc("sluice_store_failures_total",
+		"Episodes of failing writes to the durable store, each from a failed flush or commit to the next that succeeded.", nil, nil)
 	descDirty = prometheus.NewDesc("sluice_dirty_records",
 		"Changed records awaiting a write to the durable store.", nil, nil)
 	descCorrupt = prometheus.NewDesc("sluice_corrupt_records_total",
@@ -418,7 +426,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		return
 	}
 	for _, d := range []*prometheus.Desc{descKeys, descEvictions, descFlushes, descFlushErrors,
-		descFlushTime, descCommits, descDirty, descCorrupt, descEngineStoreErrors} {
+		descFlushTime, descCommits, descCommitErrors, descStoreHealthy, descStoreFailures,
+		descDirty, descCorrupt, descEngineStoreErrors} {
 		ch <- d
 	}
 }
@@ -465,6 +474,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFlushErrors, float64(s.FlushErrors))
 	counter(descFlushTime, s.FlushTime.Seconds())
 	counter(descCommits, float64(s.Commits))
+	counter(descCommitErrors, float64(s.CommitErrors))
+	healthy := 1.0
+	if s.StoreFailing {
+		healthy = 0
+	}
+	gauge(descStoreHealthy, healthy)
+	counter(descStoreFailures, float64(s.StoreFailures))
 	gauge(descDirty, float64(s.Dirty))
 	counter(descCorrupt, float64(s.CorruptRecords))
 	counter(descEngineStoreErrors, float64(s.StoreErrors))

@@ -239,8 +239,12 @@ sluice_corrupt_records_total 0
 	if got, want := testutil.ToFloat64(collectOne(t, c, "sluice_keys")), float64(e.Len()); got != want {
 		t.Errorf("sluice_keys = %v, want engine.Len() = %v", got, want)
 	}
+	if got := testutil.ToFloat64(collectOne(t, c, "sluice_store_healthy")); got != 1 {
+		t.Errorf("sluice_store_healthy = %v with nothing failing, want 1", got)
+	}
 	for _, name := range []string{"sluice_flushes_total", "sluice_flush_errors_total", "sluice_flush_duration_seconds_total",
-		"sluice_commits_total", "sluice_dirty_records", "sluice_engine_store_errors_total"} {
+		"sluice_commits_total", "sluice_commit_errors_total", "sluice_store_healthy", "sluice_store_failures_total",
+		"sluice_dirty_records", "sluice_engine_store_errors_total"} {
 		if n := testutil.CollectAndCount(c, name); n != 1 {
 			t.Errorf("%s: %d series, want 1", name, n)
 		}

@@ -253,7 +253,7 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, 0, wrap("get", err)
+		return nil, 0, s.wrap("get", err)
 	}
 	return out, exp, nil
 }
@@ -285,7 +285,7 @@ func (s *Store) Put(key, value []byte, expiresAt int64) error {
 		if errors.Is(err, backend.ErrClosed) {
 			return err
 		}
-		return wrap("put", err)
+		return s.wrap("put", err)
 	}
 	return nil
 }
@@ -300,7 +300,7 @@ func (s *Store) Delete(key []byte) error {
 		if errors.Is(err, backend.ErrClosed) {
 			return err
 		}
-		return wrap("delete", err)
+		return s.wrap("delete", err)
 	}
 	return nil
 }
@@ -374,7 +374,7 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) error {
 		if errors.Is(err, backend.ErrClosed) {
 			return err
 		}
-		return wrap("write batch", err)
+		return s.wrap("write batch", err)
 	}
 	return nil
 }
@@ -386,7 +386,7 @@ func (s *Store) syncFile() error {
 	}
 	defer s.gate.Leave()
 	if err := guard(s.file(), "sync", s.db.Sync); err != nil {
-		return wrap("sync", err)
+		return s.wrap("sync", err)
 	}
 	return nil
 }
@@ -430,7 +430,7 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 		return err
 	})
 	if err != nil {
-		return nil, nil, wrap("range", err)
+		return nil, nil, s.wrap("range", err)
 	}
 	return recs, next, nil
 }

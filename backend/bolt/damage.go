@@ -11,6 +11,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/internal/nospace"
 )
 
 // bbolt reads its file through a memory map and trusts what it finds: a
@@ -44,10 +45,17 @@ func damaged(path, op, what string) error {
 }
 
 // wrap adds the package and op to err, but to an error that names them
-// already (damage met).
-func wrap(op string, err error) error {
+// already (damage met); a write that failed because the disk is full
+// (bbolt's write or sync of the file, or its growing of it) is said so,
+// with the file's path, and wraps backend.ErrNoSpace. bbolt rolls such a
+// transaction back and takes the next one as before, so the store goes on
+// as soon as there is room.
+func (s *Store) wrap(op string, err error) error {
 	if errors.Is(err, backend.ErrCorrupt) {
 		return err
+	}
+	if nospace.Is(err) {
+		return nospace.Wrap("sluice/backend/bolt", op, s.file(), err)
 	}
 	return fmt.Errorf("sluice/backend/bolt: %s: %w", op, err)
 }

@@ -54,6 +54,12 @@
 // NoSync when losing the store on a machine crash is acceptable (a cache of
 // limits that can start fresh), not for the engine's sync mode.
 //
+// # A full disk
+//
+// A write that fails because the disk is full returns an error naming the
+// file that wraps backend.ErrNoSpace; bbolt rolls the transaction back, and
+// the store takes the next write as soon as there is room.
+//
 // # Expiry
 //
 // A record whose expiry has passed reads as absent at once. A background

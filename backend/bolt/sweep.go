@@ -56,7 +56,7 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 		return err
 	})
 	if err != nil {
-		return nil, nil, wrap("sweep", err)
+		return nil, nil, s.wrap("sweep", err)
 	}
 	return candidates, next, nil
 }
@@ -94,7 +94,7 @@ func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err er
 		err = nil
 	}
 	if err != nil {
-		return 0, wrap("sweep", err)
+		return 0, s.wrap("sweep", err)
 	}
 	return removed, nil
 }

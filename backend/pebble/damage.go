@@ -12,6 +12,7 @@ import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/internal/nospace"
 )
 
 // Damage in Pebble's files reaches the store three ways: an error marked
@@ -29,8 +30,9 @@ import (
 // instead of ending the process.
 type pebbleLog struct {
 	dir   string
-	fatal atomic.Pointer[string] // Fatalf's (or the first DataCorruption's) message
-	ended atomic.Bool            // Fatalf ended one of Pebble's goroutines
+	fatal atomic.Pointer[string]     // Fatalf's (or the first DataCorruption's) message
+	stuck atomic.Pointer[stuckWrite] // Fatalf's on a failed write (stuck.go), until a reopen
+	ended atomic.Bool                // Fatalf ended one of Pebble's goroutines
 }
 
 // closable reports whether the database may still be closed: no goroutine
@@ -61,6 +63,16 @@ func (l *pebbleLog) Fatalf(format string, args ...any) {
 	// Pebble passes an error with its stack ("%+v"): the first line says
 	// what is damaged.
 	msg, _, _ := strings.Cut(fmt.Sprintf(format, args...), "\n")
+	if failed, full := writeFailure(format, args); failed {
+		// A write that failed, the disk full above all: the store is
+		// stuck, not damaged (stuck.go).
+		l.stuck.CompareAndSwap(nil, &stuckWrite{msg: msg, full: full})
+		if inStoreCall() {
+			panic(stuckPanic(msg))
+		}
+		l.ended.Store(true)
+		runtime.Goexit()
+	}
 	if l.fatal.CompareAndSwap(nil, &msg) {
 		log.Printf("sluice/backend/pebble: %s: Pebble stopped on damage it cannot repair: %s; every call of the store now fails (on_store_error decides); move the directory away to start afresh", l.dir, msg)
 	}
@@ -146,6 +158,12 @@ func (s *Store) poisoned(op string) error {
 func (s *Store) catch(op string, err *error, fault bool) {
 	debug.SetPanicOnFault(fault)
 	if r := recover(); r != nil {
+		if msg, ok := r.(stuckPanic); ok {
+			if *err = s.stuck(op); *err == nil {
+				*err = s.stuckError(op, &stuckWrite{msg: string(msg)})
+			}
+			return
+		}
 		what := fmt.Sprint(r)
 		if msg, ok := r.(fatalPanic); ok {
 			what = string(msg)
@@ -153,7 +171,10 @@ func (s *Store) catch(op string, err *error, fault bool) {
 		*err = damaged(s.dir, op, what)
 		return
 	}
-	if isDamage(*err) {
+	switch {
+	case isDamage(*err):
 		*err = damaged(s.dir, op, (*err).Error())
+	case nospace.Is(*err) && !errors.Is(*err, backend.ErrNoSpace):
+		*err = nospace.Wrap("sluice/backend/pebble", op, s.dir, *err)
 	}
 }

@@ -50,6 +50,19 @@
 // callers, in interval mode one batch per flush interval, so the fsync is
 // paid once per batch, never per decision.
 //
+// # A full disk
+//
+// A write that fails because the disk is full returns an error naming the
+// directory that wraps backend.ErrNoSpace; nothing panics and nothing ends
+// the process. Pebble answers a failed write of its write-ahead log by
+// giving up on the log for good (its logger's Fatalf, which by default ends
+// the process); the store keeps reading from the database and fails every
+// write until, at a write once the file system has room to replay the log
+// (tried at most twice a second), it closes the database and opens it
+// again, which replays every commit that reached the log. A write that
+// failed is the caller's to make again: the engine keeps such records in
+// memory and writes them at its next flush.
+//
 // # Expiry
 //
 // A record whose expiry has passed reads as absent at once. A background

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,14 @@ type Store struct {
 	sweeper *walk.Sweeper // its cursor is a prefixed record key
 
 	log *pebbleLog // Pebble's logger, which records a Fatalf (damage.go)
+
+	// popts is what Open gave Pebble, kept to reopen a stuck database
+	// (stuck.go).
+	popts *pebbledb.Options
+	// reopenMu serialises reopening; it guards lastReopen, the time of
+	// the last attempt.
+	reopenMu   sync.Mutex
+	lastReopen time.Time
 }
 
 var _ backend.Durable = (*Store)(nil)
@@ -162,11 +171,12 @@ func Open(dir string, opts *Options) (*Store, error) {
 	// spares reading the blocks of the others. Later levels inherit it.
 	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	s := &Store{
-		lock: lock,
-		dir:  dir,
-		hold: h,
-		gate: gate.New(),
-		log:  plog,
+		lock:  lock,
+		dir:   dir,
+		hold:  h,
+		gate:  gate.New(),
+		log:   plog,
+		popts: popts,
 	}
 	if err := s.open(popts); err != nil {
 		lock.Close()
@@ -268,7 +278,7 @@ func (s *Store) Load(key []byte, now int64) (_ []byte, _ int64, err error) {
 	k := append(append((*kb)[:0], recordPrefix), key...)
 	defer func() { *kb = k; keyBufs.Put(kb) }()
 
-	if err := s.gate.Enter(); err != nil {
+	if err := s.enter("get"); err != nil {
 		return nil, 0, err
 	}
 	defer s.gate.Leave()
@@ -319,7 +329,10 @@ func (s *Store) writeOne(op string, key []byte, fill func(*pebbledb.Batch)) (err
 	if err := s.poisoned(op); err != nil {
 		return err
 	}
-	if err := s.gate.Enter(); err != nil {
+	if err := s.unstick(op); err != nil {
+		return err
+	}
+	if err := s.enter(op); err != nil {
 		return err
 	}
 	defer s.gate.Leave()
@@ -357,7 +370,10 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) (err error) {
 	if err := s.poisoned("write batch"); err != nil {
 		return err
 	}
-	if err := s.gate.Enter(); err != nil {
+	if err := s.unstick("write batch"); err != nil {
+		return err
+	}
+	if err := s.enter("write batch"); err != nil {
 		return err
 	}
 	defer s.gate.Leave()
@@ -414,7 +430,7 @@ func (s *Store) rangeChunk(lower []byte) (recs []backend.Record, next []byte, er
 	if err := s.poisoned("range"); err != nil {
 		return nil, nil, err
 	}
-	if err := s.gate.Enter(); err != nil {
+	if err := s.enter("range"); err != nil {
 		return nil, nil, err
 	}
 	defer s.gate.Leave()
@@ -457,15 +473,24 @@ func (s *Store) Close() (err error) {
 		s.hold.Release()
 		return err
 	}
-	err = s.closeDB()
+	if s.db != nil {
+		err = s.closeDB()
+		if serr := s.stuck("close"); serr != nil {
+			// A stuck database's Close reports the log's failed write;
+			// say what it was.
+			err = serr
+		}
+	} else {
+		err = s.stuck("close") // a reopen failed: nothing is open
+	}
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}
 	s.hold.Release()
-	if err != nil {
+	if err != nil && !strings.HasPrefix(err.Error(), "sluice/backend/pebble: ") {
 		return fmt.Errorf("sluice/backend/pebble: close %q: %w", s.dir, err)
 	}
-	return nil
+	return err
 }
 
 // syncer syncs the write-ahead log every interval when unsynced writes are
@@ -475,7 +500,8 @@ func (s *Store) syncer(interval time.Duration) {
 		if !s.dirty.Swap(false) {
 			return
 		}
-		if s.gate.Enter() != nil {
+		if s.unstick("sync") != nil || s.enter("sync") != nil {
+			s.dirty.Store(true)
 			return
 		}
 		defer s.gate.Leave()

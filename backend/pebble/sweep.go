@@ -31,7 +31,7 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 	if err := s.poisoned("sweep"); err != nil {
 		return nil, nil, err
 	}
-	if err := s.gate.Enter(); err != nil {
+	if err := s.enter("sweep"); err != nil {
 		return nil, nil, err
 	}
 	defer s.gate.Leave()
@@ -72,7 +72,10 @@ func (s *Store) sweepDelete(candidates [][]byte, now int64) (removed int, err er
 	if err := s.poisoned("sweep"); err != nil {
 		return 0, err
 	}
-	if err := s.gate.Enter(); err != nil {
+	if err := s.unstick("sweep"); err != nil {
+		return 0, err
+	}
+	if err := s.enter("sweep"); err != nil {
 		return 0, err
 	}
 	defer s.gate.Leave()

@@ -86,7 +86,8 @@
 // on_store_error are reloaded when the file changes or on SIGHUP, and an
 // invalid file is rejected whole, the running configuration staying. The
 // admin listener, when --admin is given, serves /metrics (Prometheus),
-// /healthz ("ok") and /rules (the rules in force, as JSON). A client that
+// /healthz ("ok", or 503 and the store's error while a durable store fails
+// to write) and /rules (the rules in force, as JSON). A client that
 // goes away before the upstream answers is counted
 // (sluice_upstream_client_canceled_total) and logged at debug level only;
 // other upstream failures are answered 502, counted and logged as errors.

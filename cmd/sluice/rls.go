@@ -99,7 +99,8 @@ Admin endpoints (on --admin only):
   /metrics  Prometheus metrics: per domain and descriptor the hits, those
             over the limit, near it, within it, and shadow_mode would-be
             denials; requests by overall code; reloads; the engine's
-  /healthz  "ok"
+  /healthz  "ok"; 503 and the store's error while a durable store
+            fails to write (a full disk; gRPC health: NOT_SERVING)
   /config   the domains and limits in force, as JSON
   POST /v1/reset  domain=DOMAIN&entry=KEY=VALUE&entry=… (a form, or JSON
             {"domain": …, "descriptor": [{"key": …, "value": …}]}): forget
@@ -312,22 +313,28 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	gs := grpc.NewServer(gopts...)
 	rlspb.RegisterRateLimitServiceServer(gs, srv)
 	hs := health.NewServer()
-	serving := func() {
-		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	}
+	// Serving once the configuration is in force, and not while the
+	// durable store fails to write (storehealth.go).
+	gh := &grpcHealth{eng: eng, set: func(serving bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if serving {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		hs.SetServingStatus("", st)
+		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
+	}}
+	gh.update()
+	go gh.watch(ctx)
 	if src.ready == nil {
-		serving()
+		gh.markReady()
 	} else {
 		// Not serving until the control plane's first configuration
 		// is in force (envoyproxy/ratelimit's
 		// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
-		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 		go func() {
 			select {
 			case <-src.ready:
-				serving()
+				gh.markReady()
 			case <-ctx.Done():
 			}
 		}()
@@ -390,10 +397,7 @@ func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *me
 	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok")
-	})
+	mux.HandleFunc("GET /healthz", healthz(eng))
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		cfg := srv.Config()
 		out := map[string][]rlsLimitJSON{}

@@ -92,7 +92,8 @@ requests in flight (up to 10s), flushes and closes the store, and exits 0.
 Admin endpoints (on --admin only, never on --listen):
   /metrics  Prometheus metrics (decisions, cost, latency, store errors,
             reloads, the engine's counters, upstream errors)
-  /healthz  "ok"
+  /healthz  "ok"; 503 and the store's error while a durable store
+            fails to write (a full disk)
   /rules    the rules in force, as JSON
   POST /v1/reset      rule=NAME&key=KEY (form or JSON): unblock a caller
   GET  /v1/keys?rule=NAME&key=KEY: a caller's record, what it may spend
@@ -574,10 +575,7 @@ func adminHandler(reg *sluice.Registry, m *metrics.Metrics, up *upstreamErrors, 
 	preg.MustRegister(store...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok")
-	})
+	mux.HandleFunc("GET /healthz", healthz(eng))
 	mux.HandleFunc("GET /rules", func(w http.ResponseWriter, _ *http.Request) {
 		rs := reg.Ruleset()
 		out := rulesJSON{Match: string(rs.Mode()), Rules: []ruleJSON{}}

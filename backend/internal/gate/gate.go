@@ -63,3 +63,17 @@ func (g *Gate) Close() bool {
 	g.bg.Wait()
 	return true
 }
+
+// Hold waits for the calls admitted to leave, runs fn while admitting no
+// other, and returns nil; a store replaces its database in fn. Once the gate
+// is closed it returns backend.ErrClosed without calling fn. A call that
+// Enter admitted must not call Hold.
+func (g *Gate) Hold(fn func()) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return backend.ErrClosed
+	}
+	fn()
+	return nil
+}

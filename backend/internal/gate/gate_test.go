@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice/backend"
 )
@@ -32,5 +33,46 @@ func TestGate(t *testing.T) {
 	}
 	if g.Close() {
 		t.Error("second Close = true, want false")
+	}
+}
+
+func TestHold(t *testing.T) {
+	g := New()
+	if err := g.Enter(); err != nil {
+		t.Fatal(err)
+	}
+	// Hold waits for the call inside to leave, and admits none while fn
+	// runs.
+	inFn := make(chan struct{})
+	release := make(chan struct{})
+	held := make(chan error)
+	go func() {
+		held <- g.Hold(func() { close(inFn); <-release })
+	}()
+	select {
+	case <-inFn:
+		t.Fatal("Hold ran fn while a call was inside")
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.Leave()
+	<-inFn
+	entered := make(chan error)
+	go func() { entered <- g.Enter() }()
+	select {
+	case <-entered:
+		t.Fatal("Enter admitted a call while Hold's fn ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatalf("Hold = %v", err)
+	}
+	if err := <-entered; err != nil {
+		t.Fatalf("Enter after Hold = %v", err)
+	}
+	g.Leave()
+	g.Close()
+	if err := g.Hold(func() { t.Error("Hold ran fn after Close") }); !errors.Is(err, backend.ErrClosed) {
+		t.Fatalf("Hold after Close = %v, want ErrClosed", err)
 	}
 }

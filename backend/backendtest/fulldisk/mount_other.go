@@ -1,0 +1,7 @@
+//go:build !linux
+
+package fulldisk
+
+func mount(string, int) error { return errNotLinux }
+
+func unmount(string) error { return nil }

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	grpccodes "google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-go/sluice/backend/backendtest/fulldisk"
+)
+
+// A real serve process whose store's disk fills up (a tmpfs mounted for
+// the test) keeps running: the requests whose decision cannot be written
+// are store errors, answered by on_store_error (closed: 503); /healthz
+// answers 503 naming the store's directory and /metrics has
+// sluice_store_healthy 0; the log says so once. Once the disk has room the
+// process writes again by itself: /healthz answers ok, the log says so
+// once, a caller's spending made during the failure still counts, and
+// after a restart too.
+func TestServeProcessFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, backendName := range []string{"pebble", "bolt"} {
+		t.Run(backendName, func(t *testing.T) {
+			root := fulldisk.Mount(t, fulldisk.Size)
+			state := filepath.Join(root, "state")
+			up := upstream(t)
+			cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
+			store := fmt.Sprintf("  backend: %s\n  dir: %s\n  durability: interval\n  flush_interval: 20ms", backendName, state)
+			cfg := strings.Replace(gatewayConfig(store, "10.0.0.0/8", 100000), "on_store_error: open", "on_store_error: closed", 1)
+			writeFile(t, cfgPath, cfg)
+			args := []string{"--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--admin", "127.0.0.1:0"}
+			p := startServeProcess(t, bin, args...)
+			m := adminRE.FindStringSubmatch(p.stderr.String())
+			if m == nil {
+				t.Fatalf("no admin address in the log:\n%s", p.stderr)
+			}
+			admin := m[1]
+			base := "http://" + p.listen
+			order := func(user string) int {
+				code, _ := send(t, "POST", base+"/api/orders", "X-User-ID", user)
+				return code
+			}
+			pad := strings.Repeat("x", 200)
+			if got := order("alice"); got != 200 {
+				t.Fatalf("alice's first order: %d", got)
+			}
+			waitHealthz(t, admin, http.StatusOK)
+
+			filler := fulldisk.Fill(t, root)
+			// New callers until one is refused: the flushes fail.
+			refused := 0
+			for i := 0; i < 5000 && refused == 0; i++ {
+				if got := order(fmt.Sprintf("u%d-%s", i, pad)); got == 503 {
+					refused++
+				} else if got != 200 {
+					t.Fatalf("a new caller's order on a full disk: %d", got)
+				}
+			}
+			if refused == 0 {
+				t.Fatal("5000 orders on a full disk, none refused")
+			}
+			// bob orders three times while the disk is full: refused
+			// (closed), but spent.
+			for range 3 {
+				if got := order("bob"); got != 503 {
+					t.Fatalf("bob's order on a full disk: %d, want 503", got)
+				}
+			}
+			code, body := get(t, "http://"+admin+"/healthz")
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, state) || !strings.Contains(body, "disk is full") {
+				t.Fatalf("/healthz on a full disk: %d %q; want 503 naming %s and a full disk", code, body, state)
+			}
+			if got := metricValue(t, admin, "sluice_store_healthy"); got != 0 {
+				t.Fatalf("sluice_store_healthy on a full disk = %v, want 0", got)
+			}
+			if got := metricValue(t, admin, "sluice_flush_errors_total"); got == 0 {
+				t.Fatal("sluice_flush_errors_total on a full disk = 0")
+			}
+			time.Sleep(100 * time.Millisecond) // five flush intervals more of failing
+			if n := strings.Count(p.stderr.String(), "the durable store fails to write"); n != 1 {
+				t.Fatalf("the log says %d times that the store fails to write, want once:\n%s", n, tail(p.stderr.String()))
+			}
+
+			fulldisk.Free(t, filler)
+			freed := time.Now()
+			waitHealthz(t, admin, http.StatusOK)
+			t.Logf("/healthz ok %v after the disk had room", time.Since(freed).Round(time.Millisecond))
+			if got := metricValue(t, admin, "sluice_store_healthy"); got != 1 {
+				t.Fatalf("sluice_store_healthy once the disk has room = %v, want 1", got)
+			}
+			log := p.stderr.String()
+			if n := strings.Count(log, "the durable store writes again"); n != 1 {
+				t.Fatalf("the log says %d times that the store writes again, want once:\n%s", n, tail(log))
+			}
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(line, "the durable store") {
+					t.Log(line)
+				}
+			}
+			if strings.Contains(log, "panic") || strings.Contains(log, "damaged") {
+				t.Fatalf("the log:\n%s", tail(log))
+			}
+			// bob spent 3 of 5 while the disk was full.
+			if got := []int{order("bob"), order("bob"), order("bob")}; fmt.Sprint(got) != "[200 200 429]" {
+				t.Fatalf("bob's orders once the disk has room: %v, want [200 200 429]", got)
+			}
+
+			// And after a restart.
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.wait(t, 30*time.Second); err != nil {
+				t.Fatalf("serve exited with %v:\n%s", err, tail(p.stderr.String()))
+			}
+			p = startServeProcess(t, bin, args...)
+			base = "http://" + p.listen
+			if got := order("bob"); got != 429 {
+				t.Fatalf("bob's order after a restart: %d, want 429", got)
+			}
+		})
+	}
+}
+
+// waitHealthz polls the admin listener's /healthz until it answers want,
+// for up to a minute.
+func waitHealthz(t *testing.T, admin string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body := get(t, "http://"+admin+"/healthz")
+		if code == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz still %d %q after a minute, want %d", code, body, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tail returns the end of a long log.
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "…" + s[len(s)-4000:]
+	}
+	return s
+}
+
+// A real rls process whose Pebble store's disk fills up answers the
+// requests it cannot record UNAVAILABLE, /healthz 503 naming the store's
+// directory and the gRPC health service NOT_SERVING; once the disk has
+// room, it serves again by itself, both health checks saying so.
+func TestRLSProcessFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	root := fulldisk.Mount(t, fulldisk.Size)
+	state := filepath.Join(root, "state")
+	p := startRLS(t, "--config", "testdata/rls/sluice", "--backend", "pebble", "--dir", state)
+	hc := healthpb.NewHealthClient(p.conn)
+	grpcHealth := func() healthpb.HealthCheckResponse_ServingStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		h, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: rlspb.RateLimitService_ServiceDesc.ServiceName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Status
+	}
+	waitGRPCHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for grpcHealth() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("gRPC health not %v after a minute", want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "u"))); got != "OK: OK" {
+		t.Fatalf("before the disk is full: %s", got)
+	}
+	waitGRPCHealth(healthpb.HealthCheckResponse_SERVING)
+
+	filler := fulldisk.Fill(t, root)
+	pad := strings.Repeat("x", 200)
+	unavailable := false
+	for i := 0; i < 5000 && !unavailable; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", "t1", "user", fmt.Sprintf("u%d-%s", i, pad))}})
+		cancel()
+		switch {
+		case status.Code(err) == grpccodes.Unavailable:
+			unavailable = true
+		case err != nil:
+			t.Fatalf("a request on a full disk: %v", err)
+		}
+	}
+	if !unavailable {
+		t.Fatal("5000 requests on a full disk, none answered UNAVAILABLE")
+	}
+	code, body := get(t, "http://"+p.admin+"/healthz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, state) {
+		t.Fatalf("/healthz on a full disk: %d %q; want 503 naming %s", code, body, state)
+	}
+	waitGRPCHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+
+	fulldisk.Free(t, filler)
+	waitHealthz(t, p.admin, http.StatusOK)
+	waitGRPCHealth(healthpb.HealthCheckResponse_SERVING)
+	if got := rlsAnswer(p.ask(t, "api", 0, rd("tenant", "t1", "user", "v"))); got != "OK: OK" {
+		t.Fatalf("once the disk has room: %s", got)
+	}
+	if n := strings.Count(p.stderr.String(), "the durable store fails to write"); n != 1 {
+		t.Fatalf("the log says %d times that the store fails to write, want once:\n%s", n, tail(p.stderr.String()))
+	}
+	p.stop(t)
+}
