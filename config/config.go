@@ -48,6 +48,17 @@ const (
 	DefaultMaxConnections    = 1024
 )
 
+// Defaults of the server section's minimum body rate: ASP.NET Core
+// Kestrel's MinRequestBodyDataRate (240 bytes a second after a grace of
+// 5s). nginx has none: its client_body_timeout alone never cuts a body
+// that sends a byte a second, and it holds no upstream connection while it
+// buffers the body; serve streams the body upstream, so a slow body would
+// hold an upstream connection as long as it trickles.
+const (
+	DefaultClientBodyMinRate   = 240
+	DefaultClientBodyRateGrace = 5 * time.Second
+)
+
 // Config is a gateway's configuration, as read from a YAML file by Parse
 // or Load, which fill in every default: a parsed Config holds the values in
 // force, not blanks.
@@ -180,6 +191,16 @@ type Server struct {
 	// body may go without sending a byte while it is read (nginx's
 	// client_body_timeout); DefaultClientBodyTimeout (60s) when left out.
 	ClientBodyTimeout time.Duration
+	// ClientBodyMinRate is "client_body_min_rate", in bytes a second: once
+	// ClientBodyRateGrace has passed since a request's headers were read,
+	// its body must have arrived at least this fast on average, or it is
+	// cut as ClientBodyTimeout cuts it (408). Zero turns it off;
+	// DefaultClientBodyMinRate (240) when left out.
+	ClientBodyMinRate int64
+	// ClientBodyRateGrace is "client_body_rate_grace", how long a body may
+	// take before ClientBodyMinRate applies; DefaultClientBodyRateGrace
+	// (5s) when left out.
+	ClientBodyRateGrace time.Duration
 	// SendTimeout is "send_timeout", the longest one write of the
 	// response to the client may wait (nginx's send_timeout);
 	// DefaultSendTimeout (60s) when left out.

@@ -417,13 +417,16 @@ func TestServerSection(t *testing.T) {
 	}
 	want := config.Server{IdleTimeout: 75 * time.Second, ClientBodyTimeout: 60 * time.Second, SendTimeout: 60 * time.Second, MaxConnections: 1024}
 	if got := cfg.Server; got.IdleTimeout != want.IdleTimeout || got.ClientBodyTimeout != want.ClientBodyTimeout ||
-		got.SendTimeout != want.SendTimeout || got.MaxConnections != want.MaxConnections || len(got.AdminHosts) != 0 {
+		got.SendTimeout != want.SendTimeout || got.MaxConnections != want.MaxConnections || len(got.AdminHosts) != 0 ||
+		got.ClientBodyMinRate != 240 || got.ClientBodyRateGrace != 5*time.Second {
 		t.Errorf("defaults: %+v, want %+v", got, want)
 	}
 	cfg, err = config.Parse("g.yaml", []byte(`server:
   idle_timeout: 5s
   client_body_timeout: 2s
   send_timeout: 3s
+  client_body_min_rate: 0
+  client_body_rate_grace: 10s
   max_connections: 64
   admin_hosts: [sluice-admin.internal, ops.example.net]
 rules: []
@@ -432,7 +435,7 @@ rules: []
 		t.Fatal(err)
 	}
 	if s := cfg.Server; s.IdleTimeout != 5*time.Second || s.ClientBodyTimeout != 2*time.Second || s.SendTimeout != 3*time.Second ||
-		s.MaxConnections != 64 || strings.Join(s.AdminHosts, ",") != "sluice-admin.internal,ops.example.net" {
+		s.MaxConnections != 64 || s.ClientBodyMinRate != 0 || s.ClientBodyRateGrace != 10*time.Second || strings.Join(s.AdminHosts, ",") != "sluice-admin.internal,ops.example.net" {
 		t.Errorf("server %+v", s)
 	}
 	for _, c := range []struct{ file, want string }{
@@ -440,6 +443,8 @@ rules: []
 		{"server: {client_body_timeout: -1s}\n", "g.yaml:1: server.client_body_timeout: want a duration from 1ms to 24h, got -1s"},
 		{"server: {send_timeout: 48h}\n", "g.yaml:1: server.send_timeout: want a duration from 1ms to 24h, got 48h0m0s"},
 		{"server: {send_timeout: soon}\n", `g.yaml:1: server.send_timeout: want a duration such as 1m or 500ms, got "soon"`},
+		{"server: {client_body_min_rate: -1}\n", "g.yaml:1: server.client_body_min_rate: want 0 (off) to 1073741824 bytes a second, got -1"},
+		{"server: {client_body_rate_grace: 0s}\n", "g.yaml:1: server.client_body_rate_grace: want a duration from 1ms to 24h, got 0s"},
 		{"server: {max_connections: 0}\n", "g.yaml:1: server.max_connections: want 1 to 1048576 connections, got 0"},
 		{"server: {admin_hosts: [ok, \"evil:80\"]}\n", "g.yaml:1: server.admin_hosts[1]: want a host name"},
 		{"server: {admin_hosts: x}\n", "g.yaml:1: server.admin_hosts: want a list of host names"},

@@ -45,6 +45,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	}
 	c := &Config{
 		Server: Server{IdleTimeout: DefaultIdleTimeout, ClientBodyTimeout: DefaultClientBodyTimeout,
+			ClientBodyMinRate: DefaultClientBodyMinRate, ClientBodyRateGrace: DefaultClientBodyRateGrace,
 			SendTimeout: DefaultSendTimeout, MaxConnections: DefaultMaxConnections},
 		Store:        defaultStore(),
 		Identity:     identity.Config{}.WithDefaults(),
@@ -191,6 +192,12 @@ func (p *parser) server(n *yaml.Node, path string, sv *Server) error {
 			timeout(&sv.ClientBodyTimeout)
 		case "send_timeout":
 			timeout(&sv.SendTimeout)
+		case "client_body_rate_grace":
+			timeout(&sv.ClientBodyRateGrace)
+		case "client_body_min_rate":
+			if sv.ClientBodyMinRate, err = p.Int(v, field); err == nil && (sv.ClientBodyMinRate < 0 || sv.ClientBodyMinRate > 1<<30) {
+				err = p.Errorf(v.Line, field, "want 0 (off) to 1073741824 bytes a second, got %d", sv.ClientBodyMinRate)
+			}
 		case "max_connections":
 			var m int64
 			if m, err = p.Int(v, field); err == nil && (m < 1 || m > 1<<20) {

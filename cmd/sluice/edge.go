@@ -26,9 +26,18 @@ import (
 // A body whose client stops sending is cut: its read fails, which ends the
 // upstream request (the proxy's transport closes it), and the client is
 // answered 408 Request Timeout, as nginx answers it.
+//
+// So is a body that keeps moving too slowly, with minRate set: once grace
+// has passed since the guard saw the request, the body read so far must
+// have come at minRate bytes a second on average (Kestrel's
+// MinRequestBodyDataRate). Without it a client sending a byte a second
+// would hold its upstream connection as long as it liked, since serve
+// streams a body upstream instead of buffering it first as nginx does.
 type slowClientGuard struct {
 	next       http.Handler
 	body, send time.Duration
+	minRate    int64         // bytes a second; 0: no minimum
+	grace      time.Duration // before minRate applies
 }
 
 // bodyTimedOutKey is the context key of a request's *timedBody.
@@ -41,7 +50,10 @@ func (g slowClientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.SetWriteDeadline(time.Now().Add(g.send))
 	tw := &timedWriter{ResponseWriter: w, rc: rc, send: g.send}
 	if r.Body != nil && r.Body != http.NoBody {
-		b := &timedBody{ReadCloser: r.Body, rc: rc, timeout: g.body}
+		b := &timedBody{ReadCloser: r.Body, rc: rc, timeout: g.body, minRate: g.minRate}
+		if g.minRate > 0 {
+			b.rateFrom = time.Now().Add(g.grace)
+		}
 		r.Body = b
 		r = r.WithContext(context.WithValue(r.Context(), bodyTimedOutKey{}, b))
 	}
@@ -55,21 +67,47 @@ func bodyTimedOut(ctx context.Context) bool {
 	return b != nil && b.timedOut.Load()
 }
 
-// timedBody is a request body each read of which may wait at most timeout.
+// timedBody is a request body each read of which may wait at most timeout,
+// and which, with minRate set, must have arrived at minRate bytes a second
+// from rateFrom on.
 type timedBody struct {
 	io.ReadCloser
 	rc       *http.ResponseController
 	timeout  time.Duration
+	minRate  int64     // bytes a second; 0: no minimum
+	rateFrom time.Time // the end of the grace: read bytes are counted from it
+	read     int64     // bytes read so far
 	timedOut atomic.Bool
 	done     bool // EOF seen: the deadline is cleared
+}
+
+// deadline is when the next read must have returned: timeout from now, or
+// sooner, the instant the bytes read so far fall below minRate since the
+// grace ended (in the past if they have already, which ends the next read
+// at once).
+func (b *timedBody) deadline(now time.Time) time.Time {
+	d := now.Add(b.timeout)
+	if b.minRate > 0 {
+		// read bytes at minRate last read/minRate seconds past the grace
+		// (in whole seconds and the rest, so that no product overflows; a
+		// count that would last past a day is ahead of any timeout).
+		if secs := b.read / b.minRate; secs < 86400 {
+			owed := time.Duration(secs)*time.Second + time.Duration(b.read%b.minRate*int64(time.Second)/b.minRate)
+			if r := b.rateFrom.Add(owed); r.Before(d) {
+				d = r
+			}
+		}
+	}
+	return d
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
 	if b.done {
 		return b.ReadCloser.Read(p)
 	}
-	b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	b.rc.SetReadDeadline(b.deadline(time.Now()))
 	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
 	if err == io.EOF {
 		// Read in full: no deadline on the connection while the upstream
 		// answers (net/http reads in the background then, to see the

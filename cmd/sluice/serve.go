@@ -44,7 +44,8 @@ const maxPooledCopyBuffers = 256
 
 // serveUsage is what "sluice serve --help" prints before the flags.
 const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream URL [--admin ADDR [--admin-token-file FILE] [--admin-host NAME]...]
-       [--idle-timeout D] [--client-body-timeout D] [--send-timeout D] [--max-connections N]
+       [--idle-timeout D] [--client-body-timeout D] [--client-body-min-rate B]
+       [--client-body-rate-grace D] [--send-timeout D] [--max-connections N]
        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
        [--backend memory|pebble|bolt|redis --dir DIR --durability sync|interval
         --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
@@ -114,11 +115,12 @@ browser sends from another origin.
 Slow clients (the configuration's server section; each flag over it):
 --idle-timeout (75s) closes a keep-alive connection waiting that long for
 its next request; --client-body-timeout (60s) cuts a request body that
-sends nothing for that long (408, and the upstream request ends);
---send-timeout (60s) closes a connection whose client takes that long to
+sends nothing for that long (408, and the upstream request ends), and
+--client-body-min-rate (240 bytes a second, after --client-body-rate-grace,
+5s) one that arrives slower than that on average; --send-timeout (60s) closes a connection whose client takes that long to
 accept one write of the response; --max-connections (1024) caps the client
 connections open at once (past it new ones wait). The timeouts count
-inactivity: a body or a response that keeps moving is never cut. Headers
+inactivity: a body or a response that keeps moving is never cut by them. Headers
 must arrive within 10s.
 
 Caller identity: a user- or api_key-scoped rule counts an anonymous caller
@@ -167,6 +169,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	adminHosts := addAdminHostFlag(fs)
 	idleTimeout := fs.Duration("idle-timeout", config.DefaultIdleTimeout, "how long a keep-alive connection may wait for its next request (nginx's keepalive_timeout), over the configuration's server.idle_timeout")
 	bodyTimeout := fs.Duration("client-body-timeout", config.DefaultClientBodyTimeout, "the longest a request body may go without sending a byte while it is read; past it the request is cut and answered 408 (nginx's client_body_timeout), over server.client_body_timeout")
+	bodyMinRate := fs.Int64("client-body-min-rate", config.DefaultClientBodyMinRate, "the slowest a request body may arrive on average, in `bytes` a second, once --client-body-rate-grace has passed; slower, it is cut and answered 408 (Kestrel's MinRequestBodyDataRate); 0 turns it off; over server.client_body_min_rate")
+	bodyRateGrace := fs.Duration("client-body-rate-grace", config.DefaultClientBodyRateGrace, "how long a request body may take before --client-body-min-rate applies, over server.client_body_rate_grace")
 	sendTimeout := fs.Duration("send-timeout", config.DefaultSendTimeout, "the longest one write of a response to the client may wait (nginx's send_timeout), over server.send_timeout")
 	maxConns := fs.Int("max-connections", config.DefaultMaxConnections, "the most client `connections` open at once; past it new ones wait to be accepted (nginx's worker_connections), over server.max_connections")
 	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
@@ -222,6 +226,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 			sv.ClientBodyTimeout = *bodyTimeout
 		case "send-timeout":
 			sv.SendTimeout = *sendTimeout
+		case "client-body-min-rate":
+			sv.ClientBodyMinRate = *bodyMinRate
+		case "client-body-rate-grace":
+			sv.ClientBodyRateGrace = *bodyRateGrace
 		case "max-connections":
 			sv.MaxConnections = *maxConns
 		}
@@ -229,10 +237,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"idle-timeout", sv.IdleTimeout}, {"client-body-timeout", sv.ClientBodyTimeout}, {"send-timeout", sv.SendTimeout}} {
+	}{{"idle-timeout", sv.IdleTimeout}, {"client-body-timeout", sv.ClientBodyTimeout}, {"send-timeout", sv.SendTimeout}, {"client-body-rate-grace", sv.ClientBodyRateGrace}} {
 		if d.v <= 0 {
 			return fail(2, "--%s %v: want a positive duration such as 60s", d.flag, d.v)
 		}
+	}
+	if sv.ClientBodyMinRate < 0 {
+		return fail(2, "--client-body-min-rate %d: want 0 (off) or more bytes a second", sv.ClientBodyMinRate)
 	}
 	if sv.MaxConnections < 1 {
 		return fail(2, "--max-connections %d: want at least 1", sv.MaxConnections)
@@ -369,13 +380,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 	defer w.Close()
 
 	srv := &http.Server{
-		Handler:           slowClientGuard{next: handler, body: sv.ClientBodyTimeout, send: sv.SendTimeout},
+		Handler: slowClientGuard{next: handler, body: sv.ClientBodyTimeout, send: sv.SendTimeout,
+			minRate: sv.ClientBodyMinRate, grace: sv.ClientBodyRateGrace},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       sv.IdleTimeout,
 		ErrorLog:          proxy.ErrorLog,
 	}
 	attrs := append([]any{"upstream", up.String(), "config", *configPath, "on_store_error", string(cfg.OnStoreError),
-		"idle_timeout", sv.IdleTimeout, "client_body_timeout", sv.ClientBodyTimeout, "send_timeout", sv.SendTimeout,
+		"idle_timeout", sv.IdleTimeout, "client_body_timeout", sv.ClientBodyTimeout,
+		"client_body_min_rate", sv.ClientBodyMinRate, "client_body_rate_grace", sv.ClientBodyRateGrace, "send_timeout", sv.SendTimeout,
 		"max_connections", sv.MaxConnections}, storeAttrs(bf)...)
 	if bf.name == config.BackendRedis {
 		attrs = append(attrs, "fleet_size", fleet)
@@ -477,14 +490,14 @@ var (
 	descUpstreamErrors = prometheus.NewDesc("sluice_upstream_errors_total",
 		"Proxied requests the upstream could not answer (502 Bad Gateway).", nil, nil)
 	descBodyTimeouts = prometheus.NewDesc("sluice_client_body_timeouts_total",
-		"Proxied requests whose client sent nothing of its body for client_body_timeout (408 Request Timeout).", nil, nil)
+		"Proxied requests whose client sent nothing of its body for client_body_timeout, or sent it slower than client_body_min_rate (408 Request Timeout).", nil, nil)
 )
 
 func (u *upstreamErrors) handle(w http.ResponseWriter, r *http.Request, err error) {
 	if bodyTimedOut(r.Context()) {
 		u.bodyTimeouts.Add(1)
-		u.log.Info("sluice serve: request body cut: the client sent nothing for client_body_timeout",
-			"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		u.log.Info("sluice serve: request body cut: the client sent nothing for client_body_timeout, or less than client_body_min_rate",
+			"method", clip.String(r.Method, clip.Max), "path", clip.String(r.URL.Path, clip.Max), "remote", r.RemoteAddr)
 		w.Header().Set("Connection", "close")
 		http.Error(w, "request body timeout", http.StatusRequestTimeout) // nginx's answer
 		return

@@ -151,6 +151,7 @@ func TestServeProcessSlowClients(t *testing.T) {
 	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL,
 		"--admin", "127.0.0.1:0",
 		"--client-body-timeout", timeout.String(), "--send-timeout", timeout.String(), "--idle-timeout", timeout.String(),
+		"--client-body-min-rate", "0", // the inactivity timeouts alone: TestServeProcessSlowBodyRate tests the rate
 		"--max-connections", "8")
 	m := serveAdminRE.FindStringSubmatch(p.stderr.String())
 	if m == nil {
@@ -327,4 +328,80 @@ func TestServeProcessSlowClients(t *testing.T) {
 		}
 		normal("after the cap")
 	})
+}
+
+// A real serve process with a minimum body rate of 1000 bytes a second
+// after a grace of 1s (and an inactivity timeout far longer): a body that
+// keeps moving at a tenth of the rate is cut with 408 and its upstream read
+// ends, counted as a body timeout; a body at twenty times the rate is
+// passed whole. Nothing here depends on how fast the machine is beyond
+// those margins: the slow body never reaches the rate, and the fast one
+// stays above it unless the test's writer stalls for most of a second.
+func TestServeProcessSlowBodyRate(t *testing.T) {
+	bin := buildBinary(t)
+	up := newSlowUpstream(t, time.Millisecond)
+	cfgPath := filepath.Join(t.TempDir(), "gateway.yaml")
+	writeFile(t, cfgPath, gatewayConfig(memoryStore, "", 100000))
+	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL,
+		"--admin", "127.0.0.1:0", "--client-body-timeout", "60s",
+		"--client-body-min-rate", "1000", "--client-body-rate-grace", "1s")
+	m := serveAdminRE.FindStringSubmatch(p.stderr.String())
+	if m == nil {
+		t.Fatalf("no admin address in the log:\n%s", p.stderr)
+	}
+	admin := m[1]
+	const patience = 30 * time.Second
+
+	// 10 bytes every 100ms: 100 bytes a second, a tenth of the minimum.
+	slow := openRaw(t, p.listen, "POST /upload HTTP/1.1\nHost: gw\nX-Test-Name: slow\nContent-Length: 100000")
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := io.WriteString(slow, "0123456789"); err != nil {
+				return
+			}
+		}
+	}()
+	status := closedBy(t, slow, patience)
+	close(stop)
+	if status != http.StatusRequestTimeout {
+		t.Errorf("a body at a tenth of the minimum rate: answered %d, want 408", status)
+	}
+	select {
+	case err := <-up.ended:
+		if err == nil {
+			t.Errorf("the slow body was read in full upstream, want it cut")
+		}
+	case <-time.After(patience):
+		t.Fatalf("the upstream is still reading the slow body")
+	}
+	if got := metricValue(t, admin, "sluice_client_body_timeouts_total"); got != 1 {
+		t.Errorf("sluice_client_body_timeouts_total = %v, want 1", got)
+	}
+
+	// 2000 bytes every 100ms for 2s: twenty times the minimum.
+	const chunk, chunks = 2000, 20
+	fast := openRaw(t, p.listen, fmt.Sprintf("POST /upload HTTP/1.1\nHost: gw\nX-Test-Name: fast\nContent-Length: %d\nConnection: close", chunk*chunks))
+	piece := strings.Repeat("f", chunk)
+	for i := range chunks {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := io.WriteString(fast, piece); err != nil {
+			t.Fatalf("the fast body was cut after %d chunks: %v", i, err)
+		}
+	}
+	if got := closedBy(t, fast, patience); got != 200 {
+		t.Errorf("a body at twenty times the minimum rate: answered %d, want 200", got)
+	}
+	<-up.ended
+	up.mu.Lock()
+	got := up.bodies["fast"]
+	up.mu.Unlock()
+	if got != chunk*chunks {
+		t.Errorf("the upstream read %d bytes of the fast body, want %d", got, chunk*chunks)
+	}
 }
