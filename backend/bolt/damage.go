@@ -19,8 +19,8 @@ import (
 // call into bbolt goes through guard, which turns either into an error
 // wrapping backend.ErrCorrupt, so that a damaged file fails the call that
 // met the damage, and the gateway's on_store_error decides it, instead of
-// killing the process. Calls that do not meet the damaged pages go on
-// working.
+// killing the process. Reads that do not meet the damaged pages go on
+// working; writes stop at the first that meets damage (updateTx).
 
 // guard runs fn, a call into bbolt for op, returning its error, or one
 // wrapping backend.ErrCorrupt when it panicked or faulted.
