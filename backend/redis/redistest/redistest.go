@@ -130,7 +130,14 @@ func (s *Server) Start() error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if out, err := cli(s.Addr, "PING"); err == nil && strings.TrimSpace(out) == "PONG" {
-			return nil
+			// The server answering must be this one, not another
+			// process' that took the port first (then this one exits).
+			info, _ := cli(s.Addr, "INFO", "server")
+			if strings.Contains(info, fmt.Sprintf("process_id:%d\r", cmd.Process.Pid)) || strings.Contains(info, fmt.Sprintf("process_id:%d\n", cmd.Process.Pid)) {
+				return nil
+			}
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("sluice/backend/redis/redistest: redis-server on %s: %w by another server; its log:\n%s", s.Addr, errPortTaken, log)
 		}
 		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 		if bytes.Contains(log, []byte("Address already in use")) {
