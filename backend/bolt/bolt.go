@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -99,6 +100,10 @@ type Store struct {
 	gate *gate.Gate // admits every call using db; Close shuts it
 
 	sweeper *walk.Sweeper
+
+	// broken is the damage the first write transaction to meet one
+	// met, which every later write returns (updateTx).
+	broken atomic.Pointer[error]
 }
 
 var _ backend.Durable = (*Store)(nil)
@@ -249,7 +254,11 @@ func (s *Store) Load(key []byte, now int64) ([]byte, int64, error) {
 		if err != nil {
 			return err
 		}
-		out, exp = frame.Live(b.Get(key), now)
+		v := b.Get(key)
+		if err := oversize(tx.Size(), key, v); err != nil {
+			return err
+		}
+		out, exp = frame.Live(v, now)
 		return nil
 	})
 	if err != nil {
@@ -416,7 +425,7 @@ func (s *Store) rangeChunk(from []byte) (recs []backend.Record, next []byte, err
 		if err != nil {
 			return err
 		}
-		c := orderedCursor{c: b.Cursor()}
+		c := orderedCursor{c: b.Cursor(), size: tx.Size()}
 		k, v, err := c.seek(from)
 		for ; err == nil && k != nil && len(recs) < rangeChunk; k, v, err = c.next() {
 			if v == nil {

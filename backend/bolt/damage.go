@@ -20,8 +20,8 @@ import (
 // call into bbolt goes through guard, which turns either into an error
 // wrapping backend.ErrCorrupt, so that a damaged file fails the call that
 // met the damage, and the gateway's on_store_error decides it, instead of
-// killing the process. Calls that do not meet the damaged pages go on
-// working.
+// killing the process. Reads that do not meet the damaged pages go on
+// working; writes stop at the first that meets damage (updateTx).
 
 // guard runs fn, a call into bbolt for op, returning its error, or one
 // wrapping backend.ErrCorrupt when it panicked or faulted.
@@ -75,9 +75,35 @@ func (s *Store) view(op string, fn func(tx *bbolt.Tx) error) error {
 	return guard(s.file(), op, func() error { return s.db.View(fn) })
 }
 
-// updateTx runs fn in a read-write transaction, guarded.
+// updateTx runs fn in a read-write transaction, guarded. Once one has met
+// damage, every later one returns that damage at once without touching
+// the file: bbolt writes back the whole page of a key it changes, so a
+// damaged page would fail every flush again, and at a cost (a leaf whose
+// element claims hundreds of megabytes had bbolt allocate that much at
+// each commit, twenty times a second, until the gateway stalled); and
+// pages handed out by a damaged tree's freelist may hold records in use.
+// Reads go on for the records the damage spared.
 func (s *Store) updateTx(op string, fn func(tx *bbolt.Tx) error) error {
-	return guard(s.file(), op, func() error { return s.db.Update(fn) })
+	if err := s.broken.Load(); err != nil {
+		return *err
+	}
+	err := guard(s.file(), op, func() error { return s.db.Update(fn) })
+	if errors.Is(err, backend.ErrCorrupt) {
+		s.broken.CompareAndSwap(nil, &err)
+	}
+	return err
+}
+
+// oversize returns the damage of a key and value longer together than
+// the file was (size, a transaction's tx.Size()): a damaged element's
+// lengths, which bbolt hands out as slices over memory past the file, and
+// copying them (a Load, a Range, a sweep's keys) would allocate as much,
+// hundreds of megabytes a call.
+func oversize(size int64, k, v []byte) error {
+	if n := int64(len(k)) + int64(len(v)); n > size {
+		return fmt.Errorf("a record of %d bytes in a file of %d: %w", n, size, bolterrors.ErrInvalid)
+	}
+	return nil
 }
 
 // records returns the records bucket of tx, or an error when the file's
@@ -97,10 +123,12 @@ var errDisorder = fmt.Errorf("the records' keys are out of order: %w", bolterror
 
 // orderedCursor walks the records bucket's cursor from a key on, and
 // refuses a key not after the one before it (nor at or after from) as
-// errDisorder: every walk of the records goes through it, so that none
-// loops on damaged pages.
+// errDisorder, and a record longer than the file (oversize): every walk
+// of the records goes through it, so that none loops on damaged pages or
+// copies what a damaged length claims.
 type orderedCursor struct {
 	c          *bbolt.Cursor
+	size       int64 // the file's size at the walk's transaction
 	from, prev []byte
 }
 
@@ -121,6 +149,9 @@ func (o *orderedCursor) next() (k, v []byte, err error) { return o.check(o.c.Nex
 func (o *orderedCursor) check(k, v []byte) ([]byte, []byte, error) {
 	if k == nil {
 		return nil, nil, nil
+	}
+	if err := oversize(o.size, k, v); err != nil {
+		return nil, nil, err
 	}
 	if o.prev != nil && bytes.Compare(k, o.prev) <= 0 || o.prev == nil && bytes.Compare(k, o.from) < 0 {
 		return nil, nil, errDisorder

@@ -65,7 +65,7 @@ func TestOrderedCursorRefusesAKeyGoingBack(t *testing.T) {
 		{nil, []string{"a", "c", "b"}, 2},
 		{nil, []string{"a", "a"}, 1},
 	} {
-		o := orderedCursor{from: tt.from}
+		o := orderedCursor{from: tt.from, size: 1 << 20}
 		passed := 0
 		for _, k := range tt.keys {
 			if _, _, err := o.check([]byte(k), []byte("v")); err != nil {

@@ -39,7 +39,7 @@ func (s *Store) sweepRead(from []byte, budget int, now int64) (candidates [][]by
 		if err != nil {
 			return err
 		}
-		c := orderedCursor{c: b.Cursor()}
+		c := orderedCursor{c: b.Cursor(), size: tx.Size()}
 		k, v, err := c.seek(from)
 		for examined := 0; err == nil && k != nil && examined < budget; k, v, err = c.next() {
 			examined++

@@ -18,10 +18,14 @@ import (
 // was made, plus what the process' own scheduling was late by in the same
 // run. A swap queued behind a batch already sent, which Redis does not
 // answer, returns its deadline error at its deadline: it does not wait for
-// the next batch to fail as well (that was two deadlines).
+// the next batch to fail as well (that was up to two deadlines).
+//
+// The deadline is long beside the scheduling delays of a loaded machine
+// under the race detector (tens of milliseconds, at times over a hundred),
+// so that one deadline plus them stays well apart from two deadlines.
 func TestBatchedSwapsKeepTheirDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	const timeout = 200 * time.Millisecond
+	const timeout = 400 * time.Millisecond
 	s := open(t, []string{srv.Addr}, redis.Options{Timeout: timeout, BreakerMinCalls: -1})
 	for i := range 64 { // the pool's connections, made while Redis answers
 		key := []byte(fmt.Sprintf("warm-%d", i))
@@ -39,7 +43,7 @@ func TestBatchedSwapsKeepTheirDeadline(t *testing.T) {
 		calls   atomic.Int64
 		bad     = make(chan error, 64)
 	)
-	until := time.Now().Add(1500 * time.Millisecond)
+	until := time.Now().Add(4 * timeout)
 	for c := range 64 {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(until); i++ {
@@ -64,12 +68,18 @@ func TestBatchedSwapsKeepTheirDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	worst, most := <-late, time.Duration(slowest.Load())
-	// The allowance past the deadline is the process' own lateness, twice
-	// (the timer that answers a swap at its due, then its caller's wake),
-	// and a tenth of the deadline: a swap that waited for a second call
-	// to fail took two deadlines.
-	if allowed := timeout + 2*worst + timeout/10; most > allowed {
+	// The allowance past the deadline is the process' own lateness three
+	// times (the timer or the read that ends a call at its due, the
+	// flight's turn at the lock to answer it, then its caller's wake, each
+	// of which can meet the delay the sampler saw: a burst of 64 callers
+	// woken at once queue for two cores), and a quarter of the deadline. A
+	// swap that waited for a second call to fail took up to two deadlines.
+	allowed := timeout + 3*worst + timeout/4
+	if most > allowed {
 		t.Errorf("a swap took %v with a %v deadline (the process' timers were at most %v late: allowed %v)", most, timeout, worst, allowed)
+	}
+	if allowed >= 2*timeout {
+		t.Logf("this run's scheduling was too late (%v) to tell one deadline from two", worst)
 	}
 	t.Logf("%d swaps on a stopped server, the slowest %v with a %v deadline; timers at most %v late", calls.Load(), most, timeout, worst)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/backend/redis"
 	"github.com/sluice-go/sluice/backend/redis/redistest"
 )
 
@@ -217,14 +218,35 @@ func serveLoad(s *serving, n int, user func(i int) string) (codes map[int]int, e
 // that user's denials cost Redis at most one script per five decisions
 // (they are answered from the last-seen record), and 1,000 distinct users
 // at most one script each (counted from INFO commandstats).
+//
+// A machine too busy for the 50ms default deadline (this process' own
+// scheduling lateness, measured in the same run, leaves it less than half
+// the deadline, as bench/fleet judges) fails decisions of the gateway's
+// own making, whatever Redis does: then the 503s are logged, not judged,
+// and each answer must still be one the limit allows (never more than
+// 100 admitted, every decision a 200, a 429 or a 503).
 func TestServeRedisScriptsPerDecision(t *testing.T) {
 	rs := redistest.Start(t)
 	waitAwayFromDayBoundary(t)
 	cfg := filepath.Join(t.TempDir(), "load.yaml")
 	writeFile(t, cfg, strings.Replace(redisGateway(rs.Addr, testPrefix(t), "closed", 100, 1), "    timeout: 1s\n", "", 1))
 	s := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", upstream(t).URL)
+	// load is serveLoad, and whether its 503s are judged.
+	load := func(what string, n int, user func(int) string) (map[int]int, []error) {
+		stop := make(chan struct{})
+		late := redistest.Lateness(stop)
+		codes, errs := serveLoad(s, n, user)
+		close(stop)
+		worst := <-late
+		if codes[503] > 0 && redis.DefaultTimeout/2+3*worst+redis.DefaultTimeout/4 > redis.DefaultTimeout {
+			t.Logf("%s: %d × 503, not judged: this process' timers were up to %v late beside the %v deadline", what, codes[503], worst, redis.DefaultTimeout)
+			codes[0] = codes[503] // the 503s a busy machine excuses
+			delete(codes, 503)
+		}
+		return codes, errs
+	}
 	hot := func(int) string { return "hot" }
-	if codes, errs := serveLoad(s, 1000, hot); len(errs) > 0 || codes[200] != 100 || codes[429] != 900 {
+	if codes, errs := load("one user", 1000, hot); len(errs) > 0 || codes[200] > 100 || codes[200]+codes[0] < 100 || codes[200]+codes[429]+codes[0] != 1000 {
 		t.Fatalf("1,000 POSTs of one user from 64 clients: %v, %d errors %v; want exactly 100 × 200 and 900 × 429", codes, len(errs), errs)
 	}
 	// Scripts run, as INFO commandstats counts them (the commands a script
@@ -232,7 +254,7 @@ func TestServeRedisScriptsPerDecision(t *testing.T) {
 	// script's SET there: a key's first write is a native SET NX GET).
 	scripts := func() int64 { c := rs.CommandCalls(t); return c["evalsha"] + c["eval"] }
 	before := scripts()
-	if codes, errs := serveLoad(s, 1000, hot); len(errs) > 0 || codes[429] != 1000 {
+	if codes, errs := load("the spent user", 1000, hot); len(errs) > 0 || codes[429]+codes[0] != 1000 {
 		t.Fatalf("1,000 POSTs of the spent user: %v, %v; want 1,000 × 429", codes, errs)
 	}
 	spent := scripts() - before
@@ -240,7 +262,7 @@ func TestServeRedisScriptsPerDecision(t *testing.T) {
 		t.Errorf("1,000 decisions on the spent user ran %d scripts (%.2f per decision), want at most 0.2 per decision", spent, float64(spent)/1000)
 	}
 	before = scripts()
-	if codes, errs := serveLoad(s, 1000, func(i int) string { return "user-" + strconv.Itoa(i) }); len(errs) > 0 || codes[200] != 1000 {
+	if codes, errs := load("distinct users", 1000, func(i int) string { return "user-" + strconv.Itoa(i) }); len(errs) > 0 || codes[200]+codes[0] != 1000 {
 		t.Fatalf("1,000 distinct users: %v, %v; want 1,000 × 200", codes, errs)
 	}
 	distinct := scripts() - before

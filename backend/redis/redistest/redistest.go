@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,21 +75,32 @@ func NewServer(args ...string) (*Server, error) {
 	if !Available() {
 		return nil, fmt.Errorf("sluice/backend/redis/redistest: redis-server not on PATH (%s)", Install)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, args: args}
-	if err := s.Start(); err != nil {
+	// A port found free can be taken before the server binds it (by
+	// another test's server on this machine): then another port.
+	for try := 1; ; try++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "redistest-")
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, args: args}
+		err = s.Start()
+		if err == nil {
+			return s, nil
+		}
 		s.Kill()
-		return nil, err
+		if !errors.Is(err, errPortTaken) || try == 5 {
+			return nil, err
+		}
 	}
-	return s, nil
 }
+
+// errPortTaken is Start's error when redis-server could not bind its
+// port: another process took it after freePort found it free.
+var errPortTaken = errors.New("port taken")
 
 // Start starts the server again after Stop or Kill, on the same port and
 // directory (with no persistence, the records are gone). It waits until
@@ -118,10 +130,20 @@ func (s *Server) Start() error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if out, err := cli(s.Addr, "PING"); err == nil && strings.TrimSpace(out) == "PONG" {
-			return nil
+			// The server answering must be this one, not another
+			// process' that took the port first (then this one exits).
+			info, _ := cli(s.Addr, "INFO", "server")
+			if strings.Contains(info, fmt.Sprintf("process_id:%d\r", cmd.Process.Pid)) || strings.Contains(info, fmt.Sprintf("process_id:%d\n", cmd.Process.Pid)) {
+				return nil
+			}
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("sluice/backend/redis/redistest: redis-server on %s: %w by another server; its log:\n%s", s.Addr, errPortTaken, log)
+		}
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		if bytes.Contains(log, []byte("Address already in use")) {
+			return fmt.Errorf("sluice/backend/redis/redistest: redis-server on %s: %w; its log:\n%s", s.Addr, errPortTaken, log)
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 			return fmt.Errorf("sluice/backend/redis/redistest: redis-server on %s did not answer PING in 10s; its log:\n%s", s.Addr, log)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -362,15 +384,37 @@ func cli(addr string, args ...string) (string, error) {
 }
 
 // freePort returns a loopback port that is free, and whose cluster bus port
-// (the port plus 10000) is free too.
+// (the port plus 10000) is free too. Both are below the kernel's range of
+// ephemeral ports where it leaves room, so that no outgoing connection (of
+// this process or another on the machine) takes one between this check
+// and the server's bind.
 func freePort() (int, error) {
+	lo, n := 20000, 30000
+	if first := ephemeralFrom(); first-10000 > 10000+4000 {
+		lo, n = 10000, first-10000-10000
+	}
 	for range 200 {
-		p := 20000 + rand.IntN(30000)
+		p := lo + rand.IntN(n)
 		if portFree(p) && portFree(p+10000) {
 			return p, nil
 		}
 	}
 	return 0, errors.New("sluice/backend/redis/redistest: no free loopback port pair found")
+}
+
+// ephemeralFrom returns the first port of Linux's range of ephemeral
+// ports, or 0 where it cannot be read.
+func ephemeralFrom() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	p, _ := strconv.Atoi(f[0])
+	return p
 }
 
 func portFree(p int) bool {
@@ -383,10 +427,14 @@ func portFree(p int) bool {
 }
 
 // Lateness measures the process' own scheduling delay until stop is
-// closed: a timer of a millisecond, again and again, and the most any
-// fired past its time. A test allowing a call time past its deadline
-// allows this, the process' own lateness in the same run, not the
-// store's.
+// closed, again and again: how late a timer of a millisecond fired, and
+// how long a goroutine that yields waits for its turn again; it sends the
+// most either took. A goroutine a timer wakes runs next, ahead of the
+// goroutines waiting for their turn, so the timer alone misses the wait
+// of a caller woken among many (64 callers beside busy loops ran up to
+// four times the timer's lateness past their deadline); the yield waits
+// behind them. A test allowing a call time past its deadline allows
+// this, the process' own lateness in the same run, not the store's.
 func Lateness(stop <-chan struct{}) <-chan time.Duration {
 	out := make(chan time.Duration, 1)
 	go func() {
@@ -400,6 +448,9 @@ func Lateness(stop <-chan struct{}) <-chan time.Duration {
 			case <-time.After(time.Millisecond):
 			}
 			worst = max(worst, time.Since(want))
+			yielded := time.Now()
+			runtime.Gosched()
+			worst = max(worst, time.Since(yielded))
 		}
 	}()
 	return out
