@@ -238,15 +238,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		flag string
 		v    time.Duration
 	}{{"idle-timeout", sv.IdleTimeout}, {"client-body-timeout", sv.ClientBodyTimeout}, {"send-timeout", sv.SendTimeout}, {"client-body-rate-grace", sv.ClientBodyRateGrace}} {
-		if d.v <= 0 {
-			return fail(2, "--%s %v: want a positive duration such as 60s", d.flag, d.v)
+		// The file's bounds (config.Load refuses the same values there).
+		if d.v < config.MinServerTimeout || d.v > config.MaxServerTimeout {
+			return fail(2, "--%s %v: want a duration from 1ms to 24h, such as 60s", d.flag, d.v)
 		}
 	}
-	if sv.ClientBodyMinRate < 0 {
-		return fail(2, "--client-body-min-rate %d: want 0 (off) or more bytes a second", sv.ClientBodyMinRate)
+	if sv.ClientBodyMinRate < 0 || sv.ClientBodyMinRate > config.MaxClientBodyMinRate {
+		return fail(2, "--client-body-min-rate %d: want 0 (off) to %d bytes a second", sv.ClientBodyMinRate, config.MaxClientBodyMinRate)
 	}
-	if sv.MaxConnections < 1 {
-		return fail(2, "--max-connections %d: want at least 1", sv.MaxConnections)
+	if sv.MaxConnections < 1 || sv.MaxConnections > config.MaxConnectionsCap {
+		return fail(2, "--max-connections %d: want 1 to %d", sv.MaxConnections, config.MaxConnectionsCap)
 	}
 	hosts := splitHosts(*adminHosts)
 	if err := checkAdminHosts("--admin-host", hosts); err != nil {
