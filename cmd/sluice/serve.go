@@ -117,11 +117,12 @@ Slow clients (the configuration's server section; each flag over it):
 its next request; --client-body-timeout (60s) cuts a request body that
 sends nothing for that long (408, and the upstream request ends), and
 --client-body-min-rate (240 bytes a second, after --client-body-rate-grace,
-5s) one that arrives slower than that on average; --send-timeout (60s) closes a connection whose client takes that long to
-accept one write of the response; --max-connections (1024) caps the client
-connections open at once (past it new ones wait). The timeouts count
-inactivity: a body or a response that keeps moving is never cut by them. Headers
-must arrive within 10s.
+5s) one that arrives slower than that on average; --send-timeout (60s)
+closes a connection whose client takes that long to accept one write of
+the response; --max-connections (1024) caps the client connections open at
+once (past it new ones wait). The timeouts count inactivity: a body or a
+response that keeps moving is never cut by them. Headers must arrive within
+10s. A timeout of 1ms to 24h and a cap of 1 to 1048576 are accepted.
 
 Caller identity: a user- or api_key-scoped rule counts an anonymous caller
 by its IP address. No proxy is trusted unless identity.trusted_proxies lists
