@@ -198,6 +198,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "--upstream is required")
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
+	case len(*adminHosts) > 0 && *admin == "":
+		return fail(2, "--admin-host: only with --admin")
 	case *reloadSettle <= 0:
 		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
 	}

@@ -326,6 +326,9 @@ func TestServeServerFlagsTakeTheFilesBounds(t *testing.T) {
 		{[]string{"--client-body-min-rate", "2000000000"}, "--client-body-min-rate 2000000000: want 0 (off) to 1073741824 bytes a second"},
 		{[]string{"--max-connections", "0"}, "--max-connections 0: want 1 to 1048576"},
 		{[]string{"--max-connections", "2000000"}, "--max-connections 2000000: want 1 to 1048576"},
+		// Not a bound, but refused as --admin-token-file is: a name for a
+		// listener that is not there.
+		{[]string{"--admin-host", "ops.example"}, "--admin-host: only with --admin"},
 	} {
 		var stderr bytes.Buffer
 		args := append([]string{"--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"}, c.flags...)
