@@ -441,6 +441,7 @@ rules: []
 	for _, c := range []struct{ file, want string }{
 		{"server: {idle_timeout: 0s}\n", "g.yaml:1: server.idle_timeout: want a duration from 1ms to 24h, got 0s"},
 		{"server: {client_body_timeout: -1s}\n", "g.yaml:1: server.client_body_timeout: want a duration from 1ms to 24h, got -1s"},
+		{"server: {idle_timeout: 500us}\n", "g.yaml:1: server.idle_timeout: want a duration from 1ms to 24h, got 500µs"},
 		{"server: {send_timeout: 48h}\n", "g.yaml:1: server.send_timeout: want a duration from 1ms to 24h, got 48h0m0s"},
 		{"server: {send_timeout: soon}\n", `g.yaml:1: server.send_timeout: want a duration such as 1m or 500ms, got "soon"`},
 		{"server: {client_body_min_rate: -1}\n", "g.yaml:1: server.client_body_min_rate: want 0 (off) to 1073741824 bytes a second, got -1"},

@@ -172,16 +172,25 @@ func (p *parser) response(n *yaml.Node, path string, r *Response) error {
 	})
 }
 
-// maxServerTimeout bounds the server section's timeouts: a day is longer
-// than any client should be waited for.
-const maxServerTimeout = 24 * time.Hour
+// The bounds of the server section, which serve's flags over it share.
+const (
+	// MinServerTimeout and MaxServerTimeout bound the server section's
+	// timeouts: a day is longer than any client should be waited for, and
+	// less than a millisecond would cut every client.
+	MinServerTimeout = time.Millisecond
+	MaxServerTimeout = 24 * time.Hour
+	// MaxClientBodyMinRate bounds client_body_min_rate, in bytes a second.
+	MaxClientBodyMinRate = 1 << 30
+	// MaxConnectionsCap bounds max_connections.
+	MaxConnectionsCap = 1 << 20
+)
 
 // server reads the server section.
 func (p *parser) server(n *yaml.Node, path string, sv *Server) error {
 	return p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
 		var err error
 		timeout := func(d *time.Duration) {
-			if *d, err = p.Duration(v, field); err == nil && (*d <= 0 || *d > maxServerTimeout) {
+			if *d, err = p.Duration(v, field); err == nil && (*d < MinServerTimeout || *d > MaxServerTimeout) {
 				err = p.Errorf(v.Line, field, "want a duration from 1ms to 24h, got %v", *d)
 			}
 		}
@@ -195,12 +204,12 @@ func (p *parser) server(n *yaml.Node, path string, sv *Server) error {
 		case "client_body_rate_grace":
 			timeout(&sv.ClientBodyRateGrace)
 		case "client_body_min_rate":
-			if sv.ClientBodyMinRate, err = p.Int(v, field); err == nil && (sv.ClientBodyMinRate < 0 || sv.ClientBodyMinRate > 1<<30) {
+			if sv.ClientBodyMinRate, err = p.Int(v, field); err == nil && (sv.ClientBodyMinRate < 0 || sv.ClientBodyMinRate > MaxClientBodyMinRate) {
 				err = p.Errorf(v.Line, field, "want 0 (off) to 1073741824 bytes a second, got %d", sv.ClientBodyMinRate)
 			}
 		case "max_connections":
 			var m int64
-			if m, err = p.Int(v, field); err == nil && (m < 1 || m > 1<<20) {
+			if m, err = p.Int(v, field); err == nil && (m < 1 || m > MaxConnectionsCap) {
 				err = p.Errorf(v.Line, field, "want 1 to 1048576 connections, got %d", m)
 			}
 			sv.MaxConnections = int(m)

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // command is one subcommand of the binary.
@@ -189,8 +190,23 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // flagHint returns err, a parse error of fs, with the flag the caller most
 // likely meant when err names a flag fs does not define and one of fs's is
-// at most two edits from it: "(did you mean --config?)".
+// at most two edits from it: "(did you mean --config?)"; and with the form
+// a duration takes when err is a duration flag's value that does not parse
+// (the flag package says only "parse error" of "--send-timeout 60").
 func flagHint(fs *flag.FlagSet, err error) error {
+	if rest, ok := strings.CutPrefix(err.Error(), "invalid value "); ok {
+		if _, name, ok := strings.Cut(rest, " for flag -"); ok {
+			name, _, _ = strings.Cut(name, ":")
+			if f := fs.Lookup(name); f != nil {
+				if g, ok := f.Value.(flag.Getter); ok {
+					if _, ok := g.Get().(time.Duration); ok {
+						return fmt.Errorf("%w (want a number with its unit, such as 60s, 500ms or 1m30s)", err)
+					}
+				}
+			}
+		}
+		return err
+	}
 	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
 	if !ok {
 		return err

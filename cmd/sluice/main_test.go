@@ -48,6 +48,9 @@ func TestRunDispatch(t *testing.T) {
 		{"inspect offers the flag meant", []string{"inspect", "--bakend", "pebble"}, 2, "", "-bakend (did you mean --backend?)"},
 		{"simulate offers the flag meant", []string{"simulate", "--limt", "3"}, 2, "", "-limt (did you mean --limit?)"},
 		{"demo offers the flag meant", []string{"demo", "--resme"}, 2, "", "-resme (did you mean --resume?)"},
+		{"a duration without its unit says the form", []string{"serve", "--send-timeout", "60"}, 2, "", `invalid value "60" for flag -send-timeout: parse error (want a number with its unit, such as 60s, 500ms or 1m30s)`},
+		{"rls says it too", []string{"rls", "--reload-settle", "1"}, 2, "", "-reload-settle: parse error (want a number with its unit"},
+		{"a number flag's bad value gets no duration hint", []string{"serve", "--max-connections", "1.5"}, 2, "", "-max-connections: parse error\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

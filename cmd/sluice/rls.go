@@ -223,6 +223,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return fail(2, "--grpc is required")
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
+	case len(*adminHosts) > 0 && *admin == "":
+		return fail(2, "--admin-host: only with --admin")
 	case *reloadSettle <= 0:
 		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
 	case !(*nearRatio > 0 && *nearRatio <= 1):

@@ -621,6 +621,7 @@ func TestRLSUsage(t *testing.T) {
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--redis-breaker", "off"}, 2, "--redis-breaker: only with --backend redis (the store is memory)"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "8081"}, 2, "--grpc 8081: want host:port"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-descriptors", "0"}, 2, "--max-descriptors 0: want at least 1"},
+		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--admin-host", "ops.example"}, 2, "--admin-host: only with --admin"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-entries", "-1"}, 2, "--max-entries -1: want at least 1"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-value-bytes", "0"}, 2, "--max-value-bytes 0: want at least 1"},
 		{[]string{"rls", "--config", "testdata/rls/sluice", "--grpc", "127.0.0.1:0", "--max-value-bytes", "1k"}, 2, "invalid value \"1k\" for flag -max-value-bytes"},

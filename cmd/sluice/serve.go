@@ -117,11 +117,12 @@ Slow clients (the configuration's server section; each flag over it):
 its next request; --client-body-timeout (60s) cuts a request body that
 sends nothing for that long (408, and the upstream request ends), and
 --client-body-min-rate (240 bytes a second, after --client-body-rate-grace,
-5s) one that arrives slower than that on average; --send-timeout (60s) closes a connection whose client takes that long to
-accept one write of the response; --max-connections (1024) caps the client
-connections open at once (past it new ones wait). The timeouts count
-inactivity: a body or a response that keeps moving is never cut by them. Headers
-must arrive within 10s.
+5s) one that arrives slower than that on average; --send-timeout (60s)
+closes a connection whose client takes that long to accept one write of
+the response; --max-connections (1024) caps the client connections open at
+once (past it new ones wait). The timeouts count inactivity: a body or a
+response that keeps moving is never cut by them. Headers must arrive within
+10s. A timeout of 1ms to 24h and a cap of 1 to 1048576 are accepted.
 
 Caller identity: a user- or api_key-scoped rule counts an anonymous caller
 by its IP address. No proxy is trusted unless identity.trusted_proxies lists
@@ -197,6 +198,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return fail(2, "--upstream is required")
 	case *adminTokenFile != "" && *admin == "":
 		return fail(2, "--admin-token-file: only with --admin")
+	case len(*adminHosts) > 0 && *admin == "":
+		return fail(2, "--admin-host: only with --admin")
 	case *reloadSettle <= 0:
 		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
 	}
@@ -238,15 +241,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		flag string
 		v    time.Duration
 	}{{"idle-timeout", sv.IdleTimeout}, {"client-body-timeout", sv.ClientBodyTimeout}, {"send-timeout", sv.SendTimeout}, {"client-body-rate-grace", sv.ClientBodyRateGrace}} {
-		if d.v <= 0 {
-			return fail(2, "--%s %v: want a positive duration such as 60s", d.flag, d.v)
+		// The file's bounds (config.Load refuses the same values there).
+		if d.v < config.MinServerTimeout || d.v > config.MaxServerTimeout {
+			return fail(2, "--%s %v: want a duration from 1ms to 24h, such as 60s", d.flag, d.v)
 		}
 	}
-	if sv.ClientBodyMinRate < 0 {
-		return fail(2, "--client-body-min-rate %d: want 0 (off) or more bytes a second", sv.ClientBodyMinRate)
+	if sv.ClientBodyMinRate < 0 || sv.ClientBodyMinRate > config.MaxClientBodyMinRate {
+		return fail(2, "--client-body-min-rate %d: want 0 (off) to %d bytes a second", sv.ClientBodyMinRate, config.MaxClientBodyMinRate)
 	}
-	if sv.MaxConnections < 1 {
-		return fail(2, "--max-connections %d: want at least 1", sv.MaxConnections)
+	if sv.MaxConnections < 1 || sv.MaxConnections > config.MaxConnectionsCap {
+		return fail(2, "--max-connections %d: want 1 to %d", sv.MaxConnections, config.MaxConnectionsCap)
 	}
 	hosts := splitHosts(*adminHosts)
 	if err := checkAdminHosts("--admin-host", hosts); err != nil {

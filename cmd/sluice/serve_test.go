@@ -307,6 +307,40 @@ func TestServeUsage(t *testing.T) {
 	}
 }
 
+// The server section's flags are held to the bounds the file's fields are
+// (docs/serve.md, slow and idle clients): a value the file refuses is a
+// usage error naming the flag, not a setting the flag alone lets through.
+func TestServeServerFlagsTakeTheFilesBounds(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, cfgPath, serveConfig(memoryStore, 5))
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--idle-timeout", "0s"}, "--idle-timeout 0s: want a duration from 1ms to 24h"},
+		{[]string{"--idle-timeout", "48h"}, "--idle-timeout 48h0m0s: want a duration from 1ms to 24h"},
+		{[]string{"--send-timeout", "500us"}, "--send-timeout 500µs: want a duration from 1ms to 24h"},
+		{[]string{"--client-body-timeout", "25h"}, "--client-body-timeout 25h0m0s: want a duration from 1ms to 24h"},
+		{[]string{"--client-body-rate-grace", "-1s"}, "--client-body-rate-grace -1s: want a duration from 1ms to 24h"},
+		{[]string{"--client-body-min-rate", "-1"}, "--client-body-min-rate -1: want 0 (off) to 1073741824 bytes a second"},
+		{[]string{"--client-body-min-rate", "2000000000"}, "--client-body-min-rate 2000000000: want 0 (off) to 1073741824 bytes a second"},
+		{[]string{"--max-connections", "0"}, "--max-connections 0: want 1 to 1048576"},
+		{[]string{"--max-connections", "2000000"}, "--max-connections 2000000: want 1 to 1048576"},
+		// Not a bound, but refused as --admin-token-file is: a name for a
+		// listener that is not there.
+		{[]string{"--admin-host", "ops.example"}, "--admin-host: only with --admin"},
+	} {
+		var stderr bytes.Buffer
+		args := append([]string{"--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"}, c.flags...)
+		ctx, cancel := context.WithCancel(context.Background())
+		code := runServe(ctx, args, io.Discard, &stderr, func(string, string) { t.Errorf("serve %q listened", c.flags); cancel() })
+		cancel()
+		if code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("serve %q: exit status %d, stderr %q; want 2 and %q", c.flags, code, stderr.String(), c.want)
+		}
+	}
+}
+
 // A client that goes away before the upstream answers is counted and logged
 // at debug level only; a real upstream failure is answered 502, counted and
 // logged as an error.
