@@ -58,11 +58,14 @@ type Options struct {
 	KeyPrefix string
 	// Timeout is every call's deadline: a decision waiting for a
 	// connection from the pool, or for a new connection's dial and
-	// handshake, counts against it too. Once the request is written, it
-	// judges Redis, not the gateway: a call whose deadline passes while its
-	// request waits to be sent, or its reply waits to be read, still waits
-	// until Timeout after the request was written, and takes a reply that
-	// is already in the socket (see docs/redis.md). Zero means
+	// handshake, fails once it has waited that long. Once the request is
+	// written, the answer gets Timeout again, from the write, so a call
+	// that first waited for a connection can last up to about twice
+	// Timeout. That part judges Redis, not the gateway: a call whose
+	// deadline passes while its request waits to be sent, or its reply
+	// waits to be read, still waits until Timeout after the request was
+	// written, and takes a reply that is already in the socket (see
+	// docs/redis.md). Zero means
 	// DefaultTimeout, 50ms: far above a healthy Redis' answer (well under a
 	// millisecond on a local network), so that a gateway whose own CPU is
 	// busy is not told its store is down, and short enough that a Redis
