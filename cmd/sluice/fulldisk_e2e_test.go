@@ -60,18 +60,27 @@ func TestServeProcessFullDisk(t *testing.T) {
 			waitHealthz(t, admin, http.StatusOK)
 
 			filler := fulldisk.Fill(t, root)
-			// New callers until one is refused: the flushes fail.
-			refused := 0
-			for i := 0; i < 5000 && refused == 0; i++ {
+			// New callers until one is refused: the flushes fail. How many
+			// records fit first depends on the store (Pebble writes into
+			// log space it set aside before the disk filled) and on how
+			// the flushes batch them, so the bound is generous, in count
+			// and time, and a pause every 20 orders lets the flusher meet
+			// the full disk as a busier machine would.
+			refused, i := 0, 0
+			for stop := time.Now().Add(90 * time.Second); i < 100000 && refused == 0 && time.Now().Before(stop); i++ {
 				if got := order(fmt.Sprintf("u%d-%s", i, pad)); got == 503 {
 					refused++
 				} else if got != 200 {
 					t.Fatalf("a new caller's order on a full disk: %d", got)
 				}
+				if i%20 == 19 {
+					time.Sleep(20 * time.Millisecond) // one flush interval
+				}
 			}
 			if refused == 0 {
-				t.Fatal("5000 orders on a full disk, none refused")
+				t.Fatalf("%d orders on a full disk, none refused", i)
 			}
+			t.Logf("the first order refused was new caller %d", i)
 			// bob orders three times while the disk is full: refused
 			// (closed), but spent.
 			for range 3 {
