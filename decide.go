@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -27,6 +28,9 @@ const storeLogInterval = int64(time.Second)
 // in force (read it once per request: Registry.Ruleset). See Door for the
 // steps and Outcome for the answer.
 func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) {
+	if d.ctxObs != nil {
+		defer func() { d.observeOutcome(req, out) }()
+	}
 	q := Shape{Method: method, Path: rs.MatchPath(path)}
 	if d.plan != nil && rs.HasPlans() {
 		var err error
@@ -288,6 +292,16 @@ func (d *Door[R]) planOf(req R) (plan string, err error) {
 		}
 	}()
 	return d.plan(req)
+}
+
+// observeOutcome tells the ContextObserver of out, req's Outcome, with
+// req's context: its Context method's, when its type has one.
+func (d *Door[R]) observeOutcome(req R, out Outcome) {
+	ctx := context.Background()
+	if r, ok := any(req).(interface{ Context() context.Context }); ok {
+		ctx = r.Context()
+	}
+	d.ctxObs.ObserveOutcome(ctx, out)
 }
 
 // isStoreError reports an engine error that the store-error policy

@@ -92,6 +92,24 @@ type ShadowObserver interface {
 	ObserveShadowDenial(rule string, cost int64, d time.Duration)
 }
 
+// ContextObserver is an Observer that is also told, once per request, the
+// Outcome a door decided, with the request's context: where a tracer finds
+// the request's span (package sluiceotel adds an event to it). The context
+// is the request's own when the door's request type has a
+// Context() context.Context method (package httplimit's *http.Request,
+// package grpclimit's calls), else context.Background().
+//
+// A door calls ObserveOutcome after every step of Door, before it answers,
+// under the same rules as the other Observer methods: it must be fast, must
+// not block and must be safe for concurrent use. An Observer that is not a
+// ContextObserver costs a door nothing of this.
+type ContextObserver interface {
+	Observer
+	// ObserveOutcome records what became of one request: out is the
+	// Outcome Decide returns, and ctx the request's context.
+	ObserveOutcome(ctx context.Context, out Outcome)
+}
+
 // Door is the decision every door makes, written once: package httplimit's
 // middleware, package grpclimit's interceptors and package replay's
 // replayer each wrap one, and differ only in what they read of a request
@@ -109,7 +127,8 @@ type ShadowObserver interface {
 //  4. on a store error, follows the policy: FailOpen lets the request pass
 //     undecided, FailClosed refuses it, FailLocal decides it again on the
 //     Local, under each rule's share;
-//  5. tells the observers (DoorConfig.Metrics, DoorConfig.Tally);
+//  5. tells the observers (DoorConfig.Metrics, DoorConfig.Tally) of each
+//     rule's decision;
 //  6. picks the decision the answer reports: the denying rule with the
 //     longest RetryAfter when some deny, else the rule with the least
 //     Remaining;
@@ -118,7 +137,8 @@ type ShadowObserver interface {
 //     under the shadow rules that cover it (Ruleset.AppendMatchShadow),
 //     which never refuse it: their would-be denials are counted
 //     (ShadowObserver), and a store error under them is FailOpen's unless
-//     the policy is FailLocal.
+//     the policy is FailLocal;
+//  8. tells a ContextObserver of the Outcome, with the request's context.
 //
 // It returns an Outcome, which the door turns into its answer.
 //
@@ -133,9 +153,10 @@ type Door[R any] struct {
 	exempt func(string) bool
 	tally  func(*CompiledRule, string, int64, bool)
 
-	metrics   Observer       // nil: nothing observes
-	localObs  LocalObserver  // metrics, when it is one
-	shadowObs ShadowObserver // metrics, when it is one
+	metrics   Observer        // nil: nothing observes
+	localObs  LocalObserver   // metrics, when it is one
+	shadowObs ShadowObserver  // metrics, when it is one
+	ctxObs    ContextObserver // metrics, when it is one
 	policy    StoreErrorPolicy
 	local     *Local // with policy FailLocal
 	log       *slog.Logger
@@ -183,7 +204,8 @@ type DoorConfig[R any] struct {
 	Exempt func(key string) bool
 	// Metrics, when not nil, is told every decision and store error; a
 	// LocalObserver is told which decisions were local, a ShadowObserver
-	// the shadow rules' would-be denials.
+	// the shadow rules' would-be denials, a ContextObserver each request's
+	// Outcome with its context.
 	Metrics Observer
 	// OnStoreError is what becomes of a request when the store fails:
 	// FailOpen (the default when empty) lets it pass, FailClosed refuses
@@ -233,6 +255,7 @@ func NewDoor[R any](cfg DoorConfig[R]) (*Door[R], error) {
 	}
 	d.localObs, _ = cfg.Metrics.(LocalObserver)
 	d.shadowObs, _ = cfg.Metrics.(ShadowObserver)
+	d.ctxObs, _ = cfg.Metrics.(ContextObserver)
 	switch d.policy {
 	case "":
 		d.policy = FailOpen

@@ -119,6 +119,10 @@ type call struct {
 	method string
 }
 
+// Context returns the server call's context: a sluice.ContextObserver is
+// told the Outcome with it.
+func (c call) Context() context.Context { return c.ctx }
+
 // New returns a Limiter. It fails when Engine or Registry is missing or
 // OnStoreError is not a known policy (or is FailLocal without Local).
 //
