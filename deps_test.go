@@ -72,6 +72,41 @@ func TestEmbeddingImportsStayLight(t *testing.T) {
 	}
 }
 
+// otelPrefix is the import path of OpenTelemetry's packages.
+const otelPrefix = "go.opentelemetry.io/"
+
+// OpenTelemetry stays in package sluiceotel: the decision core, the
+// engine, the doors and the binary import none of it, so a program that
+// does not use sluiceotel does not either.
+func TestOpenTelemetryStaysInItsPackage(t *testing.T) {
+	for _, pkg := range []string{
+		"github.com/sluice-go/sluice",
+		"github.com/sluice-go/sluice/engine",
+		"github.com/sluice-go/sluice/httplimit",
+		"github.com/sluice-go/sluice/grpclimit",
+		"github.com/sluice-go/sluice/envoyrls",
+		"github.com/sluice-go/sluice/metrics",
+		"github.com/sluice-go/sluice/cmd/sluice",
+	} {
+		for _, d := range deps(t, pkg) {
+			if strings.HasPrefix(d, otelPrefix) {
+				t.Errorf("%s imports %s", pkg, d)
+			}
+		}
+	}
+	// The check would see it: sluiceotel imports the API, and not the SDK.
+	found := false
+	for _, d := range deps(t, "github.com/sluice-go/sluice/sluiceotel") {
+		found = found || d == "go.opentelemetry.io/otel/metric"
+		if strings.HasPrefix(d, otelPrefix+"otel/sdk") {
+			t.Errorf("sluiceotel imports %s: the SDK is the program's choice", d)
+		}
+	}
+	if !found {
+		t.Error("sluiceotel imports no go.opentelemetry.io/otel/metric: the check above has gone blind")
+	}
+}
+
 // moduleVersions returns the version of each module whose packages
 // `go list -deps -test ./...` lists in dir.
 func moduleVersions(t *testing.T, dir string) map[string]string {
@@ -146,6 +181,7 @@ var layout = []struct {
 	{"identity", []string{""}},
 	{"config", []string{"", "algo", "engine", "identity", "internal/configerr", "internal/watch", "internal/yamlnode"}},
 	{"metrics", []string{"", "engine"}},
+	{"sluiceotel", []string{""}},
 	{"httplimit", []string{"", "algo", "engine", "identity", "internal/clip"}},
 	{"grpclimit", []string{"", "algo", "engine", "identity", "internal/clip"}},
 	{"envoyrls", []string{"algo", "engine", "internal/configerr"}},
