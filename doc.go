@@ -52,8 +52,9 @@
 // it imports no YAML, file watching or metrics library. The rest lives
 // beside it: package config reads the gateway's YAML file and watches it,
 // package metrics is the Prometheus collector (an Observer), package
-// identity turns a request into a caller key, and packages httplimit and
-// grpclimit are the net/http middleware and the gRPC interceptors.
+// sluiceotel its OpenTelemetry counterpart, package identity turns a
+// request into a caller key, and packages httplimit and grpclimit are the
+// net/http middleware and the gRPC interceptors.
 //
 // Rulesets, CompiledRules, Registries and Doors are safe for concurrent
 // use.

@@ -38,7 +38,9 @@ type Config struct {
 	// user and API key metadata. See IdentityFunc.
 	Identity IdentityFunc
 	// Metrics, when not nil, is told every decision and store error
-	// (package metrics' *Metrics counts them for Prometheus).
+	// (package metrics' *Metrics counts them for Prometheus, package
+	// sluiceotel's *Observer through OpenTelemetry, with an event on the
+	// request's span).
 	Metrics sluice.Observer
 	// OnStoreError is what happens to a call when the store fails:
 	// sluice.FailOpen (the default when empty) lets it through,

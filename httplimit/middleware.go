@@ -35,7 +35,9 @@ type Config struct {
 	// user and API key headers. See IdentityFunc.
 	Identity IdentityFunc
 	// Metrics, when not nil, is told every decision and store error
-	// (package metrics' *Metrics counts them for Prometheus).
+	// (package metrics' *Metrics counts them for Prometheus, package
+	// sluiceotel's *Observer through OpenTelemetry, with an event on the
+	// request's span).
 	Metrics sluice.Observer
 	// OnStoreError is what happens to a request when the store fails:
 	// sluice.FailOpen (the default when empty) lets it through,
