@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/logpace"
 	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
@@ -154,8 +155,8 @@ type Server struct {
 
 	overrides sync.Map // overrideKey → *Limit, the limits requests bring
 	nOverride atomic.Int64
-	lastLog   atomic.Int64 // unix ns of the last store error logged
-	lastNever atomic.Int64 // unix ns of the last cost that never passes logged
+	storeLog  logpace.Pace // paces the store errors' log lines
+	neverLog  logpace.Pace // paces the lines of costs that never pass
 }
 
 // maxOverrides bounds the request-borne limits a Server keeps built.
@@ -745,9 +746,8 @@ func (s *Server) storeError(err error) error {
 	if m := s.opts.Metrics; m != nil {
 		m.storeErrors.Add(1)
 	}
-	now := time.Now().UnixNano()
-	if last := s.lastLog.Load(); now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now) {
-		s.log.Error("envoyrls: the store failed; answering UNAVAILABLE", "err", err)
+	if ok, suppressed := s.storeLog.Let(time.Now().UnixNano()); ok {
+		s.log.Error("envoyrls: the store failed; answering UNAVAILABLE", "err", err, "suppressed", suppressed)
 	}
 	return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
 }
@@ -756,10 +756,9 @@ func (s *Server) storeError(err error) error {
 // pass l: a hits_addend that Envoy's configuration (or a client, where it
 // feeds hits_addend) sets above the limit's capacity.
 func (s *Server) logNever(l *Limit, cost int64) {
-	now := time.Now().UnixNano()
-	if last := s.lastNever.Load(); now-last >= int64(time.Second) && s.lastNever.CompareAndSwap(last, now) {
+	if ok, suppressed := s.neverLog.Let(time.Now().UnixNano()); ok {
 		s.log.Warn("envoyrls: hits_addend above the limit's capacity can never pass; answered OVER_LIMIT without a reset",
-			"limit", l.Path, "hits_addend", cost, "capacity", l.Capacity())
+			"limit", l.Path, "hits_addend", cost, "capacity", l.Capacity(), "suppressed", suppressed)
 	}
 }
 
