@@ -19,9 +19,6 @@ import (
 // allocating.
 const maxStackRules = 8
 
-// storeLogInterval is the least time between two store error log lines.
-const storeLogInterval = int64(time.Second)
-
 // Decide decides req, a request with the given method (empty for a gRPC
 // call) and path (a gRPC call's full method name; matched in the
 // ruleset's match form, Ruleset.MatchPath), under rs, the ruleset
@@ -327,12 +324,8 @@ func (d *Door[R]) storeError(rule *CompiledRule, policy StoreErrorPolicy, err er
 	if d.metrics != nil {
 		d.metrics.ObserveStoreError(rule.Name(), policy)
 	}
-	now := time.Now().UnixNano()
-	last := d.lastLog.Load()
-	if now-last < storeLogInterval || !d.lastLog.CompareAndSwap(last, now) {
-		d.unlogged.Add(1)
-		return
+	if ok, suppressed := d.storeLog.Let(time.Now().UnixNano()); ok {
+		d.log.Warn(d.name+": rate limit store error",
+			"rule", rule.Name(), "policy", string(policy), "err", err, "suppressed", suppressed)
 	}
-	d.log.Warn(d.name+": rate limit store error",
-		"rule", rule.Name(), "policy", string(policy), "err", err, "suppressed", d.unlogged.Swap(0))
 }

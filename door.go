@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/logpace"
 )
 
 // StoreErrorPolicy says what a door (package httplimit's middleware,
@@ -161,8 +161,7 @@ type Door[R any] struct {
 	local     *Local // with policy FailLocal
 	log       *slog.Logger
 
-	lastLog  atomic.Int64  // Unix ns of the last store error logged
-	unlogged atomic.Uint64 // store errors not logged since
+	storeLog logpace.Pace // paces the store errors' log lines
 }
 
 // DoorConfig configures the Door NewDoor returns: what a door reads of its
