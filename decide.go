@@ -19,17 +19,16 @@ import (
 // allocating.
 const maxStackRules = 8
 
-// storeLogInterval is the least time between two store error log lines.
-const storeLogInterval = int64(time.Second)
-
 // Decide decides req, a request with the given method (empty for a gRPC
 // call) and path (a gRPC call's full method name; matched in the
 // ruleset's match form, Ruleset.MatchPath), under rs, the ruleset
-// in force (read it once per request: Registry.Ruleset). See Door for the
-// steps and Outcome for the answer.
-func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) {
+// in force (read it once per request: Registry.Ruleset). ctx is the
+// request's context: it bounds what the engine waits for on the store
+// (see package engine's Context), and a ContextObserver is told the
+// Outcome with it. See Door for the steps and Outcome for the answer.
+func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, req R) (out Outcome) {
 	if d.ctxObs != nil {
-		defer func() { d.observeOutcome(req, out) }()
+		defer func() { d.ctxObs.ObserveOutcome(ctx, out) }()
 	}
 	q := Shape{Method: method, Path: rs.MatchPath(path)}
 	if d.plan != nil && rs.HasPlans() {
@@ -43,12 +42,12 @@ func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) 
 		q.Host = RequestHost(d.host(req))
 	}
 	var stack [maxStackRules]*CompiledRule
-	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(&out, rs, q, req, rules) {
+	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(ctx, &out, rs, q, req, rules) {
 		return out
 	}
 	if rs.HasShadow() {
 		if rules := rs.appendMatchShadow(stack[:0], q); len(rules) > 0 {
-			d.shadow(&out, rs, q, req, rules)
+			d.shadow(ctx, &out, rs, q, req, rules)
 		}
 	}
 	return out
@@ -58,7 +57,7 @@ func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) 
 // (the caller's own slice), into out. It reports whether the shadow rules
 // decide the request too: when it passes, decided or undecided by a store
 // error under FailOpen.
-func (d *Door[R]) enforce(out *Outcome, rs *Ruleset, q Shape, req R, rules []*CompiledRule) bool {
+func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, q Shape, req R, rules []*CompiledRule) bool {
 	// The engine's requests, in an array of this frame: one, or up to
 	// maxStackRules.
 	var one [1]engine.Request
@@ -86,10 +85,12 @@ func (d *Door[R]) enforce(out *Outcome, rs *Ruleset, q Shape, req R, rules []*Co
 		return false
 	}
 	var dstack [1]algo.Decision
-	rules, reqs, ds, all, at, err := d.decide(q, keep, reqs, &dstack, d.policy, false)
+	rules, reqs, ds, all, at, err := d.decide(ctx, q, keep, reqs, &dstack, d.policy, false)
 	if err != nil {
 		out.Rule, out.Key, out.Err = rules[at], reqs[at].Key, err
 		switch {
+		case ended(ctx, err): // no one waits for the answer; nothing was spent
+			out.Verdict = Unavailable
 		case !isStoreError(err):
 			out.Verdict = Failed
 		case d.local != nil || d.policy == FailClosed: // under FailLocal, the local engine failed too
@@ -116,7 +117,7 @@ func (d *Door[R]) enforce(out *Outcome, rs *Ruleset, q Shape, req R, rules []*Co
 // shadow decides the request under rules, the shadow rules covering it
 // (the caller's own slice), into out's Shadow fields. Nothing it meets
 // refuses the request.
-func (d *Door[R]) shadow(out *Outcome, rs *Ruleset, q Shape, req R, rules []*CompiledRule) {
+func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, q Shape, req R, rules []*CompiledRule) {
 	var one [1]engine.Request
 	reqs := one[:0]
 	if len(rules) > 1 {
@@ -140,7 +141,7 @@ func (d *Door[R]) shadow(out *Outcome, rs *Ruleset, q Shape, req R, rules []*Com
 		policy = FailLocal
 	}
 	var dstack [1]algo.Decision
-	rules, _, ds, all, _, err := d.decide(q, rules, reqs, &dstack, policy, true)
+	rules, _, ds, all, _, err := d.decide(ctx, q, rules, reqs, &dstack, policy, true)
 	if err != nil {
 		return
 	}
@@ -158,16 +159,25 @@ func (d *Door[R]) shadow(out *Outcome, rs *Ruleset, q Shape, req R, rules []*Com
 // the caller's stack arrays, are replaced, not written to), the decisions
 // and whether all allowed. An error is one no decision came of, and at the
 // index of the request it concerns (the Redis Cluster slot's call of an
-// engine.RequestError, else the first). The slices are separate arguments,
-// not a struct's fields, so that the caller's arrays stay on its stack.
-func (d *Door[R]) decide(q Shape, rules []*CompiledRule, reqs []engine.Request, one *[1]algo.Decision, policy StoreErrorPolicy, shadow bool) (
+// engine.RequestError, else the first). An error wrapping ctx's own,
+// ctx having ended, is neither counted nor logged, nor decided locally:
+// no one waits for the answer. The slices are separate arguments, not a
+// struct's fields, so that the caller's arrays stay on its stack.
+func (d *Door[R]) decide(ctx context.Context, q Shape, rules []*CompiledRule, reqs []engine.Request, one *[1]algo.Decision, policy StoreErrorPolicy, shadow bool) (
 	_ []*CompiledRule, _ []engine.Request, ds []algo.Decision, all bool, at int, err error) {
 	var start time.Time
 	if d.metrics != nil { // time the decision only for someone to see it
 		start = time.Now()
 	}
-	ds, all, err = decideOn(d.eng, reqs, one)
+	ds, all, err = decideOn(ctx, d.eng, reqs, one)
 	local := false
+	if err != nil && ended(ctx, err) {
+		var re *engine.RequestError
+		if errors.As(err, &re) && re.Request < len(reqs) {
+			at = re.Request
+		}
+		return rules, reqs, nil, false, at, err
+	}
 	if err != nil && isStoreError(err) {
 		var re *engine.RequestError
 		if errors.As(err, &re) && re.Request < len(reqs) {
@@ -179,7 +189,7 @@ func (d *Door[R]) decide(q Shape, rules []*CompiledRule, reqs []engine.Request, 
 		}
 		rules, reqs = d.local.requests(rules, reqs)
 		local, at = true, 0
-		ds, all, err = decideOn(d.local.eng, reqs, one)
+		ds, all, err = decideOn(ctx, d.local.eng, reqs, one)
 	}
 	if err != nil {
 		d.log.Error(d.name+": cannot decide the request", "rule", rules[at].Name(),
@@ -204,12 +214,12 @@ func (d *Door[R]) decide(q Shape, rules []*CompiledRule, reqs []engine.Request, 
 // decideOn decides reqs on e: engine.Apply for one, its decision stored in
 // *one, engine.ApplyAll for several. all reports whether every request was
 // allowed (and spent); when not, nothing was spent.
-func decideOn(e *engine.Engine, reqs []engine.Request, one *[1]algo.Decision) (ds []algo.Decision, all bool, err error) {
+func decideOn(ctx context.Context, e *engine.Engine, reqs []engine.Request, one *[1]algo.Decision) (ds []algo.Decision, all bool, err error) {
 	if len(reqs) == 1 {
-		one[0], err = e.Apply(reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
+		one[0], err = e.Apply(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
 		return one[:], one[0].Allowed, err
 	}
-	return e.ApplyAll(reqs)
+	return e.ApplyAll(ctx, reqs)
 }
 
 // observe tells Metrics of one rule's decision in a request decided all
@@ -294,14 +304,11 @@ func (d *Door[R]) planOf(req R) (plan string, err error) {
 	return d.plan(req)
 }
 
-// observeOutcome tells the ContextObserver of out, req's Outcome, with
-// req's context: its Context method's, when its type has one.
-func (d *Door[R]) observeOutcome(req R, out Outcome) {
-	ctx := context.Background()
-	if r, ok := any(req).(interface{ Context() context.Context }); ok {
-		ctx = r.Context()
-	}
-	d.ctxObs.ObserveOutcome(ctx, out)
+// ended reports whether err is the engine's for ctx having ended (its
+// deadline passed, or it was cancelled) before a decision was made.
+func ended(ctx context.Context, err error) bool {
+	cerr := ctx.Err()
+	return cerr != nil && errors.Is(err, cerr)
 }
 
 // isStoreError reports an engine error that the store-error policy
@@ -317,12 +324,8 @@ func (d *Door[R]) storeError(rule *CompiledRule, policy StoreErrorPolicy, err er
 	if d.metrics != nil {
 		d.metrics.ObserveStoreError(rule.Name(), policy)
 	}
-	now := time.Now().UnixNano()
-	last := d.lastLog.Load()
-	if now-last < storeLogInterval || !d.lastLog.CompareAndSwap(last, now) {
-		d.unlogged.Add(1)
-		return
+	if ok, suppressed := d.storeLog.Let(time.Now().UnixNano()); ok {
+		d.log.Warn(d.name+": rate limit store error",
+			"rule", rule.Name(), "policy", string(policy), "err", err, "suppressed", suppressed)
 	}
-	d.log.Warn(d.name+": rate limit store error",
-		"rule", rule.Name(), "policy", string(policy), "err", err, "suppressed", d.unlogged.Swap(0))
 }

@@ -194,7 +194,7 @@ func NewLimiter(limit int64, window time.Duration, opts ...Option) (*Limiter, er
 // allocation. A store that fails (a disk, Redis) denies: Allow fails
 // closed, and Take reports the error.
 func (l *Limiter) Allow(key string) bool {
-	d, err := l.eng.Apply(l.rule.limit, key, 1)
+	d, err := l.eng.Apply(context.Background(), l.rule.limit, key, 1)
 	return err == nil && d.Allowed
 }
 
@@ -207,7 +207,7 @@ func (l *Limiter) Allow(key string) bool {
 // algo.ErrCostExceedsCapacity); a denial is not an error. ctx bounds the
 // call where it reaches a store across a network.
 func (l *Limiter) Take(ctx context.Context, key string, n int64) (algo.Decision, error) {
-	return l.eng.Apply(l.rule.limit, key, n)
+	return l.eng.Apply(ctx, l.rule.limit, key, n)
 }
 
 // Wait blocks until one request of key passes, and spends it: it takes,
@@ -250,7 +250,7 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 
 // Reset forgets key's budget: its next request is decided as a new key's.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	return l.eng.Reset(l.rule.limit, key)
+	return l.eng.Reset(ctx, l.rule.limit, key)
 }
 
 // Rule returns the rule the limiter decides under, named as the limiter:
