@@ -200,11 +200,16 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, on
 		start = time.Now()
 	}
 	out, err = c.spend(ctx, c.eng, b, reqs, one)
-	if err != nil && IsStoreError(err) {
+	if err != nil {
 		var re *engine.RequestError
 		if errors.As(err, &re) && re.Request < len(reqs) {
 			at = re.Request
 		}
+	}
+	if err != nil && ended(ctx, err) {
+		return Decided{Batch: b, Requests: reqs}, at, err // no one waits for the answer
+	}
+	if err != nil && IsStoreError(err) {
 		c.storeError(b.name(at), policy, err)
 		if c.local == nil || policy != FailLocal || b.Rules == nil {
 			return Decided{Batch: b, Requests: reqs}, at, err
@@ -241,12 +246,12 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, on
 // requests denied, until every one left allows or one not soft denies.
 func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, one *[1]algo.Decision) (out Decided, err error) {
 	if len(reqs) == 1 {
-		one[0], err = e.Apply(reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
+		one[0], err = e.Apply(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
 		out.Decisions, out.All = one[:], one[0].Allowed
 		out.Over = !out.All && !b.soft(0)
 		return out, err
 	}
-	ds, all, err := e.ApplyAll(reqs)
+	ds, all, err := e.ApplyAll(ctx, reqs)
 	out.Decisions, out.All = ds, all
 	if err != nil || all {
 		return out, err
@@ -288,7 +293,7 @@ func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, a
 		for _, i := range rest {
 			reqs = append(reqs, all[i])
 		}
-		again, all, err := e.ApplyAll(reqs)
+		again, all, err := e.ApplyAll(ctx, reqs)
 		if err != nil {
 			return out, err
 		}
@@ -318,10 +323,13 @@ func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, a
 // ErrVerdict returns what becomes of a request whose batch Decide could not
 // decide with err, under the policy that applied to it: a store error
 // passes it undecided under FailOpen (Passed), else refuses it
-// (Unavailable: FailClosed, or FailLocal when the Local failed too); any
-// other error refuses it as Failed.
-func (c *Decider) ErrVerdict(err error) Verdict {
+// (Unavailable: FailClosed, or FailLocal when the Local failed too); ctx
+// having ended, it is Unavailable, nothing spent, no one waiting for the
+// answer; any other error refuses it as Failed.
+func (c *Decider) ErrVerdict(ctx context.Context, err error) Verdict {
 	switch {
+	case ended(ctx, err):
+		return Unavailable
 	case !IsStoreError(err):
 		return Failed
 	case c.local != nil || c.policy == FailClosed:
@@ -333,9 +341,9 @@ func (c *Decider) ErrVerdict(err error) Verdict {
 // Peek returns the decision a request of cost would get under limit for
 // key, spending nothing: engine.Engine.Peek, with a store error counted and
 // logged under name as Decide's are.
-func (c *Decider) Peek(name string, limit engine.Limit, key string, cost int64) (algo.Decision, error) {
-	d, err := c.eng.Peek(limit, key, cost)
-	if err != nil && IsStoreError(err) {
+func (c *Decider) Peek(ctx context.Context, name string, limit engine.Limit, key string, cost int64) (algo.Decision, error) {
+	d, err := c.eng.Peek(ctx, limit, key, cost)
+	if err != nil && !ended(ctx, err) && IsStoreError(err) {
 		c.storeError(name, c.policy, err)
 	}
 	return d, err
@@ -392,6 +400,13 @@ func Pick(n int, over bool, of func(i int) (d algo.Decision, ok bool)) int {
 		p, pd = i, d
 	}
 	return p
+}
+
+// ended reports whether err is the engine's for ctx having ended (its
+// deadline passed, or it was cancelled) before a decision was made.
+func ended(ctx context.Context, err error) bool {
+	cerr := ctx.Err()
+	return cerr != nil && errors.Is(err, cerr)
 }
 
 // IsStoreError reports an engine error that the store-error policy

@@ -20,11 +20,13 @@ const maxStackRules = 8
 // Decide decides req, a request with the given method (empty for a gRPC
 // call) and path (a gRPC call's full method name; matched in the
 // ruleset's match form, Ruleset.MatchPath), under rs, the ruleset
-// in force (read it once per request: Registry.Ruleset). See Door for the
-// steps and Outcome for the answer.
-func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) {
+// in force (read it once per request: Registry.Ruleset). ctx is the
+// request's context: it bounds what the engine waits for on the store
+// (see package engine's Context), and a ContextObserver is told the
+// Outcome with it. See Door for the steps and Outcome for the answer.
+func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, req R) (out Outcome) {
 	if d.ctxObs != nil {
-		defer func() { d.observeOutcome(req, out) }()
+		defer func() { d.ctxObs.ObserveOutcome(ctx, out) }()
 	}
 	q := Shape{Method: method, Path: rs.MatchPath(path)}
 	if d.plan != nil && rs.HasPlans() {
@@ -38,12 +40,12 @@ func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) 
 		q.Host = RequestHost(d.host(req))
 	}
 	var stack [maxStackRules]*CompiledRule
-	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(&out, rs, req, rules) {
+	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(ctx, &out, rs, req, rules) {
 		return out
 	}
 	if rs.HasShadow() {
 		if rules := rs.appendMatchShadow(stack[:0], q); len(rules) > 0 {
-			d.shadow(&out, rs, req, rules)
+			d.shadow(ctx, &out, rs, req, rules)
 		}
 	}
 	return out
@@ -53,7 +55,7 @@ func (d *Door[R]) Decide(rs *Ruleset, method, path string, req R) (out Outcome) 
 // (the caller's own slice), into out. It reports whether the shadow rules
 // decide the request too: when it passes, decided or undecided by a store
 // error under FailOpen.
-func (d *Door[R]) enforce(out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) bool {
+func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) bool {
 	// The engine's requests, in an array of this frame: one, or up to
 	// maxStackRules.
 	var one [1]engine.Request
@@ -81,9 +83,9 @@ func (d *Door[R]) enforce(out *Outcome, rs *Ruleset, req R, rules []*CompiledRul
 		return false
 	}
 	var dstack [1]algo.Decision
-	res, at, err := d.core.Decide(context.Background(), Batch{Rules: keep}, reqs, &dstack)
+	res, at, err := d.core.Decide(ctx, Batch{Rules: keep}, reqs, &dstack)
 	if err != nil {
-		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(err), res.Rules[at], res.Requests[at].Key, err
+		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(ctx, err), res.Rules[at], res.Requests[at].Key, err
 		if out.Verdict == Passed { // FailOpen: the request passes undecided
 			out.Rule, out.Key, out.Err = nil, "", nil
 			return true
@@ -107,7 +109,7 @@ func (d *Door[R]) enforce(out *Outcome, rs *Ruleset, req R, rules []*CompiledRul
 // shadow decides the request under rules, the shadow rules covering it
 // (the caller's own slice), into out's Shadow fields. Nothing it meets
 // refuses the request.
-func (d *Door[R]) shadow(out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) {
+func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) {
 	var one [1]engine.Request
 	reqs := one[:0]
 	if len(rules) > 1 {
@@ -125,7 +127,7 @@ func (d *Door[R]) shadow(out *Outcome, rs *Ruleset, req R, rules []*CompiledRule
 		reqs = append(reqs, engine.Request{Limit: c.limit, Key: key, Cost: cost})
 	}
 	var dstack [1]algo.Decision
-	res, _, err := d.core.Decide(context.Background(), Batch{Rules: rules, Shadow: true}, reqs, &dstack)
+	res, _, err := d.core.Decide(ctx, Batch{Rules: rules, Shadow: true}, reqs, &dstack)
 	if err != nil {
 		return
 	}
@@ -160,14 +162,4 @@ func (d *Door[R]) planOf(req R) (plan string, err error) {
 		}
 	}()
 	return d.plan(req)
-}
-
-// observeOutcome tells the ContextObserver of out, req's Outcome, with
-// req's context: its Context method's, when its type has one.
-func (d *Door[R]) observeOutcome(req R, out Outcome) {
-	ctx := context.Background()
-	if r, ok := any(req).(interface{ Context() context.Context }); ok {
-		ctx = r.Context()
-	}
-	d.ctxObs.ObserveOutcome(ctx, out)
 }

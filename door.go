@@ -94,9 +94,8 @@ type ShadowObserver interface {
 // ContextObserver is an Observer that is also told, once per request, the
 // Outcome a door decided, with the request's context: where a tracer finds
 // the request's span (package sluiceotel adds an event to it). The context
-// is the request's own when the door's request type has a
-// Context() context.Context method (package httplimit's *http.Request,
-// package grpclimit's calls), else context.Background().
+// is the one the door passed to Door.Decide: package httplimit's is the
+// request's (http.Request.Context), package grpclimit's the call's.
 //
 // A door calls ObserveOutcome after every step of Door, before it answers,
 // under the same rules as the other Observer methods: it must be fast, must
@@ -122,7 +121,8 @@ type ContextObserver interface {
 //     which the caller is exempt (DoorConfig.Exempt), and replaces each
 //     rule by the caller's override (Ruleset.Override);
 //  3. decides on the engine: engine.Engine.Apply for one rule, ApplyAll
-//     for several (nothing is spent unless every one allows);
+//     for several (nothing is spent unless every one allows), with the
+//     request's context;
 //  4. on a store error, follows the policy: FailOpen lets the request pass
 //     undecided, FailClosed refuses it, FailLocal decides it again on the
 //     Local, under each rule's share;
@@ -266,7 +266,11 @@ const (
 	// Unavailable: the store failed and the request is refused: under
 	// FailClosed, or under FailLocal when the local engine failed too (it
 	// is closed). Outcome.Err is the engine's error, already logged and
-	// counted (503 over HTTP, codes.Unavailable over gRPC).
+	// counted (503 over HTTP, codes.Unavailable over gRPC). It is also the
+	// verdict, under any policy, of a request whose context ended before
+	// the engine decided it: Outcome.Err then wraps the context's error,
+	// nothing was spent, and nothing is logged or counted (the client has
+	// gone, or its deadline passed).
 	Unavailable
 	// Failed: the engine could not decide the request for another reason:
 	// a cost above the rule's capacity, a configuration error. Outcome.Err

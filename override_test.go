@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -112,7 +113,7 @@ func TestOverrideReplacesTheLimitOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := door.Decide(rs, "POST", "/api/orders", "user:alice"); out.Verdict != sluice.Allowed || out.Rule != o || out.Key != "user:alice" {
+	if out := door.Decide(context.Background(), rs, "POST", "/api/orders", "user:alice"); out.Verdict != sluice.Allowed || out.Rule != o || out.Key != "user:alice" {
 		t.Errorf("a Door for alice: %v under %v, key %q; want allowed under her override", out.Verdict, out.Rule.Rule(), out.Key)
 	}
 }
@@ -137,7 +138,7 @@ func TestOverrideKeepsTheSpentBudget(t *testing.T) {
 				for range n {
 					rs := reg.Ruleset()
 					c := rs.Override(rs.Match("POST", "/api/orders")[0], "user:alice")
-					d, err := e.Apply(c.Limit(), "user:alice", c.Cost())
+					d, err := e.Apply(context.Background(), c.Limit(), "user:alice", c.Cost())
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -26,6 +26,7 @@ package bench
 //     it). Closing is timed apart (ns/close).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -546,7 +547,7 @@ func BenchmarkColdStart(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				d, err := e.Apply(l, key, 1)
+				d, err := e.Apply(context.Background(), l, key, 1)
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)

@@ -150,7 +150,7 @@ func newSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options, v
 
 // Allow applies the limit to key at cost 1.
 func (s *Sluice) Allow(key string) (bool, error) {
-	d, err := s.e.Apply(s.l, key, 1)
+	d, err := s.e.Apply(context.Background(), s.l, key, 1)
 	return d.Allowed, err
 }
 
@@ -179,7 +179,7 @@ func (s *Sluice) Prepare(key string) engine.Key { return s.l.Key(key) }
 // engine.ApplyKeyInto.
 func (s *Sluice) AllowKey(k *engine.Key) (bool, error) {
 	var d algo.Decision
-	err := s.e.ApplyKeyInto(s.l, k, 1, &d)
+	err := s.e.ApplyKeyInto(context.Background(), s.l, k, 1, &d)
 	return d.Allowed, err
 }
 
@@ -243,7 +243,7 @@ func NewDurableSluice(store, dir string, mode engine.Durability, name string, r 
 
 // Flush writes the records changed since the last flush to a durable
 // store now; it does nothing over the memory backend.
-func (s *Sluice) Flush() error { return s.e.Flush() }
+func (s *Sluice) Flush() error { return s.e.Flush(context.Background()) }
 
 // CloseErr closes the engine and its backend, returning the error of the
 // last flush, which Close drops.

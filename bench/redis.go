@@ -139,7 +139,7 @@ func NewRedisSluice(cfg RedisConfig, name string, r Rate) (*RedisSluice, error) 
 
 // Allow applies the limit to key at cost 1.
 func (s *RedisSluice) Allow(key string) (bool, error) {
-	d, err := s.e.Apply(s.l, key, 1)
+	d, err := s.e.Apply(context.Background(), s.l, key, 1)
 	return d.Allowed, err
 }
 

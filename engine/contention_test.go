@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -81,7 +82,7 @@ func TestContentionWithARealClock(t *testing.T) {
 							k := g % keys
 							key := fmt.Sprintf("k%d", k)
 							for !stop.Load() {
-								d, err := e.Apply(l, key, 1)
+								d, err := e.Apply(context.Background(), l, key, 1)
 								if err != nil {
 									t.Error(err)
 									return

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -112,7 +113,7 @@ func TestModelEquivalence(t *testing.T) {
 					case 2:
 						l := rapid.SampledFrom(limits).Draw(t, "limit")
 						key := rapid.SampledFrom(propKeys).Draw(t, "key")
-						if err := e.Reset(l, key); err != nil {
+						if err := e.Reset(context.Background(), l, key); err != nil {
 							t.Fatal(err)
 						}
 						delete(m.recs, string(engine.AppendKey(nil, l.Namespace, key)))
@@ -120,7 +121,7 @@ func TestModelEquivalence(t *testing.T) {
 						l := rapid.SampledFrom(limits).Draw(t, "limit")
 						key := rapid.SampledFrom(propKeys).Draw(t, "key")
 						cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")
-						got, err := e.Apply(l, key, cost)
+						got, err := e.Apply(context.Background(), l, key, cost)
 						if err != nil {
 							t.Fatalf("op %d: %v", i, err)
 						}
@@ -162,8 +163,8 @@ func TestEvictionIsInvisible(t *testing.T) {
 			l := rapid.SampledFrom(limits).Draw(t, "limit")
 			key := rapid.SampledFrom(propKeys).Draw(t, "key")
 			cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")
-			df, err1 := ef.Apply(l, key, cost)
-			dk, err2 := ek.Apply(l, key, cost)
+			df, err1 := ef.Apply(context.Background(), l, key, cost)
+			dk, err2 := ek.Apply(context.Background(), l, key, cost)
 			if err1 != nil || err2 != nil {
 				t.Fatal(err1, err2)
 			}

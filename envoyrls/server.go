@@ -313,9 +313,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			// Peeked for what the descriptor has (the IETF field's r);
 			// a cost above the capacity is refused without a reset or a
 			// Retry-After, as no wait lets it pass (see never).
-			d, err := s.eng.Peek(l.limit, it.key, 1)
+			d, err := s.eng.Peek(ctx, l.limit, it.key, 1)
 			if err != nil {
-				return nil, s.storeError(err)
+				return nil, s.storeError(ctx, err)
 			}
 			if d.Allowed {
 				d.Remaining++
@@ -358,9 +358,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			reqs = append(reqs, engine.Request{Limit: items[i].limit.limit, Key: items[i].key, Cost: items[i].cost})
 		}
 		sc.reqs = reqs
-		ds, all, err := s.eng.ApplyAll(reqs)
+		ds, all, err := s.eng.ApplyAll(ctx, reqs)
 		if err != nil {
-			return nil, s.storeError(err)
+			return nil, s.storeError(ctx, err)
 		}
 		for j, i := range active {
 			items[i].d = ds[j]
@@ -391,9 +391,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		for _, i := range active {
 			it := &items[i]
 			if it.d.Limit == 0 {
-				d, err := s.eng.Peek(it.limit.limit, it.key, it.cost)
+				d, err := s.eng.Peek(ctx, it.limit.limit, it.key, it.cost)
 				if err != nil {
-					return nil, s.storeError(err)
+					return nil, s.storeError(ctx, err)
 				}
 				it.d = d
 				it.denied = !d.Allowed
@@ -741,8 +741,14 @@ func (l *Limit) headerFields() *ratefield.Policy {
 }
 
 // storeError logs (at most once a second) and counts a failed decision and
-// returns the gRPC error that answers it.
-func (s *Server) storeError(err error) error {
+// returns the gRPC error that answers it: the call's own status when its
+// context ended before the engine decided.
+func (s *Server) storeError(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		// The call ended before the engine decided: nothing was spent,
+		// and the store is not to blame.
+		return ctxError(cerr)
+	}
 	if m := s.opts.Metrics; m != nil {
 		m.storeErrors.Add(1)
 	}

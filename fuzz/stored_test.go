@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,7 +80,7 @@ func FuzzEngineStoredBytes(f *testing.F) {
 				t.Fatalf("%s: Put: %v", st.name, err)
 			}
 			before := st.e.Stats().CorruptRecords
-			d, err := st.e.Apply(l, key, c)
+			d, err := st.e.Apply(context.Background(), l, key, c)
 			if err != nil {
 				t.Fatalf("%s: Apply over %x: %v", st.name, record, err)
 			}
@@ -93,7 +94,7 @@ func FuzzEngineStoredBytes(f *testing.F) {
 			case d.CorruptState && !d.Allowed:
 				t.Fatalf("%s: corrupt record %x not treated as absent: %+v", st.name, record, d)
 			}
-			d2, err := st.e.Apply(l, key, 1)
+			d2, err := st.e.Apply(context.Background(), l, key, 1)
 			if err != nil {
 				t.Fatalf("%s: second Apply: %v", st.name, err)
 			}

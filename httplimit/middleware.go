@@ -246,7 +246,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 // serve decides r and answers it from the outcome: the request reaches
 // next, with the rate limit headers when a rule decided it, or is refused.
 func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	out := l.door.Decide(l.reg.Ruleset(), r.Method, r.URL.Path, r)
+	out := l.door.Decide(r.Context(), l.reg.Ruleset(), r.Method, r.URL.Path, r)
 	if out.ShadowErr != nil {
 		l.shadowError(r, out.ShadowErr)
 	}

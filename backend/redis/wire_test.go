@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,13 +42,13 @@ func TestBytesOnTheWire(t *testing.T) {
 	for _, name := range algo.Names {
 		l := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 1000, Window: time.Hour})}
 		for range 500 {
-			if _, err := e.Apply(l, "user:1", 1); err != nil {
+			if _, err := e.Apply(context.Background(), l, "user:1", 1); err != nil {
 				t.Fatal(err)
 			}
 		}
 		in0, out0 := netBytes(t, srv)
 		for range n {
-			if d, err := e.Apply(l, "user:1", 1); err != nil || !d.Allowed {
+			if d, err := e.Apply(context.Background(), l, "user:1", 1); err != nil || !d.Allowed {
 				t.Fatal(d, err)
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -364,7 +365,7 @@ func (a *adminKeys) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	_, tokenGiven := bearer(r)
 	shown := identity.ShowKey(key)
-	removed, err := resetRecord(a.eng, rule.Limit(), key)
+	removed, err := resetRecord(r.Context(), a.eng, rule.Limit(), key)
 	if err != nil {
 		a.log.Error("sluice serve: admin reset failed", "rule", rule.Name(), "key", shown, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
 		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
@@ -376,12 +377,12 @@ func (a *adminKeys) reset(w http.ResponseWriter, r *http.Request) {
 
 // resetRecord removes the record of key under l and reports whether there
 // was one.
-func resetRecord(eng *engine.Engine, l engine.Limit, key string) (removed bool, err error) {
-	rec, err := eng.Record(l, key)
+func resetRecord(ctx context.Context, eng *engine.Engine, l engine.Limit, key string) (removed bool, err error) {
+	rec, err := eng.Record(ctx, l, key)
 	if err != nil {
 		return false, err
 	}
-	if err := eng.Reset(l, key); err != nil {
+	if err := eng.Reset(ctx, l, key); err != nil {
 		return false, err
 	}
 	return rec != nil, nil
@@ -451,7 +452,7 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	spec := c.Rule()
 	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: spec.Algorithm,
 		Limit: spec.Limit, Window: spec.Window.String(), Burst: spec.Burst, Cost: spec.Cost}
-	if err := out.read(a.eng, c.Limit(), key, c.Cost()); err != nil {
+	if err := out.read(r.Context(), a.eng, c.Limit(), key, c.Cost()); err != nil {
 		keyStoreError(w, a.log, "sluice serve: admin keys", err)
 		return
 	}
@@ -461,8 +462,8 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 // read fills the caller's state from eng: the stored record of key under
 // l, decoded, and what a request of cost would get now (peeked, nothing
 // spent).
-func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, cost int64) error {
-	rec, err := eng.Record(l, key)
+func (out *keyStateJSON) read(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost int64) error {
+	rec, err := eng.Record(ctx, l, key)
 	if err != nil {
 		return err
 	}
@@ -474,7 +475,7 @@ func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, co
 			out.Record = &st
 		}
 	}
-	d, err := eng.Peek(l, key, cost)
+	d, err := eng.Peek(ctx, l, key, cost)
 	if err != nil {
 		return err
 	}
@@ -487,7 +488,7 @@ func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, co
 	// nothing when that unit would be denied.
 	one := d
 	if cost != 1 {
-		if one, err = eng.Peek(l, key, 1); err != nil {
+		if one, err = eng.Peek(ctx, l, key, 1); err != nil {
 			return err
 		}
 	}
@@ -497,7 +498,7 @@ func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, co
 	}
 	// A request of the whole capacity passes exactly when the caller is
 	// full; denied, it spends nothing, and its Reset is the caller's own.
-	full, err := eng.Peek(l, key, algo.Capacity(l.Algorithm))
+	full, err := eng.Peek(ctx, l, key, algo.Capacity(l.Algorithm))
 	if err != nil {
 		return err
 	}

@@ -437,7 +437,7 @@ func (c *crashCase) model(t *testing.T) crashModel {
 	exp := map[string]int64{}
 	for i, r := range c.reqs {
 		clock.SetUnixNano(r.t)
-		d, err := eng.Apply(limit, r.key, 1)
+		d, err := eng.Apply(context.Background(), limit, r.key, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

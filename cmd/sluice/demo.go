@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -272,7 +273,7 @@ func demoBurst(w io.Writer, eng *engine.Engine, clock *engine.FakeClock) error {
 		var allowed, denied int
 		var retry time.Duration
 		for range burst {
-			d, err := eng.Apply(l, "u-1", 1)
+			d, err := eng.Apply(context.Background(), l, "u-1", 1)
 			if err != nil {
 				return err
 			}
@@ -305,7 +306,7 @@ func demoBoundary(w io.Writer, eng *engine.Engine, clock *engine.FakeClock) erro
 		for i, at := range []time.Duration{first, second} {
 			clock.Set(demoStart.Add(at))
 			for range n {
-				d, err := eng.Apply(l, "u-1", 1)
+				d, err := eng.Apply(context.Background(), l, "u-1", 1)
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -189,7 +190,7 @@ func TestInspectRedis(t *testing.T) {
 		key  string
 		cost int64
 	}{{orders, "user:ann", 2}, {orders, "user:{odd}%key", 1}, {search, "user:ann", 3}} {
-		if _, err := eng.Apply(a.l, a.key, a.cost); err != nil {
+		if _, err := eng.Apply(context.Background(), a.l, a.key, a.cost); err != nil {
 			t.Fatal(err)
 		}
 	}

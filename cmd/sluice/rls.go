@@ -520,7 +520,7 @@ func (a *rlsAdminKeys) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, tokenGiven := bearer(r)
-	removed, err := resetRecord(a.eng, m.Limit.EngineLimit(), m.Key)
+	removed, err := resetRecord(r.Context(), a.eng, m.Limit.EngineLimit(), m.Key)
 	if err != nil {
 		a.log.Error("sluice rls: admin reset failed", "limit", m.Limit.Path, "key", m.Key, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
 		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
@@ -547,7 +547,7 @@ func (a *rlsAdminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	l := m.Limit
 	out := rlsKeyStateJSON{Domain: l.Domain, keyStateJSON: keyStateJSON{Rule: l.Path, Key: m.Key, Algorithm: l.Algorithm,
 		Limit: int64(l.RequestsPerUnit), Window: l.Window.String(), Burst: l.Burst, Cost: 1}}
-	if err := out.read(a.eng, l.EngineLimit(), m.Key, 1); err != nil {
+	if err := out.read(r.Context(), a.eng, l.EngineLimit(), m.Key, 1); err != nil {
 		keyStoreError(w, a.log, "sluice rls: admin keys", err)
 		return
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -283,7 +284,7 @@ func simulate(eng *engine.Engine, clock *engine.FakeClock, limit engine.Limit, i
 				return fail(2, "line %d: %v", n, perr)
 			}
 			clock.SetUnixNano(req.T)
-			d, derr := eng.Apply(limit, req.Key, req.Cost)
+			d, derr := eng.Apply(context.Background(), limit, req.Key, req.Cost)
 			switch {
 			case derr == nil:
 				buf = appendDecision(buf[:0], d, req.Key)
