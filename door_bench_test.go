@@ -46,7 +46,7 @@ func BenchmarkDoorDecide(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			req, ctx := call{user: "bench"}, context.Background()
+			ctx, req := context.Background(), call{user: "bench"}
 			d.Decide(ctx, rs, "GET", "/x", req)
 			b.ReportAllocs()
 			for b.Loop() {

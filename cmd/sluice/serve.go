@@ -78,15 +78,17 @@ signed URLs, or %2F kept as data); --forward-path overrides the file's.
 Both reload with the file.
 
 Reloading: the rules, the default, the match mode, the identity section and
-on_store_error are reloaded when the file changes (it is watched, renames and
-symbolic-link swaps included) or on SIGHUP, once it has stayed unchanged for
---reload-settle. A file that does not parse or validate is rejected whole and
-logged; so is one with no rule and no default (or only shadow ones) while
-rules are in force, unless it says allow_empty: true. The configuration in
-force stays; sluice_config_reloads_total{result="error"} counts them. Replace
-the file atomically (write another, then rename it over; a ConfigMap does).
-The store and server sections are read at start only: a change there is
-logged and waits for a restart.
+on_store_error are reloaded when the file changes (it is watched, renames
+and symbolic-link swaps included) or on SIGHUP, once it has stayed unchanged
+for --reload-settle. A file that does not parse or validate is rejected
+whole and logged; so is one with no rule and no default (or only shadow
+ones) while rules are in force, unless it says allow_empty: true. The
+configuration in force stays; sluice_config_reloads_total{result="error"}
+counts them. A reload is put in force whole: no request sees the new rules
+beside the old identity or on_store_error. Replace the file atomically
+(write another, then rename it over; a ConfigMap does). The store and server
+sections are read at start only: a change there is logged and waits for a
+restart.
 
 Signals: SIGHUP reloads; SIGTERM or SIGINT stops accepting, drains the
 requests in flight (up to 10s), flushes and closes the store, and exits 0.
