@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // Errors about rules and configuration. Check them with errors.Is.
@@ -246,9 +247,7 @@ type CompiledRule struct {
 
 	// The rate-limit fields' parts that depend on the rule alone
 	// (fields.go).
-	policy    string        // RateLimit-Policy: "name";q=5;w=60
-	rateLimit string        // RateLimit's start: "name";r=
-	window    time.Duration // the quota's window (algo.Quota), which bounds RateLimit's t
+	fields ratefield.Policy // what its rate-limit fields carry whatever the decision
 }
 
 // configured returns the rule as configured that c derives from, or c.

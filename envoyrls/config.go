@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/configerr"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // The units of rate_limit.unit, by their configuration names (matched
@@ -80,9 +81,9 @@ type Limit struct {
 
 	limit  engine.Limit // nil Algorithm when unlimited or RequestsPerUnit is 0
 	proto  *rlspb.RateLimitResponse_RateLimit
-	policy string                      // the RateLimit-Policy item name: Name, else Path
-	metric string                      // the metric label: Path without the domain
-	fields atomic.Pointer[limitFields] // headerFields' cache
+	policy string                           // the RateLimit-Policy item name: Name, else Path
+	metric string                           // the metric label: Path without the domain
+	fields atomic.Pointer[ratefield.Policy] // headerFields' cache
 }
 
 // EngineLimit returns the engine limit that enforces l: its namespace is
