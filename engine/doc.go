@@ -65,8 +65,9 @@
 //     has passed by the store's time (give or take a round trip), the
 //     swap expects no record, so a key revisited after the store forgot it
 //     costs one round trip, not a mismatch and a second. A store that
-//     keeps records for whole units of time (backend.Swapper.TTLUnit: Redis, whole
-//     milliseconds) is reckoned with the TTL rounded up as it rounds it.
+//     keeps records for whole units of time (backend.Swapper.TTLUnit:
+//     Redis, whole milliseconds) is reckoned with the TTL rounded up as it
+//     rounds it.
 //   - Concurrent decisions on one key in one process coalesce: they queue
 //     on the key, and one of them steps every queued request in order on
 //     the local record and commits them all with one compare-and-swap; each

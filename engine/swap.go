@@ -61,7 +61,7 @@ type swapPath struct {
 	retries  int
 	perShard int   // the last-seen records kept per shard
 	confirm  bool  // SwapOptions.ConfirmDenials: no denial answered locally
-	ttlUnit  int64 // backend.TTLUnit's, in ns: a record's TTL is kept rounded up to it; 0: none
+	ttlUnit  int64 // backend.Swapper.TTLUnit's, in ns: a record's TTL is kept rounded up to it; 0: none
 	shards   []swapShard
 	mask     uint64
 	unwatch  func() // ends the store's watch of deletions
