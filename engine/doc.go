@@ -151,23 +151,26 @@
 //     context.DeadlineExceeded) and spends nothing; a call that has
 //     started runs to its end (the store's methods take no context);
 //   - over a backend.Swapper (Redis), the same before the call queues for
-//     its keys; a caller queued behind the key's compare-and-swap leaves
-//     the queue when its context ends, spending nothing; and the context
-//     bounds the compare-and-swap itself (backend.Swapper.CompareAndSwap:
-//     with Redis, the earlier of its deadline and the store's Timeout
-//     wins, and a cancellation ends the wait at once). A swap ended so
-//     after it was sent may have been written, as after a store error.
-//     Several callers coalesced into one compare-and-swap share it: one
-//     caller's cancellation does not end it (the others wait for its
-//     answer), and its deadline is the latest of theirs when each has
-//     one. Reset and Record over a Swapper check the context first; the
-//     store's Delete and Get take none, and keep its own deadline.
+//     its keys. A single-key decision queued behind its key's
+//     compare-and-swap leaves the queue when its context ends, spending
+//     nothing (an ApplyAll waiting to own its keys waits its turn). The
+//     context bounds the compare-and-swap itself
+//     (backend.Swapper.CompareAndSwap: with Redis, the earlier of its
+//     deadline and the store's Timeout wins, and a cancellation ends the
+//     wait at once); a swap so ended after it was sent may have been
+//     written, as after a store error. Callers coalesced into one
+//     compare-and-swap share it: one caller's cancellation does not end
+//     it (the others wait for its answer), and its deadline is the latest
+//     of theirs when each has one. Reset and Record check the context
+//     first; the store's Delete and Get take none, and keep its own
+//     deadline.
 //
-// Such an error is not an ErrStore: the store did not fail, and nothing
-// is counted in Stats.StoreErrors, nor by Redis' circuit breaker. A door passes the request's context
-// (package httplimit the http.Request's, package grpclimit the call's),
-// so a request whose client has gone or whose deadline has passed spends
-// nothing on a store that reads it.
+// Such an error is not an ErrStore: the store did not fail, and it is
+// counted neither in Stats.StoreErrors nor by Redis' circuit breaker. A
+// door passes the request's context (package httplimit the
+// http.Request's, package grpclimit the call's), so a request whose
+// client has gone or whose deadline has passed spends nothing on a store
+// that reads it.
 //
 // # Locks
 //
