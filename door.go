@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
-	"github.com/sluice-go/sluice/internal/logpace"
 )
 
 // StoreErrorPolicy says what a door (package httplimit's middleware,
@@ -145,23 +144,12 @@ type ContextObserver interface {
 // A Door is safe for concurrent use when its DoorConfig's functions are.
 // It keeps no state between requests but its store-error log's pace.
 type Door[R any] struct {
-	name   string
-	eng    *engine.Engine
+	core   *Decider
 	key    func(R, *CompiledRule) (string, int64, error)
 	host   func(R) string
 	plan   func(R) (string, error)
 	exempt func(string) bool
-	tally  func(*CompiledRule, string, int64, bool)
-
-	metrics   Observer        // nil: nothing observes
-	localObs  LocalObserver   // metrics, when it is one
-	shadowObs ShadowObserver  // metrics, when it is one
-	ctxObs    ContextObserver // metrics, when it is one
-	policy    StoreErrorPolicy
-	local     *Local // with policy FailLocal
-	log       *slog.Logger
-
-	storeLog logpace.Pace // paces the store errors' log lines
+	ctxObs ContextObserver // DoorConfig.Metrics, when it is one
 }
 
 // DoorConfig configures the Door NewDoor returns: what a door reads of its
@@ -240,36 +228,13 @@ func NewDoor[R any](cfg DoorConfig[R]) (*Door[R], error) {
 	case cfg.Key == nil:
 		return nil, fmt.Errorf("%s: DoorConfig.Key is required", name)
 	}
-	d := &Door[R]{
-		name:    name,
-		eng:     cfg.Engine,
-		key:     cfg.Key,
-		host:    cfg.Host,
-		plan:    cfg.Plan,
-		exempt:  cfg.Exempt,
-		tally:   cfg.Tally,
-		metrics: cfg.Metrics,
-		policy:  cfg.OnStoreError,
-		log:     cfg.Logger,
+	core, err := NewDecider(DeciderConfig{Name: name, Engine: cfg.Engine, Metrics: cfg.Metrics,
+		OnStoreError: cfg.OnStoreError, Local: cfg.Local, Logger: cfg.Logger, Tally: cfg.Tally})
+	if err != nil {
+		return nil, err
 	}
-	d.localObs, _ = cfg.Metrics.(LocalObserver)
-	d.shadowObs, _ = cfg.Metrics.(ShadowObserver)
+	d := &Door[R]{core: core, key: cfg.Key, host: cfg.Host, plan: cfg.Plan, exempt: cfg.Exempt}
 	d.ctxObs, _ = cfg.Metrics.(ContextObserver)
-	switch d.policy {
-	case "":
-		d.policy = FailOpen
-	case FailOpen, FailClosed:
-	case FailLocal:
-		if cfg.Local == nil {
-			return nil, fmt.Errorf("%s: Config.Local is required with OnStoreError %q", name, FailLocal)
-		}
-		d.local = cfg.Local
-	default:
-		return nil, fmt.Errorf("%s: Config.OnStoreError must be %q, %q or %q, got %q", name, FailOpen, FailClosed, FailLocal, string(d.policy))
-	}
-	if d.log == nil {
-		d.log = slog.Default()
-	}
 	return d, nil
 }
 

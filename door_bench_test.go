@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -45,11 +46,11 @@ func BenchmarkDoorDecide(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := call{user: "bench"}
-			d.Decide(rs, "GET", "/x", req)
+			ctx, req := context.Background(), call{user: "bench"}
+			d.Decide(ctx, rs, "GET", "/x", req)
 			b.ReportAllocs()
 			for b.Loop() {
-				if out := d.Decide(rs, "GET", "/x", req); out.Verdict != bc.want {
+				if out := d.Decide(ctx, rs, "GET", "/x", req); out.Verdict != bc.want {
 					b.Fatalf("verdict %v, want %v", out.Verdict, bc.want)
 				}
 			}

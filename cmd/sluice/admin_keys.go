@@ -450,7 +450,7 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	}
 	c := rs.Override(rule, key)
 	spec := c.Rule()
-	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: spec.Algorithm,
+	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: string(spec.Algorithm),
 		Limit: spec.Limit, Window: spec.Window.String(), Burst: spec.Burst, Cost: spec.Cost}
 	if err := out.read(r.Context(), a.eng, c.Limit(), key, c.Cost()); err != nil {
 		keyStoreError(w, a.log, "sluice serve: admin keys", err)

@@ -435,7 +435,7 @@ type crashModel struct {
 
 func (c *crashCase) model(t *testing.T) crashModel {
 	t.Helper()
-	a, err := algo.New(c.algorithm, algo.Params{Limit: crashLimit, Window: crashWindow})
+	a, err := algo.New(algo.Name(c.algorithm), algo.Params{Limit: crashLimit, Window: crashWindow})
 	if err != nil {
 		t.Fatal(err)
 	}

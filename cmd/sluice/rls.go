@@ -505,7 +505,7 @@ func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *me
 			ls := []rlsLimitJSON{}
 			for _, l := range cfg.Domain(name).Limits() {
 				j := rlsLimitJSON{Path: l.Path, Name: l.Name, Unlimited: l.Unlimited, RequestsPerUnit: l.RequestsPerUnit,
-					Algorithm: l.Algorithm, Burst: l.Burst, ShadowMode: l.Shadow, QuotaMode: l.Quota, Replaces: l.Replaces}
+					Algorithm: string(l.Algorithm), Burst: l.Burst, ShadowMode: l.Shadow, QuotaMode: l.Quota, Replaces: l.Replaces}
 				if !l.Unlimited {
 					j.Window = l.Window.String()
 				}
@@ -643,7 +643,7 @@ func (a *rlsAdminKeys) keys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l := m.Limit
-	out := rlsKeyStateJSON{Domain: l.Domain, keyStateJSON: keyStateJSON{Rule: l.Path, Key: m.Key, Algorithm: l.Algorithm,
+	out := rlsKeyStateJSON{Domain: l.Domain, keyStateJSON: keyStateJSON{Rule: l.Path, Key: m.Key, Algorithm: string(l.Algorithm),
 		Limit: int64(l.RequestsPerUnit), Window: l.Window.String(), Burst: l.Burst, Cost: 1}}
 	if err := out.read(r.Context(), a.eng, l.EngineLimit(), m.Key, 1); err != nil {
 		keyStoreError(w, a.log, "sluice rls: admin keys", err)

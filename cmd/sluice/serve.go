@@ -702,7 +702,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		PathPrefix: r.PathPrefix,
 		Host:       r.Host,
 		Scope:      string(r.Scope),
-		Algorithm:  r.Algorithm,
+		Algorithm:  string(r.Algorithm),
 		Limit:      r.Limit,
 		Window:     r.Window.String(),
 		Burst:      r.Burst,
