@@ -179,7 +179,7 @@ var layout = []struct {
 	{"backend/faulty", []string{"backend"}},
 	{"engine", []string{"algo", "backend", "backend/table", "codec"}},
 	{"backend/backendtest/fulldisk", []string{"algo", "backend", "engine"}},
-	{"", []string{"engine", "algo", "internal/clip", "internal/logpace", "internal/ratefield"}},
+	{"", []string{"engine", "algo", "backend", "backend/memory", "internal/clip", "internal/logpace", "internal/ratefield"}},
 	{"identity", []string{""}},
 	{"config", []string{"", "algo", "engine", "identity", "internal/configerr", "internal/watch", "internal/yamlnode"}},
 	{"metrics", []string{"", "engine"}},

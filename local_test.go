@@ -64,7 +64,7 @@ func TestLocalDecidesTheShare(t *testing.T) {
 		t.Fatalf("FleetSize() = %d, want 3", l.FleetSize())
 	}
 	for _, name := range algo.Names {
-		rs, err := sluice.NewRuleset([]sluice.Rule{{Name: name, PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: name, Limit: 10, Window: time.Hour}}, nil, "")
+		rs, err := sluice.NewRuleset([]sluice.Rule{{Name: string(name), PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: name, Limit: 10, Window: time.Hour}}, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}

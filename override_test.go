@@ -122,7 +122,7 @@ func TestOverrideReplacesTheLimitOnly(t *testing.T) {
 // what the caller has spent, for every algorithm: the record is the rule's.
 func TestOverrideKeepsTheSpentBudget(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			clock := engine.NewFakeClock(t0)
 			e, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {

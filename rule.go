@@ -94,7 +94,7 @@ type Rule struct {
 	// Scope says whose budget a request spends. Required.
 	Scope Scope
 	// Algorithm is one of algo.Names. Required.
-	Algorithm string
+	Algorithm algo.Name
 	// Limit is how much may be spent per Window. Required, positive.
 	Limit int64
 	// Window is the period Limit applies to. Required, positive.

@@ -113,17 +113,17 @@ var Variants = []Variant{{}, {Coarse: true}, {Prepared: true}, {Coarse: true, Pr
 // applying the named algorithm at r, reading clock (nil means the system
 // clock, the engine's default). A clock given is also the backend's sweeper
 // clock.
-func NewSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options) (*Sluice, error) {
+func NewSluice(name algo.Name, r Rate, clock engine.Clock, mopts *memory.Options) (*Sluice, error) {
 	return newSluice(name, r, clock, mopts, Variant{})
 }
 
 // NewSluiceVariant is NewSluice with the system clock, set up and called as
 // v says.
-func NewSluiceVariant(name string, r Rate, v Variant, mopts *memory.Options) (*Sluice, error) {
+func NewSluiceVariant(name algo.Name, r Rate, v Variant, mopts *memory.Options) (*Sluice, error) {
 	return newSluice(name, r, nil, mopts, v)
 }
 
-func newSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options, v Variant) (*Sluice, error) {
+func newSluice(name algo.Name, r Rate, clock engine.Clock, mopts *memory.Options, v Variant) (*Sluice, error) {
 	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
 	if err != nil {
 		return nil, err
@@ -224,7 +224,7 @@ func OpenStore(name, dir string) (backend.Durable, error) {
 // writing them back as mode says, with the system clock and every other
 // option at its default, applying the named algorithm at r under the
 // namespace "bench".
-func NewDurableSluice(store, dir string, mode engine.Durability, name string, r Rate) (*Sluice, error) {
+func NewDurableSluice(store, dir string, mode engine.Durability, name algo.Name, r Rate) (*Sluice, error) {
 	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
 	if err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func BenchmarkApplyHotKey(b *testing.B) {
 		if name == algo.SlidingLogName {
 			continue
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			e := benchEngine(b, engine.SystemClock{})
 			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, unlimited)}
 			b.ReportAllocs()
@@ -72,7 +72,7 @@ var exhausted = algo.Params{Limit: 1, Window: time.Hour}
 
 func BenchmarkApplyHotKeyDenied(b *testing.B) {
 	for _, name := range algo.Names {
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			e := benchEngine(b, engine.SystemClock{})
 			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, exhausted)}
 			e.Apply(context.Background(), l, "user-0000000000000001", 1)
@@ -221,7 +221,7 @@ func BenchmarkApplyStill(b *testing.B) {
 			params  algo.Params
 			allowed bool
 		}{{"allowed", unlimited, true}, {"denied", exhausted, false}} {
-			for _, name := range []string{algo.GCRAName, algo.TokenBucketName} {
+			for _, name := range []algo.Name{algo.GCRAName, algo.TokenBucketName} {
 				for _, prepared := range []bool{false, true} {
 					label := fmt.Sprintf("keys=%d/%s/%s", n, tc.name, name)
 					if prepared {
@@ -234,7 +234,7 @@ func BenchmarkApplyStill(b *testing.B) {
 	}
 }
 
-func benchStill(b *testing.B, keys []string, params algo.Params, name string, prepared, allowed bool) {
+func benchStill(b *testing.B, keys []string, params algo.Params, name algo.Name, prepared, allowed bool) {
 	clock := engine.NewCoarseClock(time.Hour)
 	clock.Close() // stands still at its first tick
 	// No sweeper either: nothing runs beside the decisions.

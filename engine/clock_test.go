@@ -199,7 +199,7 @@ func TestClockLeapsForward(t *testing.T) {
 					if name == algo.TokenBucketName || name == algo.GCRAName || name == algo.LeakyBucketName {
 						p.Burst = 5
 					}
-					l := limit(name, p, name)
+					l := limit(name, p, string(name))
 					clock.SetUnixNano(t0.UnixNano())
 					for range 10 {
 						e.Apply(context.Background(), l, "k", 1)
@@ -246,7 +246,7 @@ func TestClockAtTheEndOfTime(t *testing.T) {
 	clock := engine.NewFakeClock(t0)
 	e := newEngine(t, memory.New(&memory.Options{SweepInterval: -1}), clock)
 	for _, name := range algo.Names {
-		l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, name)
+		l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, string(name))
 		for _, before := range []int64{int64(time.Minute), 1, 0} {
 			clock.SetUnixNano(math.MaxInt64 - before)
 			for i := range 6 {

@@ -23,7 +23,7 @@ import (
 //     the limit across one boundary, as the algorithm documents;
 //   - the sliding counter: its estimate counts the current window in full,
 //     so the same as the fixed window.
-func admissionBound(name string, p algo.Params, elapsed time.Duration) int64 {
+func admissionBound(name algo.Name, p algo.Params, elapsed time.Duration) int64 {
 	w, l := int64(p.Window), p.Limit
 	switch name {
 	case algo.TokenBucketName, algo.LeakyBucketName, algo.GCRAName:
@@ -68,7 +68,7 @@ func TestContentionWithARealClock(t *testing.T) {
 				}
 				defer e.Close()
 				for _, name := range algo.Names {
-					l := limit(name, p, name)
+					l := limit(name, p, string(name))
 					admitted := make([]atomic.Int64, keys)
 					perKey := make([]atomic.Int64, keys)
 					var calls atomic.Int64

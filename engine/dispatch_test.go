@@ -36,7 +36,7 @@ func TestOneDispatch(t *testing.T) {
 	}
 	p := algo.Params{Limit: 2, Window: time.Minute}
 	for _, name := range algo.Names {
-		l := Limit{Namespace: name, Algorithm: algo.MustNew(name, p)}
+		l := Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)}
 		k := l.Key("prepared")
 		for i := range 3 { // allowed, allowed, denied
 			var d algo.Decision

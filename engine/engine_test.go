@@ -86,7 +86,7 @@ func TestPeekDoesNotSpend(t *testing.T) {
 		t.Run(bk.name, func(t *testing.T) {
 			e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 			for _, name := range algo.Names {
-				l := limit(name, algo.Params{Limit: 2, Window: time.Second}, name)
+				l := limit(name, algo.Params{Limit: 2, Window: time.Second}, string(name))
 				if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 					t.Fatal(err)
 				}
@@ -242,7 +242,7 @@ func TestCorruptRecordIsCountedAndTreatedAsFresh(t *testing.T) {
 			b := bk.open(clock)
 			e := newEngine(t, b, clock)
 			for i, name := range algo.Names {
-				l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, name)
+				l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, string(name))
 				for _, junk := range [][]byte{{0xff}, {0x11, 1, 2}, make([]byte, 40)} {
 					// The junk is written behind the engine's back. Over the
 					// swap path the engine's last-seen record, spent, would
@@ -341,7 +341,7 @@ func TestStoreErrorIsReturnedAndTheNextCallWorks(t *testing.T) {
 func TestConcurrentCallersAdmitExactlyTheCapacity(t *testing.T) {
 	for _, bk := range backends {
 		for _, name := range algo.Names {
-			t.Run(bk.name+"/"+name, func(t *testing.T) {
+			t.Run(bk.name+"/"+string(name), func(t *testing.T) {
 				t.Parallel()
 				e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 				l := limit(name, algo.Params{Limit: 100, Window: time.Hour}, "hot")

@@ -189,7 +189,7 @@ func TestCorruptReadsAreCountedAndFresh(t *testing.T) {
 			n := 0
 			rapid.Check(t, func(rt *rapid.T) {
 				name := rapid.SampledFrom(algo.Names).Draw(rt, "algorithm")
-				l := limit(name, algo.Params{Limit: 4, Window: time.Minute}, name)
+				l := limit(name, algo.Params{Limit: 4, Window: time.Minute}, string(name))
 				junk := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(rt, "junk")
 				if rapid.Bool().Draw(rt, "tagged") && len(junk) > 0 {
 					junk[0] = byte(rapid.IntRange(0, 8).Draw(rt, "tag")) // near a real tag

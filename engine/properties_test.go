@@ -18,13 +18,13 @@ func genLimits(t *rapid.T) []engine.Limit {
 	var out []engine.Limit
 	for _, name := range algo.Names {
 		p := algo.Params{
-			Limit:  rapid.Int64Range(1, 20).Draw(t, name+".limit"),
-			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 7e9, 60e9}).Draw(t, name+".window")),
+			Limit:  rapid.Int64Range(1, 20).Draw(t, string(name)+".limit"),
+			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 7e9, 60e9}).Draw(t, string(name)+".window")),
 		}
 		if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
-			p.Burst = rapid.Int64Range(0, 30).Draw(t, name+".burst")
+			p.Burst = rapid.Int64Range(0, 30).Draw(t, string(name)+".burst")
 		}
-		out = append(out, engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)})
+		out = append(out, engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)})
 	}
 	return out
 }

@@ -384,7 +384,7 @@ func TestSwapCacheIsBounded(t *testing.T) {
 // whether the revisit comes before the store forgets the record or after.
 func TestSwapReckonsTheStoresTTLUnit(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			clock := engine.NewFakeClock(t0)
 			store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, TTLUnit: time.Millisecond})
 			e := newSwapEngine(t, store, clock, nil)

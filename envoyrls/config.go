@@ -8,6 +8,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/configerr"
 	"github.com/sluice-go/sluice/internal/ratefield"
@@ -76,7 +77,7 @@ type Limit struct {
 	Window time.Duration
 	// Algorithm is rate_limit.algorithm, fixed_window when absent; Burst
 	// is rate_limit.burst, zero when absent.
-	Algorithm string
+	Algorithm algo.Name
 	Burst     int64
 
 	limit  engine.Limit // nil Algorithm when unlimited or RequestsPerUnit is 0

@@ -380,7 +380,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			}
 		}
 	}
-	resp := s.answer(domain, items, over)
+	resp := s.answer(domain, known, items, over)
 	if s.opts.DynamicMetadata {
 		resp.DynamicMetadata = requestMetadata(req, items)
 	}
@@ -472,8 +472,11 @@ const (
 	maxHeaders    = 6 // RateLimit-Policy, RateLimit, X-RateLimit-* (3), Retry-After
 )
 
-// answer builds the response and counts the decisions.
-func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimitResponse {
+// answer builds the response and counts the decisions; known is whether
+// the configuration the request was decided under has its domain (read
+// from that configuration, not again from the one in force, which a reload
+// may have replaced meanwhile).
+func (s *Server) answer(domain string, known bool, items []item, over bool) *rlspb.RateLimitResponse {
 	var blk *respBlock
 	var resp *rlspb.RateLimitResponse
 	if len(items) <= blockStatuses {
@@ -564,7 +567,7 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 			}
 		}
 	}
-	if m != nil && s.cfg.Load().Domain(domain) != nil {
+	if m != nil && known {
 		// A domain no file configures is counted once, in
 		// unknown_domain_total: its name is the client's.
 		c := m.of(domain, "", "")

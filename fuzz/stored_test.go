@@ -72,7 +72,7 @@ func FuzzEngineStoredBytes(f *testing.F) {
 		if err != nil {
 			return // parameters the algorithm refuses: not this target's concern
 		}
-		l := engine.Limit{Namespace: name, Algorithm: a}
+		l := engine.Limit{Namespace: string(name), Algorithm: a}
 		c := int64(cost)%a.Params().Capacity() + 1
 		for _, st := range stores {
 			key := fmt.Sprintf("k%d", seq.Add(1)) // a key new to the engine: the durable tier loads it

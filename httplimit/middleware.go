@@ -137,7 +137,8 @@ type limiter struct {
 // is back, rounded up) and the IETF draft fields RateLimit-Policy
 // ("orders-write";q=5;w=60: algo.Quota's quota and window in seconds) and
 // RateLimit ("orders-write";r=3;t=24: remaining, and algo.QuotaReset in
-// seconds: Retry-After on a denial).
+// seconds: Retry-After on a denial). The handler of an allowed request
+// finds the decision with DecisionFrom.
 // A denied request is answered 429 Too Many Requests with a short body
 // naming the rule and a Retry-After in whole seconds, rounded up, at least
 // 1. An allowed leaky-bucket request waits its Delay before it reaches the
@@ -258,6 +259,7 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	case sluice.Passed:
 	case sluice.Allowed:
 		l.setHeaders(w.Header(), out.Rule, out.Decision)
+		r = withDecision(r, out.Rule, out.Decision) // perhandler.go: DecisionFrom
 		if out.Delay > 0 && !l.wait(r.Context(), out.Delay) {
 			return // the client went away while waiting
 		}

@@ -35,13 +35,13 @@ func genLimits(t *rapid.T) []engine.Limit {
 	var out []engine.Limit
 	for _, name := range algo.Names {
 		p := algo.Params{
-			Limit:  rapid.Int64Range(1, 12).Draw(t, name+".limit"),
-			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 60e9}).Draw(t, name+".window")),
+			Limit:  rapid.Int64Range(1, 12).Draw(t, string(name)+".limit"),
+			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 60e9}).Draw(t, string(name)+".window")),
 		}
 		if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
-			p.Burst = rapid.Int64Range(0, 20).Draw(t, name+".burst")
+			p.Burst = rapid.Int64Range(0, 20).Draw(t, string(name)+".burst")
 		}
-		out = append(out, engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)})
+		out = append(out, engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)})
 	}
 	return out
 }
@@ -196,9 +196,9 @@ func staleDenials(got, want []algo.Decision, back time.Duration) bool {
 func TestContentionAcrossClients(t *testing.T) {
 	addr := server(t).Addr
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			p := algo.Params{Limit: 100, Window: time.Hour}
-			l := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)}
+			l := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)}
 			o := redis.Options{KeyPrefix: prefix(t)}
 			var engines []*engine.Engine
 			for range 4 {
@@ -342,8 +342,8 @@ func TestResetReachesOthers(t *testing.T) {
 func TestRaisedLimitAdmitsAtOnce(t *testing.T) {
 	e := newEngine(t, open(t, []string{server(t).Addr}, redis.Options{}), engine.Options{})
 	for _, name := range algo.Names {
-		small := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 2, Window: time.Hour})}
-		big := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 5, Window: time.Hour})}
+		small := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, algo.Params{Limit: 2, Window: time.Hour})}
+		big := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, algo.Params{Limit: 5, Window: time.Hour})}
 		for range 2 {
 			e.Apply(context.Background(), small, "k", 1)
 		}
@@ -508,7 +508,7 @@ func TestKeysAndTTL(t *testing.T) {
 func TestApplyAllInOneProcess(t *testing.T) {
 	srv := server(t)
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{KeyPrefix: prefix(t)}), engine.Options{})
 			tight := engine.Limit{Namespace: "tight", Algorithm: algo.MustNew(name, algo.Params{Limit: 100, Window: time.Hour})}
 			loose := engine.Limit{Namespace: "loose", Algorithm: algo.MustNew(name, algo.Params{Limit: 100000, Window: time.Hour})}

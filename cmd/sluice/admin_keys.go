@@ -17,7 +17,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -270,16 +269,17 @@ func (g adminGuard) wrap(h http.Handler) http.Handler {
 // adminKeys serves /v1/reset and /v1/keys over the engine and the rules in
 // force.
 type adminKeys struct {
-	reg *sluice.Registry
-	eng *engine.Engine
-	id  *atomic.Pointer[identity.Identifier] // the identity section in force
-	log *slog.Logger
+	// inForce returns the rules and the identity section in force, of
+	// one configuration (a reload replaces both at once).
+	inForce func() (*sluice.Ruleset, *identity.Identifier)
+	eng     *engine.Engine
+	log     *slog.Logger
 }
 
-// newAdminKeys returns the caller endpoints over reg and eng, reading
-// caller keys under the identifier id holds (a reload replaces it).
-func newAdminKeys(reg *sluice.Registry, eng *engine.Engine, id *atomic.Pointer[identity.Identifier], log *slog.Logger) *adminKeys {
-	return &adminKeys{reg: reg, eng: eng, id: id, log: log}
+// newAdminKeys returns the caller endpoints over eng and the configuration
+// inForce returns, whose identity section reads the caller keys.
+func newAdminKeys(inForce func() (*sluice.Ruleset, *identity.Identifier), eng *engine.Engine, log *slog.Logger) *adminKeys {
+	return &adminKeys{inForce: inForce, eng: eng, log: log}
 }
 
 // mount returns a handler serving the caller endpoints and passing every
@@ -327,12 +327,12 @@ func (a *adminKeys) target(w http.ResponseWriter, ruleName, written string) (rs 
 		adminError(w, http.StatusBadRequest, "give rule and key (a caller key such as user:alice, key:API_KEY or ip:192.0.2.1)")
 		return nil, nil, "", false
 	}
-	rs = a.reg.Ruleset()
+	rs, id := a.inForce()
 	if rule = rs.Rule(ruleName); rule == nil {
 		adminError(w, http.StatusNotFound, "no rule named %q is in force", ruleName)
 		return nil, nil, "", false
 	}
-	key, err := a.id.Load().ParseKey(written)
+	key, err := id.ParseKey(written)
 	if err != nil {
 		adminError(w, http.StatusBadRequest, "key: %v", err)
 		return nil, nil, "", false
@@ -450,7 +450,7 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	}
 	c := rs.Override(rule, key)
 	spec := c.Rule()
-	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: spec.Algorithm,
+	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: string(spec.Algorithm),
 		Limit: spec.Limit, Window: spec.Window.String(), Burst: spec.Burst, Cost: spec.Cost}
 	if err := out.read(r.Context(), a.eng, c.Limit(), key, c.Cost()); err != nil {
 		keyStoreError(w, a.log, "sluice serve: admin keys", err)

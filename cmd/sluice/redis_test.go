@@ -104,9 +104,9 @@ func TestSimulateRedisMatchesMemory(t *testing.T) {
 	}
 	var setups []setup
 	for _, name := range algo.Names {
-		setups = append(setups, setup{name, "5", "1s", "", 5})
+		setups = append(setups, setup{string(name), "5", "1s", "", 5})
 		if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
-			setups = append(setups, setup{name, "60", "1m", "10", 10})
+			setups = append(setups, setup{string(name), "60", "1m", "10", 10})
 		}
 	}
 	for _, c := range setups {

@@ -155,7 +155,7 @@ func run(cfg config) (*result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	alg, err := algo.New(cfg.algorithm, algo.Params{Limit: 1, Window: cfg.ttl})
+	alg, err := algo.New(algo.Name(cfg.algorithm), algo.Params{Limit: 1, Window: cfg.ttl})
 	if err != nil {
 		return nil, fmt.Errorf("-algorithm: %w", err)
 	}
