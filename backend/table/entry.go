@@ -116,7 +116,7 @@ func (sh *shard) lockEntry(q uint32, a []byte, off, val uint32, e *Entry) bool {
 // in place.
 func (e *Entry) Record(now int64) []byte {
 	if expired(e.expiresAt, now) {
-		return e.a[e.val:e.val:e.val+e.vcap]
+		return e.a[e.val : e.val : e.val+e.vcap]
 	}
 	return e.a[e.val : e.val+e.n : e.val+e.vcap]
 }
