@@ -115,9 +115,12 @@ type Stats struct {
 // arguments. GetLocked returns a slice aliasing the stored record, valid
 // until the stripe lock is released or the stripe is written.
 //
-// Lock order: sweepMu, then a shard's lock. At most one shard lock is held
-// by the Table itself at any time; the engine may hold several, taken in
-// stripe order.
+// Lock order: sweepMu, then a shard's lock, then an entry's lock (held by
+// a shard's holder only to write the entry's expiry). At most one shard
+// lock is held by the Table itself at any time; the engine may hold
+// several, taken in stripe order. A decision holding an entry's lock
+// (LockEntry) takes no other: it lets go of the entry before it takes the
+// shard's lock.
 type Table struct {
 	// Read by every call and written only by New: a line every core keeps
 	// a copy of. The padding keeps another object's writes off it, and the
