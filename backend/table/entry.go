@@ -72,7 +72,30 @@ func (s *Table) LockEntry(hash uint64, key []byte, e *Entry) bool {
 				return false
 			}
 			if int(a[off+8]) == klen && sameKey(a[p:p+klen], key) {
-				return sh.lockEntry(q, a, uint32(off), uint32(p+klen), e)
+				// The key's entry: take its lock, then check that no
+				// holder of the shard came (or went) since seq was read.
+				w := hiWord(a, uint32(off))
+				var hi uint32
+				for spin := 0; ; spin++ {
+					hi = atomic.LoadUint32(w)
+					if hi&lockBit == 0 && atomic.CompareAndSwapUint32(w, hi, hi|lockBit) {
+						break
+					}
+					pause(spin)
+				}
+				if sh.seq.Load() != q {
+					atomic.StoreUint32(w, hi)
+					return false
+				}
+				*e = Entry{
+					a:         a,
+					off:       uint32(off),
+					val:       uint32(p + klen),
+					n:         uint32(a[off+10]),
+					vcap:      uint32(a[off+9]),
+					expiresAt: int64(uint64(hi)<<32 | uint64(binary.NativeEndian.Uint32(a[off:]))),
+				}
+				return true
 			}
 		}
 		if i++; i == n {
@@ -80,33 +103,6 @@ func (s *Table) LockEntry(hash uint64, key []byte, e *Entry) bool {
 		}
 	}
 	return false
-}
-
-// lockEntry takes the lock of the entry at off, whose value is at val, and
-// fills *e if seq is still q; otherwise it lets go and reports false.
-func (sh *shard) lockEntry(q uint32, a []byte, off, val uint32, e *Entry) bool {
-	w := hiWord(a, off)
-	var hi uint32
-	for spin := 0; ; spin++ {
-		hi = atomic.LoadUint32(w)
-		if hi&lockBit == 0 && atomic.CompareAndSwapUint32(w, hi, hi|lockBit) {
-			break
-		}
-		pause(spin)
-	}
-	if sh.seq.Load() != q {
-		atomic.StoreUint32(w, hi)
-		return false
-	}
-	*e = Entry{
-		a:         a,
-		off:       off,
-		val:       val,
-		n:         uint32(a[off+10]),
-		vcap:      uint32(a[off+9]),
-		expiresAt: int64(uint64(hi)<<32 | uint64(binary.NativeEndian.Uint32(a[off:]))),
-	}
-	return true
 }
 
 // Record returns the entry's record, aliasing the stored bytes, to be
@@ -129,6 +125,17 @@ func (e *Entry) Record(now int64) []byte {
 // entry is unchanged, and the caller unlocks it and writes under the
 // shard's lock.
 func (e *Entry) Commit(record []byte, expiresAt int64) bool {
+	if uint32(len(record)) != e.n || len(record) == 0 || &record[0] != &e.a[e.val] {
+		return e.commitOther(record, expiresAt)
+	}
+	// Stepped in place, its length unchanged: the common case.
+	e.expiresAt = expiresAt
+	e.Unlock()
+	return true
+}
+
+// commitOther is Commit for a record of another length, or built elsewhere.
+func (e *Entry) commitOther(record []byte, expiresAt int64) bool {
 	n := uint32(len(record))
 	if n > e.vcap || n == 0 {
 		return false
