@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
@@ -95,9 +94,8 @@ type ShadowObserver interface {
 // ContextObserver is an Observer that is also told, once per request, the
 // Outcome a door decided, with the request's context: where a tracer finds
 // the request's span (package sluiceotel adds an event to it). The context
-// is the request's own when the door's request type has a
-// Context() context.Context method (package httplimit's *http.Request,
-// package grpclimit's calls), else context.Background().
+// is the one the door passed to Door.Decide: package httplimit's is the
+// request's (http.Request.Context), package grpclimit's the call's.
 //
 // A door calls ObserveOutcome after every step of Door, before it answers,
 // under the same rules as the other Observer methods: it must be fast, must
@@ -123,7 +121,8 @@ type ContextObserver interface {
 //     which the caller is exempt (DoorConfig.Exempt), and replaces each
 //     rule by the caller's override (Ruleset.Override);
 //  3. decides on the engine: engine.Engine.Apply for one rule, ApplyAll
-//     for several (nothing is spent unless every one allows);
+//     for several (nothing is spent unless every one allows), with the
+//     request's context;
 //  4. on a store error, follows the policy: FailOpen lets the request pass
 //     undecided, FailClosed refuses it, FailLocal decides it again on the
 //     Local, under each rule's share;
@@ -145,24 +144,12 @@ type ContextObserver interface {
 // A Door is safe for concurrent use when its DoorConfig's functions are.
 // It keeps no state between requests but its store-error log's pace.
 type Door[R any] struct {
-	name   string
-	eng    *engine.Engine
+	core   *Decider
 	key    func(R, *CompiledRule) (string, int64, error)
 	host   func(R) string
 	plan   func(R) (string, error)
 	exempt func(string) bool
-	tally  func(*CompiledRule, string, int64, bool)
-
-	metrics   Observer        // nil: nothing observes
-	localObs  LocalObserver   // metrics, when it is one
-	shadowObs ShadowObserver  // metrics, when it is one
-	ctxObs    ContextObserver // metrics, when it is one
-	policy    StoreErrorPolicy
-	local     *Local // with policy FailLocal
-	log       *slog.Logger
-
-	lastLog  atomic.Int64  // Unix ns of the last store error logged
-	unlogged atomic.Uint64 // store errors not logged since
+	ctxObs ContextObserver // DoorConfig.Metrics, when it is one
 }
 
 // DoorConfig configures the Door NewDoor returns: what a door reads of its
@@ -241,36 +228,13 @@ func NewDoor[R any](cfg DoorConfig[R]) (*Door[R], error) {
 	case cfg.Key == nil:
 		return nil, fmt.Errorf("%s: DoorConfig.Key is required", name)
 	}
-	d := &Door[R]{
-		name:    name,
-		eng:     cfg.Engine,
-		key:     cfg.Key,
-		host:    cfg.Host,
-		plan:    cfg.Plan,
-		exempt:  cfg.Exempt,
-		tally:   cfg.Tally,
-		metrics: cfg.Metrics,
-		policy:  cfg.OnStoreError,
-		log:     cfg.Logger,
+	core, err := NewDecider(DeciderConfig{Name: name, Engine: cfg.Engine, Metrics: cfg.Metrics,
+		OnStoreError: cfg.OnStoreError, Local: cfg.Local, Logger: cfg.Logger, Tally: cfg.Tally})
+	if err != nil {
+		return nil, err
 	}
-	d.localObs, _ = cfg.Metrics.(LocalObserver)
-	d.shadowObs, _ = cfg.Metrics.(ShadowObserver)
+	d := &Door[R]{core: core, key: cfg.Key, host: cfg.Host, plan: cfg.Plan, exempt: cfg.Exempt}
 	d.ctxObs, _ = cfg.Metrics.(ContextObserver)
-	switch d.policy {
-	case "":
-		d.policy = FailOpen
-	case FailOpen, FailClosed:
-	case FailLocal:
-		if cfg.Local == nil {
-			return nil, fmt.Errorf("%s: Config.Local is required with OnStoreError %q", name, FailLocal)
-		}
-		d.local = cfg.Local
-	default:
-		return nil, fmt.Errorf("%s: Config.OnStoreError must be %q, %q or %q, got %q", name, FailOpen, FailClosed, FailLocal, string(d.policy))
-	}
-	if d.log == nil {
-		d.log = slog.Default()
-	}
 	return d, nil
 }
 
@@ -302,7 +266,11 @@ const (
 	// Unavailable: the store failed and the request is refused: under
 	// FailClosed, or under FailLocal when the local engine failed too (it
 	// is closed). Outcome.Err is the engine's error, already logged and
-	// counted (503 over HTTP, codes.Unavailable over gRPC).
+	// counted (503 over HTTP, codes.Unavailable over gRPC). It is also the
+	// verdict, under any policy, of a request whose context ended before
+	// the engine decided it: Outcome.Err then wraps the context's error,
+	// nothing was spent, and nothing is logged or counted (the client has
+	// gone, or its deadline passed).
 	Unavailable
 	// Failed: the engine could not decide the request for another reason:
 	// a cost above the rule's capacity, a configuration error. Outcome.Err

@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/backendtest"
 	"github.com/sluice-go/sluice/backend/faulty"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
@@ -137,7 +139,7 @@ func TestDoorDecides(t *testing.T) {
 		{"bob", "/orders", sluice.Allowed, 1, 0, "decision orders allowed=true cost=1"},
 		{"alice", "/other", sluice.Unlimited, 0, 0, ""},
 	} {
-		out := d.Decide(rs, "GET", step.path, call{user: step.user})
+		out := d.Decide(context.Background(), rs, "GET", step.path, call{user: step.user})
 		if out.Verdict != step.verdict || out.Err != nil {
 			t.Fatalf("step %d: Decide(%s %s) = %v (%v), want %v", i, step.user, step.path, out.Verdict, out.Err, step.verdict)
 		}
@@ -170,13 +172,13 @@ func TestDoorAllMode(t *testing.T) {
 	})
 	shaped := sluice.Rule{Name: "shaped", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: algo.LeakyBucketName, Limit: 60, Window: time.Minute, Burst: 10}
 	rs := mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 1), shaped}, nil, sluice.MatchAll)
-	out := d.Decide(rs, "GET", "/orders", call{user: "alice"})
+	out := d.Decide(context.Background(), rs, "GET", "/orders", call{user: "alice"})
 	if out.Verdict != sluice.Allowed || out.Rule.Name() != "orders" || out.Decision.Remaining != 0 || out.Delay != 0 {
 		t.Fatalf("first: %v under %s, remaining %d, delay %v; want allowed under orders (least remaining), no delay", out.Verdict, out.Rule.Name(), out.Decision.Remaining, out.Delay)
 	}
 	obs.take()
 	tally = nil
-	out = d.Decide(rs, "GET", "/orders", call{user: "alice"})
+	out = d.Decide(context.Background(), rs, "GET", "/orders", call{user: "alice"})
 	if out.Verdict != sluice.Denied || out.Rule.Name() != "orders" || out.Decision.Allowed {
 		t.Fatalf("second: %v under %v, want denied under orders", out.Verdict, out.Rule.Name())
 	}
@@ -188,7 +190,7 @@ func TestDoorAllMode(t *testing.T) {
 	}
 	// shaped spent nothing on the denial: its second request waits one
 	// drip, not two.
-	out = d.Decide(rs, "GET", "/x", call{user: "alice"})
+	out = d.Decide(context.Background(), rs, "GET", "/x", call{user: "alice"})
 	if out.Verdict != sluice.Allowed || out.Rule.Name() != "shaped" || out.Delay != time.Second {
 		t.Errorf("shaped alone: %v under %s, delay %v; want allowed, delay 1s", out.Verdict, out.Rule.Name(), out.Delay)
 	}
@@ -206,7 +208,7 @@ func TestDoorExempt(t *testing.T) {
 	trial := tokenRule("trial", "/", 1)
 	trial.Shadow = true
 	rs := mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 1), trial}, nil, "")
-	if out := d.Decide(rs, "GET", "/orders", call{user: "ops"}); out.Verdict != sluice.Passed || out.Rule != nil || out.Shadow != nil {
+	if out := d.Decide(context.Background(), rs, "GET", "/orders", call{user: "ops"}); out.Verdict != sluice.Passed || out.Rule != nil || out.Shadow != nil {
 		t.Errorf("exempt caller: %v, rule %v, shadow %v; want passed, decided by nothing", out.Verdict, out.Rule, out.Shadow)
 	}
 	if got := obs.take(); len(got) != 0 {
@@ -226,7 +228,7 @@ func TestDoorExempt(t *testing.T) {
 	every.Scope = sluice.ScopeGlobal
 	all := mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 1), every}, nil, sluice.MatchAll)
 	d = newTestDoor(t, newTestEngine(t), exemptOne)
-	if out := d.Decide(all, "GET", "/orders", call{user: "ops"}); out.Verdict != sluice.Allowed || out.Rule.Name() != "everyone" || out.Decision.Remaining != 4 {
+	if out := d.Decide(context.Background(), all, "GET", "/orders", call{user: "ops"}); out.Verdict != sluice.Allowed || out.Rule.Name() != "everyone" || out.Decision.Remaining != 4 {
 		t.Errorf("exempt under one rule: %v under %v, want allowed under everyone with 4 left", out.Verdict, out.Rule)
 	}
 }
@@ -261,7 +263,7 @@ func TestDoorKeyErrors(t *testing.T) {
 		{"bad plan", call{user: "alice", plan: "bad"}, "/orders", "", false},
 		{"panicking plan", call{user: "alice", plan: "panic"}, "/orders", "", true},
 	} {
-		out := d.Decide(rs, "GET", tt.path, tt.c)
+		out := d.Decide(context.Background(), rs, "GET", tt.path, tt.c)
 		var ke *sluice.KeyError
 		if out.Verdict != sluice.Unidentified || !errors.As(out.Err, &ke) {
 			t.Errorf("%s: %v, %v; want unidentified with a *KeyError", tt.name, out.Verdict, out.Err)
@@ -280,7 +282,7 @@ func TestDoorKeyErrors(t *testing.T) {
 	}
 	// No enforced rule covers /x: the shadow rule's key error is reported,
 	// the request passes.
-	out := d.Decide(rs, "GET", "/x", call{})
+	out := d.Decide(context.Background(), rs, "GET", "/x", call{})
 	if out.Verdict != sluice.Unlimited || out.ShadowErr == nil || out.ShadowErr.Rule.Name() != "trial" || !errors.Is(out.ShadowErr, errNoUser) || out.Shadow != nil {
 		t.Errorf("shadow key error: %v, ShadowErr %v, shadow %v; want unlimited, the trial rule's error", out.Verdict, out.ShadowErr, out.Shadow)
 	}
@@ -306,7 +308,7 @@ func TestDoorShadow(t *testing.T) {
 		{"/orders", sluice.Allowed, true, true, []string{"decision orders allowed=true cost=1", "shadow denial trial cost=1"}},
 		{"/orders", sluice.Denied, false, false, []string{"decision orders allowed=false cost=1"}},
 	} {
-		out := d.Decide(rs, "GET", step.path, call{user: "alice"})
+		out := d.Decide(context.Background(), rs, "GET", step.path, call{user: "alice"})
 		if out.Verdict != step.verdict || (out.Shadow != nil) != step.shadow || out.ShadowDenied != step.denied {
 			t.Errorf("step %d: %v, shadow %v, denied %v; want %v, %v, %v", i, out.Verdict, out.Shadow, out.ShadowDenied, step.verdict, step.shadow, step.denied)
 		}
@@ -328,7 +330,7 @@ func TestDoorHostAndPlan(t *testing.T) {
 		c.Plan = func(c call) (string, error) { plans++; return c.plan, nil }
 	})
 	plain := mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 5)}, nil, "")
-	d.Decide(plain, "GET", "/orders", call{user: "alice", host: "api.example.com"})
+	d.Decide(context.Background(), plain, "GET", "/orders", call{user: "alice", host: "api.example.com"})
 	if hosts != 0 || plans != 0 {
 		t.Errorf("asked for the host %d times and the plan %d times under rules naming neither", hosts, plans)
 	}
@@ -345,7 +347,7 @@ func TestDoorHostAndPlan(t *testing.T) {
 		{call{user: "alice", host: "other.example.com", plan: "gold"}, "gold"},
 		{call{user: "alice", host: "other.example.com"}, ""},
 	} {
-		out := d.Decide(rs, "GET", "/orders", tt.c)
+		out := d.Decide(context.Background(), rs, "GET", "/orders", tt.c)
 		got := ""
 		if out.Rule != nil {
 			got = out.Rule.Name()
@@ -399,7 +401,7 @@ func TestDoorStoreErrorPolicies(t *testing.T) {
 			d := newTestDoor(t, e, func(c *sluice.DoorConfig[call]) {
 				c.Metrics, c.OnStoreError, c.Local = obs, tt.policy, local
 			})
-			out := d.Decide(rs, "GET", "/orders", call{user: "alice"})
+			out := d.Decide(context.Background(), rs, "GET", "/orders", call{user: "alice"})
 			if out.Verdict != tt.verdict || out.Decision.Limit != tt.limit {
 				t.Errorf("%v (limit %d, err %v), want %v (limit %d)", out.Verdict, out.Decision.Limit, out.Err, tt.verdict, tt.limit)
 			}
@@ -413,6 +415,58 @@ func TestDoorStoreErrorPolicies(t *testing.T) {
 	}
 }
 
+// A request whose context ended before the engine decided it, over a store
+// that reads the context (a compare-and-swap store here), is Unavailable
+// under every policy, its Err wrapping the context's error: nothing was
+// spent, no store error is counted, nothing is decided locally, and the
+// shadow rules do not decide it either. Over the memory store the context
+// is never read: the request is decided.
+func TestDoorContextEnded(t *testing.T) {
+	trial := tokenRule("trial", "/", 10)
+	trial.Shadow = true
+	rs := mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 10), trial}, nil, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, policy := range sluice.StoreErrorPolicies {
+		t.Run(string(policy), func(t *testing.T) {
+			clock := engine.NewFakeClock(t0)
+			e, err := engine.New(backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now}),
+				&engine.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			local, err := sluice.NewLocal(newTestEngine(t), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs := &observed{}
+			d := newTestDoor(t, e, func(c *sluice.DoorConfig[call]) {
+				c.Metrics, c.OnStoreError, c.Local = obs, policy, local
+			})
+			out := d.Decide(ctx, rs, "GET", "/orders", call{user: "alice"})
+			if out.Verdict != sluice.Unavailable || !errors.Is(out.Err, context.Canceled) || out.Rule.Name() != "orders" {
+				t.Errorf("%v under %v: %v; want unavailable under orders, context canceled", out.Verdict, out.Rule, out.Err)
+			}
+			if out.Shadow != nil {
+				t.Errorf("shadow rule %v decided a request whose context ended", out.Shadow)
+			}
+			if got := obs.take(); len(got) != 0 {
+				t.Errorf("observed %q, want nothing", got)
+			}
+			for _, l := range []engine.Limit{rs.Rule("orders").Limit(), rs.Rule("trial").Limit()} {
+				if dd, err := e.Peek(t.Context(), l, "user:alice", 1); err != nil || dd.Remaining != 9 {
+					t.Errorf("%s after: Peek = %+v, %v; want nothing spent", l.Namespace, dd, err)
+				}
+			}
+		})
+	}
+	d := newTestDoor(t, newTestEngine(t), nil)
+	if out := d.Decide(ctx, rs, "GET", "/orders", call{user: "alice"}); out.Verdict != sluice.Allowed {
+		t.Errorf("over the memory store: %v (%v), want allowed: it never reads the context", out.Verdict, out.Err)
+	}
+}
+
 // An engine error of another kind (a cost above the rule's capacity) is
 // Failed, naming the rule.
 func TestDoorEngineError(t *testing.T) {
@@ -420,7 +474,7 @@ func TestDoorEngineError(t *testing.T) {
 		c.Key = func(c call, _ *sluice.CompiledRule) (string, int64, error) { return "user:" + c.user, 99, nil }
 	})
 	rs := mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 10)}, nil, "")
-	if out := d.Decide(rs, "GET", "/orders", call{user: "alice"}); out.Verdict != sluice.Failed || !errors.Is(out.Err, algo.ErrCostExceedsCapacity) || out.Rule.Name() != "orders" {
+	if out := d.Decide(context.Background(), rs, "GET", "/orders", call{user: "alice"}); out.Verdict != sluice.Failed || !errors.Is(out.Err, algo.ErrCostExceedsCapacity) || out.Rule.Name() != "orders" {
 		t.Errorf("%v under %v: %v; want failed under orders, cost exceeds capacity", out.Verdict, out.Rule, out.Err)
 	}
 }
@@ -460,7 +514,7 @@ func TestDoorAllModePick(t *testing.T) {
 		{sluice.Denied, "hourly", 0, 30 * time.Minute}, // only hourly denies
 	}
 	for i, step := range steps {
-		out := d.Decide(rs, "GET", "/orders", call{user: "alice"})
+		out := d.Decide(context.Background(), rs, "GET", "/orders", call{user: "alice"})
 		if out.Verdict != step.verdict || out.Rule.Name() != step.rule || out.Decision.Remaining != step.remaining || out.Decision.RetryAfter != step.retryAfter {
 			t.Errorf("step %d: %v under %s, remaining %d, retry after %v; want %v under %s, remaining %d, retry after %v",
 				i, out.Verdict, out.Rule.Name(), out.Decision.Remaining, out.Decision.RetryAfter, step.verdict, step.rule, step.remaining, step.retryAfter)
@@ -469,9 +523,9 @@ func TestDoorAllModePick(t *testing.T) {
 	// Both deny: orders (1 a minute) waits a minute, hourly half an hour.
 	rs = mustRuleset(t, []sluice.Rule{tokenRule("orders", "/orders", 1), hourly}, nil, sluice.MatchAll)
 	d = newTestDoor(t, newTestEngine(t), nil)
-	d.Decide(rs, "GET", "/orders", call{user: "bob"})
-	d.Decide(rs, "GET", "/x", call{user: "bob"}) // hourly alone: spent
-	out := d.Decide(rs, "GET", "/orders", call{user: "bob"})
+	d.Decide(context.Background(), rs, "GET", "/orders", call{user: "bob"})
+	d.Decide(context.Background(), rs, "GET", "/x", call{user: "bob"}) // hourly alone: spent
+	out := d.Decide(context.Background(), rs, "GET", "/orders", call{user: "bob"})
 	if out.Verdict != sluice.Denied || out.Rule.Name() != "hourly" || out.Decision.RetryAfter != 30*time.Minute {
 		t.Errorf("both deny: %v under %s, retry after %v; want denied under hourly, retry after 30m", out.Verdict, out.Rule.Name(), out.Decision.RetryAfter)
 	}

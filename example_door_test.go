@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -38,7 +39,7 @@ func ExampleNewDoor() {
 		panic(err)
 	}
 	for _, j := range []job{{"acme", "/jobs/render"}, {"acme", "/jobs/render"}, {"acme", "/jobs/mail"}, {"acme", "/status"}} {
-		out := door.Decide(rs, "", j.queue, j)
+		out := door.Decide(context.Background(), rs, "", j.queue, j)
 		switch out.Verdict {
 		case sluice.Allowed:
 			fmt.Printf("%s: run (%d left)\n", j.queue, out.Decision.Remaining)

@@ -1,16 +1,16 @@
 package sluice
 
 import (
-	"strconv"
-	"time"
-
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // The rate-limit fields are what a door tells a client of a decision under
 // a rule: package httplimit sends them as response headers, package
-// grpclimit as response metadata under the same names in lower case. Their
-// values are made here, the same for every door:
+// grpclimit as response metadata under the same names in lower case,
+// package envoyrls as the headers it asks Envoy to add. Their values are
+// made by one function of a decision (package internal/ratefield), the
+// same for every door:
 //
 //	X-RateLimit-Limit      Decision.Limit: the capacity
 //	X-RateLimit-Remaining  Decision.Remaining
@@ -31,72 +31,34 @@ import (
 // Policy returns the rule's RateLimit-Policy field: its name, the quota
 // (the capacity) and the quota's window in seconds, "orders";q=5;w=60. It
 // is made once, when the rule is compiled.
-func (c *CompiledRule) Policy() string { return c.policy }
+func (c *CompiledRule) Policy() string { return c.fields.Field }
 
 // AppendRateLimit appends the RateLimit field of d, a decision under c, to
 // b and returns the extended slice: the rule's name, d.Remaining and the
 // seconds until the quota is whole again (on a denial, until the request
 // would pass: RetryAfterSeconds), "orders";r=3;t=24.
 func (c *CompiledRule) AppendRateLimit(b []byte, d algo.Decision) []byte {
-	b = append(b, c.rateLimit...)
-	b = strconv.AppendInt(b, d.Remaining, 10)
-	b = append(b, ";t="...)
-	if !d.Allowed {
-		return strconv.AppendInt(b, RetryAfterSeconds(d), 10)
-	}
-	return strconv.AppendInt(b, ceilSeconds(algo.QuotaReset(d, c.window)), 10)
+	s := c.fields.Of(d)
+	return c.fields.AppendRateLimit(b, &s)
 }
+
+// FieldPolicy returns what c's rate-limit fields carry whatever the
+// decision, for the module's doors to render a decision's fields with
+// (ratefield.Policy.Of and Append). It is made once, when the rule is
+// compiled.
+func (c *CompiledRule) FieldPolicy() *ratefield.Policy { return &c.fields }
 
 // ResetSeconds returns X-RateLimit-Reset for d: the seconds until the
 // capacity is whole again, rounded up.
-func ResetSeconds(d algo.Decision) int64 { return ceilSeconds(d.Reset) }
+func ResetSeconds(d algo.Decision) int64 { return ratefield.CeilSeconds(d.Reset) }
 
 // RetryAfterSeconds returns Retry-After for d, a denial: the seconds until
 // the same request would pass, rounded up, and at least 1.
-func RetryAfterSeconds(d algo.Decision) int64 { return max(1, ceilSeconds(d.RetryAfter)) }
+func RetryAfterSeconds(d algo.Decision) int64 { return ratefield.RetryAfterSeconds(d) }
 
 // compileFields makes the parts of c's fields that do not depend on a
 // decision.
 func (c *CompiledRule) compileFields() {
 	quota, window := algo.Quota(c.limit.Algorithm)
-	name := appendSFString(nil, c.rule.Name)
-	b := append([]byte(nil), name...)
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, quota, 10)
-	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(window), 10)
-	c.policy = string(b)
-	c.rateLimit = string(append(name, ";r="...))
-	c.window = window
-}
-
-// appendSFString appends s as a structured field string (RFC 8941): in
-// double quotes, with '"' and '\' escaped. Bytes a string may not hold
-// (controls, non-ASCII) become '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
+	c.fields = ratefield.NewPolicy(c.rule.Name, quota, window)
 }

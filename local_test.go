@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestLocalDecidesTheShare(t *testing.T) {
 		t.Fatalf("FleetSize() = %d, want 3", l.FleetSize())
 	}
 	for _, name := range algo.Names {
-		rs, err := sluice.NewRuleset([]sluice.Rule{{Name: name, PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: name, Limit: 10, Window: time.Hour}}, nil, "")
+		rs, err := sluice.NewRuleset([]sluice.Rule{{Name: string(name), PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: name, Limit: 10, Window: time.Hour}}, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestLocalDecidesTheShare(t *testing.T) {
 		allowed := 0
 		for range 10 {
 			req := l.Request(c, "u-1", 1)
-			d, err := l.Engine().Apply(req.Limit, req.Key, req.Cost)
+			d, err := l.Engine().Apply(context.Background(), req.Limit, req.Key, req.Cost)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -112,7 +113,7 @@ func TestOverrideReplacesTheLimitOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := door.Decide(rs, "POST", "/api/orders", "user:alice"); out.Verdict != sluice.Allowed || out.Rule != o || out.Key != "user:alice" {
+	if out := door.Decide(context.Background(), rs, "POST", "/api/orders", "user:alice"); out.Verdict != sluice.Allowed || out.Rule != o || out.Key != "user:alice" {
 		t.Errorf("a Door for alice: %v under %v, key %q; want allowed under her override", out.Verdict, out.Rule.Rule(), out.Key)
 	}
 }
@@ -121,7 +122,7 @@ func TestOverrideReplacesTheLimitOnly(t *testing.T) {
 // what the caller has spent, for every algorithm: the record is the rule's.
 func TestOverrideKeepsTheSpentBudget(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			clock := engine.NewFakeClock(t0)
 			e, err := engine.New(memory.New(&memory.Options{SweepInterval: -1}), &engine.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
@@ -137,7 +138,7 @@ func TestOverrideKeepsTheSpentBudget(t *testing.T) {
 				for range n {
 					rs := reg.Ruleset()
 					c := rs.Override(rs.Match("POST", "/api/orders")[0], "user:alice")
-					d, err := e.Apply(c.Limit(), "user:alice", c.Cost())
+					d, err := e.Apply(context.Background(), c.Limit(), "user:alice", c.Cost())
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -208,7 +209,7 @@ func TestMatchPlanProperty(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := door.Decide(rs, method, path, plan)
+		out := door.Decide(context.Background(), rs, method, path, plan)
 		if mode == sluice.MatchAll {
 			slices.Sort(rnames)
 		}

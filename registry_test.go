@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -191,7 +192,7 @@ func TestReloadKeepsOrResetsTheBudget(t *testing.T) {
 		if len(m) != 1 {
 			t.Fatalf("%s: Match = %v, want one rule", step, names(m))
 		}
-		d, err := e.Apply(m[0].Limit(), "user-1", m[0].Cost())
+		d, err := e.Apply(context.Background(), m[0].Limit(), "user-1", m[0].Cost())
 		if err != nil {
 			t.Fatalf("%s: Apply: %v", step, err)
 		}

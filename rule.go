@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // Errors about rules and configuration. Check them with errors.Is.
@@ -93,7 +94,7 @@ type Rule struct {
 	// Scope says whose budget a request spends. Required.
 	Scope Scope
 	// Algorithm is one of algo.Names. Required.
-	Algorithm string
+	Algorithm algo.Name
 	// Limit is how much may be spent per Window. Required, positive.
 	Limit int64
 	// Window is the period Limit applies to. Required, positive.
@@ -246,9 +247,7 @@ type CompiledRule struct {
 
 	// The rate-limit fields' parts that depend on the rule alone
 	// (fields.go).
-	policy    string        // RateLimit-Policy: "name";q=5;w=60
-	rateLimit string        // RateLimit's start: "name";r=
-	window    time.Duration // the quota's window (algo.Quota), which bounds RateLimit's t
+	fields ratefield.Policy // what its rate-limit fields carry whatever the decision
 }
 
 // configured returns the rule as configured that c derives from, or c.

@@ -9,20 +9,33 @@ import (
 	"github.com/sluice-go/sluice/codec"
 )
 
-// The configuration names of the algorithms.
+// Name names an algorithm: the word a configuration file writes
+// ("token_bucket") and the value Go code passes (TokenBucketName) are the
+// same Name. An untyped string constant converts to it, so a rule may say
+// Algorithm: "gcra" as well as Algorithm: algo.GCRAName; New refuses a
+// name that is not one of Names.
+type Name string
+
+// The names of the algorithms.
 const (
-	TokenBucketName    = "token_bucket"
-	LeakyBucketName    = "leaky_bucket"
-	FixedWindowName    = "fixed_window"
-	SlidingLogName     = "sliding_log"
-	SlidingCounterName = "sliding_counter"
-	GCRAName           = "gcra"
+	TokenBucketName    Name = "token_bucket"
+	LeakyBucketName    Name = "leaky_bucket"
+	FixedWindowName    Name = "fixed_window"
+	SlidingLogName     Name = "sliding_log"
+	SlidingCounterName Name = "sliding_counter"
+	GCRAName           Name = "gcra"
 )
+
+// Known reports whether n is one of Names.
+func (n Name) Known() bool {
+	_, ok := kindOf(n)
+	return ok
+}
 
 // kind is one row of the table of algorithms: everything the package, and
 // the codec, must know about an algorithm besides its step.
 type kind struct {
-	name   string
+	name   Name
 	tag    codec.Tag
 	bucket bool // takes a burst: the bucket algorithms, not the window ones
 	build  func(rate) Algorithm
@@ -42,8 +55,8 @@ var kinds = [...]kind{
 }
 
 // Names lists every algorithm name New accepts, in a stable order.
-var Names = func() []string {
-	names := make([]string, len(kinds))
+var Names = func() []Name {
+	names := make([]Name, len(kinds))
 	for i, k := range kinds {
 		names[i] = k.name
 	}
@@ -51,7 +64,7 @@ var Names = func() []string {
 }()
 
 // kindOf returns the table row of the named algorithm.
-func kindOf(name string) (kind, bool) {
+func kindOf(name Name) (kind, bool) {
 	for _, k := range kinds {
 		if k.name == name {
 			return k, true
@@ -156,8 +169,8 @@ type Decision struct {
 // Algorithm is one rate-limiting algorithm with fixed parameters. It is
 // immutable and safe for concurrent use.
 type Algorithm interface {
-	// Name returns the configuration name, one of Names.
-	Name() string
+	// Name returns the algorithm's name, one of Names.
+	Name() Name
 	// Params returns the parameters the algorithm was built with.
 	Params() Params
 	// Step answers one request of the given cost at now (Unix nanoseconds)
@@ -174,9 +187,9 @@ type Algorithm interface {
 	Step(state []byte, now, cost int64) (next []byte, d Decision)
 }
 
-// New builds the algorithm with the given configuration name from p,
+// New builds the algorithm named name from p,
 // validating the parameters. Errors name the field: see ParamError.
-func New(name string, p Params) (Algorithm, error) {
+func New(name Name, p Params) (Algorithm, error) {
 	k, ok := kindOf(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q (want one of %v)", ErrUnknownAlgorithm, name, Names)
@@ -189,7 +202,7 @@ func New(name string, p Params) (Algorithm, error) {
 
 // MustNew is New for parameters known to be valid; it panics on an error.
 // It is meant for tests and examples.
-func MustNew(name string, p Params) Algorithm {
+func MustNew(name Name, p Params) Algorithm {
 	a, err := New(name, p)
 	if err != nil {
 		panic(err)
@@ -197,7 +210,7 @@ func MustNew(name string, p Params) Algorithm {
 	return a
 }
 
-func validate(name string, p Params, bucket bool) error {
+func validate(name Name, p Params, bucket bool) error {
 	switch {
 	case p.Limit <= 0:
 		return &ParamError{"limit", fmt.Sprintf("must be positive, got %d", p.Limit)}

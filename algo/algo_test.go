@@ -104,7 +104,7 @@ func burst(at time.Duration, n, capacity int64) []step {
 func TestArticleDemo(t *testing.T) {
 	p := algo.Params{Limit: 5, Window: time.Second}
 	cases := []struct {
-		name  string
+		name  algo.Name
 		retry time.Duration
 	}{
 		{algo.TokenBucketName, ms(200)},
@@ -115,7 +115,7 @@ func TestArticleDemo(t *testing.T) {
 		{algo.GCRAName, ms(200)},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(string(c.name), func(t *testing.T) {
 			a := algo.MustNew(c.name, p)
 			var state []byte
 			allowed, denied := 0, 0
@@ -160,7 +160,7 @@ func TestArticleDemoSteps(t *testing.T) {
 		}
 		return out
 	}
-	cases := map[string][]step{
+	cases := map[algo.Name][]step{
 		// Time until full: one token per 0.2 s missing.
 		algo.TokenBucketName: append(ttls(ms(200), ms(400), ms(600), ms(800), ms(1000)), denied(ms(200), time.Second)...),
 		algo.GCRAName:        append(ttls(ms(200), ms(400), ms(600), ms(800), ms(1000)), denied(ms(200), time.Second)...),
@@ -173,9 +173,9 @@ func TestArticleDemoSteps(t *testing.T) {
 		algo.SlidingCounterName: append(ttls(2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second), denied(ms(1200), 2*time.Second)...),
 	}
 	for name, steps := range cases {
-		t.Run(name, func(t *testing.T) { run(t, algo.MustNew(name, p), nil, steps) })
+		t.Run(string(name), func(t *testing.T) { run(t, algo.MustNew(name, p), nil, steps) })
 	}
-	t.Run(algo.LeakyBucketName, func(t *testing.T) {
+	t.Run(string(algo.LeakyBucketName), func(t *testing.T) {
 		// The article: delay = level/rate before the cost is added, so the
 		// burst leaves at 0, 0.2, 0.4, 0.6 and 0.8 s.
 		run(t, algo.MustNew(algo.LeakyBucketName, p), nil, []step{
@@ -195,14 +195,14 @@ func TestArticleDemoSteps(t *testing.T) {
 // sliding counter still counts the previous window and lets none.
 func TestBoundaryBurst(t *testing.T) {
 	p := algo.Params{Limit: 5, Window: time.Second}
-	t.Run(algo.FixedWindowName, func(t *testing.T) {
+	t.Run(string(algo.FixedWindowName), func(t *testing.T) {
 		steps := append(burst(ms(900), 5, 5), burst(ms(1000), 5, 5)...)
 		for i := range steps {
 			steps[i].ttl = time.Second - steps[i].at%time.Second
 		}
 		run(t, algo.MustNew(algo.FixedWindowName, p), nil, steps)
 	})
-	t.Run(algo.SlidingCounterName, func(t *testing.T) {
+	t.Run(string(algo.SlidingCounterName), func(t *testing.T) {
 		steps := burst(ms(900), 5, 5)
 		for range 5 {
 			// Estimate 5·(1-0)+0 = 5: no room. The request fits once 1 of
@@ -413,7 +413,7 @@ func TestSlidingCounter(t *testing.T) {
 // are errors to CheckCost, and denials that change nothing to Step.
 func TestCost(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			p := algo.Params{Limit: 5, Window: time.Second}
 			if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
 				p.Burst = 7
@@ -463,7 +463,7 @@ func TestCost(t *testing.T) {
 func TestNewValidation(t *testing.T) {
 	cases := []struct {
 		name  string
-		algo  string
+		algo  algo.Name
 		p     algo.Params
 		field string
 	}{
@@ -501,7 +501,7 @@ func TestNewValidation(t *testing.T) {
 		})
 	}
 	t.Run("unknown algorithm", func(t *testing.T) {
-		for _, name := range []string{"", "token-bucket", "Token_Bucket", "leaky"} {
+		for _, name := range []algo.Name{"", "token-bucket", "Token_Bucket", "leaky"} {
 			_, err := algo.New(name, algo.Params{Limit: 1, Window: time.Second})
 			if !errors.Is(err, algo.ErrUnknownAlgorithm) {
 				t.Errorf("New(%q) error = %v, want ErrUnknownAlgorithm", name, err)
@@ -525,7 +525,7 @@ func TestNewValidation(t *testing.T) {
 				}
 			}
 		}
-		for _, name := range []string{algo.TokenBucketName, algo.LeakyBucketName, algo.GCRAName} {
+		for _, name := range []algo.Name{algo.TokenBucketName, algo.LeakyBucketName, algo.GCRAName} {
 			p := algo.Params{Limit: 60, Window: time.Minute, Burst: 10}
 			a, err := algo.New(name, p)
 			if err != nil {
@@ -560,7 +560,7 @@ func TestWindowAlignment(t *testing.T) {
 	} {
 		name := fmt.Sprintf("%v at %d", c.window, c.now)
 		reset := time.Duration(c.start + int64(c.window) - c.now)
-		for _, algoName := range []string{algo.FixedWindowName, algo.SlidingCounterName} {
+		for _, algoName := range []algo.Name{algo.FixedWindowName, algo.SlidingCounterName} {
 			a := algo.MustNew(algoName, algo.Params{Limit: 2, Window: c.window})
 			state, d := a.Step(nil, c.now, 2)
 			if !d.Allowed {
@@ -594,7 +594,7 @@ func TestWindowAlignment(t *testing.T) {
 // TestNegativeTime: every algorithm works the same before the epoch as after.
 func TestNegativeTime(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			a := algo.MustNew(name, algo.Params{Limit: 3, Window: 7 * time.Second})
 			stepAt := func(base int64) []bool {
 				var state []byte
@@ -623,7 +623,7 @@ func TestCapacityLowered(t *testing.T) {
 	high := algo.Params{Limit: 10, Window: time.Second}
 	low := algo.Params{Limit: 4, Window: time.Second}
 	cases := []struct {
-		name     string
+		name     algo.Name
 		spend    int64 // under high, at t0
 		at       time.Duration
 		cost     int64 // under low, at t0+at
@@ -690,7 +690,7 @@ func TestCapacityLowered(t *testing.T) {
 // changed), which is not corrupt.
 func TestForeignRecord(t *testing.T) {
 	p := algo.Params{Limit: 3, Window: time.Second}
-	records := map[string][]byte{}
+	records := map[algo.Name][]byte{}
 	for _, name := range algo.Names {
 		rec, _ := algo.MustNew(name, p).Step(nil, t0, 2)
 		records[name] = rec
@@ -725,13 +725,13 @@ func TestForeignRecord(t *testing.T) {
 		}
 		for other, rec := range records {
 			if other != name {
-				check(other+" record", rec, false)
+				check(string(other)+" record", rec, false)
 				if other == algo.SlidingLogName {
 					continue // a log cut short or grown by a byte may be another valid log
 				}
 				// The same record cut short or with a byte more is corrupt.
-				check(other+" record, truncated", rec[:len(rec)-1], true)
-				check(other+" record, trailing byte", append(append([]byte(nil), rec...), 0), true)
+				check(string(other)+" record, truncated", rec[:len(rec)-1], true)
+				check(string(other)+" record, trailing byte", append(append([]byte(nil), rec...), 0), true)
 			}
 		}
 		for what, rec := range bad {
@@ -837,7 +837,7 @@ func ExampleCheckCost() {
 // for: limit 2, one spent, a cost of 2 is refused with 1 left.
 func TestRemainingOnDenial(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			a := algo.MustNew(name, algo.Params{Limit: 2, Window: time.Hour})
 			state, d := a.Step(nil, t0, 1)
 			if !d.Allowed || d.Remaining != 1 {
@@ -856,7 +856,7 @@ func TestRemainingOnDenial(t *testing.T) {
 // answer never passes that window, and a denial's is its RetryAfter.
 func TestQuota(t *testing.T) {
 	for _, c := range []struct {
-		name   string
+		name   algo.Name
 		p      algo.Params
 		units  int64
 		window time.Duration

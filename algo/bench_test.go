@@ -11,7 +11,7 @@ const benchStart = 1_700_000_000e9
 // benchAllowed returns parameters and a clock step under which every request
 // of cost 1 is admitted indefinitely: a token a nanosecond for the counting
 // algorithms, and for the sliding log a steady 8 live entries.
-func benchAllowed(name string) (Params, int64) {
+func benchAllowed(name Name) (Params, int64) {
 	if name == SlidingLogName {
 		return Params{Limit: 16, Window: time.Millisecond}, int64(125 * time.Microsecond)
 	}
@@ -22,7 +22,7 @@ func benchAllowed(name string) (Params, int64) {
 // written back in its own backing array, as a store holding it would.
 func BenchmarkStep(b *testing.B) {
 	for _, name := range Names {
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			p, dt := benchAllowed(name)
 			a := MustNew(name, p)
 			now := int64(benchStart)
@@ -45,7 +45,7 @@ func BenchmarkStep(b *testing.B) {
 // the same instant; nothing is written.
 func BenchmarkStepDenied(b *testing.B) {
 	for _, name := range Names {
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			a := MustNew(name, Params{Limit: 5, Window: time.Second})
 			state, _ := a.Step(nil, benchStart, 5)
 			b.ReportAllocs()
@@ -62,8 +62,8 @@ func BenchmarkStepDenied(b *testing.B) {
 // limit of 10 per second, a request every 100 ms and a nanosecond: the log
 // holds ten live entries, drops one and adds one at every step.
 func BenchmarkStepLimit10(b *testing.B) {
-	for _, name := range []string{TokenBucketName, SlidingLogName} {
-		b.Run(name, func(b *testing.B) {
+	for _, name := range []Name{TokenBucketName, SlidingLogName} {
+		b.Run(string(name), func(b *testing.B) {
 			a := MustNew(name, Params{Limit: 10, Window: time.Second})
 			dt := int64(100*time.Millisecond) + 1
 			now := int64(benchStart)
@@ -90,8 +90,8 @@ func BenchmarkStepLimit10(b *testing.B) {
 // requests a millisecond apart fill a limit of 10 per second, and the key
 // is asked again at the instant of the last; nothing is written.
 func BenchmarkStepLimit10Denied(b *testing.B) {
-	for _, name := range []string{TokenBucketName, SlidingLogName} {
-		b.Run(name, func(b *testing.B) {
+	for _, name := range []Name{TokenBucketName, SlidingLogName} {
+		b.Run(string(name), func(b *testing.B) {
 			a := MustNew(name, Params{Limit: 10, Window: time.Second})
 			now := int64(benchStart)
 			state := make([]byte, 0, 128)

@@ -63,7 +63,7 @@ func (r *rate) after(from, units, now int64) int64 {
 type TokenBucket struct{ rate }
 
 // Name returns "token_bucket".
-func (*TokenBucket) Name() string { return TokenBucketName }
+func (*TokenBucket) Name() Name { return TokenBucketName }
 
 // Step answers one request; see Algorithm.
 func (a *TokenBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
@@ -127,7 +127,7 @@ func (a *TokenBucket) fromOther(state []byte, now int64) (codec.TokenBucket, boo
 type LeakyBucket struct{ rate }
 
 // Name returns "leaky_bucket".
-func (*LeakyBucket) Name() string { return LeakyBucketName }
+func (*LeakyBucket) Name() Name { return LeakyBucketName }
 
 // Step answers one request; see Algorithm.
 func (a *LeakyBucket) Step(state []byte, now, cost int64) ([]byte, Decision) {
@@ -201,7 +201,7 @@ func newGCRA(r rate) *GCRA {
 }
 
 // Name returns "gcra".
-func (*GCRA) Name() string { return GCRAName }
+func (*GCRA) Name() Name { return GCRAName }
 
 // Step answers one request; see Algorithm.
 func (a *GCRA) Step(state []byte, now, cost int64) ([]byte, Decision) {

@@ -41,7 +41,7 @@ func checkBounded(t *rapid.T, call string, d Decision, bound time.Duration) {
 // by at least its cost (nothing refills while no time passes).
 func TestClockStandsStill(t *testing.T) {
 	for _, name := range Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				a := MustNew(name, tr.p)
@@ -90,7 +90,7 @@ func TestClockStandsStill(t *testing.T) {
 func TestClockLeapsForward(t *testing.T) {
 	const year = int64(365 * 24 * time.Hour)
 	for _, name := range Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				a := MustNew(name, tr.p)

@@ -14,7 +14,7 @@
 // record that does not decode is treated as absent and reported through
 // Decision.CorruptState.
 //
-// The six algorithms, by their configuration names:
+// The six algorithms, by their Names (the same word in a configuration file):
 //
 //   - token_bucket: a bucket of capacity tokens refilled continuously at
 //     limit/window. Absorbs a burst, then settles to the rate. The default

@@ -12,7 +12,7 @@ import (
 // fuzzParams turns arbitrary integers into valid parameters for the
 // algorithm chosen by which, or reports false for the few that New still
 // refuses (a burst too slow to refill, a GCRA interval under 1 ns).
-func fuzzParams(which uint8, limit, window, burst int64) (string, Params, bool) {
+func fuzzParams(which uint8, limit, window, burst int64) (Name, Params, bool) {
 	name := Names[int(which)%len(Names)]
 	maxLimit := uint64(MaxLimit)
 	if name == SlidingLogName {
@@ -34,7 +34,7 @@ func fuzzParams(which uint8, limit, window, burst int64) (string, Params, bool) 
 
 // decodes reports whether record is a valid record of the named
 // algorithm, of any version this release reads.
-func decodes(name string, record []byte) bool {
+func decodes(name Name, record []byte) bool {
 	k, _ := kindOf(name)
 	_, tag, err := codec.Header(record)
 	return err == nil && tag == k.tag && codec.Valid(record)
@@ -42,7 +42,7 @@ func decodes(name string, record []byte) bool {
 
 // written reports whether record is a valid record of the named algorithm
 // at the version this release writes.
-func written(name string, record []byte) bool {
+func written(name Name, record []byte) bool {
 	k, _ := kindOf(name)
 	v, _, _ := codec.Header(record)
 	return decodes(name, record) && v == codec.Latest(k.tag)
@@ -82,7 +82,7 @@ func FuzzStep(f *testing.F) {
 	lw := codec.NewLogWriter(nil, math.MaxInt64-1e9)
 	lw.Add(math.MaxInt64 - 1)
 	for _, c := range []struct {
-		name  string
+		name  Name
 		state []byte
 	}{
 		{TokenBucketName, codec.AppendBucket(nil, codec.TagTokenBucket, codec.Bucket{Updated: math.MinInt64, Level: math.MaxInt64})},

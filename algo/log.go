@@ -24,7 +24,7 @@ import (
 type SlidingLog struct{ rate }
 
 // Name returns "sliding_log".
-func (*SlidingLog) Name() string { return SlidingLogName }
+func (*SlidingLog) Name() Name { return SlidingLogName }
 
 // Step answers one request; see Algorithm.
 func (a *SlidingLog) Step(state []byte, now, cost int64) ([]byte, Decision) {

@@ -36,7 +36,7 @@ type propTrace struct {
 // drawDt's steps, a step may land exactly on the previous answer's
 // RetryAfter or TTL, or on the next window boundary (marked negative here
 // and resolved by times()).
-func drawPropTrace(t *rapid.T, name string) propTrace {
+func drawPropTrace(t *rapid.T, name Name) propTrace {
 	p := drawParams(t, name)
 	w := int64(p.Window)
 	tr := propTrace{p: p}
@@ -130,8 +130,8 @@ func TestSafety(t *testing.T) {
 	// interval of length T, checked over every pair of admitted times with
 	// exact rational arithmetic. GCRA needs no rounding allowance: its
 	// interval rounds up to the nanosecond, which only slows it.
-	for _, name := range []string{TokenBucketName, LeakyBucketName, GCRAName} {
-		t.Run(name, func(t *testing.T) {
+	for _, name := range []Name{TokenBucketName, LeakyBucketName, GCRAName} {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				ev := admitted(tr.play(t, MustNew(name, tr.p)))
@@ -152,7 +152,7 @@ func TestSafety(t *testing.T) {
 			})
 		})
 	}
-	t.Run(SlidingLogName, func(t *testing.T) {
+	t.Run(string(SlidingLogName), func(t *testing.T) {
 		// At most limit in any window (t-W, t]; the fullest such window
 		// ends at an admitted request.
 		rapid.Check(t, func(t *rapid.T) {
@@ -170,7 +170,7 @@ func TestSafety(t *testing.T) {
 			}
 		})
 	})
-	t.Run(FixedWindowName, func(t *testing.T) {
+	t.Run(string(FixedWindowName), func(t *testing.T) {
 		// At most limit in each window aligned to the epoch.
 		rapid.Check(t, func(t *rapid.T) {
 			tr := drawPropTrace(t, FixedWindowName)
@@ -183,7 +183,7 @@ func TestSafety(t *testing.T) {
 			}
 		})
 	})
-	t.Run(SlidingCounterName, func(t *testing.T) {
+	t.Run(string(SlidingCounterName), func(t *testing.T) {
 		// Admitted exactly when the estimate, computed from the trace,
 		// leaves room: previous·(W-e)/W + current + cost <= limit.
 		rapid.Check(t, func(t *rapid.T) {
@@ -228,7 +228,7 @@ func admitted(ev []event) []event {
 // differences). A cost above the capacity never passes and is left out.
 func TestRetryAfterTruthful(t *testing.T) {
 	for _, name := range Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				a := MustNew(name, tr.p)
@@ -279,7 +279,7 @@ func clone(b []byte) []byte {
 // (now >= written + TTL) without changing any later answer.
 func TestEvictionInvisible(t *testing.T) {
 	for _, name := range Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				a := MustNew(name, tr.p)
@@ -341,7 +341,7 @@ func drawBack(t *rapid.T, tr propTrace) []int64 {
 // comparison cannot cover.
 func TestClockStepsBack(t *testing.T) {
 	for _, name := range Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				back := drawBack(t, tr)
@@ -392,7 +392,7 @@ func TestClockStepsBack(t *testing.T) {
 // answer.
 func TestClockStepsBackStep(t *testing.T) {
 	for _, name := range Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				back := drawBack(t, tr)
@@ -512,8 +512,8 @@ func floorDiv(a, b int64) int64 {
 // throttled caller the difference at once; lowering it never leaves anyone
 // above the new capacity. A denial's RetryAfter stays truthful.
 func TestLimitChangeKeepsSpent(t *testing.T) {
-	for _, name := range []string{TokenBucketName, LeakyBucketName, GCRAName} {
-		t.Run(name, func(tt *testing.T) {
+	for _, name := range []Name{TokenBucketName, LeakyBucketName, GCRAName} {
+		t.Run(string(name), func(tt *testing.T) {
 			rapid.Check(tt, func(t *rapid.T) {
 				tr := drawPropTrace(t, name)
 				a1 := MustNew(name, tr.p)

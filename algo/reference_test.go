@@ -83,7 +83,7 @@ type refDecision struct {
 // refLimiter is one of the article's StorageBackedLimiter subclasses over a
 // single key.
 type refLimiter struct {
-	kind     string
+	kind     Name
 	capacity int64
 	window   float64 // seconds
 	rate     float64 // limit/window per second (DESIGN.md, not capacity/window)
@@ -95,7 +95,7 @@ type refLimiter struct {
 	scale float64 // the largest time magnitude in play, seconds
 }
 
-func newRef(kind string, p Params) *refLimiter {
+func newRef(kind Name, p Params) *refLimiter {
 	return &refLimiter{
 		kind:     kind,
 		capacity: p.Capacity(),
@@ -314,7 +314,7 @@ var windows = []time.Duration{
 
 // drawParams draws limit 1..50, a window from 1 ms to 1 h, and for a bucket
 // an optional burst.
-func drawParams(t *rapid.T, name string) Params {
+func drawParams(t *rapid.T, name Name) Params {
 	p := Params{
 		Limit: rapid.Int64Range(1, 50).Draw(t, "limit"),
 		Window: rapid.OneOf(
@@ -328,7 +328,7 @@ func drawParams(t *rapid.T, name string) Params {
 	return p
 }
 
-func isBucket(name string) bool {
+func isBucket(name Name) bool {
 	return name == TokenBucketName || name == LeakyBucketName || name == GCRAName
 }
 
@@ -351,7 +351,7 @@ func drawCost(t *rapid.T, capacity int64) int64 {
 	return rapid.OneOf(rapid.Just(int64(1)), rapid.Int64Range(1, capacity)).Draw(t, "cost")
 }
 
-func drawTrace(t *rapid.T, name string, maxSteps int) refTrace {
+func drawTrace(t *rapid.T, name Name, maxSteps int) refTrace {
 	p := drawParams(t, name)
 	w := int64(p.Window)
 	tr := refTrace{p: p}
@@ -372,8 +372,8 @@ func drawTrace(t *rapid.T, name string, maxSteps int) refTrace {
 // TestReferenceEquivalence checks Step against the article's code on random
 // traces, for each of the article's five algorithms.
 func TestReferenceEquivalence(t *testing.T) {
-	for _, name := range []string{TokenBucketName, LeakyBucketName, FixedWindowName, SlidingLogName, SlidingCounterName} {
-		t.Run(name, func(t *testing.T) {
+	for _, name := range []Name{TokenBucketName, LeakyBucketName, FixedWindowName, SlidingLogName, SlidingCounterName} {
+		t.Run(string(name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				checkReference(t, name, drawTrace(t, name, 60))
 			})
@@ -428,7 +428,7 @@ func TestSlidingLogBoundaries(t *testing.T) {
 	})
 }
 
-func checkReference(t *rapid.T, name string, tr refTrace) {
+func checkReference(t *rapid.T, name Name, tr refTrace) {
 	a := MustNew(name, tr.p)
 	ref := newRef(name, tr.p)
 	var (
@@ -499,7 +499,7 @@ func floorWithin(got int64, x, band float64) bool {
 func TestReferenceModel(t *testing.T) {
 	p := Params{Limit: 5, Window: time.Second}
 	for _, c := range []struct {
-		name  string
+		name  Name
 		retry float64
 	}{
 		// The sliding counter's 1.2 s is the deliberate difference (the

@@ -20,7 +20,7 @@ var stale = algo.Decision{
 func TestStepIntoMatchesStep(t *testing.T) {
 	p := algo.Params{Limit: 3, Window: time.Second}
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			a, b := algo.MustNew(name, p), algo.MustNew(name, p)
 			if got, want := algo.Capacity(a), a.Params().Capacity(); got != want {
 				t.Fatalf("Capacity = %d, want %d", got, want)
@@ -50,7 +50,7 @@ func TestStepIntoMatchesStep(t *testing.T) {
 // custom is an Algorithm of another package's making.
 type custom struct{ calls int }
 
-func (*custom) Name() string        { return "custom" }
+func (*custom) Name() algo.Name     { return "custom" }
 func (*custom) Params() algo.Params { return algo.Params{Limit: 7, Window: time.Second, Burst: 9} }
 func (c *custom) Step(state []byte, now, cost int64) ([]byte, algo.Decision) {
 	c.calls++

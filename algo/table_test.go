@@ -21,11 +21,11 @@ func TestFastPath(t *testing.T) {
 	t.Cleanup(func() { stepOther, capacityOther = step, capacity })
 	var slow []string
 	stepOther = func(a Algorithm, state []byte, now, cost int64) ([]byte, Decision) {
-		slow = append(slow, "StepInto "+a.Name())
+		slow = append(slow, "StepInto "+string(a.Name()))
 		return step(a, state, now, cost)
 	}
 	capacityOther = func(a Algorithm) int64 {
-		slow = append(slow, "Capacity "+a.Name())
+		slow = append(slow, "Capacity "+string(a.Name()))
 		return capacity(a)
 	}
 	p := Params{Limit: 3, Window: time.Second}
@@ -54,7 +54,7 @@ func TestFastPath(t *testing.T) {
 // the codec's latest version, and exactly the bucket algorithms take a
 // burst.
 func TestTable(t *testing.T) {
-	seen := map[string]bool{}
+	seen := map[Name]bool{}
 	tags := map[codec.Tag]bool{}
 	for i, k := range kinds {
 		if seen[k.name] || tags[k.tag] {
@@ -73,12 +73,34 @@ func TestTable(t *testing.T) {
 		if err != nil || tag != k.tag || v != codec.Latest(k.tag) || !codec.Valid(rec) {
 			t.Errorf("%s writes %x: version %d, tag %v, %v; want version %d, tag %v", k.name, rec, v, tag, err, codec.Latest(k.tag), k.tag)
 		}
-		if k.tag.String() != k.name {
+		if k.tag.String() != string(k.name) {
 			t.Errorf("tag %d is named %q by the codec, %q here", k.tag, k.tag.String(), k.name)
 		}
 		_, err = New(k.name, Params{Limit: 3, Window: time.Second, Burst: 5})
 		if (err == nil) != k.bucket {
 			t.Errorf("%s with a burst: %v; it is a bucket algorithm: %v", k.name, err, k.bucket)
 		}
+	}
+}
+
+// A Name is known exactly when it is one of Names: the word a file writes
+// and the constant Go code passes are one value.
+func TestNameKnown(t *testing.T) {
+	for _, n := range Names {
+		if !n.Known() {
+			t.Errorf("%q.Known() = false, want true", n)
+		}
+		if _, err := New(n, Params{Limit: 1, Window: 1e9}); err != nil {
+			t.Errorf("New(%q) = %v", n, err)
+		}
+	}
+	for _, n := range []Name{"", "token-bucket", "Token_Bucket", "gcra ", "custom"} {
+		if n.Known() {
+			t.Errorf("%q.Known() = true, want false", n)
+		}
+	}
+	var fromFile string = "gcra" // as a decoded file gives it
+	if Name(fromFile) != GCRAName {
+		t.Errorf("Name(%q) != GCRAName", fromFile)
 	}
 }

@@ -9,7 +9,7 @@ import "github.com/sluice-go/sluice/codec"
 type FixedWindow struct{ rate }
 
 // Name returns "fixed_window".
-func (*FixedWindow) Name() string { return FixedWindowName }
+func (*FixedWindow) Name() Name { return FixedWindowName }
 
 // Step answers one request; see Algorithm.
 func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
@@ -50,7 +50,7 @@ func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byt
 type SlidingCounter struct{ rate }
 
 // Name returns "sliding_counter".
-func (*SlidingCounter) Name() string { return SlidingCounterName }
+func (*SlidingCounter) Name() Name { return SlidingCounterName }
 
 // Step answers one request; see Algorithm.
 func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) {

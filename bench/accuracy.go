@@ -175,7 +175,7 @@ const accuracyKey = "client-1"
 var traceStart = time.Unix(1_700_000_000, 0)
 
 // accuracyAlgorithms are Sluice's algorithms, in the benchmarks' order.
-var accuracyAlgorithms = []string{
+var accuracyAlgorithms = []algo.Name{
 	algo.TokenBucketName, algo.GCRAName, algo.LeakyBucketName,
 	algo.FixedWindowName, algo.SlidingCounterName, algo.SlidingLogName,
 }
@@ -215,7 +215,7 @@ func ReplayExact(tr Trace) ([]AccuracyResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sluice %s: %w", name, err)
 		}
-		if err := replay("sluice", name, s, clock.Set); err != nil {
+		if err := replay("sluice", string(name), s, clock.Set); err != nil {
 			return nil, err
 		}
 	}

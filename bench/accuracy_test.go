@@ -99,7 +99,7 @@ func TestAccuracyExact(t *testing.T) {
 
 	// The sliding log is the strict limit: never more than L in any
 	// window, and on this trace exactly the ideal.
-	log := res["sluice/"+algo.SlidingLogName]
+	log := res["sluice/"+string(algo.SlidingLogName)]
 	if w := WorstWindow(times, log.Admitted, tr.Window); w > L {
 		t.Errorf("sliding log admitted %d in one window, limit %d", w, L)
 	}
@@ -109,7 +109,7 @@ func TestAccuracyExact(t *testing.T) {
 
 	// The fixed window admits the 10 before the boundary and the 10 after
 	// it: 2L within a fifth of a window.
-	fw := res["sluice/"+algo.FixedWindowName]
+	fw := res["sluice/"+string(algo.FixedWindowName)]
 	if w := WorstWindow(times, fw.Admitted, tr.Window); w != 2*L {
 		t.Errorf("fixed window's worst window = %d, want 2L = %d", w, 2*L)
 	}
@@ -119,15 +119,15 @@ func TestAccuracyExact(t *testing.T) {
 
 	// x/time/rate and Sluice's token bucket are the same algorithm at the
 	// same rate and capacity: the same answer to every request.
-	if tb, xr := res["sluice/"+algo.TokenBucketName], res["x/time/rate/token_bucket"]; !slices.Equal(tb.Admitted, xr.Admitted) {
+	if tb, xr := res["sluice/"+string(algo.TokenBucketName)], res["x/time/rate/token_bucket"]; !slices.Equal(tb.Admitted, xr.Admitted) {
 		t.Errorf("token buckets disagree:\nsluice      %v\nx/time/rate %v", tb.Admitted, xr.Admitted)
 	}
 	// So are throttled's GCRA and Sluice's, and a GCRA is a token bucket
 	// seen from its theoretical arrival time.
-	if g, th := res["sluice/"+algo.GCRAName], res["throttled/gcra"]; !slices.Equal(g.Admitted, th.Admitted) {
+	if g, th := res["sluice/"+string(algo.GCRAName)], res["throttled/gcra"]; !slices.Equal(g.Admitted, th.Admitted) {
 		t.Errorf("GCRAs disagree:\nsluice    %v\nthrottled %v", g.Admitted, th.Admitted)
 	}
-	if g, tb := res["sluice/"+algo.GCRAName], res["sluice/"+algo.TokenBucketName]; !slices.Equal(g.Admitted, tb.Admitted) {
+	if g, tb := res["sluice/"+string(algo.GCRAName)], res["sluice/"+string(algo.TokenBucketName)]; !slices.Equal(g.Admitted, tb.Admitted) {
 		t.Errorf("Sluice's GCRA and token bucket disagree:\ngcra         %v\ntoken_bucket %v", g.Admitted, tb.Admitted)
 	}
 

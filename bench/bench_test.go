@@ -41,7 +41,7 @@ const t0 = int64(1_700_000_000) * int64(time.Second)
 // sliding counter's estimate never reaches it. The sliding log gets a small
 // limit, as it is meant for, so its record holds about five entries.
 var stepCases = []struct {
-	name    string
+	name    algo.Name
 	params  algo.Params
 	advance time.Duration
 }{
@@ -57,7 +57,7 @@ var stepCases = []struct {
 // stepped in place as the engine does over the memory backend.
 func BenchmarkStep(b *testing.B) {
 	for _, c := range stepCases {
-		b.Run(c.name, func(b *testing.B) {
+		b.Run(string(c.name), func(b *testing.B) {
 			a := algo.MustNew(c.name, c.params)
 			now := t0
 			state, _ := a.Step(nil, now, 1)
@@ -84,7 +84,7 @@ func BenchmarkStep(b *testing.B) {
 // that does not move: every step is denied and changes nothing.
 func BenchmarkStepDenied(b *testing.B) {
 	for _, c := range stepCases {
-		b.Run(c.name, func(b *testing.B) {
+		b.Run(string(c.name), func(b *testing.B) {
 			a := algo.MustNew(c.name, algo.Params{Limit: Exhausted.Limit, Window: Exhausted.Window})
 			state, _ := a.Step(nil, t0, 1)
 			allowed := 0
@@ -108,7 +108,7 @@ type impl struct {
 }
 
 // sluiceOrder lists the algorithms with the two the targets are about first.
-var sluiceOrder = []string{
+var sluiceOrder = []algo.Name{
 	algo.TokenBucketName, algo.GCRAName, algo.LeakyBucketName,
 	algo.FixedWindowName, algo.SlidingCounterName, algo.SlidingLogName,
 }
@@ -125,7 +125,7 @@ type workload struct {
 
 // variantAlgorithms are the algorithms whose opt-in Variants run beside
 // their default: the two the targets are about.
-var variantAlgorithms = []string{algo.TokenBucketName, algo.GCRAName}
+var variantAlgorithms = []algo.Name{algo.TokenBucketName, algo.GCRAName}
 
 // impls returns the implementations of a workload, every one limited at
 // w.rate (the sliding log at SlidingLogUnlimited where w.rate is beyond its
@@ -137,12 +137,12 @@ func impls(w workload) []impl {
 		if name == algo.SlidingLogName && r.Limit > algo.MaxSlidingLogLimit {
 			r = SlidingLogUnlimited
 		}
-		out = append(out, impl{"sluice-" + name, func() (Limiter, error) { return NewSluice(name, r, nil, w.mem) }})
+		out = append(out, impl{"sluice-" + string(name), func() (Limiter, error) { return NewSluice(name, r, nil, w.mem) }})
 	}
 	if w.variants {
 		for _, name := range variantAlgorithms {
 			for _, v := range Variants[1:] {
-				out = append(out, impl{"sluice-" + name + v.Suffix(), func() (Limiter, error) {
+				out = append(out, impl{"sluice-" + string(name) + v.Suffix(), func() (Limiter, error) {
 					return NewSluiceVariant(name, w.rate, v, w.mem)
 				}})
 			}

@@ -26,6 +26,7 @@ package bench
 //     it). Closing is timed apart (ns/close).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +48,7 @@ import (
 var durableStores = []string{StorePebble, StoreBolt}
 
 // durableAlgos are the algorithms of the durable workloads.
-var durableAlgos = []string{algo.TokenBucketName, algo.GCRAName}
+var durableAlgos = []algo.Name{algo.TokenBucketName, algo.GCRAName}
 
 // durableImpl is one engine configuration of a durable workload.
 type durableImpl struct {
@@ -61,14 +62,14 @@ type durableImpl struct {
 func durableImpls(modes ...engine.Durability) []durableImpl {
 	var out []durableImpl
 	for _, a := range durableAlgos {
-		out = append(out, durableImpl{"memory-" + a, func(*testing.B) (*Sluice, error) {
+		out = append(out, durableImpl{"memory-" + string(a), func(*testing.B) (*Sluice, error) {
 			return NewSluice(a, Unlimited, nil, nil)
 		}})
 	}
 	for _, store := range durableStores {
 		for _, mode := range modes {
 			for _, a := range durableAlgos {
-				out = append(out, durableImpl{store + "-" + mode.String() + "-" + a, func(b *testing.B) (*Sluice, error) {
+				out = append(out, durableImpl{store + "-" + mode.String() + "-" + string(a), func(b *testing.B) (*Sluice, error) {
 					return NewDurableSluice(store, b.TempDir(), mode, a, Unlimited)
 				}})
 			}
@@ -546,7 +547,7 @@ func BenchmarkColdStart(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				d, err := e.Apply(l, key, 1)
+				d, err := e.Apply(context.Background(), l, key, 1)
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)

@@ -24,6 +24,7 @@ package bench
 // nothing, as the unloaded rows show.
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,7 @@ func flood(e *engine.Engine, rate int, stop <-chan struct{}, sent *atomic.Int64,
 		}
 		for range owed {
 			buf = strconv.AppendInt(append(buf[:0], "ip:198.51."...), sent.Load(), 10)
-			d, err := e.Apply(floodLimit, string(buf), 1)
+			d, err := e.Apply(context.Background(), floodLimit, string(buf), 1)
 			if err == nil && !d.Allowed {
 				err = errFloodDenied
 			}
@@ -131,7 +132,7 @@ func BenchmarkHotKeyUnderFlood(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
-					d, err := s.e.Apply(s.l, "user:hot", 1)
+					d, err := s.e.Apply(context.Background(), s.l, "user:hot", 1)
 					if err != nil || !d.Allowed {
 						b.Fatalf("hot key: allowed %v, error %v", d.Allowed, err)
 					}

@@ -113,17 +113,17 @@ var Variants = []Variant{{}, {Coarse: true}, {Prepared: true}, {Coarse: true, Pr
 // applying the named algorithm at r, reading clock (nil means the system
 // clock, the engine's default). A clock given is also the backend's sweeper
 // clock.
-func NewSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options) (*Sluice, error) {
+func NewSluice(name algo.Name, r Rate, clock engine.Clock, mopts *memory.Options) (*Sluice, error) {
 	return newSluice(name, r, clock, mopts, Variant{})
 }
 
 // NewSluiceVariant is NewSluice with the system clock, set up and called as
 // v says.
-func NewSluiceVariant(name string, r Rate, v Variant, mopts *memory.Options) (*Sluice, error) {
+func NewSluiceVariant(name algo.Name, r Rate, v Variant, mopts *memory.Options) (*Sluice, error) {
 	return newSluice(name, r, nil, mopts, v)
 }
 
-func newSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options, v Variant) (*Sluice, error) {
+func newSluice(name algo.Name, r Rate, clock engine.Clock, mopts *memory.Options, v Variant) (*Sluice, error) {
 	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func newSluice(name string, r Rate, clock engine.Clock, mopts *memory.Options, v
 
 // Allow applies the limit to key at cost 1.
 func (s *Sluice) Allow(key string) (bool, error) {
-	d, err := s.e.Apply(s.l, key, 1)
+	d, err := s.e.Apply(context.Background(), s.l, key, 1)
 	return d.Allowed, err
 }
 
@@ -179,7 +179,7 @@ func (s *Sluice) Prepare(key string) engine.Key { return s.l.Key(key) }
 // engine.ApplyKeyInto.
 func (s *Sluice) AllowKey(k *engine.Key) (bool, error) {
 	var d algo.Decision
-	err := s.e.ApplyKeyInto(s.l, k, 1, &d)
+	err := s.e.ApplyKeyInto(context.Background(), s.l, k, 1, &d)
 	return d.Allowed, err
 }
 
@@ -224,7 +224,7 @@ func OpenStore(name, dir string) (backend.Durable, error) {
 // writing them back as mode says, with the system clock and every other
 // option at its default, applying the named algorithm at r under the
 // namespace "bench".
-func NewDurableSluice(store, dir string, mode engine.Durability, name string, r Rate) (*Sluice, error) {
+func NewDurableSluice(store, dir string, mode engine.Durability, name algo.Name, r Rate) (*Sluice, error) {
 	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
 	if err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ func NewDurableSluice(store, dir string, mode engine.Durability, name string, r 
 
 // Flush writes the records changed since the last flush to a durable
 // store now; it does nothing over the memory backend.
-func (s *Sluice) Flush() error { return s.e.Flush() }
+func (s *Sluice) Flush() error { return s.e.Flush(context.Background()) }
 
 // CloseErr closes the engine and its backend, returning the error of the
 // last flush, which Close drops.

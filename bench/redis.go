@@ -61,7 +61,7 @@ type RedisLibrary struct {
 	Name string
 	// Algorithm is the Sluice algorithm name the library's own algorithm
 	// is closest to ("" for a floor, which limits nothing).
-	Algorithm string
+	Algorithm algo.Name
 	// Floor reports a row that limits nothing: one trivial script per
 	// call, the cost of a round trip through its client.
 	Floor bool
@@ -76,7 +76,7 @@ func RedisLibraries() []RedisLibrary {
 	var libs []RedisLibrary
 	for _, name := range algo.Names {
 		libs = append(libs, RedisLibrary{
-			Name: "sluice-" + name, Algorithm: name,
+			Name: "sluice-" + string(name), Algorithm: name,
 			New: func(cfg RedisConfig, r Rate) (Limiter, error) { return NewRedisSluice(cfg, name, r) },
 		})
 	}
@@ -119,7 +119,7 @@ type RedisSluice struct {
 // NewRedisSluice returns Sluice over the Redis at cfg.Addr applying the named
 // algorithm at r, with the system clock (the store's TIME rules, as in
 // production) and every other option at its default but those cfg sets.
-func NewRedisSluice(cfg RedisConfig, name string, r Rate) (*RedisSluice, error) {
+func NewRedisSluice(cfg RedisConfig, name algo.Name, r Rate) (*RedisSluice, error) {
 	a, err := algo.New(name, algo.Params{Limit: r.Limit, Window: r.Window})
 	if err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func NewRedisSluice(cfg RedisConfig, name string, r Rate) (*RedisSluice, error) 
 
 // Allow applies the limit to key at cost 1.
 func (s *RedisSluice) Allow(key string) (bool, error) {
-	d, err := s.e.Apply(s.l, key, 1)
+	d, err := s.e.Apply(context.Background(), s.l, key, 1)
 	return d.Allowed, err
 }
 

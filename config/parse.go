@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/internal/configerr"
@@ -408,7 +409,9 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			s, err = p.Str(v, field)
 			r.Scope = sluice.Scope(s)
 		case "algorithm":
-			r.Algorithm, err = p.Str(v, field)
+			var s string
+			s, err = p.Str(v, field)
+			r.Algorithm = algo.Name(s)
 		case "limit":
 			r.Limit, err = p.Int(v, field)
 		case "window":

@@ -55,6 +55,15 @@ type WatchOptions struct {
 	// serialised, in the order of the reloads; OnReload must not call
 	// Watcher.Reload or Close.
 	OnReload func(cfg *Config, err error)
+	// Apply, if not nil, puts a configuration in force in place of the
+	// registry's Swap: it is called with the file's configuration and its
+	// ruleset once both are valid, and is to publish everything the
+	// program reloads from them at once (one atomic store), so that no
+	// request sees the new rules beside the old rest. An error rejects the
+	// file as a parse error does: logged, counted, passed to OnReload, the
+	// configuration in force staying whole. With Apply, Watch's registry
+	// may be nil; without Initial, the first load goes through Apply too.
+	Apply func(cfg *Config, rs *sluice.Ruleset) error
 	// SIGHUP, when true, makes the process's SIGHUP signals reload the
 	// file (signal.Notify), until Close.
 	SIGHUP bool
@@ -99,8 +108,9 @@ type ReloadObserver interface {
 // ConfigMap's volume does so).
 //
 // A file that reads and parses is compiled into a new sluice.Ruleset and put in
-// force with one atomic sluice.Registry.Swap: requests in flight finish under the
-// ruleset they took, later ones see the new one, none is dropped. A file
+// force with one atomic sluice.Registry.Swap, or by WatchOptions.Apply:
+// requests in flight finish under the ruleset they took, later ones see
+// the new one, none is dropped. A file
 // that does not read, parse or validate is rejected whole: the rules in
 // force stay, and the error is logged, counted and passed to OnReload.
 // A watch-triggered reload of a file whose bytes are those read last time
@@ -124,10 +134,10 @@ type Watcher struct {
 }
 
 // Watch starts watching the configuration file at path and reloading it
-// into reg. Close the Watcher to stop. See Watcher and WatchOptions.
+// into reg, or through opts.Apply. Close the Watcher to stop. See Watcher and WatchOptions.
 func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, error) {
-	if reg == nil {
-		return nil, errors.New("sluice/config: Watch needs a registry")
+	if reg == nil && opts.Apply == nil {
+		return nil, errors.New("sluice/config: Watch needs a registry or WatchOptions.Apply")
 	}
 	path = filepath.Clean(path)
 	w := &Watcher{path: path, reg: reg, opts: opts, log: opts.Logger}
@@ -151,7 +161,9 @@ func Watch(path string, reg *sluice.Registry, opts WatchOptions) (*Watcher, erro
 		if opts.Metrics != nil {
 			opts.Metrics.InitRuleset(rs)
 		}
-		reg.Swap(rs)
+		if err := w.put(cfg, rs); err != nil {
+			return nil, err
+		}
 		w.store = cfg.Store
 		w.rules, w.limit = ruleNames(cfg), !cfg.LimitsNothing()
 		inForce = &digest
@@ -233,7 +245,9 @@ func (w *Watcher) apply(data []byte, cause string) error {
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.InitRuleset(rs)
 	}
-	w.reg.Swap(rs)
+	if err := w.put(cfg, rs); err != nil {
+		return err
+	}
 	names := ruleNames(cfg)
 	dropped := dropped(w.rules, names)
 	w.rules, w.limit = names, !cfg.LimitsNothing()
@@ -250,6 +264,16 @@ func (w *Watcher) apply(data []byte, cause string) error {
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.ObserveReload(nil)
 	}
+	return nil
+}
+
+// put puts cfg and its ruleset rs in force: through WatchOptions.Apply
+// when it is set, with the registry's Swap otherwise.
+func (w *Watcher) put(cfg *Config, rs *sluice.Ruleset) error {
+	if w.opts.Apply != nil {
+		return w.opts.Apply(cfg, rs)
+	}
+	w.reg.Swap(rs)
 	return nil
 }
 

@@ -456,3 +456,55 @@ func TestWatcherReadsThePasswordFile(t *testing.T) {
 		t.Errorf("an unchanged store section read as changed:\n%s", logs.String())
 	}
 }
+
+// With Apply, the watcher puts each configuration in force through it and
+// never through a registry: the first load and each reload reach Apply
+// with the file's configuration and its ruleset, and a reload Apply
+// refuses is rejected whole (counted, passed to OnReload, the rules in
+// force kept for the next guard).
+func TestWatcherApply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, reloadConfig(5, ""))
+	m := metrics.New(nil)
+	var got reloads
+	var applied []int64 // the orders limit of each configuration put in force
+	refuse := errors.New("refused by Apply")
+	var refusing bool
+	apply := func(cfg *Config, rs *sluice.Ruleset) error {
+		if cfg.Rules[0].Limit != rs.Rule("orders").Rule().Limit {
+			t.Errorf("Apply: the configuration says %d, its ruleset %d", cfg.Rules[0].Limit, rs.Rule("orders").Rule().Limit)
+		}
+		if refusing {
+			return refuse
+		}
+		applied = append(applied, cfg.Rules[0].Limit)
+		return nil
+	}
+	w, err := Watch(path, nil, WatchOptions{Apply: apply, Metrics: m, OnReload: got.on, Debounce: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&lockedBuffer{}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	writeFile(t, path, reloadConfig(9, ""))
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	refusing = true
+	writeFile(t, path, reloadConfig(11, ""))
+	if err := w.Reload(); !errors.Is(err, refuse) {
+		t.Fatalf("Reload Apply refuses = %v, want its error", err)
+	}
+	if cfg, err := got.last(); cfg != nil || !errors.Is(err, refuse) {
+		t.Errorf("OnReload last got (%v, %v), want (nil, Apply's error)", cfg, err)
+	}
+	if fmt.Sprint(applied) != "[5 9]" {
+		t.Errorf("Apply put in force the limits %v, want [5 9]", applied)
+	}
+	if s := m.Snapshot(); s.Reloads != 1 || s.ReloadErrors != 1 {
+		t.Errorf("Reloads, ReloadErrors = %d, %d, want 1, 1", s.Reloads, s.ReloadErrors)
+	}
+	if _, err := Watch(path, nil, WatchOptions{}); err == nil {
+		t.Error("Watch with neither a registry nor Apply: no error")
+	}
+}

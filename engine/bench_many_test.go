@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
@@ -36,7 +37,7 @@ func BenchmarkApplyAllKeys(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, all, err := e.ApplyAll(reqs); err != nil || !all {
+					if _, all, err := e.ApplyAll(context.Background(), reqs); err != nil || !all {
 						b.Fatal(all, err)
 					}
 				}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -37,12 +38,12 @@ func BenchmarkApplyHotKey(b *testing.B) {
 		if name == algo.SlidingLogName {
 			continue
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			e := benchEngine(b, engine.SystemClock{})
 			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, unlimited)}
 			b.ReportAllocs()
 			for b.Loop() {
-				e.Apply(l, "user-0000000000000001", 1)
+				e.Apply(context.Background(), l, "user-0000000000000001", 1)
 			}
 		})
 	}
@@ -59,7 +60,7 @@ func BenchmarkApplyParallel10k(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			e.Apply(l, keys[i%len(keys)], 1)
+			e.Apply(context.Background(), l, keys[i%len(keys)], 1)
 			i += 7
 		}
 	})
@@ -71,13 +72,13 @@ var exhausted = algo.Params{Limit: 1, Window: time.Hour}
 
 func BenchmarkApplyHotKeyDenied(b *testing.B) {
 	for _, name := range algo.Names {
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			e := benchEngine(b, engine.SystemClock{})
 			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, exhausted)}
-			e.Apply(l, "user-0000000000000001", 1)
+			e.Apply(context.Background(), l, "user-0000000000000001", 1)
 			b.ReportAllocs()
 			for b.Loop() {
-				e.Apply(l, "user-0000000000000001", 1)
+				e.Apply(context.Background(), l, "user-0000000000000001", 1)
 			}
 		})
 	}
@@ -101,14 +102,14 @@ func TestApplyDoesNotAllocate(t *testing.T) {
 			l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(name, c.p)}
 			for range 32 { // past the first request, and a log at its steady size
 				clock.Advance(125 * time.Microsecond)
-				e.Apply(l, "user-0000000000000001", 1)
+				e.Apply(context.Background(), l, "user-0000000000000001", 1)
 			}
 			var d algo.Decision
 			var err error
 			wrong := 0
 			allocs := testing.AllocsPerRun(200, func() {
 				clock.Advance(125 * time.Microsecond)
-				d, err = e.Apply(l, "user-0000000000000001", 1)
+				d, err = e.Apply(context.Background(), l, "user-0000000000000001", 1)
 				if err != nil || d.Allowed != c.allowed {
 					wrong++
 				}
@@ -150,7 +151,7 @@ func BenchmarkApplySwap(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if _, err := e.Apply(l, names[i%len(names)], 1); err != nil {
+					if _, err := e.Apply(context.Background(), l, names[i%len(names)], 1); err != nil {
 						b.Error(err)
 						return
 					}
@@ -190,7 +191,7 @@ func BenchmarkApplyAllSwap(b *testing.B) {
 				reqs := []engine.Request{{Limit: tenant, Key: "t-1", Cost: 1}, {Limit: user, Cost: 1}}
 				for pb.Next() {
 					reqs[1].Key = names[i%len(names)]
-					if _, _, err := e.ApplyAll(reqs); err != nil {
+					if _, _, err := e.ApplyAll(context.Background(), reqs); err != nil {
 						b.Error(err)
 						return
 					}
@@ -220,7 +221,7 @@ func BenchmarkApplyStill(b *testing.B) {
 			params  algo.Params
 			allowed bool
 		}{{"allowed", unlimited, true}, {"denied", exhausted, false}} {
-			for _, name := range []string{algo.GCRAName, algo.TokenBucketName} {
+			for _, name := range []algo.Name{algo.GCRAName, algo.TokenBucketName} {
 				for _, prepared := range []bool{false, true} {
 					label := fmt.Sprintf("keys=%d/%s/%s", n, tc.name, name)
 					if prepared {
@@ -233,7 +234,7 @@ func BenchmarkApplyStill(b *testing.B) {
 	}
 }
 
-func benchStill(b *testing.B, keys []string, params algo.Params, name string, prepared, allowed bool) {
+func benchStill(b *testing.B, keys []string, params algo.Params, name algo.Name, prepared, allowed bool) {
 	clock := engine.NewCoarseClock(time.Hour)
 	clock.Close() // stands still at its first tick
 	// No sweeper either: nothing runs beside the decisions.
@@ -247,7 +248,7 @@ func benchStill(b *testing.B, keys []string, params algo.Params, name string, pr
 	for i, k := range keys {
 		ks[i] = l.Key(k)
 		var d algo.Decision
-		if err := e.ApplyKeyInto(l, &ks[i], 1, &d); err != nil {
+		if err := e.ApplyKeyInto(context.Background(), l, &ks[i], 1, &d); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -256,9 +257,9 @@ func benchStill(b *testing.B, keys []string, params algo.Params, name string, pr
 	for b.Loop() {
 		var d algo.Decision
 		if prepared {
-			e.ApplyKeyInto(l, &ks[i], 1, &d)
+			e.ApplyKeyInto(context.Background(), l, &ks[i], 1, &d)
 		} else {
-			d, _ = e.Apply(l, keys[i], 1)
+			d, _ = e.Apply(context.Background(), l, keys[i], 1)
 		}
 		if d.Allowed != allowed {
 			wrong++

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -74,8 +75,8 @@ func TestClockStepsBackThroughTheEngine(t *testing.T) {
 					back.Advance(dt)
 					frozen.Advance(dt)
 					cost := rapid.Int64Range(1, c).Draw(t, "cost")
-					d1, err1 := eb.Apply(l, "k", cost)
-					d2, err2 := ef.Apply(l, "k", cost)
+					d1, err1 := eb.Apply(context.Background(), l, "k", cost)
+					d2, err2 := ef.Apply(context.Background(), l, "k", cost)
 					if err1 != nil || err2 != nil || d1 != d2 {
 						t.Fatalf("the two engines part before the step back: %+v %v / %+v %v", d1, err1, d2, err2)
 					}
@@ -98,8 +99,8 @@ func TestClockStepsBackThroughTheEngine(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					db, err1 := eb.Apply(l, "k", 1)
-					df, err2 := ef.Apply(l, "k", 1)
+					db, err1 := eb.Apply(context.Background(), l, "k", 1)
+					df, err2 := ef.Apply(context.Background(), l, "k", 1)
 					if err1 != nil || err2 != nil {
 						t.Fatal(err1, err2)
 					}
@@ -137,7 +138,7 @@ func TestClockStandsStillThroughTheEngine(t *testing.T) {
 				for range rapid.IntRange(0, 30).Draw(t, "history") {
 					l := rapid.SampledFrom(limits).Draw(t, "limit")
 					clock.Advance(genStep(t))
-					if _, err := e.Apply(l, "k", rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")); err != nil {
+					if _, err := e.Apply(context.Background(), l, "k", rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -146,7 +147,7 @@ func TestClockStandsStillThroughTheEngine(t *testing.T) {
 				var spent int64
 				for i := range rapid.IntRange(1, 40).Draw(t, "frozen requests") {
 					cost := rapid.Int64Range(1, c).Draw(t, "cost")
-					d, err := e.Apply(l, "k", cost)
+					d, err := e.Apply(context.Background(), l, "k", cost)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -198,16 +199,16 @@ func TestClockLeapsForward(t *testing.T) {
 					if name == algo.TokenBucketName || name == algo.GCRAName || name == algo.LeakyBucketName {
 						p.Burst = 5
 					}
-					l := limit(name, p, name)
+					l := limit(name, p, string(name))
 					clock.SetUnixNano(t0.UnixNano())
 					for range 10 {
-						e.Apply(l, "k", 1)
+						e.Apply(context.Background(), l, "k", 1)
 					}
 					clock.Advance(years * year)
 					c, bound := p.Capacity(), leapBound(p)
 					var spent int64
 					for i := range 2 * c {
-						d, err := e.Apply(l, "k", 1)
+						d, err := e.Apply(context.Background(), l, "k", 1)
 						call := fmt.Sprintf("%s, %d years on, request %d", name, years, i)
 						if err != nil {
 							t.Fatalf("%s: %v", call, err)
@@ -245,11 +246,11 @@ func TestClockAtTheEndOfTime(t *testing.T) {
 	clock := engine.NewFakeClock(t0)
 	e := newEngine(t, memory.New(&memory.Options{SweepInterval: -1}), clock)
 	for _, name := range algo.Names {
-		l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, name)
+		l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, string(name))
 		for _, before := range []int64{int64(time.Minute), 1, 0} {
 			clock.SetUnixNano(math.MaxInt64 - before)
 			for i := range 6 {
-				d, err := e.Apply(l, "k", 1)
+				d, err := e.Apply(context.Background(), l, "k", 1)
 				if err != nil {
 					t.Fatalf("%s at MaxInt64-%d: %v", name, before, err)
 				}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -77,11 +78,11 @@ func TestEngineClockTick(t *testing.T) {
 	// the clock's time: by the hour less what the clock moved between them.
 	l := engine.Limit{Namespace: "n", Algorithm: algo.MustNew(algo.GCRAName, algo.Params{Limit: 1, Window: time.Hour})}
 	before := c.Now()
-	d, err := e.Apply(l, "k", 1)
+	d, err := e.Apply(context.Background(), l, "k", 1)
 	if err != nil || !d.Allowed {
 		t.Fatalf("first request: %+v, %v", d, err)
 	}
-	if d, _ := e.Apply(l, "k", 1); d.Allowed {
+	if d, _ := e.Apply(context.Background(), l, "k", 1); d.Allowed {
 		t.Fatalf("second request within the hour allowed: %+v", d)
 	} else if moved := time.Duration(c.Now() - before); d.RetryAfter > time.Hour || d.RetryAfter < time.Hour-moved {
 		t.Fatalf("RetryAfter %v, want an hour less at most the %v the clock moved", d.RetryAfter, moved)

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,7 @@ import (
 //     the limit across one boundary, as the algorithm documents;
 //   - the sliding counter: its estimate counts the current window in full,
 //     so the same as the fixed window.
-func admissionBound(name string, p algo.Params, elapsed time.Duration) int64 {
+func admissionBound(name algo.Name, p algo.Params, elapsed time.Duration) int64 {
 	w, l := int64(p.Window), p.Limit
 	switch name {
 	case algo.TokenBucketName, algo.LeakyBucketName, algo.GCRAName:
@@ -67,7 +68,7 @@ func TestContentionWithARealClock(t *testing.T) {
 				}
 				defer e.Close()
 				for _, name := range algo.Names {
-					l := limit(name, p, name)
+					l := limit(name, p, string(name))
 					admitted := make([]atomic.Int64, keys)
 					perKey := make([]atomic.Int64, keys)
 					var calls atomic.Int64
@@ -81,7 +82,7 @@ func TestContentionWithARealClock(t *testing.T) {
 							k := g % keys
 							key := fmt.Sprintf("k%d", k)
 							for !stop.Load() {
-								d, err := e.Apply(l, key, 1)
+								d, err := e.Apply(context.Background(), l, key, 1)
 								if err != nil {
 									t.Error(err)
 									return

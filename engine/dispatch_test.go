@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,14 +36,14 @@ func TestOneDispatch(t *testing.T) {
 	}
 	p := algo.Params{Limit: 2, Window: time.Minute}
 	for _, name := range algo.Names {
-		l := Limit{Namespace: name, Algorithm: algo.MustNew(name, p)}
+		l := Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)}
 		k := l.Key("prepared")
 		for i := range 3 { // allowed, allowed, denied
 			var d algo.Decision
-			if _, err := e.Apply(l, "k", 1); err != nil {
+			if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.ApplyKeyInto(l, &k, 1, &d); err != nil || d.Allowed != (i < 2) {
+			if err := e.ApplyKeyInto(context.Background(), l, &k, 1, &d); err != nil || d.Allowed != (i < 2) {
 				t.Fatalf("%s, request %d: ApplyKeyInto = %+v, %v", name, i, d, err)
 			}
 		}
@@ -51,7 +52,7 @@ func TestOneDispatch(t *testing.T) {
 		t.Fatalf("%d decisions of package algo's algorithms took the dispatch for other packages' (stepOther): decideMemory's switch lacks a case of algo.Names", others)
 	}
 	l := Limit{Namespace: "foreign", Algorithm: foreign{algo.MustNew(algo.GCRAName, p)}}
-	if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed || others != 1 {
+	if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed || others != 1 {
 		t.Fatalf("an algorithm of another package: %+v, %v, %d steps through stepOther; want allowed, 1", d, err, others)
 	}
 }

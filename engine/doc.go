@@ -141,6 +141,29 @@
 //     beyond any limit. Reset deletes the record and forgets the
 //     last-seen one.
 //
+// # Context
+//
+// Every call that can reach a store (Apply, ApplyKeyInto, Peek, ApplyAll,
+// Reset, Record, Flush) takes the caller's context.Context first. What it
+// does depends on the path:
+//
+//   - over a backend.Striped store (the memory store), the context is
+//     never read: the decision is made in the process, with nothing to
+//     wait for, and costs what it cost without one;
+//   - over a backend.Durable store (Pebble, bbolt) and a plain Backend, a
+//     context done before the call spends returns an error wrapping
+//     ctx.Err() (errors.Is finds context.Canceled or
+//     context.DeadlineExceeded) and spends nothing; a call that has
+//     started runs to its end (the store's methods take no context);
+//   - over a backend.Swapper (Redis), the same before the call queues for
+//     its keys or sends anything to the store.
+//
+// Such an error is not an ErrStore: the store did not fail, and nothing
+// is counted in Stats.StoreErrors. A door passes the request's context
+// (package httplimit the http.Request's, package grpclimit the call's),
+// so a request whose client has gone or whose deadline has passed spends
+// nothing on a store that reads it.
+//
 // # Locks
 //
 // Lock order: stripe locks are taken in ascending stripe order (ApplyAll

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -75,13 +76,13 @@ func TestDurableModelEquivalence(t *testing.T) {
 							}
 							e = openDurable(t, d.open(t, dir), clock, mode)
 						case 2:
-							if err := e.Flush(); err != nil {
+							if err := e.Flush(context.Background()); err != nil {
 								rt.Fatal(err)
 							}
 						case 3:
 							l := rapid.SampledFrom(limits).Draw(rt, "limit")
 							key := rapid.SampledFrom(propKeys).Draw(rt, "key")
-							if err := e.Reset(l, key); err != nil {
+							if err := e.Reset(context.Background(), l, key); err != nil {
 								rt.Fatal(err)
 							}
 							delete(m.recs, string(engine.AppendKey(nil, l.Namespace, key)))
@@ -89,7 +90,7 @@ func TestDurableModelEquivalence(t *testing.T) {
 							l := rapid.SampledFrom(limits).Draw(rt, "limit")
 							key := rapid.SampledFrom(propKeys).Draw(rt, "key")
 							cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(rt, "cost")
-							got, err := e.Apply(l, key, cost)
+							got, err := e.Apply(context.Background(), l, key, cost)
 							if err != nil {
 								rt.Fatalf("op %d: %v", i, err)
 							}
@@ -113,7 +114,7 @@ func TestRestartKeepsTheBudget(t *testing.T) {
 				l := limit(algo.TokenBucketName, fivePerMinute, "orders-write")
 				e := openDurable(t, d.open(t, dir), clock, mode)
 				for range 7 {
-					e.Apply(l, "u-1", 1)
+					e.Apply(context.Background(), l, "u-1", 1)
 				}
 				if err := e.Close(); err != nil {
 					t.Fatal(err)
@@ -121,7 +122,7 @@ func TestRestartKeepsTheBudget(t *testing.T) {
 				clock.Advance(3 * time.Second)
 				e = openDurable(t, d.open(t, dir), clock, mode)
 				defer e.Close()
-				dec, err := e.Apply(l, "u-1", 1)
+				dec, err := e.Apply(context.Background(), l, "u-1", 1)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -145,24 +146,24 @@ func TestFailedFlushIsRetriedAndLosesNothing(t *testing.T) {
 			e := openDurable(t, b, clock, engine.Interval)
 			l := limit(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour}, "x")
 			for range 4 {
-				e.Apply(l, "k", 1)
+				e.Apply(context.Background(), l, "k", 1)
 			}
 			addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: 2, Err: faulty.ErrInjected})
 			for range 2 {
-				if err := e.Flush(); !errors.Is(err, faulty.ErrInjected) {
+				if err := e.Flush(context.Background()); !errors.Is(err, faulty.ErrInjected) {
 					t.Fatalf("Flush with a failing disk = %v, want the disk's error", err)
 				}
 			}
 			if s := e.Stats(); s.FlushErrors != 2 || s.Dirty != 1 {
 				t.Fatalf("stats after two failed flushes: %+v; want 2 flush errors and the record still dirty", s)
 			}
-			e.Apply(l, "k", 1) // spending goes on while the disk is down
+			e.Apply(context.Background(), l, "k", 1) // spending goes on while the disk is down
 			if err := e.Close(); err != nil {
 				t.Fatalf("Close (its flush should now succeed): %v", err)
 			}
 			e = openDurable(t, d.open(t, dir), clock, engine.Interval)
 			defer e.Close()
-			if d, _ := e.Peek(l, "k", 1); d.Remaining != 4 {
+			if d, _ := e.Peek(context.Background(), l, "k", 1); d.Remaining != 4 {
 				t.Fatalf("remaining after restart = %d, want 4 (5 spent, then this peek)", d.Remaining)
 			}
 		})
@@ -177,12 +178,12 @@ func TestFailedSyncCommitIsAnErrorAndTheNextCallWorks(t *testing.T) {
 			b, f := faulty.Wrap(d.open(t, dir))
 			e := openDurable(t, b, clock, engine.Sync)
 			l := limit(algo.FixedWindowName, algo.Params{Limit: 10, Window: time.Hour}, "x")
-			e.Apply(l, "k", 1)
+			e.Apply(context.Background(), l, "k", 1)
 			addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: 1, Err: faulty.ErrInjected})
-			if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
+			if _, err := e.Apply(context.Background(), l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
 				t.Fatalf("Apply with a failing commit = %v, want ErrStore wrapping the cause", err)
 			}
-			dec, err := e.Apply(l, "k", 1)
+			dec, err := e.Apply(context.Background(), l, "k", 1)
 			if err != nil || !dec.Allowed {
 				t.Fatalf("next Apply: %+v, %v", dec, err)
 			}
@@ -196,7 +197,7 @@ func TestFailedSyncCommitIsAnErrorAndTheNextCallWorks(t *testing.T) {
 			}
 			e = openDurable(t, d.open(t, dir), clock, engine.Sync)
 			defer e.Close()
-			if d, _ := e.Peek(l, "k", 1); d.Remaining != 6 {
+			if d, _ := e.Peek(context.Background(), l, "k", 1); d.Remaining != 6 {
 				t.Fatalf("remaining after restart = %d, want 6", d.Remaining)
 			}
 		})
@@ -215,7 +216,7 @@ func TestGroupCommit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if _, err := e.Apply(l, fmt.Sprintf("k-%d-%d", g, i), 1); err != nil {
+				if _, err := e.Apply(context.Background(), l, fmt.Sprintf("k-%d-%d", g, i), 1); err != nil {
 					t.Error(err)
 				}
 			}
@@ -238,7 +239,7 @@ func TestBackpressureBoundsTheDirtySet(t *testing.T) {
 	defer e.Close()
 	l := limit(algo.GCRAName, fivePerMinute, "x")
 	for i := range 1000 {
-		e.Apply(l, fmt.Sprintf("k-%d", i), 1)
+		e.Apply(context.Background(), l, fmt.Sprintf("k-%d", i), 1)
 		if d := e.Stats().Dirty; d > 101 {
 			t.Fatalf("after %d keys %d records are dirty, over the bound of 100", i+1, d)
 		}
@@ -262,17 +263,17 @@ func TestExpiredKnownKeyIsNotReadFromDisk(t *testing.T) {
 				b, f := faulty.Wrap(d.open(t, dir))
 				e := openDurable(t, b, clock, mode)
 				for range 2 {
-					e.Apply(l, "k", 1)
+					e.Apply(context.Background(), l, "k", 1)
 				}
 				loads := f.Calls(faulty.OpLoad)
 				clock.Advance(time.Hour) // the record has long expired
-				if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
+				if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
 					t.Fatalf("after the record expired: %+v, %v", d, err)
 				}
 				if n := f.Calls(faulty.OpLoad) - loads; n != 0 {
 					t.Fatalf("an expired known key read the disk %d times", n)
 				}
-				e.Apply(l, "k", 1)
+				e.Apply(context.Background(), l, "k", 1)
 				if err := e.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -280,7 +281,7 @@ func TestExpiredKnownKeyIsNotReadFromDisk(t *testing.T) {
 				b2, f2 := faulty.Wrap(d.open(t, dir))
 				e2 := openDurable(t, b2, clock, mode)
 				defer e2.Close()
-				if d, err := e2.Apply(l, "k", 1); err != nil || d.Allowed {
+				if d, err := e2.Apply(context.Background(), l, "k", 1); err != nil || d.Allowed {
 					t.Fatalf("after a restart the spent key answered %+v, %v; want denied", d, err)
 				}
 				if f2.Calls(faulty.OpLoad) == 0 {
@@ -304,11 +305,11 @@ func TestManyExpiredKnownKeysAreNotReadFromDisk(t *testing.T) {
 	e := openDurable(t, b, clock, engine.Interval)
 	defer e.Close()
 	for i := range keys {
-		if d, err := e.Apply(l, fmt.Sprintf("k-%d", i), 1); err != nil || !d.Allowed {
+		if d, err := e.Apply(context.Background(), l, fmt.Sprintf("k-%d", i), 1); err != nil || !d.Allowed {
 			t.Fatalf("key %d: %+v, %v", i, d, err)
 		}
 	}
-	if err := e.Flush(); err != nil {
+	if err := e.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	loads := f.Calls(faulty.OpLoad)
@@ -331,7 +332,7 @@ func TestManyExpiredKnownKeysAreNotReadFromDisk(t *testing.T) {
 		t.Fatalf("%d records are left after sweeping (%d swept)", e.Len(), swept)
 	}
 	for i := range keys {
-		if d, err := e.Apply(l, fmt.Sprintf("k-%d", i), 1); err != nil || !d.Allowed || d.Remaining != 1 {
+		if d, err := e.Apply(context.Background(), l, fmt.Sprintf("k-%d", i), 1); err != nil || !d.Allowed || d.Remaining != 1 {
 			t.Fatalf("key %d after its record expired: %+v, %v", i, d, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -340,7 +341,9 @@ func (e *Engine) check(l Limit, cost int64) error {
 
 // Apply decides one request of the given cost by key under l, and spends
 // the cost if it is allowed. A denial is a Decision with Allowed false,
-// never an error. The errors, each to be checked with errors.Is:
+// never an error. ctx bounds what the call waits for on a store that
+// reads it (see the package doc's Context); the memory store never reads
+// it. The errors, each to be checked with errors.Is:
 //
 //   - ErrClosed: the engine (or its backend) is closed.
 //   - ErrInvalidCost: cost is zero or less.
@@ -350,9 +353,12 @@ func (e *Engine) check(l Limit, cost int64) error {
 //   - ErrStore, wrapping the backend's error (or ErrContention over a
 //     backend.Swapper): the decision could not be made or recorded; see
 //     ErrStore for what a failed write may leave spent.
+//   - an error wrapping ctx.Err() (context.Canceled or
+//     context.DeadlineExceeded): ctx was done before the decision was
+//     made, and nothing was spent.
 //
 // On an error the Decision is zero.
-func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err error) {
+func (e *Engine) Apply(ctx context.Context, l Limit, key string, cost int64) (d algo.Decision, err error) {
 	// The decision is written in the caller's frame, not copied back
 	// through each call's results.
 	if e.store.table != nil {
@@ -376,7 +382,7 @@ func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err er
 		err = e.decideMemory(l.Algorithm, k, 0, cost, &d)
 		return d, err
 	}
-	err = e.apply(l, key, cost, true, &d)
+	err = e.apply(ctx, l, key, cost, true, &d)
 	return d, err
 }
 
@@ -387,29 +393,32 @@ func (e *Engine) Apply(l Limit, key string, cost int64) (d algo.Decision, err er
 // Decision out through the results, which costs about a tenth of a hot
 // key's decision. It reads the key where the caller keeps it. A key
 // prepared under another namespace than l's is decided under l's, as
-// Apply(l, k.String(), cost) decides it. d must not be nil.
-func (e *Engine) ApplyKeyInto(l Limit, k *Key, cost int64, d *algo.Decision) error {
+// Apply(ctx, l, k.String(), cost) decides it. d must not be nil.
+func (e *Engine) ApplyKeyInto(ctx context.Context, l Limit, k *Key, cost int64, d *algo.Decision) error {
 	if e.store.table != nil && k.form != nil && k.namespace == l.Namespace {
 		return e.decideMemory(l.Algorithm, k.form, k.hash, cost, d)
 	}
 	var err error
-	*d, err = e.Apply(l, k.key, cost)
+	*d, err = e.Apply(ctx, l, k.key, cost)
 	return err
 }
 
 // Peek answers what Apply would, without spending anything.
-func (e *Engine) Peek(l Limit, key string, cost int64) (d algo.Decision, err error) {
-	err = e.apply(l, key, cost, false, &d)
+func (e *Engine) Peek(ctx context.Context, l Limit, key string, cost int64) (d algo.Decision, err error) {
+	err = e.apply(ctx, l, key, cost, false, &d)
 	return d, err
 }
 
 // apply decides into *d, which is left zero when it returns an error.
-func (e *Engine) apply(l Limit, key string, cost int64, spend bool, d *algo.Decision) error {
+func (e *Engine) apply(ctx context.Context, l Limit, key string, cost int64, spend bool, d *algo.Decision) error {
 	if err := e.check(l, cost); err != nil {
 		return err
 	}
 	if e.store.swap != nil {
-		return e.store.swap.apply(e, l, key, cost, spend, d)
+		return e.store.swap.apply(ctx, e, l, key, cost, spend, d)
+	}
+	if err := e.done(ctx); err != nil {
+		return err
 	}
 	var buf [128]byte
 	k := AppendKey(buf[:0], l.Namespace, key)
@@ -503,7 +512,7 @@ func (e *RequestError) Unwrap() error { return e.Err }
 // The errors are Apply's, for the first request that has one; a store
 // error that concerns one group of keys only is a *RequestError naming
 // its first request. On an error the decisions are nil.
-func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
+func (e *Engine) ApplyAll(ctx context.Context, reqs []Request) ([]algo.Decision, bool, error) {
 	for _, r := range reqs {
 		if err := e.check(r.Limit, r.Cost); err != nil {
 			return nil, false, err
@@ -514,13 +523,16 @@ func (e *Engine) ApplyAll(reqs []Request) ([]algo.Decision, bool, error) {
 			// One request is a single-key decision: the key's queue,
 			// its local denials and its coalesced commits.
 			d := make([]algo.Decision, 1)
-			err := e.store.swap.apply(e, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, true, &d[0])
+			err := e.store.swap.apply(ctx, e, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, true, &d[0])
 			if err != nil {
 				return nil, false, err
 			}
 			return d, d[0].Allowed, nil
 		}
-		return e.store.swap.applyAll(e, reqs)
+		return e.store.swap.applyAll(ctx, e, reqs)
+	}
+	if err := e.done(ctx); err != nil {
+		return nil, false, err
 	}
 	// One slot per distinct key: a key named twice is stepped twice, the
 	// second time from the first step's outcome.
@@ -636,14 +648,19 @@ func compactInts(s []int) []int {
 }
 
 // Reset forgets key's record under l: its next request is decided as the
-// key's first.
-func (e *Engine) Reset(l Limit, key string) error {
+// key's first. Over a store that reads ctx (see the package doc's
+// Context), a ctx done before the record is deleted returns an error
+// wrapping ctx.Err() and deletes nothing.
+func (e *Engine) Reset(ctx context.Context, l Limit, key string) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
 	k := AppendKey(nil, l.Namespace, key)
 	if e.store.swap != nil {
-		return e.store.swap.reset(e, k)
+		return e.store.swap.reset(ctx, e, k)
+	}
+	if err := e.done(ctx); err != nil {
+		return err
 	}
 	h := backend.Hash(k)
 	i := int(h & e.mask)
@@ -716,13 +733,18 @@ func (e *Engine) settle(ticket uint64) error {
 }
 
 // Flush writes every record changed since the last flush to a durable
-// backend now. It does nothing over other backends.
-func (e *Engine) Flush() error {
+// backend now. It does nothing over other backends. A ctx done before the
+// flush starts returns an error wrapping ctx.Err() and writes nothing; a
+// flush once started runs to its end.
+func (e *Engine) Flush(ctx context.Context) error {
 	if e.store.tier == nil {
 		return nil
 	}
 	if e.closed.Load() {
 		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return errorf("flush: %w", err)
 	}
 	if err := e.store.tier.flush(); err != nil {
 		return e.storeError("flush", err)
@@ -764,6 +786,19 @@ func hashKey(k []byte) uint64 { return backend.Hash(k) }
 // errorf returns an error of the engine's, its message prefixed.
 func errorf(format string, a ...any) error {
 	return fmt.Errorf("sluice/engine: "+format, a...)
+}
+
+// done returns an error wrapping ctx.Err() when ctx is done and the path
+// New chose reads it (every path but a backend.Striped store's; see the
+// package doc's Context), else nil: a call it fails has spent nothing.
+func (e *Engine) done(ctx context.Context) error {
+	if !e.store.readsCtx {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return errorf("%w", err)
+	}
+	return nil
 }
 
 func (e *Engine) storeError(op string, err error) error {

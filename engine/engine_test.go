@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,7 +43,7 @@ func TestApplyStepsThroughTheBackend(t *testing.T) {
 			}
 			for i, s := range steps {
 				clock.Advance(s.advance)
-				d, err := e.Apply(orders, "u-1", 1)
+				d, err := e.Apply(context.Background(), orders, "u-1", 1)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
@@ -62,7 +63,7 @@ func TestNamespacesNeverShareACounter(t *testing.T) {
 			strict := limit(algo.FixedWindowName, algo.Params{Limit: 1, Window: time.Minute}, "strict")
 			loose := limit(algo.FixedWindowName, algo.Params{Limit: 1, Window: time.Minute}, "loose")
 			for _, l := range []engine.Limit{strict, loose} {
-				if d, _ := e.Apply(l, "u-1", 1); !d.Allowed {
+				if d, _ := e.Apply(context.Background(), l, "u-1", 1); !d.Allowed {
 					t.Fatalf("%s: first request denied", l.Namespace)
 				}
 			}
@@ -70,10 +71,10 @@ func TestNamespacesNeverShareACounter(t *testing.T) {
 			// completes it, is still another counter.
 			a := limit(algo.FixedWindowName, algo.Params{Limit: 1, Window: time.Minute}, "ab")
 			b := limit(algo.FixedWindowName, algo.Params{Limit: 1, Window: time.Minute}, "a")
-			if d, _ := e.Apply(a, "c", 1); !d.Allowed {
+			if d, _ := e.Apply(context.Background(), a, "c", 1); !d.Allowed {
 				t.Fatal("ab/c denied")
 			}
-			if d, _ := e.Apply(b, "bc", 1); !d.Allowed {
+			if d, _ := e.Apply(context.Background(), b, "bc", 1); !d.Allowed {
 				t.Fatal("a/bc shares ab/c's counter")
 			}
 		})
@@ -85,20 +86,20 @@ func TestPeekDoesNotSpend(t *testing.T) {
 		t.Run(bk.name, func(t *testing.T) {
 			e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 			for _, name := range algo.Names {
-				l := limit(name, algo.Params{Limit: 2, Window: time.Second}, name)
-				if _, err := e.Apply(l, "k", 1); err != nil {
+				l := limit(name, algo.Params{Limit: 2, Window: time.Second}, string(name))
+				if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 					t.Fatal(err)
 				}
 				for range 3 {
-					d, err := e.Peek(l, "k", 1)
+					d, err := e.Peek(context.Background(), l, "k", 1)
 					if err != nil || !d.Allowed || d.Remaining != 0 {
 						t.Fatalf("%s: Peek = %+v, %v; want allowed with 0 remaining", name, d, err)
 					}
 				}
-				if d, _ := e.Apply(l, "k", 1); !d.Allowed {
+				if d, _ := e.Apply(context.Background(), l, "k", 1); !d.Allowed {
 					t.Fatalf("%s: Peek spent the budget", name)
 				}
-				if d, _ := e.Apply(l, "k", 1); d.Allowed {
+				if d, _ := e.Apply(context.Background(), l, "k", 1); d.Allowed {
 					t.Fatalf("%s: third request allowed", name)
 				}
 			}
@@ -111,14 +112,14 @@ func TestResetForgetsTheKey(t *testing.T) {
 		t.Run(bk.name, func(t *testing.T) {
 			e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 			l := limit(algo.SlidingLogName, algo.Params{Limit: 1, Window: time.Hour}, "login")
-			e.Apply(l, "u", 1)
-			if d, _ := e.Apply(l, "u", 1); d.Allowed {
+			e.Apply(context.Background(), l, "u", 1)
+			if d, _ := e.Apply(context.Background(), l, "u", 1); d.Allowed {
 				t.Fatal("second request allowed")
 			}
-			if err := e.Reset(l, "u"); err != nil {
+			if err := e.Reset(context.Background(), l, "u"); err != nil {
 				t.Fatal(err)
 			}
-			if d, _ := e.Apply(l, "u", 1); !d.Allowed {
+			if d, _ := e.Apply(context.Background(), l, "u", 1); !d.Allowed {
 				t.Fatal("request after Reset denied")
 			}
 		})
@@ -135,7 +136,7 @@ func TestApplyAllSpendsNothingUnlessAllAllow(t *testing.T) {
 				return []engine.Request{{Limit: user, Key: key, Cost: 1}, {Limit: global, Key: "all", Cost: 1}}
 			}
 			for i, want := range []bool{true, true, false, false} {
-				ds, all, err := e.ApplyAll(reqs("u-1"))
+				ds, all, err := e.ApplyAll(context.Background(), reqs("u-1"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -148,7 +149,7 @@ func TestApplyAllSpendsNothingUnlessAllAllow(t *testing.T) {
 			}
 			// The two denied calls must not have charged the user's bucket:
 			// 10, less 2 spent, less the peeked request itself.
-			d, _ := e.Peek(user, "u-1", 1)
+			d, _ := e.Peek(context.Background(), user, "u-1", 1)
 			if d.Remaining != 7 {
 				t.Fatalf("user remaining after 2 spent + 2 refused = %d, want 7 (a denial by the global rule charged the user rule)", d.Remaining)
 			}
@@ -166,17 +167,17 @@ func testApplyAllSameKeyTwice(t *testing.T, bk store) {
 	e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 3, Window: time.Minute}, "x")
 	req := engine.Request{Limit: l, Key: "k", Cost: 2}
-	if _, all, _ := e.ApplyAll([]engine.Request{req, req}); all {
+	if _, all, _ := e.ApplyAll(context.Background(), []engine.Request{req, req}); all {
 		t.Fatal("cost 2 twice against 3 allowed: the second step did not see the first")
 	}
-	if d, _ := e.Peek(l, "k", 3); !d.Allowed {
+	if d, _ := e.Peek(context.Background(), l, "k", 3); !d.Allowed {
 		t.Fatal("a refused ApplyAll spent something")
 	}
-	ds, all, _ := e.ApplyAll([]engine.Request{{Limit: l, Key: "k", Cost: 1}, {Limit: l, Key: "k", Cost: 2}})
+	ds, all, _ := e.ApplyAll(context.Background(), []engine.Request{{Limit: l, Key: "k", Cost: 1}, {Limit: l, Key: "k", Cost: 2}})
 	if !all || ds[1].Remaining != 0 {
 		t.Fatalf("1 then 2 against 3: all %v, remaining %d; want true, 0", all, ds[1].Remaining)
 	}
-	if d, _ := e.Apply(l, "k", 1); d.Allowed {
+	if d, _ := e.Apply(context.Background(), l, "k", 1); d.Allowed {
 		t.Fatal("ApplyAll did not spend both")
 	}
 }
@@ -188,17 +189,17 @@ func TestInvalidCostIsAnErrorAndSpendsNothing(t *testing.T) {
 		cost int64
 		want error
 	}{{0, engine.ErrInvalidCost}, {-1, engine.ErrInvalidCost}, {6, engine.ErrCostExceedsCapacity}} {
-		if _, err := e.Apply(l, "k", c.cost); !errors.Is(err, c.want) {
+		if _, err := e.Apply(context.Background(), l, "k", c.cost); !errors.Is(err, c.want) {
 			t.Errorf("Apply(cost %d) error = %v, want %v", c.cost, err, c.want)
 		}
-		if _, _, err := e.ApplyAll([]engine.Request{{Limit: l, Key: "k", Cost: c.cost}}); !errors.Is(err, c.want) {
+		if _, _, err := e.ApplyAll(context.Background(), []engine.Request{{Limit: l, Key: "k", Cost: c.cost}}); !errors.Is(err, c.want) {
 			t.Errorf("ApplyAll(cost %d) error = %v, want %v", c.cost, err, c.want)
 		}
 	}
-	if d, _ := e.Apply(l, "k", 5); !d.Allowed {
+	if d, _ := e.Apply(context.Background(), l, "k", 5); !d.Allowed {
 		t.Fatal("an invalid cost spent something")
 	}
-	if _, err := e.Apply(engine.Limit{Namespace: "none"}, "k", 1); !errors.Is(err, engine.ErrNoAlgorithm) {
+	if _, err := e.Apply(context.Background(), engine.Limit{Namespace: "none"}, "k", 1); !errors.Is(err, engine.ErrNoAlgorithm) {
 		t.Fatalf("Apply without algorithm: %v", err)
 	}
 }
@@ -211,23 +212,23 @@ func TestCloseTwiceAndCallsAfterClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := limit(algo.GCRAName, fivePerMinute, "x")
-			e.Apply(l, "k", 1)
+			e.Apply(context.Background(), l, "k", 1)
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.Close(); err != nil {
 				t.Fatalf("second Close = %v, want nil", err)
 			}
-			if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrClosed) {
+			if _, err := e.Apply(context.Background(), l, "k", 1); !errors.Is(err, engine.ErrClosed) {
 				t.Errorf("Apply after Close = %v, want ErrClosed", err)
 			}
-			if _, err := e.Peek(l, "k", 1); !errors.Is(err, engine.ErrClosed) {
+			if _, err := e.Peek(context.Background(), l, "k", 1); !errors.Is(err, engine.ErrClosed) {
 				t.Errorf("Peek after Close = %v, want ErrClosed", err)
 			}
-			if err := e.Reset(l, "k"); !errors.Is(err, engine.ErrClosed) {
+			if err := e.Reset(context.Background(), l, "k"); !errors.Is(err, engine.ErrClosed) {
 				t.Errorf("Reset after Close = %v, want ErrClosed", err)
 			}
-			if _, _, err := e.ApplyAll([]engine.Request{{Limit: l, Key: "k", Cost: 1}}); !errors.Is(err, engine.ErrClosed) {
+			if _, _, err := e.ApplyAll(context.Background(), []engine.Request{{Limit: l, Key: "k", Cost: 1}}); !errors.Is(err, engine.ErrClosed) {
 				t.Errorf("ApplyAll after Close = %v, want ErrClosed", err)
 			}
 		})
@@ -241,19 +242,19 @@ func TestCorruptRecordIsCountedAndTreatedAsFresh(t *testing.T) {
 			b := bk.open(clock)
 			e := newEngine(t, b, clock)
 			for i, name := range algo.Names {
-				l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, name)
+				l := limit(name, algo.Params{Limit: 3, Window: time.Minute}, string(name))
 				for _, junk := range [][]byte{{0xff}, {0x11, 1, 2}, make([]byte, 40)} {
 					// The junk is written behind the engine's back. Over the
 					// swap path the engine's last-seen record, spent, would
 					// deny the request without reading the store; Reset
 					// forgets it first.
-					if err := e.Reset(l, "k"); err != nil {
+					if err := e.Reset(context.Background(), l, "k"); err != nil {
 						t.Fatal(err)
 					}
 					if err := b.Put(engine.AppendKey(nil, l.Namespace, "k"), junk, 0); err != nil {
 						t.Fatal(err)
 					}
-					d, err := e.Apply(l, "k", 3)
+					d, err := e.Apply(context.Background(), l, "k", 3)
 					if err != nil || !d.Allowed || !d.CorruptState {
 						t.Fatalf("%s over %x: %+v, %v; want a fresh, allowed decision flagged corrupt", name, junk, d, err)
 					}
@@ -261,7 +262,7 @@ func TestCorruptRecordIsCountedAndTreatedAsFresh(t *testing.T) {
 				if got, want := e.Stats().CorruptRecords, uint64(3*(i+1)); got != want {
 					t.Fatalf("CorruptRecords = %d, want %d", got, want)
 				}
-				if d, _ := e.Apply(l, "k", 1); d.Allowed || d.CorruptState {
+				if d, _ := e.Apply(context.Background(), l, "k", 1); d.Allowed || d.CorruptState {
 					t.Fatalf("%s: the fresh record was not written back: %+v", name, d)
 				}
 			}
@@ -291,9 +292,9 @@ func TestCorruptRecordWarningNamesTheCaller(t *testing.T) {
 				var d algo.Decision
 				if prepared {
 					k := l.Key("user-7")
-					err = e.ApplyKeyInto(l, &k, 1, &d)
+					err = e.ApplyKeyInto(context.Background(), l, &k, 1, &d)
 				} else {
-					d, err = e.Apply(l, "user-7", 1)
+					d, err = e.Apply(context.Background(), l, "user-7", 1)
 				}
 				if err != nil || !d.CorruptState {
 					t.Fatalf("decision = %+v, %v; want one flagged corrupt", d, err)
@@ -313,20 +314,20 @@ func TestStoreErrorIsReturnedAndTheNextCallWorks(t *testing.T) {
 	e := newEngine(t, b, engine.NewFakeClock(t0))
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Minute}, "x")
 	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpPut}, Times: 1, Err: faulty.ErrInjected})
-	if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
+	if _, err := e.Apply(context.Background(), l, "k", 1); !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
 		t.Fatalf("Apply with failing Put = %v, want ErrStore wrapping the cause", err)
 	}
 	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpGet}, Times: 1, Err: faulty.ErrInjected})
-	if _, err := e.Apply(l, "k", 1); !errors.Is(err, engine.ErrStore) {
+	if _, err := e.Apply(context.Background(), l, "k", 1); !errors.Is(err, engine.ErrStore) {
 		t.Fatalf("Apply with failing Get = %v, want ErrStore", err)
 	}
 	// Nothing was recorded by the failed calls: the whole limit is left.
 	for i := range 2 {
-		if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed {
+		if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed {
 			t.Fatalf("request %d after the failures: %+v, %v", i, d, err)
 		}
 	}
-	if d, _ := e.Apply(l, "k", 1); d.Allowed {
+	if d, _ := e.Apply(context.Background(), l, "k", 1); d.Allowed {
 		t.Fatal("third request allowed")
 	}
 	if got := e.Stats().StoreErrors; got != 2 {
@@ -340,7 +341,7 @@ func TestStoreErrorIsReturnedAndTheNextCallWorks(t *testing.T) {
 func TestConcurrentCallersAdmitExactlyTheCapacity(t *testing.T) {
 	for _, bk := range backends {
 		for _, name := range algo.Names {
-			t.Run(bk.name+"/"+name, func(t *testing.T) {
+			t.Run(bk.name+"/"+string(name), func(t *testing.T) {
 				t.Parallel()
 				e := openEngine(t, bk.open, engine.NewFakeClock(t0))
 				l := limit(name, algo.Params{Limit: 100, Window: time.Hour}, "hot")
@@ -351,7 +352,7 @@ func TestConcurrentCallersAdmitExactlyTheCapacity(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						for range 50 {
-							d, err := e.Apply(l, "hot-tenant", 1)
+							d, err := e.Apply(context.Background(), l, "hot-tenant", 1)
 							if err != nil {
 								t.Error(err)
 								return
@@ -360,7 +361,7 @@ func TestConcurrentCallersAdmitExactlyTheCapacity(t *testing.T) {
 								admitted.Add(1)
 							}
 							// Other tenants on other keys at the same time.
-							e.Apply(l, fmt.Sprintf("tenant-%d", g), 1)
+							e.Apply(context.Background(), l, fmt.Sprintf("tenant-%d", g), 1)
 						}
 					}()
 				}
@@ -369,7 +370,7 @@ func TestConcurrentCallersAdmitExactlyTheCapacity(t *testing.T) {
 					t.Fatalf("admitted %d of 400 against a capacity of 100", got)
 				}
 				for g := range 8 {
-					if d, _ := e.Peek(l, fmt.Sprintf("tenant-%d", g), 1); d.Remaining != 49 {
+					if d, _ := e.Peek(context.Background(), l, fmt.Sprintf("tenant-%d", g), 1); d.Remaining != 49 {
 						t.Fatalf("tenant-%d remaining %d, want 49: stripes leaked budget", g, d.Remaining)
 					}
 				}
@@ -411,7 +412,7 @@ func TestInvalidCostOverACorruptRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, cost := range []int64{6, 0} {
-				d, err := e.Apply(l, "k", cost)
+				d, err := e.Apply(context.Background(), l, "k", cost)
 				if !errors.Is(err, engine.ErrCostExceedsCapacity) && !errors.Is(err, engine.ErrInvalidCost) || d != (algo.Decision{}) {
 					t.Fatalf("Apply(cost %d) over a corrupt record = %+v, %v; want a zero decision and a cost error", cost, d, err)
 				}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -22,7 +23,7 @@ func ExampleNew() {
 	}
 	defer e.Close()
 	l := engine.Limit{Namespace: "login", Algorithm: algo.MustNew(algo.GCRAName, algo.Params{Limit: 3, Window: time.Minute})}
-	d, _ := e.Apply(l, "203.0.113.7", 1)
+	d, _ := e.Apply(context.Background(), l, "203.0.113.7", 1)
 	fmt.Println(d.Allowed, d.Remaining, e.Len(), "key")
 
 	store := memory.New(nil)
@@ -45,7 +46,7 @@ func ExampleEngine_Apply() {
 		Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 5, Window: time.Minute}),
 	}
 	for i := 1; i <= 6; i++ {
-		d, err := e.Apply(l, "user-42", 1)
+		d, err := e.Apply(context.Background(), l, "user-42", 1)
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -53,9 +54,9 @@ func ExampleEngine_Apply() {
 		fmt.Printf("request %d: allowed %v, remaining %d, retry after %v\n", i, d.Allowed, d.Remaining, d.RetryAfter)
 	}
 	clock.Advance(12 * time.Second)
-	d, _ := e.Apply(l, "user-42", 1)
+	d, _ := e.Apply(context.Background(), l, "user-42", 1)
 	fmt.Printf("12s later: allowed %v\n", d.Allowed)
-	_, err := e.Apply(l, "user-42", 6)
+	_, err := e.Apply(context.Background(), l, "user-42", 6)
 	fmt.Println("cost 6 of 5:", errors.Is(err, engine.ErrCostExceedsCapacity))
 	// Output:
 	// request 1: allowed true, remaining 4, retry after 0s
@@ -77,7 +78,7 @@ func ExampleEngine_ApplyAll() {
 	user := engine.Limit{Namespace: "per-user", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 10, Window: time.Minute})}
 	pool := engine.Limit{Namespace: "pool", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Minute})}
 	for i := 1; i <= 3; i++ {
-		ds, all, err := e.ApplyAll([]engine.Request{
+		ds, all, err := e.ApplyAll(context.Background(), []engine.Request{
 			{Limit: user, Key: "user-42", Cost: 1},
 			{Limit: pool, Key: "all", Cost: 1},
 		})
@@ -87,7 +88,7 @@ func ExampleEngine_ApplyAll() {
 		}
 		fmt.Printf("call %d: all %v; user %v, pool %v\n", i, all, ds[0].Allowed, ds[1].Allowed)
 	}
-	d, _ := e.Peek(user, "user-42", 1)
+	d, _ := e.Peek(context.Background(), user, "user-42", 1)
 	fmt.Println("user remaining after the peeked request:", d.Remaining)
 	// Output:
 	// call 1: all true; user true, pool true
@@ -110,14 +111,14 @@ func ExampleEngine_ApplyKeyInto() {
 	k := l.Key("session-9f2c") // where the session is kept
 	var d algo.Decision
 	for i := 1; i <= 3; i++ {
-		if err := e.ApplyKeyInto(l, &k, 1, &d); err != nil {
+		if err := e.ApplyKeyInto(context.Background(), l, &k, 1, &d); err != nil {
 			fmt.Println(err)
 			return
 		}
 		fmt.Printf("request %d: allowed %v, retry after %v\n", i, d.Allowed, d.RetryAfter)
 	}
 	// Apply sees the same caller's budget.
-	d, _ = e.Apply(l, k.String(), 1)
+	d, _ = e.Apply(context.Background(), l, k.String(), 1)
 	fmt.Println("by Apply:", d.Allowed)
 	// Output:
 	// request 1: allowed true, retry after 0s

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,14 +60,14 @@ func TestFailedWriteOfANewKey(t *testing.T) {
 			defer e.Close()
 			l := limit(algo.TokenBucketName, algo.Params{Limit: 3, Window: time.Minute}, "x")
 			addRule(t, f, faulty.Rule{Ops: faulty.Writes, Times: 1, Err: faulty.ErrInjected})
-			_, err := e.Apply(l, "new", 1)
+			_, err := e.Apply(context.Background(), l, "new", 1)
 			if !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
 				t.Fatalf("Apply with a failing write = %v, want ErrStore wrapping the cause", err)
 			}
 			if f.Faulted() != 1 {
 				t.Fatalf("%d calls faulted, want 1", f.Faulted())
 			}
-			d, err := e.Apply(l, "new", 1)
+			d, err := e.Apply(context.Background(), l, "new", 1)
 			if err != nil || !d.Allowed {
 				t.Fatalf("next Apply: %+v, %v", d, err)
 			}
@@ -113,11 +114,11 @@ func TestFailedFlushesAreRetriedInTheBackground(t *testing.T) {
 					t.Fatalf("no successful flush in 5s: %+v", e.Stats())
 				}
 				key := fmt.Sprintf("k%d", i%7)
-				p, err := e.Peek(l, key, 1)
+				p, err := e.Peek(context.Background(), l, key, 1)
 				if err != nil {
 					t.Fatal(err)
 				}
-				d, err := e.Apply(l, key, 1)
+				d, err := e.Apply(context.Background(), l, key, 1)
 				if err != nil {
 					if !errors.Is(err, engine.ErrStore) {
 						t.Fatalf("Apply while flushes fail = %v, want a store error", err)
@@ -139,7 +140,7 @@ func TestFailedFlushesAreRetriedInTheBackground(t *testing.T) {
 			defer e.Close()
 			for key, n := range admitted {
 				// Peek answers as if this request were spent too.
-				if d, err := e.Peek(l, key, 1); err != nil || d.Remaining != 50-n-1 {
+				if d, err := e.Peek(context.Background(), l, key, 1); err != nil || d.Remaining != 50-n-1 {
 					t.Errorf("%s after restart: remaining %d, %v; want %d (%d admitted, then the peek)", key, d.Remaining, err, 50-n-1, n)
 				}
 			}
@@ -153,7 +154,7 @@ func TestCloseReportsAnUnflushableDisk(t *testing.T) {
 	b, f := faulty.Wrap(openPebble(t, t.TempDir()))
 	e := openDurable(t, b, engine.NewFakeClock(t0), engine.Interval)
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 5, Window: time.Hour}, "x")
-	if _, err := e.Apply(l, "k", 1); err != nil {
+	if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Err: faulty.ErrInjected})
@@ -188,7 +189,7 @@ func TestCorruptReadsAreCountedAndFresh(t *testing.T) {
 			n := 0
 			rapid.Check(t, func(rt *rapid.T) {
 				name := rapid.SampledFrom(algo.Names).Draw(rt, "algorithm")
-				l := limit(name, algo.Params{Limit: 4, Window: time.Minute}, name)
+				l := limit(name, algo.Params{Limit: 4, Window: time.Minute}, string(name))
 				junk := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(rt, "junk")
 				if rapid.Bool().Draw(rt, "tagged") && len(junk) > 0 {
 					junk[0] = byte(rapid.IntRange(0, 8).Draw(rt, "tag")) // near a real tag
@@ -197,7 +198,7 @@ func TestCorruptReadsAreCountedAndFresh(t *testing.T) {
 				key := fmt.Sprintf("k%d", n) // a cold key, so the durable tier loads it
 				id := addRule(t, f, faulty.Rule{Ops: faulty.Reads, Times: 1, Corrupt: faulty.Garbage(junk)})
 				defer f.Remove(id)
-				d, err := e.Apply(l, key, 1)
+				d, err := e.Apply(context.Background(), l, key, 1)
 				if err != nil {
 					rt.Fatalf("%s over %x: %v", name, junk, err)
 				}
@@ -267,7 +268,7 @@ func TestSlowReadHoldsOnlyItsStripe(t *testing.T) {
 			})
 			results := make(chan string, 2)
 			apply := func(key string) {
-				if _, err := e.Apply(l, key, 1); err != nil {
+				if _, err := e.Apply(context.Background(), l, key, 1); err != nil {
 					t.Error(err)
 				}
 				results <- key
@@ -285,7 +286,7 @@ func TestSlowReadHoldsOnlyItsStripe(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				if _, err := e.Apply(l, other, 1); err != nil {
+				if _, err := e.Apply(context.Background(), l, other, 1); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -321,14 +322,14 @@ func TestSlowFlushBlocksNoDecision(t *testing.T) {
 	defer e.Close()
 	l := limit(algo.TokenBucketName, algo.Params{Limit: 100, Window: time.Minute}, "x")
 	for i := range 16 {
-		if _, err := e.Apply(l, fmt.Sprintf("k%d", i), 1); err != nil {
+		if _, err := e.Apply(context.Background(), l, fmt.Sprintf("k%d", i), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hold := make(chan struct{})
 	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: 1, Hold: hold})
 	flushed := make(chan error)
-	go func() { flushed <- e.Flush() }()
+	go func() { flushed <- e.Flush(context.Background()) }()
 	for f.Faulted() == 0 {
 		time.Sleep(time.Millisecond)
 	}
@@ -337,7 +338,7 @@ func TestSlowFlushBlocksNoDecision(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := e.Apply(l, fmt.Sprintf("k%d", i), 1); err != nil {
+			if _, err := e.Apply(context.Background(), l, fmt.Sprintf("k%d", i), 1); err != nil {
 				t.Error(err)
 			}
 		}()

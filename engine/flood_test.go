@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strconv"
@@ -32,7 +33,7 @@ func TestFloodCannotResetVictim(t *testing.T) {
 	flood := engine.Limit{Namespace: "per-ip", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 1, Window: time.Second})}
 	var spent algo.Decision
 	for i := range 4 {
-		if spent, err = e.Apply(victim, "user:victim", 1); err != nil {
+		if spent, err = e.Apply(context.Background(), victim, "user:victim", 1); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := spent.Allowed, i < 3; got != want {
@@ -41,7 +42,7 @@ func TestFloodCannotResetVictim(t *testing.T) {
 	}
 	checkVictim := func(when string, wantRetry time.Duration) {
 		t.Helper()
-		d, err := e.Peek(victim, "user:victim", 1)
+		d, err := e.Peek(context.Background(), victim, "user:victim", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +55,7 @@ func TestFloodCannotResetVictim(t *testing.T) {
 	floodKeys := func(from, n int) (admitted, refused int) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
-			d, err := e.Apply(flood, "ip:2001:db8:"+strconv.Itoa(i)+"::/64", 1)
+			d, err := e.Apply(context.Background(), flood, "ip:2001:db8:"+strconv.Itoa(i)+"::/64", 1)
 			switch {
 			case err == nil && d.Allowed:
 				admitted++

@@ -151,6 +151,6 @@ func newEngine(t testing.TB, b backend.Backend, clock engine.Clock) *engine.Engi
 	return e
 }
 
-func limit(name string, p algo.Params, ns string) engine.Limit {
+func limit(name algo.Name, p algo.Params, ns string) engine.Limit {
 	return engine.Limit{Namespace: ns, Algorithm: algo.MustNew(name, p)}
 }

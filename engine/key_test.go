@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -64,8 +65,8 @@ func TestApplyKeyIsApply(t *testing.T) {
 						// written, or zeroed on an error.
 						got = algo.Decision{Allowed: true, Limit: 77, Remaining: 76, RetryAfter: 5, Reset: 6, Delay: 7, TTL: 8, CorruptState: true}
 					}
-					gerr = ek.ApplyKeyInto(l, &k, cost, &got)
-					want, werr := ea.Apply(l, key, cost)
+					gerr = ek.ApplyKeyInto(context.Background(), l, &k, cost, &got)
+					want, werr := ea.Apply(context.Background(), l, key, cost)
 					if got != want || !errors.Is(gerr, werr) && (gerr == nil || werr == nil || gerr.Error() != werr.Error()) {
 						t.Fatalf("request %d, %s %q cost %d: ApplyKeyInto (over a leftover decision %v) = %+v, %v; Apply = %+v, %v", i, l.Namespace, key, cost, into, got, gerr, want, werr)
 					}
@@ -84,8 +85,8 @@ func TestApplyKeyDoesNotAllocate(t *testing.T) {
 		l := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(algo.GCRAName, p)}
 		k := l.Key("user-0000000000000001")
 		var d algo.Decision
-		e.ApplyKeyInto(l, &k, 1, &d)
-		if allocs := testing.AllocsPerRun(200, func() { e.ApplyKeyInto(l, &k, 1, &d) }); allocs != 0 {
+		e.ApplyKeyInto(context.Background(), l, &k, 1, &d)
+		if allocs := testing.AllocsPerRun(200, func() { e.ApplyKeyInto(context.Background(), l, &k, 1, &d) }); allocs != 0 {
 			t.Errorf("%+v: %.1f allocations per ApplyKeyInto, want 0", p, allocs)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestApplyAllWorkIsLinearInKeys(t *testing.T) {
 					}
 					var all bool
 					probes := engine.CountKeyProbes(func() {
-						_, all, err = e.ApplyAll(reqs)
+						_, all, err = e.ApplyAll(context.Background(), reqs)
 					})
 					if err != nil || !all {
 						t.Fatalf("n=%d: ApplyAll = %v, %v; want every request allowed", n, all, err)
@@ -77,7 +78,7 @@ func TestApplyAllKeysNamedTwice(t *testing.T) {
 				reqs = append(reqs, engine.Request{Limit: l, Key: strconv.Itoa(i), Cost: 1})
 			}
 			reqs = append(reqs, engine.Request{Limit: l, Key: "50", Cost: 1})
-			ds, all, err := e.ApplyAll(reqs)
+			ds, all, err := e.ApplyAll(context.Background(), reqs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +86,7 @@ func TestApplyAllKeysNamedTwice(t *testing.T) {
 				t.Fatalf("all=%v, key 50 first %v then %v; want the second denied and the call denied", all, ds[50].Allowed, ds[100].Allowed)
 			}
 			// Nothing was spent: each key alone is allowed once.
-			if _, all, err := e.ApplyAll(reqs[:100]); err != nil || !all {
+			if _, all, err := e.ApplyAll(context.Background(), reqs[:100]); err != nil || !all {
 				t.Fatalf("after a denied call: %v, %v; want every key unspent", all, err)
 			}
 		})

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,7 @@ func spendThenLower(t *testing.T, e *engine.Engine) (before, after engine.Limit)
 	before = limit(algo.TokenBucketName, sixtyPerMinute, "orders")
 	after = limit(algo.TokenBucketName, fivePerMinute, "orders")
 	for i := range 20 {
-		if d, err := e.Apply(before, "u-1", 1); err != nil || !d.Allowed {
+		if d, err := e.Apply(context.Background(), before, "u-1", 1); err != nil || !d.Allowed {
 			t.Fatalf("request %d under 60 a minute: %+v, %v", i, d, err)
 		}
 	}
@@ -42,7 +43,7 @@ func spendThenLower(t *testing.T, e *engine.Engine) (before, after engine.Limit)
 
 func expectDenied(t *testing.T, e *engine.Engine, l engine.Limit, retry time.Duration, what string) {
 	t.Helper()
-	d, err := e.Apply(l, "u-1", 1)
+	d, err := e.Apply(context.Background(), l, "u-1", 1)
 	if err != nil || d.Allowed || d.RetryAfter != retry {
 		t.Fatalf("%s: %+v, %v; want denied, RetryAfter %v", what, d, err, retry)
 	}
@@ -56,11 +57,11 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 		clock.Advance(30 * time.Second) // past the expiry written at 60 a minute
 		expectDenied(t, e, after, loweredRetry-30*time.Second, "30 s later")
 		// Peek takes the striped path's read: the same record.
-		if d, err := e.Peek(after, "u-1", 1); err != nil || d.Allowed {
+		if d, err := e.Peek(context.Background(), after, "u-1", 1); err != nil || d.Allowed {
 			t.Fatalf("peek 30 s later: %+v, %v; want denied", d, err)
 		}
 		clock.Advance(loweredRetry - 30*time.Second)
-		if d, err := e.Apply(after, "u-1", 1); err != nil || !d.Allowed || d.Remaining != 0 {
+		if d, err := e.Apply(context.Background(), after, "u-1", 1); err != nil || !d.Allowed || d.Remaining != 0 {
 			t.Fatalf("at the RetryAfter: %+v, %v; want allowed with nothing left", d, err)
 		}
 	})
@@ -75,9 +76,9 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 			before := limit(algo.TokenBucketName, sixtyPerMinute, "orders")
 			after := limit(algo.TokenBucketName, fivePerMinute, "orders")
 			for range 20 {
-				e.Apply(before, "u-1", 1)
+				e.Apply(context.Background(), before, "u-1", 1)
 			}
-			ds, all, err := e.ApplyAll([]engine.Request{{Limit: after, Key: "u-2", Cost: 1}, {Limit: after, Key: "u-1", Cost: 1}})
+			ds, all, err := e.ApplyAll(context.Background(), []engine.Request{{Limit: after, Key: "u-2", Cost: 1}, {Limit: after, Key: "u-1", Cost: 1}})
 			if err != nil || all || ds[1].RetryAfter != loweredRetry {
 				t.Fatalf("ApplyAll after lowering: %+v, %v, %v; want u-1 denied for %v", ds, all, err, loweredRetry)
 			}
@@ -108,7 +109,7 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 		expectDenied(t, other, after, loweredRetry-30*time.Second, "30 s later, on another engine")
 		expectDenied(t, e, after, loweredRetry-30*time.Second, "30 s later, on the first engine")
 		clock.Advance(loweredRetry - 30*time.Second)
-		if d, err := other.Apply(after, "u-1", 1); err != nil || !d.Allowed || d.Remaining != 0 {
+		if d, err := other.Apply(context.Background(), after, "u-1", 1); err != nil || !d.Allowed || d.Remaining != 0 {
 			t.Fatalf("at the RetryAfter: %+v, %v; want allowed with nothing left", d, err)
 		}
 	})
@@ -129,7 +130,7 @@ func TestLoweredRateKeepsTheDenial(t *testing.T) {
 				defer e.Close()
 				expectDenied(t, e, after, loweredRetry-30*time.Second, "30 s later, after a restart")
 				clock.Advance(loweredRetry - 30*time.Second)
-				if d, err := e.Apply(after, "u-1", 1); err != nil || !d.Allowed || d.Remaining != 0 {
+				if d, err := e.Apply(context.Background(), after, "u-1", 1); err != nil || !d.Allowed || d.Remaining != 0 {
 					t.Fatalf("at the RetryAfter: %+v, %v; want allowed with nothing left", d, err)
 				}
 			})
@@ -156,7 +157,7 @@ func TestLoweredRateInOneBatch(t *testing.T) {
 	before := limit(algo.TokenBucketName, sixtyPerMinute, "orders")
 	after := limit(algo.TokenBucketName, fivePerMinute, "orders")
 	for range 20 {
-		if d, err := e.Apply(before, "u-1", 1); err != nil || !d.Allowed {
+		if d, err := e.Apply(context.Background(), before, "u-1", 1); err != nil || !d.Allowed {
 			t.Fatalf("spending under 60 a minute: %+v, %v", d, err)
 		}
 	}
@@ -164,11 +165,11 @@ func TestLoweredRateInOneBatch(t *testing.T) {
 	hold.Store(true)
 	var wg sync.WaitGroup
 	var admitted, denied algo.Decision
-	wg.Go(func() { e.Apply(before, "u-1", 1) })
+	wg.Go(func() { e.Apply(context.Background(), before, "u-1", 1) })
 	<-entered
-	wg.Go(func() { admitted, _ = e.Apply(before, "u-1", 1) })
+	wg.Go(func() { admitted, _ = e.Apply(context.Background(), before, "u-1", 1) })
 	waitQueued(t, e, before, 1)
-	wg.Go(func() { denied, _ = e.Apply(after, "u-1", 1) })
+	wg.Go(func() { denied, _ = e.Apply(context.Background(), after, "u-1", 1) })
 	waitQueued(t, e, before, 2)
 	close(release)
 	wg.Wait()
@@ -177,7 +178,7 @@ func TestLoweredRateInOneBatch(t *testing.T) {
 	}
 	clock.Advance(30 * time.Second)
 	other := newEngine(t, store, clock)
-	if d, err := other.Apply(after, "u-1", 1); err != nil || d.Allowed {
+	if d, err := other.Apply(context.Background(), after, "u-1", 1); err != nil || d.Allowed {
 		t.Fatalf("30 s later on another engine: %+v, %v; want still denied (told to wait %v)", d, err, denied.RetryAfter)
 	}
 }

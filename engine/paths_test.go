@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -91,15 +92,15 @@ func pathsAgree(t *rapid.T, limits []engine.Limit, bks []store) {
 				n, err := e.Sweep(1 << 20)
 				got = fmt.Sprint("swept ", n, err)
 			case 2:
-				got = fmt.Sprint(e.Reset(l, key))
+				got = fmt.Sprint(e.Reset(context.Background(), l, key))
 			case 3:
-				d, err := e.Peek(l, key, cost)
+				d, err := e.Peek(context.Background(), l, key, cost)
 				got = fmt.Sprintf("%+v %v", d, err)
 			case 4:
-				ds, all, err := e.ApplyAll([]engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: l2, Key: key2, Cost: 1}})
+				ds, all, err := e.ApplyAll(context.Background(), []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: l2, Key: key2, Cost: 1}})
 				got = fmt.Sprintf("%+v %v %v", ds, all, err)
 			default:
-				d, err := e.Apply(l, key, cost)
+				d, err := e.Apply(context.Background(), l, key, cost)
 				got = fmt.Sprintf("%+v %v", d, err)
 			}
 			answers = append(answers, got)
@@ -153,7 +154,7 @@ func TestApplyAllIsAllOrNothing(t *testing.T) {
 					case 1:
 						l := rapid.SampledFrom(limits).Draw(t, "limit")
 						key := rapid.SampledFrom(propKeys).Draw(t, "key")
-						got, err := e.Apply(l, key, 1)
+						got, err := e.Apply(context.Background(), l, key, 1)
 						if want := m.apply(l, key, clock.Now(), 1); err != nil || got != want {
 							t.Fatalf("op %d: Apply = %+v, %v; want %+v", i, got, err, want)
 						}
@@ -164,7 +165,7 @@ func TestApplyAllIsAllOrNothing(t *testing.T) {
 							reqs[j] = engine.Request{Limit: l, Key: rapid.SampledFrom(propKeys).Draw(t, "key"),
 								Cost: rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")}
 						}
-						got, all, err := e.ApplyAll(reqs)
+						got, all, err := e.ApplyAll(context.Background(), reqs)
 						if err != nil {
 							t.Fatalf("op %d: %v", i, err)
 						}
@@ -200,11 +201,11 @@ func TestFaultyMemoryTakesTheStripedPath(t *testing.T) {
 	e := newEngine(t, b, clock)
 	l := limit(algo.TokenBucketName, algo.Params{Limit: 2, Window: time.Second}, "x")
 	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpGetLocked}, Times: 1, Err: faulty.ErrInjected})
-	if _, err := e.Apply(l, "k", 1); !errors.Is(err, faulty.ErrInjected) {
+	if _, err := e.Apply(context.Background(), l, "k", 1); !errors.Is(err, faulty.ErrInjected) {
 		t.Fatalf("Apply with GetLocked failing = %v, want the injected error", err)
 	}
 	for _, key := range []string{"a", "b", "c"} {
-		if _, err := e.Apply(l, key, 1); err != nil {
+		if _, err := e.Apply(context.Background(), l, key, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,7 +236,7 @@ func TestSweepOverEveryStore(t *testing.T) {
 			e := openEngine(t, bk.open, clock)
 			l := limit(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Second}, "x")
 			for _, key := range []string{"a", "b"} {
-				if _, err := e.Apply(l, key, 1); err != nil {
+				if _, err := e.Apply(context.Background(), l, key, 1); err != nil {
 					t.Fatal(err)
 				}
 			}

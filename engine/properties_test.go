@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,13 +18,13 @@ func genLimits(t *rapid.T) []engine.Limit {
 	var out []engine.Limit
 	for _, name := range algo.Names {
 		p := algo.Params{
-			Limit:  rapid.Int64Range(1, 20).Draw(t, name+".limit"),
-			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 7e9, 60e9}).Draw(t, name+".window")),
+			Limit:  rapid.Int64Range(1, 20).Draw(t, string(name)+".limit"),
+			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 7e9, 60e9}).Draw(t, string(name)+".window")),
 		}
 		if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
-			p.Burst = rapid.Int64Range(0, 30).Draw(t, name+".burst")
+			p.Burst = rapid.Int64Range(0, 30).Draw(t, string(name)+".burst")
 		}
-		out = append(out, engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)})
+		out = append(out, engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)})
 	}
 	return out
 }
@@ -112,7 +113,7 @@ func TestModelEquivalence(t *testing.T) {
 					case 2:
 						l := rapid.SampledFrom(limits).Draw(t, "limit")
 						key := rapid.SampledFrom(propKeys).Draw(t, "key")
-						if err := e.Reset(l, key); err != nil {
+						if err := e.Reset(context.Background(), l, key); err != nil {
 							t.Fatal(err)
 						}
 						delete(m.recs, string(engine.AppendKey(nil, l.Namespace, key)))
@@ -120,7 +121,7 @@ func TestModelEquivalence(t *testing.T) {
 						l := rapid.SampledFrom(limits).Draw(t, "limit")
 						key := rapid.SampledFrom(propKeys).Draw(t, "key")
 						cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")
-						got, err := e.Apply(l, key, cost)
+						got, err := e.Apply(context.Background(), l, key, cost)
 						if err != nil {
 							t.Fatalf("op %d: %v", i, err)
 						}
@@ -162,8 +163,8 @@ func TestEvictionIsInvisible(t *testing.T) {
 			l := rapid.SampledFrom(limits).Draw(t, "limit")
 			key := rapid.SampledFrom(propKeys).Draw(t, "key")
 			cost := rapid.Int64Range(1, l.Algorithm.Params().Capacity()).Draw(t, "cost")
-			df, err1 := ef.Apply(l, key, cost)
-			dk, err2 := ek.Apply(l, key, cost)
+			df, err1 := ef.Apply(context.Background(), l, key, cost)
+			dk, err2 := ek.Apply(context.Background(), l, key, cost)
 			if err1 != nil || err2 != nil {
 				t.Fatal(err1, err2)
 			}

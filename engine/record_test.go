@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -28,15 +29,15 @@ func TestRecord(t *testing.T) {
 			clock := engine.NewFakeClock(time.Unix(1_700_000_000, 0))
 			e := openEngine(t, s.open, clock)
 			l := limit(algo.FixedWindowName, algo.Params{Limit: 5, Window: time.Hour}, "orders")
-			if rec, err := e.Record(l, "user:a"); rec != nil || err != nil {
+			if rec, err := e.Record(context.Background(), l, "user:a"); rec != nil || err != nil {
 				t.Fatalf("Record of an unseen key = %x, %v; want nil", rec, err)
 			}
 			for range 3 {
-				if _, err := e.Apply(l, "user:a", 1); err != nil {
+				if _, err := e.Apply(context.Background(), l, "user:a", 1); err != nil {
 					t.Fatal(err)
 				}
 			}
-			rec, err := e.Record(l, "user:a")
+			rec, err := e.Record(context.Background(), l, "user:a")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,14 +45,14 @@ func TestRecord(t *testing.T) {
 			if err != nil || w.Count != 3 {
 				t.Fatalf("Record = %x (%+v, %v), want a fixed window counting 3", rec, w, err)
 			}
-			again, _ := e.Record(l, "user:a")
+			again, _ := e.Record(context.Background(), l, "user:a")
 			if !bytes.Equal(again, rec) {
 				t.Errorf("a second Record = %x, want %x (Record spends nothing)", again, rec)
 			}
-			if err := e.Reset(l, "user:a"); err != nil {
+			if err := e.Reset(context.Background(), l, "user:a"); err != nil {
 				t.Fatal(err)
 			}
-			if rec, err := e.Record(l, "user:a"); rec != nil || err != nil {
+			if rec, err := e.Record(context.Background(), l, "user:a"); rec != nil || err != nil {
 				t.Errorf("Record after Reset = %x, %v; want nil", rec, err)
 			}
 		})

@@ -34,6 +34,11 @@ type storeSet struct {
 	swap    *swapPath       // the swap path; nil on the striped path
 	count   backend.Stats   // what Stats.Keys and Stats.Evictions read; nil when unknown
 	sweeper backend.Sweeper // what Sweep calls; nil when the store cannot sweep
+	// readsCtx is set on the striped path over a store that is not
+	// Striped (the tier over a Durable store, a plain Backend): a call
+	// checks its context before it spends. A Striped store's calls never
+	// read it; the swap path reads it itself.
+	readsCtx bool
 }
 
 // choose picks the engine's path over b. n is the stripe count asked for
@@ -60,6 +65,7 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 		}
 		s.tier, s.striped, n = t, t, t.Stripes()
 		s.count, s.sweeper = t.cache, t.cache
+		s.readsCtx = true
 		return n, nil
 	case backend.Striped:
 		s.striped, n = sb, sb.Stripes()
@@ -73,6 +79,7 @@ func (e *Engine) choose(b backend.Backend, o *Options, n int) (int, error) {
 			n = DefaultStripes
 		}
 		s.striped = newLockedBackend(b, n)
+		s.readsCtx = true
 	}
 	s.count, _ = b.(backend.Stats)
 	s.sweeper, _ = b.(backend.Sweeper)

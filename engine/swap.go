@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -122,9 +123,16 @@ func newSwapPath(s backend.Swapper, o *SwapOptions, n int) (*swapPath, error) {
 	return p, nil
 }
 
-// enter starts a call: it fails with ErrClosed once the engine is closing.
-// A nil error must be followed by p.life.RUnlock.
-func (p *swapPath) enter(e *Engine) error {
+// enter starts a call: it fails with ErrClosed once the engine is closing,
+// and with an error wrapping ctx.Err() once ctx is done, before anything
+// is spent. A nil error must be followed by p.life.RUnlock.
+func (p *swapPath) enter(ctx context.Context, e *Engine) error {
+	if err := ctx.Err(); err != nil {
+		if e.closed.Load() {
+			return ErrClosed
+		}
+		return errorf("%w", err)
+	}
 	p.life.RLock()
 	if p.shut || e.closed.Load() {
 		p.life.RUnlock()
@@ -236,8 +244,8 @@ func (p *swapPath) remember(sh *swapShard, k, v []byte, kept int64) {
 }
 
 // reset deletes k's record from the store and forgets the last-seen one.
-func (p *swapPath) reset(e *Engine, k []byte) error {
-	if err := p.enter(e); err != nil {
+func (p *swapPath) reset(ctx context.Context, e *Engine, k []byte) error {
+	if err := p.enter(ctx, e); err != nil {
 		return err
 	}
 	defer p.life.RUnlock()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"slices"
 	"time"
@@ -26,8 +27,8 @@ import (
 // later group's key to denial within that round trip; it never admits
 // more than every limit allows. A store error of one group's call is a
 // *RequestError naming the group's first request.
-func (p *swapPath) applyAll(e *Engine, reqs []Request) ([]algo.Decision, bool, error) {
-	if err := p.enter(e); err != nil {
+func (p *swapPath) applyAll(ctx context.Context, e *Engine, reqs []Request) ([]algo.Decision, bool, error) {
+	if err := p.enter(ctx, e); err != nil {
 		return nil, false, err
 	}
 	defer p.life.RUnlock()

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -38,8 +39,8 @@ func TestSwapApplyAllOverGroups(t *testing.T) {
 		{{Limit: l, Key: "a1", Cost: 1}, {Limit: l, Key: "b1", Cost: 1}, {Limit: one, Key: "c1", Cost: 1}},
 	} {
 		for round := range 3 {
-			got, all, err := swap.ApplyAll(reqs)
-			want, wantAll, werr := mem.ApplyAll(reqs)
+			got, all, err := swap.ApplyAll(context.Background(), reqs)
+			want, wantAll, werr := mem.ApplyAll(context.Background(), reqs)
 			if err != nil || werr != nil {
 				t.Fatalf("round %d: ApplyAll = %v over the swap store, %v over memory", round, err, werr)
 			}
@@ -58,8 +59,8 @@ func TestSwapApplyAllOverGroups(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"a1", "b1", "a2"} {
-		got, _ := swap.Peek(l, key, 1)
-		want, _ := mem.Peek(l, key, 1)
+		got, _ := swap.Peek(context.Background(), l, key, 1)
+		want, _ := mem.Peek(context.Background(), l, key, 1)
 		if got != want {
 			t.Errorf("%s after the denied calls: %+v over the swap store, %+v over memory", key, got, want)
 		}
@@ -76,7 +77,7 @@ func TestSwapApplyAllNamesTheFailedGroup(t *testing.T) {
 	e := newSwapEngine(t, b, clock, nil)
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 100, Window: time.Minute}, "x")
 	reqs := []engine.Request{{Limit: l, Key: "a1", Cost: 1}, {Limit: l, Key: "b1", Cost: 1}, {Limit: l, Key: "a2", Cost: 1}, {Limit: l, Key: "b2", Cost: 1}}
-	if _, all, err := e.ApplyAll(reqs); err != nil || !all {
+	if _, all, err := e.ApplyAll(context.Background(), reqs); err != nil || !all {
 		t.Fatalf("ApplyAll with the store up = %v, %v", all, err)
 	}
 	failing := func(group string) faulty.ID {
@@ -91,7 +92,7 @@ func TestSwapApplyAllNamesTheFailedGroup(t *testing.T) {
 		first int
 	}{{"a", 0}, {"b", 1}} {
 		id := failing(c.group)
-		_, _, err := e.ApplyAll(reqs)
+		_, _, err := e.ApplyAll(context.Background(), reqs)
 		f.Remove(id)
 		var re *engine.RequestError
 		if !errors.As(err, &re) || re.Request != c.first || !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) {
@@ -99,8 +100,8 @@ func TestSwapApplyAllNamesTheFailedGroup(t *testing.T) {
 		}
 	}
 	id := failing("a")
-	_, _, err := e.ApplyAll(reqs[:1:1])
-	_, _, err2 := e.ApplyAll([]engine.Request{reqs[0], reqs[2]})
+	_, _, err := e.ApplyAll(context.Background(), reqs[:1:1])
+	_, _, err2 := e.ApplyAll(context.Background(), []engine.Request{reqs[0], reqs[2]})
 	f.Remove(id)
 	var re *engine.RequestError
 	for _, err := range []error{err, err2} {
@@ -131,16 +132,16 @@ func TestSwapApplyAllLocalDenialAfterASpend(t *testing.T) {
 		e    *engine.Engine
 		cost int64
 	}{{a, 2}, {b, 1}} {
-		if d, err := step.e.Apply(l, "c", step.cost); err != nil || !d.Allowed {
+		if d, err := step.e.Apply(context.Background(), l, "c", step.cost); err != nil || !d.Allowed {
 			t.Fatalf("Apply(cost %d) = %+v, %v", step.cost, d, err)
 		}
-		if d, err := one.Apply(l, "c", step.cost); err != nil || !d.Allowed {
+		if d, err := one.Apply(context.Background(), l, "c", step.cost); err != nil || !d.Allowed {
 			t.Fatalf("one engine: Apply(cost %d) = %+v, %v", step.cost, d, err)
 		}
 	}
 	reqs := []engine.Request{{Limit: l, Key: "c", Cost: 3}, {Limit: l, Key: "c", Cost: 1}}
-	got, all, err := a.ApplyAll(reqs)
-	want, wantAll, werr := one.ApplyAll(reqs)
+	got, all, err := a.ApplyAll(context.Background(), reqs)
+	want, wantAll, werr := one.ApplyAll(context.Background(), reqs)
 	if err != nil || werr != nil || all || wantAll {
 		t.Fatalf("ApplyAll = %v, %v; one engine %v, %v; want both denied", all, err, wantAll, werr)
 	}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -70,14 +71,14 @@ func TestSwapGroupCommitIsSequential(t *testing.T) {
 			return reqs
 		}
 		compare := func(what string, reqs []engine.Request, got []algo.Decision, all bool, err error) {
-			want, wantAll, werr := one.ApplyAll(reqs)
+			want, wantAll, werr := one.ApplyAll(context.Background(), reqs)
 			if fmt.Sprint(got, all, err) != fmt.Sprint(want, wantAll, werr) {
 				t.Fatalf("%s %v:\n the group answered %+v %v %v\n one engine answers %+v %v %v", what, reqs, got, all, err, want, wantAll, werr)
 			}
 		}
 		for i := range rapid.IntRange(0, 3).Draw(t, "warm-up calls") {
 			reqs := genCall("warm-up")
-			got, all, err := e.ApplyAll(reqs)
+			got, all, err := e.ApplyAll(context.Background(), reqs)
 			compare(fmt.Sprintf("warm-up %d", i), reqs, got, all, err)
 		}
 
@@ -94,16 +95,16 @@ func TestSwapGroupCommitIsSequential(t *testing.T) {
 			err error
 		}
 		answers := make([]answer, len(calls))
-		if _, err := e.Peek(tenant, "t", 1); err != nil { // the store's clock learned before counting
+		if _, err := e.Peek(context.Background(), tenant, "t", 1); err != nil { // the store's clock learned before counting
 			t.Fatal(err)
 		}
 		before := store.Calls()
 		hold.Store(true)
 		var wg sync.WaitGroup
-		wg.Go(func() { answers[0].d, answers[0].all, answers[0].err = e.ApplyAll(calls[0]) })
+		wg.Go(func() { answers[0].d, answers[0].all, answers[0].err = e.ApplyAll(context.Background(), calls[0]) })
 		<-entered
 		for i := 1; i <= n; i++ {
-			wg.Go(func() { answers[i].d, answers[i].all, answers[i].err = e.ApplyAll(calls[i]) })
+			wg.Go(func() { answers[i].d, answers[i].all, answers[i].err = e.ApplyAll(context.Background(), calls[i]) })
 			for engine.Queued(e, tenant, "t") < i {
 				runtime.Gosched()
 			}
@@ -129,7 +130,7 @@ func TestSwapGroupCommitIsSequential(t *testing.T) {
 		for i := range rapid.IntRange(1, 6).Draw(t, "checks") {
 			clock.Advance(genStep(t))
 			reqs := genCall("check")
-			got, all, err := e.ApplyAll(reqs)
+			got, all, err := e.ApplyAll(context.Background(), reqs)
 			compare(fmt.Sprintf("check %d", i), reqs, got, all, err)
 		}
 	})
@@ -170,7 +171,7 @@ func TestSwapGroupCommitUnderLoad(t *testing.T) {
 		reqs := []engine.Request{{Limit: user, Key: fmt.Sprint("u", i), Cost: 1}, {Limit: tenant, Key: "t", Cost: 1}}
 		wg.Go(func() {
 			for range each {
-				_, all, err := e.ApplyAll(reqs)
+				_, all, err := e.ApplyAll(context.Background(), reqs)
 				if err != nil {
 					errs.Add(1)
 				} else if all {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -43,8 +44,8 @@ type waiter struct {
 }
 
 // apply decides one request through the key's queue.
-func (p *swapPath) apply(e *Engine, l Limit, key string, cost int64, spend bool, d *algo.Decision) error {
-	if err := p.enter(e); err != nil {
+func (p *swapPath) apply(ctx context.Context, e *Engine, l Limit, key string, cost int64, spend bool, d *algo.Decision) error {
+	if err := p.enter(ctx, e); err != nil {
 		return err
 	}
 	defer p.life.RUnlock()

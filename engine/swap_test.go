@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -54,7 +55,7 @@ func TestSwapCoalescesConcurrentCallers(t *testing.T) {
 	}})
 	e := newSwapEngine(t, store, clock, nil)
 	l := limit(algo.TokenBucketName, algo.Params{Limit: capacity, Window: time.Hour}, "x")
-	if _, err := e.Apply(l, "warm-up", 1); err != nil { // learns the store's clock
+	if _, err := e.Apply(context.Background(), l, "warm-up", 1); err != nil { // learns the store's clock
 		t.Fatal(err)
 	}
 	before := store.Calls()
@@ -63,7 +64,7 @@ func TestSwapCoalescesConcurrentCallers(t *testing.T) {
 	var wg sync.WaitGroup
 	call := func() {
 		defer wg.Done()
-		d, err := e.Apply(l, "hot", 1)
+		d, err := e.Apply(context.Background(), l, "hot", 1)
 		if err != nil {
 			t.Error(err)
 			return
@@ -94,7 +95,7 @@ func TestSwapCoalescesConcurrentCallers(t *testing.T) {
 	if got := store.Calls() - before; got != 2 {
 		t.Fatalf("%d compare-and-swaps for %d callers, want 2: the first caller's and one for the 63 queued behind it", got, callers)
 	}
-	if d, err := e.Peek(l, "hot", 1); err != nil || d.Allowed || d.Remaining != 0 {
+	if d, err := e.Peek(context.Background(), l, "hot", 1); err != nil || d.Allowed || d.Remaining != 0 {
 		t.Fatalf("Peek after the crowd = %+v, %v; want denied, nothing remaining", d, err)
 	}
 }
@@ -156,13 +157,13 @@ func testTwoEngines(t *testing.T, confirm bool) {
 				}
 				continue
 			case 1:
-				got, want = fmt.Sprint(e.Reset(l, key)), fmt.Sprint(one.Reset(l, key))
+				got, want = fmt.Sprint(e.Reset(context.Background(), l, key)), fmt.Sprint(one.Reset(context.Background(), l, key))
 			case 2:
 				got, want = peekBoth(e, one, l, key, cost)
 			case 3:
 				reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(t, "limit2"), Key: "c", Cost: 1}}
-				d1, all1, err1 := e.ApplyAll(reqs)
-				d2, all2, err2 := one.ApplyAll(reqs)
+				d1, all1, err1 := e.ApplyAll(context.Background(), reqs)
+				d2, all2, err2 := one.ApplyAll(context.Background(), reqs)
 				if !confirm && err1 == nil && err2 == nil && !all1 && !all2 {
 					// A denial answered from the last-seen records: each
 					// denial as conservative as a single one may be, the
@@ -179,8 +180,8 @@ func testTwoEngines(t *testing.T, confirm bool) {
 				}
 				got, want = fmt.Sprintf("%+v %v %v", d1, all1, err1), fmt.Sprintf("%+v %v %v", d2, all2, err2)
 			default:
-				d1, err1 := e.Apply(l, key, cost)
-				d2, err2 := one.Apply(l, key, cost)
+				d1, err1 := e.Apply(context.Background(), l, key, cost)
+				d2, err2 := one.Apply(context.Background(), l, key, cost)
 				if !confirm && err1 == nil && err2 == nil && !d1.Allowed && !d2.Allowed &&
 					d1.Limit == d2.Limit && d1.Remaining >= d2.Remaining && d1.RetryAfter > 0 && d1.RetryAfter <= d2.RetryAfter {
 					d1 = d2 // a denial from a stale last-seen record, as conservative as it may be
@@ -211,7 +212,7 @@ func TestSwapConflictIsSteppedAgain(t *testing.T) {
 			return
 		}
 		defer inHook.Store(false)
-		if d, err := other.Apply(l, "k", 1); err == nil && d.Allowed {
+		if d, err := other.Apply(context.Background(), l, "k", 1); err == nil && d.Allowed {
 			otherAdmitted.Add(1)
 		}
 	}})
@@ -223,7 +224,7 @@ func TestSwapConflictIsSteppedAgain(t *testing.T) {
 	other = o
 	var admitted int64
 	for range 2 * capacity {
-		d, err := e.Apply(l, "k", 1)
+		d, err := e.Apply(context.Background(), l, "k", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,12 +259,12 @@ func TestSwapRetriesAreBounded(t *testing.T) {
 	}})
 	e := newSwapEngine(t, store, clock, &engine.Options{Swap: engine.SwapOptions{Retries: retries}})
 	l := limit(algo.TokenBucketName, algo.Params{Limit: 5, Window: time.Minute}, "x")
-	if _, err := e.Apply(l, "warm-up", 1); err != nil {
+	if _, err := e.Apply(context.Background(), l, "warm-up", 1); err != nil {
 		t.Fatal(err)
 	}
 	interfere.Store(true)
 	before := store.Calls()
-	d, err := e.Apply(l, "k", 1)
+	d, err := e.Apply(context.Background(), l, "k", 1)
 	if !errors.Is(err, engine.ErrStore) || !errors.Is(err, engine.ErrContention) {
 		t.Fatalf("Apply under endless conflict = %+v, %v; want ErrStore wrapping ErrContention", d, err)
 	}
@@ -274,7 +275,7 @@ func TestSwapRetriesAreBounded(t *testing.T) {
 		t.Fatalf("%d compare-and-swaps, want %d", got, 1+retries)
 	}
 	interfere.Store(false)
-	if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed || d.Remaining != 4 {
+	if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed || d.Remaining != 4 {
 		t.Fatalf("Apply after the conflicts stop = %+v, %v; want allowed, 4 remaining (the junk record is treated as absent)", d, err)
 	}
 }
@@ -294,27 +295,27 @@ func TestSwapDenialAfterResetElsewhere(t *testing.T) {
 	}
 	l := limit(algo.SlidingLogName, algo.Params{Limit: 2, Window: time.Minute}, "x")
 	for range 2 {
-		a.Apply(l, "k", 1)
+		a.Apply(context.Background(), l, "k", 1)
 	}
-	if d, _ := a.Apply(l, "k", 1); d.Allowed {
+	if d, _ := a.Apply(context.Background(), l, "k", 1); d.Allowed {
 		t.Fatal("third request of two allowed")
 	}
 	calls := store.Calls()
-	if d, _ := a.Apply(l, "k", 1); d.Allowed || store.Calls() != calls || a.Stats().LocalDenials == 0 {
+	if d, _ := a.Apply(context.Background(), l, "k", 1); d.Allowed || store.Calls() != calls || a.Stats().LocalDenials == 0 {
 		t.Fatalf("a request on the denied key: %+v, %d compare-and-swaps, %+v; want a local denial", d, store.Calls()-calls, a.Stats())
 	}
-	if err := b.Reset(l, "k"); err != nil {
+	if err := b.Reset(context.Background(), l, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := a.Apply(l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
+	if d, err := a.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("after another process's Reset: %+v, %v; want allowed, 1 remaining", d, err)
 	}
 	// b spends the last unit at t0+10s; a's denial reports b's record.
 	clock.Advance(10 * time.Second)
-	if d, _ := b.Apply(l, "k", 1); !d.Allowed {
+	if d, _ := b.Apply(context.Background(), l, "k", 1); !d.Allowed {
 		t.Fatal("b's request refused")
 	}
-	d, err := a.Apply(l, "k", 1)
+	d, err := a.Apply(context.Background(), l, "k", 1)
 	if err != nil || d.Allowed || d.RetryAfter != 50*time.Second {
 		t.Fatalf("a's denial = %+v, %v; want denied with RetryAfter 50s (the entry b spent at t0+10s stays a minute)", d, err)
 	}
@@ -332,15 +333,15 @@ func TestSwapStoreErrors(t *testing.T) {
 	}
 	e := newSwapEngine(t, b, clock, nil)
 	l := limit(algo.FixedWindowName, algo.Params{Limit: 3, Window: time.Minute}, "x")
-	if _, err := e.Apply(l, "k", 1); err != nil {
+	if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpCompareAndSwap}, Times: 1, Err: faulty.ErrInjected})
-	d, err := e.Apply(l, "k", 1)
+	d, err := e.Apply(context.Background(), l, "k", 1)
 	if !errors.Is(err, engine.ErrStore) || !errors.Is(err, faulty.ErrInjected) || d != (algo.Decision{}) {
 		t.Fatalf("Apply with a failing store = %+v, %v; want zero, ErrStore wrapping the cause", d, err)
 	}
-	if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
+	if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("next Apply = %+v, %v; want allowed, 1 remaining", d, err)
 	}
 	if got := e.Stats().StoreErrors; got != 1 {
@@ -348,7 +349,7 @@ func TestSwapStoreErrors(t *testing.T) {
 	}
 	// The window is the local clock's: a minute on, it is full again.
 	clock.Advance(time.Minute)
-	if d, err := e.Apply(l, "k", 1); err != nil || d.Remaining != 2 {
+	if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || d.Remaining != 2 {
 		t.Fatalf("a window later: %+v, %v; want 2 remaining", d, err)
 	}
 }
@@ -363,8 +364,8 @@ func TestSwapCacheIsBounded(t *testing.T) {
 	l := limit(algo.SlidingCounterName, algo.Params{Limit: 4, Window: time.Second}, "x")
 	for i := range 60 {
 		key := fmt.Sprintf("k%d", i%5)
-		d1, err1 := swap.Apply(l, key, 1)
-		d2, err2 := mem.Apply(l, key, 1)
+		d1, err1 := swap.Apply(context.Background(), l, key, 1)
+		d2, err2 := mem.Apply(context.Background(), l, key, 1)
 		if err1 != nil || err2 != nil || d1 != d2 {
 			t.Fatalf("request %d on %s: %+v, %v over the swap path; %+v, %v over memory", i, key, d1, err1, d2, err2)
 		}
@@ -383,7 +384,7 @@ func TestSwapCacheIsBounded(t *testing.T) {
 // whether the revisit comes before the store forgets the record or after.
 func TestSwapReckonsTheStoresTTLUnit(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			clock := engine.NewFakeClock(t0)
 			store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, TTLUnit: time.Millisecond})
 			e := newSwapEngine(t, store, clock, nil)
@@ -391,8 +392,8 @@ func TestSwapReckonsTheStoresTTLUnit(t *testing.T) {
 			l := limit(name, algo.Params{Limit: 3, Window: 200 * time.Microsecond}, "x")
 			steps := []time.Duration{300 * time.Microsecond, 0, 700 * time.Microsecond, 1200 * time.Microsecond, 999 * time.Microsecond, 1}
 			for i := range 60 {
-				got, err1 := e.Apply(l, "k", 1)
-				want, err2 := one.Apply(l, "k", 1)
+				got, err1 := e.Apply(context.Background(), l, "k", 1)
+				want, err2 := one.Apply(context.Background(), l, "k", 1)
 				if err1 != nil || err2 != nil || got != want {
 					t.Fatalf("decision %d: over the store %+v %v, one engine on memory %+v %v", i, got, err1, want, err2)
 				}
@@ -439,17 +440,17 @@ func TestSwapTTLUnitIsReckonedExactly(t *testing.T) {
 				).Draw(t, "step")))
 				continue
 			case 1:
-				got, want = fmt.Sprint(e.Reset(l, key)), fmt.Sprint(one.Reset(l, key))
+				got, want = fmt.Sprint(e.Reset(context.Background(), l, key)), fmt.Sprint(one.Reset(context.Background(), l, key))
 			case 2:
 				got, want = peekBoth(e, one, l, key, cost)
 			case 3:
 				reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(t, "limit2"), Key: rapid.SampledFrom(propKeys).Draw(t, "key2"), Cost: 1}}
-				d1, all1, err1 := e.ApplyAll(reqs)
-				d2, all2, err2 := one.ApplyAll(reqs)
+				d1, all1, err1 := e.ApplyAll(context.Background(), reqs)
+				d2, all2, err2 := one.ApplyAll(context.Background(), reqs)
 				got, want = fmt.Sprintf("%+v %v %v", d1, all1, err1), fmt.Sprintf("%+v %v %v", d2, all2, err2)
 			default:
-				d1, err1 := e.Apply(l, key, cost)
-				d2, err2 := one.Apply(l, key, cost)
+				d1, err1 := e.Apply(context.Background(), l, key, cost)
+				d2, err2 := one.Apply(context.Background(), l, key, cost)
 				got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
 			}
 			if got != want {
@@ -464,7 +465,7 @@ func TestSwapTTLUnitIsReckonedExactly(t *testing.T) {
 
 // peekBoth returns what e and one answer a Peek, printed alike.
 func peekBoth(e, one *engine.Engine, l engine.Limit, key string, cost int64) (got, want string) {
-	d1, err1 := e.Peek(l, key, cost)
-	d2, err2 := one.Peek(l, key, cost)
+	d1, err1 := e.Peek(context.Background(), l, key, cost)
+	d2, err2 := one.Peek(context.Background(), l, key, cost)
 	return fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
 }

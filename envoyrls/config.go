@@ -8,8 +8,10 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/configerr"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // The units of rate_limit.unit, by their configuration names (matched
@@ -75,14 +77,14 @@ type Limit struct {
 	Window time.Duration
 	// Algorithm is rate_limit.algorithm, fixed_window when absent; Burst
 	// is rate_limit.burst, zero when absent.
-	Algorithm string
+	Algorithm algo.Name
 	Burst     int64
 
 	limit  engine.Limit // nil Algorithm when unlimited or RequestsPerUnit is 0
 	proto  *rlspb.RateLimitResponse_RateLimit
-	policy string                      // the RateLimit-Policy item name: Name, else Path
-	metric string                      // the metric label: Path without the domain
-	fields atomic.Pointer[limitFields] // headerFields' cache
+	policy string                           // the RateLimit-Policy item name: Name, else Path
+	metric string                           // the metric label: Path without the domain
+	fields atomic.Pointer[ratefield.Policy] // headerFields' cache
 }
 
 // EngineLimit returns the engine limit that enforces l: its namespace is

@@ -65,7 +65,7 @@ type RateLimit struct {
 	Replaces []string
 	// Algorithm is Sluice's "algorithm", one of algo.Names; empty is
 	// fixed_window, as envoyproxy/ratelimit counts.
-	Algorithm string
+	Algorithm algo.Name
 	// Burst is Sluice's "burst", the capacity of a bucket algorithm; 0 for
 	// none.
 	Burst int64
@@ -220,7 +220,7 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 		if rl.Burst != 0 {
 			return nil, b.errorf(configerr.Join(field, "burst"), "a rate_limit of 0 requests takes no burst")
 		}
-		if !algoKnown(l.Algorithm) {
+		if !l.Algorithm.Known() {
 			return nil, b.errorf(configerr.Join(field, "algorithm"), "must be one of %v, got %q", algo.Names, l.Algorithm)
 		}
 		return l, nil
@@ -242,13 +242,4 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 	}
 	l.limit = engine.Limit{Namespace: l.Path, Algorithm: a}
 	return l, nil
-}
-
-func algoKnown(name string) bool {
-	for _, n := range algo.Names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }

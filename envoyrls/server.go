@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,8 @@ import (
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/logpace"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // Headers says which rate-limit headers a response asks Envoy to add.
@@ -154,8 +155,8 @@ type Server struct {
 
 	overrides sync.Map // overrideKey → *Limit, the limits requests bring
 	nOverride atomic.Int64
-	lastLog   atomic.Int64 // unix ns of the last store error logged
-	lastNever atomic.Int64 // unix ns of the last cost that never passes logged
+	storeLog  logpace.Pace // paces the store errors' log lines
+	neverLog  logpace.Pace // paces the lines of costs that never pass
 }
 
 // maxOverrides bounds the request-borne limits a Server keeps built.
@@ -312,9 +313,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			// Peeked for what the descriptor has (the IETF field's r);
 			// a cost above the capacity is refused without a reset or a
 			// Retry-After, as no wait lets it pass (see never).
-			d, err := s.eng.Peek(l.limit, it.key, 1)
+			d, err := s.eng.Peek(ctx, l.limit, it.key, 1)
 			if err != nil {
-				return nil, s.storeError(err)
+				return nil, s.storeError(ctx, err)
 			}
 			if d.Allowed {
 				d.Remaining++
@@ -357,9 +358,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			reqs = append(reqs, engine.Request{Limit: items[i].limit.limit, Key: items[i].key, Cost: items[i].cost})
 		}
 		sc.reqs = reqs
-		ds, all, err := s.eng.ApplyAll(reqs)
+		ds, all, err := s.eng.ApplyAll(ctx, reqs)
 		if err != nil {
-			return nil, s.storeError(err)
+			return nil, s.storeError(ctx, err)
 		}
 		for j, i := range active {
 			items[i].d = ds[j]
@@ -390,16 +391,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		for _, i := range active {
 			it := &items[i]
 			if it.d.Limit == 0 {
-				d, err := s.eng.Peek(it.limit.limit, it.key, it.cost)
+				d, err := s.eng.Peek(ctx, it.limit.limit, it.key, it.cost)
 				if err != nil {
-					return nil, s.storeError(err)
+					return nil, s.storeError(ctx, err)
 				}
 				it.d = d
 				it.denied = !d.Allowed
 			}
 		}
 	}
-	resp := s.answer(domain, items, over)
+	resp := s.answer(domain, known, items, over)
 	if s.opts.DynamicMetadata {
 		resp.DynamicMetadata = requestMetadata(req, items)
 	}
@@ -463,8 +464,11 @@ const (
 	maxHeaders    = 6 // RateLimit-Policy, RateLimit, X-RateLimit-* (3), Retry-After
 )
 
-// answer builds the response and counts the decisions.
-func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimitResponse {
+// answer builds the response and counts the decisions; known is whether
+// the configuration the request was decided under has its domain (read
+// from that configuration, not again from the one in force, which a reload
+// may have replaced meanwhile).
+func (s *Server) answer(domain string, known bool, items []item, over bool) *rlspb.RateLimitResponse {
 	var blk *respBlock
 	var resp *rlspb.RateLimitResponse
 	if len(items) <= blockStatuses {
@@ -562,7 +566,7 @@ func (s *Server) answer(domain string, items []item, over bool) *rlspb.RateLimit
 			pick = i
 		}
 	}
-	if m != nil && s.cfg.Load().Domain(domain) != nil {
+	if m != nil && known {
 		// A domain no file configures is counted once, in
 		// unknown_domain_total: its name is the client's.
 		c := m.of(domain, "", "")
@@ -608,54 +612,33 @@ func (s *Server) moreRestrictive(a, b *item, over bool) bool {
 }
 
 // headers renders the rate-limit fields of the chosen descriptor, whose
-// status is st. X-RateLimit-Remaining is st's limit_remaining, as Envoy's
-// own x-ratelimit-remaining is (0 on an OVER_LIMIT status); the IETF
-// RateLimit field's r keeps its meaning, what may be spent now.
+// status is st, as every door makes them (package internal/ratefield), in
+// Envoy's terms: X-RateLimit-Limit is the limit's capacity,
+// X-RateLimit-Remaining is st's limit_remaining, as Envoy's own
+// x-ratelimit-remaining is (0 on an OVER_LIMIT status), and
+// X-RateLimit-Reset is a denied descriptor's wait, as its
+// duration_until_reset is; the IETF RateLimit field's r keeps its meaning,
+// what may be spent now. Retry-After answers a request over the limit.
 func (s *Server) headers(it *item, st *rlspb.RateLimitResponse_DescriptorStatus, over bool, blk *respBlock) []*corev3.HeaderValue {
 	l := it.limit
-	f := l.headerFields()
+	p := l.headerFields()
 	ietf := s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersIETF
 	x := s.opts.Headers == HeadersBoth || s.opts.Headers == HeadersX
-	wait := it.d.Reset
+	d := it.d
+	d.Allowed = !it.denied
+	set := p.Of(d)
+	set.Limit, set.Remaining, set.R, set.NoReset = l.Capacity(), int64(st.LimitRemaining), max(d.Remaining, 0), it.never
 	if it.denied {
-		wait = it.d.RetryAfter
+		set.Reset = set.T
 	}
-	reset := ceilSeconds(wait)
-	// The per-decision values in one buffer, one string, and every header
-	// in one array: a handful of allocations, however many headers.
-	var buf [128]byte
-	b := buf[:0]
-	var ends [5]int
-	b = strconv.AppendUint(b, uint64(st.LimitRemaining), 10)
-	ends[0] = len(b)
-	if !it.never {
-		b = strconv.AppendInt(b, reset, 10)
+	if !over {
+		set.RetryAfter = 0
 	}
-	ends[1] = len(b)
-	if ietf {
-		// The quota policy as httplimit states it (algo.Quota): a
-		// bucket's window is the time it refills from empty, and t is
-		// never past it.
-		t := reset
-		if !it.denied {
-			t = ceilSeconds(min(it.d.Reset, f.window))
-		}
-		b = append(b, f.sfName...)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, max(it.d.Remaining, 0), 10)
-		if !it.never {
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, t, 10)
-		}
-	}
-	ends[2] = len(b)
-	retryAfter := over && !it.never
-	if retryAfter {
-		b = strconv.AppendInt(b, max(ceilSeconds(it.d.RetryAfter), 1), 10)
-	}
-	ends[3] = len(b)
-	v := string(b)
-	remaining, resetS, rl, retry := v[:ends[0]], v[ends[0]:ends[1]], v[ends[1]:ends[2]], v[ends[2]:ends[3]]
+	// The values in one buffer, one string, and every header in one
+	// array: a handful of allocations, however many headers.
+	var buf [160]byte
+	b, ends := p.Append(buf[:0], &set)
+	v := ends.Cut(string(b))
 
 	vals, hs := headerSlots(blk, maxHeaders)
 	add := func(k, val string) {
@@ -663,18 +646,18 @@ func (s *Server) headers(it *item, st *rlspb.RateLimitResponse_DescriptorStatus,
 		hs = append(hs, &vals[len(vals)-1])
 	}
 	if ietf {
-		add("RateLimit-Policy", f.policy)
-		add("RateLimit", rl)
+		add("RateLimit-Policy", p.Field)
+		add("RateLimit", v[ratefield.RateLimit])
 	}
 	if x {
-		add("X-RateLimit-Limit", f.capacity)
-		add("X-RateLimit-Remaining", remaining)
+		add("X-RateLimit-Limit", v[ratefield.Limit])
+		add("X-RateLimit-Remaining", v[ratefield.Remaining])
 		if !it.never {
-			add("X-RateLimit-Reset", resetS)
+			add("X-RateLimit-Reset", v[ratefield.Reset])
 		}
 	}
-	if retryAfter {
-		add("Retry-After", retry)
+	if r := v[ratefield.RetryAfter]; r != "" {
+		add("Retry-After", r)
 	}
 	return hs
 }
@@ -739,21 +722,15 @@ func (s *Server) envoyHeaders(it *item, st *rlspb.RateLimitResponse_DescriptorSt
 	if it.never {
 		return append(hs, &vals[0], &vals[1]) // no reset: it never passes
 	}
-	vals = append(vals, corev3.HeaderValue{Key: names[2], Value: strconv.FormatInt(ceilSeconds(it.d.Reset), 10)})
+	vals = append(vals, corev3.HeaderValue{Key: names[2], Value: strconv.FormatInt(ratefield.CeilSeconds(it.d.Reset), 10)})
 	return append(hs, &vals[0], &vals[1], &vals[2])
 }
 
-// limitFields are the parts of a limit's rate-limit headers that do not
-// change from one decision to the next.
-type limitFields struct {
-	sfName   string        // the policy's name as a structured-field string
-	policy   string        // the RateLimit-Policy value
-	capacity string        // X-RateLimit-Limit
-	window   time.Duration // the quota policy's window (algo.Quota)
-}
-
-// headerFields returns l's limitFields, worked out on first use.
-func (l *Limit) headerFields() *limitFields {
+// headerFields returns what l's rate-limit fields carry whatever the
+// decision, worked out on first use: the quota is l's capacity, its window
+// the algorithm's quota window (algo.Quota: a bucket's is the time it
+// refills from empty), and it is named by l's name, else its path.
+func (l *Limit) headerFields() *ratefield.Policy {
 	if f := l.fields.Load(); f != nil {
 		return f
 	}
@@ -761,49 +738,25 @@ func (l *Limit) headerFields() *limitFields {
 	if l.limit.Algorithm != nil {
 		_, window = algo.Quota(l.limit.Algorithm)
 	}
-	name := sfString(l.policy)
-	capacity := strconv.FormatInt(l.Capacity(), 10)
-	f := &limitFields{sfName: name, capacity: capacity, window: window,
-		policy: name + ";q=" + capacity + ";w=" + strconv.FormatInt(ceilSeconds(window), 10)}
-	l.fields.Store(f)
-	return f
-}
-
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// sfString renders s as a structured-field string (RFC 8941): quoted, with
-// characters outside printable ASCII replaced by "_".
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('_')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+	f := ratefield.NewPolicy(l.policy, l.Capacity(), window)
+	l.fields.Store(&f)
+	return &f
 }
 
 // storeError logs (at most once a second) and counts a failed decision and
-// returns the gRPC error that answers it.
-func (s *Server) storeError(err error) error {
+// returns the gRPC error that answers it: the call's own status when its
+// context ended before the engine decided.
+func (s *Server) storeError(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		// The call ended before the engine decided: nothing was spent,
+		// and the store is not to blame.
+		return ctxError(cerr)
+	}
 	if m := s.opts.Metrics; m != nil {
 		m.storeErrors.Add(1)
 	}
-	now := time.Now().UnixNano()
-	if last := s.lastLog.Load(); now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now) {
-		s.log.Error("envoyrls: the store failed; answering UNAVAILABLE", "err", err)
+	if ok, suppressed := s.storeLog.Let(time.Now().UnixNano()); ok {
+		s.log.Error("envoyrls: the store failed; answering UNAVAILABLE", "err", err, "suppressed", suppressed)
 	}
 	return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
 }
@@ -812,10 +765,9 @@ func (s *Server) storeError(err error) error {
 // pass l: a hits_addend that Envoy's configuration (or a client, where it
 // feeds hits_addend) sets above the limit's capacity.
 func (s *Server) logNever(l *Limit, cost int64) {
-	now := time.Now().UnixNano()
-	if last := s.lastNever.Load(); now-last >= int64(time.Second) && s.lastNever.CompareAndSwap(last, now) {
+	if ok, suppressed := s.neverLog.Let(time.Now().UnixNano()); ok {
 		s.log.Warn("envoyrls: hits_addend above the limit's capacity can never pass; answered OVER_LIMIT without a reset",
-			"limit", l.Path, "hits_addend", cost, "capacity", l.Capacity())
+			"limit", l.Path, "hits_addend", cost, "capacity", l.Capacity(), "suppressed", suppressed)
 	}
 }
 

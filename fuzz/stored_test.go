@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -71,7 +72,7 @@ func FuzzEngineStoredBytes(f *testing.F) {
 		if err != nil {
 			return // parameters the algorithm refuses: not this target's concern
 		}
-		l := engine.Limit{Namespace: name, Algorithm: a}
+		l := engine.Limit{Namespace: string(name), Algorithm: a}
 		c := int64(cost)%a.Params().Capacity() + 1
 		for _, st := range stores {
 			key := fmt.Sprintf("k%d", seq.Add(1)) // a key new to the engine: the durable tier loads it
@@ -79,7 +80,7 @@ func FuzzEngineStoredBytes(f *testing.F) {
 				t.Fatalf("%s: Put: %v", st.name, err)
 			}
 			before := st.e.Stats().CorruptRecords
-			d, err := st.e.Apply(l, key, c)
+			d, err := st.e.Apply(context.Background(), l, key, c)
 			if err != nil {
 				t.Fatalf("%s: Apply over %x: %v", st.name, record, err)
 			}
@@ -93,7 +94,7 @@ func FuzzEngineStoredBytes(f *testing.F) {
 			case d.CorruptState && !d.Allowed:
 				t.Fatalf("%s: corrupt record %x not treated as absent: %+v", st.name, record, d)
 			}
-			d2, err := st.e.Apply(l, key, 1)
+			d2, err := st.e.Apply(context.Background(), l, key, 1)
 			if err != nil {
 				t.Fatalf("%s: second Apply: %v", st.name, err)
 			}

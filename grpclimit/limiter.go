@@ -121,10 +121,6 @@ type call struct {
 	method string
 }
 
-// Context returns the server call's context: a sluice.ContextObserver is
-// told the Outcome with it.
-func (c call) Context() context.Context { return c.ctx }
-
 // New returns a Limiter. It fails when Engine or Registry is missing or
 // OnStoreError is not a known policy (or is FailLocal without Local).
 //
@@ -316,7 +312,7 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	rs := l.reg.Ruleset()
 	// gRPC calls have no HTTP method: "" matches the rules of AnyMethod
 	// only. The path is the full method name.
-	out := l.door.Decide(rs, "", method, call{ctx, method})
+	out := l.door.Decide(ctx, rs, "", method, call{ctx, method})
 	if out.ShadowErr != nil && !errors.Is(out.ShadowErr, identity.ErrBadIdentity) {
 		// A shadow rule that cannot key the call is no reason to refuse
 		// it: the call goes on (what is not the client's fault is logged).
@@ -341,6 +337,10 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	case sluice.Unidentified:
 		return nil, 0, l.callerError(out.Err, method)
 	case sluice.Unavailable:
+		if ctx.Err() != nil && errors.Is(out.Err, ctx.Err()) {
+			// The call ended before it was decided: its own status.
+			return nil, 0, status.FromContextError(ctx.Err()).Err()
+		}
 		return nil, 0, status.Error(codes.Unavailable, unavailable)
 	}
 	return nil, 0, status.Error(codes.Internal, "rate limiter error") // sluice.Failed, logged by the Door

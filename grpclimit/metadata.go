@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // ruleInfo is what a decision under one compiled rule sends that does not
@@ -99,50 +100,38 @@ const (
 // mdBlock holds the per-decision values of a response's metadata and the
 // bytes they are made of, in one allocation.
 type mdBlock struct {
-	vals [5]string
+	vals [ratefield.NumValues]string
 	buf  [96]byte
 }
 
+// one returns value i of blk as a metadata value: a slice of one.
+func (blk *mdBlock) one(i int) []string { return blk.vals[i : i+1 : i+1] }
+
 // decisionMD returns the response metadata of a decision under rule (ri
-// being its ruleInfo): the fields package httplimit sends as headers
-// (their values are sluice's: see sluice.CompiledRule.Policy), in lower
-// case, and for a denial retry-after. Its values are substrings of one
-// buffer, allocated with them: the map and that block are all it
-// allocates.
+// being its ruleInfo): the rate-limit fields (package internal/ratefield's,
+// as every door sends them), in lower case, and for a denial retry-after.
+// Its values are substrings of one buffer, allocated with them: the map
+// and that block are all it allocates.
 func decisionMD(ri *ruleInfo, rule *sluice.CompiledRule, d algo.Decision) metadata.MD {
 	blk := new(mdBlock)
-	b := blk.buf[:0]
-	var ends [5]int
-	b = strconv.AppendInt(b, d.Limit, 10)
-	ends[0] = len(b)
-	b = strconv.AppendInt(b, d.Remaining, 10)
-	ends[1] = len(b)
-	b = strconv.AppendInt(b, sluice.ResetSeconds(d), 10)
-	ends[2] = len(b)
-	b = rule.AppendRateLimit(b, d)
-	ends[3] = len(b)
-	n := 4
-	if !d.Allowed {
-		b = strconv.AppendInt(b, sluice.RetryAfterSeconds(d), 10)
-		ends[4] = len(b)
-		n = 5
-	}
+	p := rule.FieldPolicy()
+	set := p.Of(d)
+	b, ends := p.Append(blk.buf[:0], &set)
 	// b is blk.buf, or (a long rule name) a copy that grew: either way
 	// bytes no one writes again, so they can be shared as strings.
-	s := unsafe.String(unsafe.SliceData(b), len(b))
-	start := 0
-	for i := range n {
-		blk.vals[i] = s[start:ends[i]]
-		start = ends[i]
+	blk.vals = ends.Cut(unsafe.String(unsafe.SliceData(b), len(b)))
+	n := 5
+	if set.RetryAfter > 0 {
+		n = 6
 	}
-	md := make(metadata.MD, n+1)
-	md[MetadataLimit] = blk.vals[0:1:1]
-	md[MetadataRemaining] = blk.vals[1:2:2]
-	md[MetadataReset] = blk.vals[2:3:3]
+	md := make(metadata.MD, n)
+	md[MetadataLimit] = blk.one(ratefield.Limit)
+	md[MetadataRemaining] = blk.one(ratefield.Remaining)
+	md[MetadataReset] = blk.one(ratefield.Reset)
 	md[MetadataPolicy] = ri.policy[:1:1]
-	md[MetadataRateLimit] = blk.vals[3:4:4]
-	if !d.Allowed {
-		md[MetadataRetryAfter] = blk.vals[4:5:5]
+	md[MetadataRateLimit] = blk.one(ratefield.RateLimit)
+	if set.RetryAfter > 0 {
+		md[MetadataRetryAfter] = blk.one(ratefield.RetryAfter)
 	}
 	return md
 }

@@ -1,5 +1,10 @@
-// Package httplimit puts sluice in front of net/http handlers: New returns
-// the middleware.
+// Package httplimit puts sluice in front of net/http handlers. New returns
+// middleware deciding by rules matched by method and path (a
+// sluice.Registry); PerHandler returns middleware deciding every request
+// of the handlers it wraps by one sluice.Limiter, under a key and a cost
+// the program computes from the request. Both send the same rate-limit
+// headers, and both put the decision in the request's context for the
+// handler: DecisionFrom.
 //
 // The caller's key comes from package identity, the one home of caller
 // identity: the user id or API key (from headers, or from an IdentityFunc

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/internal/clip"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // Config configures the middleware New returns.
@@ -137,7 +137,8 @@ type limiter struct {
 // is back, rounded up) and the IETF draft fields RateLimit-Policy
 // ("orders-write";q=5;w=60: algo.Quota's quota and window in seconds) and
 // RateLimit ("orders-write";r=3;t=24: remaining, and algo.QuotaReset in
-// seconds: Retry-After on a denial).
+// seconds: Retry-After on a denial). The handler of an allowed request
+// finds the decision with DecisionFrom.
 // A denied request is answered 429 Too Many Requests with a short body
 // naming the rule and a Retry-After in whole seconds, rounded up, at least
 // 1. An allowed leaky-bucket request waits its Delay before it reaches the
@@ -246,7 +247,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 // serve decides r and answers it from the outcome: the request reaches
 // next, with the rate limit headers when a rule decided it, or is refused.
 func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	out := l.door.Decide(l.reg.Ruleset(), r.Method, r.URL.Path, r)
+	out := l.door.Decide(r.Context(), l.reg.Ruleset(), r.Method, r.URL.Path, r)
 	if out.ShadowErr != nil {
 		l.shadowError(r, out.ShadowErr)
 	}
@@ -258,6 +259,7 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	case sluice.Passed:
 	case sluice.Allowed:
 		l.setHeaders(w.Header(), out.Rule, out.Decision)
+		r = withDecision(r, out.Rule, out.Decision) // perhandler.go: DecisionFrom
 		if out.Delay > 0 && !l.wait(r.Context(), out.Delay) {
 			return // the client went away while waiting
 		}
@@ -350,40 +352,30 @@ func unavailable(w http.ResponseWriter) {
 }
 
 // setHeaders sets the rate limit headers of a decision under rule (their
-// values are sluice's: see sluice.CompiledRule.Policy), and for a denial
-// Retry-After and the headers of its plain text body.
+// values are package internal/ratefield's, as every door sends them), and
+// for a denial Retry-After and the headers of its plain text body.
 func (l *limiter) setHeaders(h http.Header, rule *sluice.CompiledRule, d algo.Decision) {
-	xreset := sluice.ResetSeconds(d)
+	p := rule.FieldPolicy()
+	set := p.Of(d)
 	if l.unix {
-		xreset = (l.clock.Now() + int64(d.Reset) + int64(time.Second) - 1) / int64(time.Second)
+		set.Reset = (l.clock.Now() + int64(d.Reset) + int64(time.Second) - 1) / int64(time.Second)
 	}
-	// One buffer, one string, four substrings, the rule's policy: two
+	// One buffer, one string, its substrings, the rule's policy: two
 	// allocations in all.
 	var buf [256]byte
-	b := buf[:0]
-	var ends [4]int
-	b = strconv.AppendInt(b, d.Limit, 10)
-	ends[0] = len(b)
-	b = strconv.AppendInt(b, d.Remaining, 10)
-	ends[1] = len(b)
-	b = strconv.AppendInt(b, xreset, 10)
-	ends[2] = len(b)
-	b = rule.AppendRateLimit(b, d)
-	ends[3] = len(b)
-	s := string(b)
+	b, ends := p.Append(buf[:0], &set)
+	v := ends.Cut(string(b))
 	n := 5
 	if !d.Allowed {
 		n = 8
 	}
+	// vals: X-RateLimit-Limit, -Remaining, -Reset, RateLimit (ratefield's
+	// order), RateLimit-Policy, and a denial's three.
 	vals := make([]string, n)
-	start := 0
-	for i, e := range ends {
-		vals[i] = s[start:e]
-		start = e
-	}
-	vals[4] = rule.Policy()
+	copy(vals, v[:ratefield.RetryAfter])
+	vals[4] = p.Field
 	if !d.Allowed {
-		vals[5] = strconv.FormatInt(sluice.RetryAfterSeconds(d), 10)
+		vals[5] = v[ratefield.RetryAfter]
 		vals[6] = "text/plain; charset=utf-8"
 		vals[7] = "nosniff"
 		h[headerRetryAfter] = vals[5:6:6]

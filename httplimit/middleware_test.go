@@ -333,7 +333,7 @@ func TestAnonymousFallsBackToIP(t *testing.T) {
 	if w := f.do("POST", "/api/orders", "192.0.2.2:1000"); w.Code != 200 {
 		t.Errorf("another IP: %d, want 200", w.Code)
 	}
-	d, err := f.eng.Peek(f.reg.Ruleset().Rule("orders-write").Limit(), "ip:192.0.2.1", 1)
+	d, err := f.eng.Peek(context.Background(), f.reg.Ruleset().Rule("orders-write").Limit(), "ip:192.0.2.1", 1)
 	if err != nil || d.Remaining != 0 {
 		t.Errorf("ip:192.0.2.1 remaining %d (%v), want 0", d.Remaining, err)
 	}
@@ -387,7 +387,7 @@ func TestForwardedFor(t *testing.T) {
 			}
 		}
 		for _, key := range []string{"ip:10.1.2.3", "ip:198.51.100.9"} {
-			if d, err := f.eng.Peek(f.reg.Ruleset().Rule("per-ip").Limit(), key, 2); err != nil || !d.Allowed {
+			if d, err := f.eng.Peek(context.Background(), f.reg.Ruleset().Rule("per-ip").Limit(), key, 2); err != nil || !d.Allowed {
 				t.Errorf("%s was spent (%+v, %v): a client-added header moved requests onto it", key, d, err)
 			}
 		}
@@ -421,7 +421,7 @@ func TestAllModeDenialChargesNothing(t *testing.T) {
 	}
 	wantHeaders(t, resp.Header, map[string]string{"Retry-After": "30", "RateLimit-Policy": `"api";q=2;w=60`})
 
-	d, err := f.eng.Peek(f.reg.Ruleset().Rule("orders").Limit(), "user:erin", 1)
+	d, err := f.eng.Peek(context.Background(), f.reg.Ruleset().Rule("orders").Limit(), "user:erin", 1)
 	// Peek answers as if it spent 1: 7 left after it means 8 left now.
 	if err != nil || d.Remaining != 7 {
 		t.Errorf("orders remaining %d (%v) after a peek, want 7: the denial by api charged orders", d.Remaining, err)
@@ -708,7 +708,7 @@ func TestIdentityErrors(t *testing.T) {
 		t.Errorf("calls %d", f.calls.Load())
 	}
 	// Nothing charged for the bad ones: the IP's budget is whole.
-	d, _ := f.eng.Peek(f.reg.Ruleset().Rule("orders-write").Limit(), "ip:192.0.2.1", 1)
+	d, _ := f.eng.Peek(context.Background(), f.reg.Ruleset().Rule("orders-write").Limit(), "ip:192.0.2.1", 1)
 	if d.Remaining != 4 { // after the peek's own 1
 		t.Errorf("ip budget remaining %d after a peek, want 4", d.Remaining)
 	}

@@ -191,7 +191,7 @@ func TestBehindNginxClientCannotChooseItsKey(t *testing.T) {
 	}
 	peek := func(key string) int64 {
 		t.Helper()
-		d, err := eng.Peek(rs.Rule("per-ip").Limit(), key, 1)
+		d, err := eng.Peek(context.Background(), rs.Rule("per-ip").Limit(), key, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +310,7 @@ func TestBehindNginxMalformedForwardedIsRefused(t *testing.T) {
 	default:
 		t.Error("no request reached the upstream")
 	}
-	d, err := eng.Peek(rs.Rule("per-ip").Limit(), "ip:"+proxyAddr, 1)
+	d, err := eng.Peek(context.Background(), rs.Rule("per-ip").Limit(), "ip:"+proxyAddr, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // above the new capacity. The clock does not move, so nothing refills.
 func TestReloadKeepsSpent(t *testing.T) {
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			rule := func(limit int64) sluice.Rule {
 				return sluice.Rule{Name: "orders", Method: "POST", PathPrefix: "/api/orders", Scope: sluice.ScopeUser, Algorithm: name, Limit: limit, Window: time.Minute}
 			}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -182,7 +183,7 @@ func TestMetricsCollector(t *testing.T) {
 
 	m := New(&Options{Buckets: []float64{0.001, 0.01}})
 	for _, user := range []string{"ann", "ann", "ann", "bob", "cy"} {
-		d, err := e.Apply(orders.Limit(), user, orders.Cost())
+		d, err := e.Apply(context.Background(), orders.Limit(), user, orders.Cost())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ const (
 	kindBucket
 )
 
-func kindFor(name string) windowKind {
+func kindFor(name algo.Name) windowKind {
 	switch name {
 	case algo.FixedWindowName:
 		return kindFixed
@@ -149,7 +149,7 @@ const Unbounded = int64(-1)
 
 // finish returns the caller's need under a rule of the given algorithm and
 // parameters, or Unbounded.
-func (n *needTracker) finish(name string, p algo.Params) int64 {
+func (n *needTracker) finish(name algo.Name, p algo.Params) int64 {
 	kind := kindFor(name)
 	if kind != kindBucket {
 		maxLimit := int64(algo.MaxLimit)
@@ -166,7 +166,7 @@ func (n *needTracker) finish(name string, p algo.Params) int64 {
 
 // bucketNeed bisects for the least limit under which a bucket algorithm
 // admits the whole trace (pairs of time and cost).
-func bucketNeed(name string, p algo.Params, trace []int64, most, total int64) int64 {
+func bucketNeed(name algo.Name, p algo.Params, trace []int64, most, total int64) int64 {
 	var state []byte
 	admits := func(limit int64) bool {
 		q := p

@@ -12,7 +12,7 @@ import (
 // admitsAll reports whether the algorithm, with the rule's parameters but
 // the given limit (a burst scaled with it), admits every request of the
 // trace (pairs of time and cost).
-func admitsAll(name string, p algo.Params, limit int64, trace []int64) bool {
+func admitsAll(name algo.Name, p algo.Params, limit int64, trace []int64) bool {
 	q := p
 	q.Limit = limit
 	if p.Burst > 0 {

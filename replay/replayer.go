@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -239,7 +240,7 @@ func (r *Replayer) Decide(rec *Record) Outcome {
 	defer func() { r.hdr.rec = nil }()
 	r.note(rec.Time)
 	r.clock.SetUnixNano(rec.Time)
-	o := r.door.Decide(r.rs, rec.Method, rec.Path, rec)
+	o := r.door.Decide(context.Background(), r.rs, rec.Method, rec.Path, rec)
 	out := Outcome{Rule: o.Rule, Key: o.Key, Decision: o.Decision, ShadowRule: o.Shadow, ShadowDenied: o.ShadowDenied}
 	switch o.Verdict {
 	case sluice.Unlimited, sluice.Passed:

@@ -131,7 +131,7 @@ func (r *Replayer) Report(share float64, top int) *Report {
 func (s *ruleStats) report(share float64, top int, res, span int64) RuleReport {
 	rule := s.rule.Rule()
 	rr := RuleReport{
-		Name: rule.Name, Algorithm: rule.Algorithm, Scope: string(rule.Scope),
+		Name: rule.Name, Algorithm: string(rule.Algorithm), Scope: string(rule.Scope),
 		Method: rule.Method, PathPrefix: rule.PathPrefix, Default: s.isDefault,
 		Shadow: rule.Shadow, Plan: rule.Plan,
 		Limit: rule.Limit, Burst: rule.Burst, Cost: rule.Cost, Window: rule.Window,

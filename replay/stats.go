@@ -74,7 +74,7 @@ func (s *ruleStats) record(key string, t, cost int64, allowed bool) {
 func timeOrigin(t int64) int64 { return alignDown(t, 1e9) }
 
 // params returns the rule's algorithm parameters.
-func (s *ruleStats) params() (string, algo.Params) {
+func (s *ruleStats) params() (algo.Name, algo.Params) {
 	r := s.rule.Rule()
 	return r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst}
 }

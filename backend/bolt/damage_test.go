@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"context"
 	"errors"
 	"os"
 	"testing"
@@ -43,7 +44,7 @@ func damageEngine(b backend.Backend) (func(string) (int64, error), func() error,
 	}
 	l := engine.Limit{Namespace: "damage", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 10, Window: 24 * time.Hour})}
 	decide := func(caller string) (int64, error) {
-		d, err := e.Apply(l, caller, 1)
+		d, err := e.Apply(context.Background(), l, caller, 1)
 		return d.Remaining, err
 	}
 	return decide, e.Close, nil

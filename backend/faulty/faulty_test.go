@@ -2,6 +2,7 @@ package faulty_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -278,10 +279,10 @@ func TestEngineKeepsItsPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Apply(l, "k", 1); err != nil {
+	if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Flush(); err != nil {
+	if err := e.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if pf.Calls(faulty.OpLoad) != 1 || pf.Calls(faulty.OpWriteBatch) != 1 || pf.Calls(faulty.OpGet)+pf.Calls(faulty.OpPut) != 0 {
@@ -299,7 +300,7 @@ func TestEngineKeepsItsPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if _, err := e.Apply(l, "k", 1); err != nil {
+	if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	if mf.Calls(faulty.OpGetLocked) != 1 || mf.Calls(faulty.OpPutLocked) != 1 || mf.Calls(faulty.OpGet) != 0 {
@@ -316,7 +317,7 @@ func TestEngineKeepsItsPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if _, err := e.Apply(l, "k", 1); err != nil {
+	if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	if wf.Calls(faulty.OpGet) != 1 || wf.Calls(faulty.OpPut) != 1 || wf.Calls(faulty.OpGetLocked) != 0 {
@@ -365,26 +366,26 @@ func TestEngineKeepsTheSwapPath(t *testing.T) {
 		var log []string
 		note := func(what string, v ...any) { log = append(log, what+": "+fmt.Sprint(v...)) }
 		for i := range 3 {
-			d, err := e.Apply(x, "a1", 1)
+			d, err := e.Apply(context.Background(), x, "a1", 1)
 			note(fmt.Sprint("apply ", i), d, err)
 		}
-		if err := other.Reset(x, "a1"); err != nil {
+		if err := other.Reset(context.Background(), x, "a1"); err != nil {
 			t.Fatal(err)
 		}
-		d, err := e.Apply(x, "a1", 1)
+		d, err := e.Apply(context.Background(), x, "a1", 1)
 		if err != nil || !d.Allowed {
 			t.Fatalf("wrapped %v: after another engine's Reset: %+v, %v; want allowed (the watch forgot the denial)", wrap, d, err)
 		}
 		note("after reset", d, err)
 		reqs := []engine.Request{{Limit: x, Key: "b1", Cost: 1}, {Limit: y, Key: "c1", Cost: 1}}
-		ds, all, err := e.ApplyAll(reqs)
+		ds, all, err := e.ApplyAll(context.Background(), reqs)
 		if err != nil || !all {
 			t.Fatalf("wrapped %v: ApplyAll over two groups = %+v, %v, %v; want all allowed", wrap, ds, all, err)
 		}
 		note("apply all", ds, all, err)
-		ds, all, err = e.ApplyAll(reqs)
+		ds, all, err = e.ApplyAll(context.Background(), reqs)
 		note("apply all again", ds, all, err)
-		d, err = e.Peek(y, "c1", 1)
+		d, err = e.Peek(context.Background(), y, "c1", 1)
 		note("peek", d, err)
 		st := e.Stats()
 		if wrap {

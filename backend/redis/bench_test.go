@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -23,14 +24,14 @@ func BenchmarkApplyManyKeys(b *testing.B) {
 	keys := make([]string, 10_000)
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
-		if _, err := e.Apply(l, keys[i], 1); err != nil {
+		if _, err := e.Apply(context.Background(), l, keys[i], 1); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if d, err := e.Apply(l, keys[i%len(keys)], 1); err != nil || !d.Allowed {
+		if d, err := e.Apply(context.Background(), l, keys[i%len(keys)], 1); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -23,7 +24,7 @@ func TestClusterKeysOnEveryNode(t *testing.T) {
 	for i := range 30 {
 		key := "user:" + string(rune('a'+i%26)) + string(rune('0'+i/26))
 		for j := range 4 {
-			d, err := e.Apply(l, key, 1)
+			d, err := e.Apply(context.Background(), l, key, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +56,7 @@ func TestClusterApplyAll(t *testing.T) {
 	}
 	// One caller's two limits: one script, all or nothing.
 	for i := range 6 {
-		_, all, err := e.ApplyAll([]engine.Request{{Limit: user, Key: "user:1", Cost: 1}, {Limit: burst, Key: "user:1", Cost: 1}})
+		_, all, err := e.ApplyAll(context.Background(), []engine.Request{{Limit: user, Key: "user:1", Cost: 1}, {Limit: burst, Key: "user:1", Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,14 +65,14 @@ func TestClusterApplyAll(t *testing.T) {
 		}
 	}
 	// A Peek's Remaining is what would be left after spending its cost.
-	if d, _ := e.Peek(burst, "user:1", 1); d.Remaining != 4 {
+	if d, _ := e.Peek(context.Background(), burst, "user:1", 1); d.Remaining != 4 {
 		t.Fatalf("the burst limit would have %d remaining after one more, want 4: the denied sixth request spent it", d.Remaining)
 	}
 	// A global limit beside per-user ones: different slots.
 	allowed := 0
 	for _, u := range []string{"u1", "u2", "u3", "u4"} {
 		for range 3 {
-			_, all, err := e.ApplyAll([]engine.Request{{Limit: global, Key: "all", Cost: 1}, {Limit: user, Key: u, Cost: 1}})
+			_, all, err := e.ApplyAll(context.Background(), []engine.Request{{Limit: global, Key: "all", Cost: 1}, {Limit: user, Key: u, Cost: 1}})
 			if err != nil {
 				t.Fatalf("ApplyAll over two slots: %v", err)
 			}
@@ -86,7 +87,7 @@ func TestClusterApplyAll(t *testing.T) {
 	// The five denied requests spent nothing on their users.
 	spent := 0
 	for _, u := range []string{"u1", "u2", "u3", "u4"} {
-		d, _ := e.Peek(user, u, 1)
+		d, _ := e.Peek(context.Background(), user, u, 1)
 		spent += 5 - int(d.Remaining) - 1
 	}
 	if spent != 7 {
@@ -117,7 +118,7 @@ func TestClusterContention(t *testing.T) {
 			go func() {
 				n := 0
 				for range 10 {
-					d, err := e.Apply(l, "hot", 1)
+					d, err := e.Apply(context.Background(), l, "hot", 1)
 					if err != nil {
 						t.Error(err)
 					}
@@ -161,12 +162,12 @@ func TestClusterApplyAllNamesTheFailedRequest(t *testing.T) {
 		t.Fatal("no global key on another node than the user's")
 	}
 	reqs := []engine.Request{{Limit: user, Key: "user:1", Cost: 1}, {Limit: global, Key: globalKey, Cost: 1}}
-	if _, all, err := e.ApplyAll(reqs); err != nil || !all {
+	if _, all, err := e.ApplyAll(context.Background(), reqs); err != nil || !all {
 		t.Fatalf("with every node up: %v, %v", all, err)
 	}
 	paused := c.NodeOf(t, "fail:{"+globalKey+"}:global")
 	paused.Pause()
-	_, _, err := e.ApplyAll(reqs)
+	_, _, err := e.ApplyAll(context.Background(), reqs)
 	paused.Resume()
 	var re *engine.RequestError
 	if !errors.As(err, &re) || re.Request != 1 || !errors.Is(err, engine.ErrStore) {

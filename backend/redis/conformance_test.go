@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -43,12 +44,12 @@ func TestClusterWithAndWithoutAutoPipeline(t *testing.T) {
 		e := newEngine(t, s, engine.Options{})
 		l := engine.Limit{Namespace: "p", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 3, Window: time.Hour})}
 		for i := range 4 {
-			d, err := e.Apply(l, fmt.Sprintf("user:%d", i%2), 1)
+			d, err := e.Apply(context.Background(), l, fmt.Sprintf("user:%d", i%2), 1)
 			if err != nil || !d.Allowed {
 				t.Fatalf("auto-pipeline %v, request %d: %+v, %v", pipe, i, d, err)
 			}
 		}
-		if err := e.Reset(l, "user:0"); err != nil {
+		if err := e.Reset(context.Background(), l, "user:0"); err != nil {
 			t.Fatal(err)
 		}
 	}

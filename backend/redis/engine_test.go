@@ -35,13 +35,13 @@ func genLimits(t *rapid.T) []engine.Limit {
 	var out []engine.Limit
 	for _, name := range algo.Names {
 		p := algo.Params{
-			Limit:  rapid.Int64Range(1, 12).Draw(t, name+".limit"),
-			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 60e9}).Draw(t, name+".window")),
+			Limit:  rapid.Int64Range(1, 12).Draw(t, string(name)+".limit"),
+			Window: time.Duration(rapid.SampledFrom([]int64{1e6, 7e8, 1e9, 60e9}).Draw(t, string(name)+".window")),
 		}
 		if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
-			p.Burst = rapid.Int64Range(0, 20).Draw(t, name+".burst")
+			p.Burst = rapid.Int64Range(0, 20).Draw(t, string(name)+".burst")
 		}
-		out = append(out, engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)})
+		out = append(out, engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)})
 	}
 	return out
 }
@@ -110,21 +110,21 @@ func TestModelEquivalence(t *testing.T) {
 						}
 						continue
 					case op == 1 && confirm:
-						got, want = fmt.Sprint(e.Reset(l, key)), fmt.Sprint(one.Reset(l, key))
+						got, want = fmt.Sprint(e.Reset(context.Background(), l, key)), fmt.Sprint(one.Reset(context.Background(), l, key))
 					case op == 2:
-						d1, err1 := e.Peek(l, key, cost)
-						d2, err2 := one.Peek(l, key, cost)
+						d1, err1 := e.Peek(context.Background(), l, key, cost)
+						d2, err2 := one.Peek(context.Background(), l, key, cost)
 						got, want = fmt.Sprintf("%+v %v", d1, err1), fmt.Sprintf("%+v %v", d2, err2)
 					case op == 3:
 						reqs := []engine.Request{{Limit: l, Key: key, Cost: cost}, {Limit: rapid.SampledFrom(limits).Draw(rt, "limit2"), Key: key, Cost: 1}}
-						d1, all1, err1 := e.ApplyAll(reqs)
-						d2, all2, err2 := one.ApplyAll(reqs)
+						d1, all1, err1 := e.ApplyAll(context.Background(), reqs)
+						d2, all2, err2 := one.ApplyAll(context.Background(), reqs)
 						want = fmt.Sprintf("%+v %v %v", d2, all2, err2)
 						if !confirm && err1 == nil && err2 == nil && !all1 && staleDenials(d1, d2, time.Duration(high-clock.Now())) {
 							if all2 {
 								// The store was not spent where one engine was:
 								// it must spend as one engine did.
-								d, all, err := referee.ApplyAll(reqs)
+								d, all, err := referee.ApplyAll(context.Background(), reqs)
 								if s := fmt.Sprintf("%+v %v %v", d, all, err); s != want {
 									rt.Fatalf("op %d: the store's records answered\n %s\none engine on memory answers\n %s", i, s, want)
 								}
@@ -133,12 +133,12 @@ func TestModelEquivalence(t *testing.T) {
 						}
 						got = fmt.Sprintf("%+v %v %v", d1, all1, err1)
 					default:
-						d1, err1 := e.Apply(l, key, cost)
-						d2, err2 := one.Apply(l, key, cost)
+						d1, err1 := e.Apply(context.Background(), l, key, cost)
+						d2, err2 := one.Apply(context.Background(), l, key, cost)
 						want = fmt.Sprintf("%+v %v", d2, err2)
 						if !confirm && err1 == nil && err2 == nil && !d1.Allowed && staleDenials([]algo.Decision{d1}, []algo.Decision{d2}, time.Duration(high-clock.Now())) {
 							if d2.Allowed {
-								d, err := referee.Apply(l, key, cost)
+								d, err := referee.Apply(context.Background(), l, key, cost)
 								if s := fmt.Sprintf("%+v %v", d, err); s != want {
 									rt.Fatalf("op %d: the store's records answered\n %s\none engine on memory answers\n %s", i, s, want)
 								}
@@ -196,9 +196,9 @@ func staleDenials(got, want []algo.Decision, back time.Duration) bool {
 func TestContentionAcrossClients(t *testing.T) {
 	addr := server(t).Addr
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			p := algo.Params{Limit: 100, Window: time.Hour}
-			l := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, p)}
+			l := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)}
 			o := redis.Options{KeyPrefix: prefix(t)}
 			var engines []*engine.Engine
 			for range 4 {
@@ -216,7 +216,7 @@ func TestContentionAcrossClients(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						for range 20 {
-							d, err := e.Apply(l, "hot", 1)
+							d, err := e.Apply(context.Background(), l, "hot", 1)
 							mu.Lock()
 							if err != nil {
 								errs = append(errs, err)
@@ -257,7 +257,7 @@ func TestCoalescingAndLocalDenials(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				if _, err := e.Apply(l, "k", 1); err != nil {
+				if _, err := e.Apply(context.Background(), l, "k", 1); err != nil {
 					t.Error(err)
 					return
 				}
@@ -273,17 +273,17 @@ func TestCoalescingAndLocalDenials(t *testing.T) {
 	}
 	// Spend the rest, then hammer the denied key.
 	for range 1000 - 1280 + 1280 {
-		if d, _ := e.Apply(l, "k", 1); !d.Allowed {
+		if d, _ := e.Apply(context.Background(), l, "k", 1); !d.Allowed {
 			break
 		}
 	}
-	if d, _ := e.Apply(l, "k", 1); d.Allowed {
+	if d, _ := e.Apply(context.Background(), l, "k", 1); d.Allowed {
 		t.Fatal("the key was not spent to denial")
 	}
 	before = srv.CommandCalls(t)["evalsha"]
 	local := e.Stats().LocalDenials
 	for range 500 {
-		if d, err := e.Apply(l, "k", 1); err != nil || d.Allowed || d.RetryAfter <= 0 {
+		if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || d.Allowed || d.RetryAfter <= 0 {
 			t.Fatalf("a request on the denied key: %+v, %v; want a denial with a RetryAfter", d, err)
 		}
 	}
@@ -305,24 +305,24 @@ func TestResetReachesOthers(t *testing.T) {
 	b := newEngine(t, open(t, []string{addr}, o), engine.Options{})
 	l := engine.Limit{Namespace: "r", Algorithm: algo.MustNew(algo.SlidingLogName, algo.Params{Limit: 2, Window: time.Hour})}
 	for range 2 {
-		if d, err := a.Apply(l, "k", 1); err != nil || !d.Allowed {
+		if d, err := a.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	}
 	for _, e := range []*engine.Engine{a, b} {
-		if d, err := e.Apply(l, "k", 1); err != nil || d.Allowed {
+		if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || d.Allowed {
 			t.Fatalf("third request: %+v, %v; want denied", d, err)
 		}
 	}
-	if d, _ := b.Apply(l, "k", 1); d.Allowed || b.Stats().LocalDenials == 0 {
+	if d, _ := b.Apply(context.Background(), l, "k", 1); d.Allowed || b.Stats().LocalDenials == 0 {
 		t.Fatalf("b's repeated request was not denied locally: %+v, %+v", d, b.Stats())
 	}
-	if err := a.Reset(l, "k"); err != nil {
+	if err := a.Reset(context.Background(), l, "k"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		d, err := b.Apply(l, "k", 1)
+		d, err := b.Apply(context.Background(), l, "k", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,20 +342,20 @@ func TestResetReachesOthers(t *testing.T) {
 func TestRaisedLimitAdmitsAtOnce(t *testing.T) {
 	e := newEngine(t, open(t, []string{server(t).Addr}, redis.Options{}), engine.Options{})
 	for _, name := range algo.Names {
-		small := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 2, Window: time.Hour})}
-		big := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 5, Window: time.Hour})}
+		small := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, algo.Params{Limit: 2, Window: time.Hour})}
+		big := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, algo.Params{Limit: 5, Window: time.Hour})}
 		for range 2 {
-			e.Apply(small, "k", 1)
+			e.Apply(context.Background(), small, "k", 1)
 		}
-		if d, _ := e.Apply(small, "k", 1); d.Allowed {
+		if d, _ := e.Apply(context.Background(), small, "k", 1); d.Allowed {
 			t.Fatalf("%s: third of two allowed", name)
 		}
 		for i := range 3 {
-			if d, err := e.Apply(big, "k", 1); err != nil || !d.Allowed {
+			if d, err := e.Apply(context.Background(), big, "k", 1); err != nil || !d.Allowed {
 				t.Fatalf("%s: request %d after raising the limit to 5: %+v, %v", name, i+3, d, err)
 			}
 		}
-		if d, _ := e.Apply(big, "k", 1); d.Allowed {
+		if d, _ := e.Apply(context.Background(), big, "k", 1); d.Allowed {
 			t.Fatalf("%s: sixth of five allowed", name)
 		}
 	}
@@ -389,7 +389,7 @@ func TestLoweredLimitKeepsTheRecord(t *testing.T) {
 		before := engine.Limit{Namespace: ns, Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 60, Window: time.Minute})}
 		after := engine.Limit{Namespace: ns, Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 5, Window: time.Minute})}
 		for i := range 20 {
-			if d, err := e.Apply(before, "k", 1); err != nil || !d.Allowed {
+			if d, err := e.Apply(context.Background(), before, "k", 1); err != nil || !d.Allowed {
 				t.Fatalf("%s: request %d at 60 a minute: %+v, %v", ns, i, d, err)
 			}
 		}
@@ -399,10 +399,10 @@ func TestLoweredLimitKeepsTheRecord(t *testing.T) {
 		var d algo.Decision
 		var err error
 		if ns == "lowered-one" {
-			d, err = e.Apply(after, "k", 1)
+			d, err = e.Apply(context.Background(), after, "k", 1)
 		} else {
 			var ds []algo.Decision
-			ds, _, err = e.ApplyAll([]engine.Request{{Limit: after, Key: "k", Cost: 1}})
+			ds, _, err = e.ApplyAll(context.Background(), []engine.Request{{Limit: after, Key: "k", Cost: 1}})
 			if len(ds) == 1 {
 				d = ds[0]
 			}
@@ -444,7 +444,7 @@ func TestClocksTwoSecondsApart(t *testing.T) {
 			if i >= 5 {
 				e = fast
 			}
-			d, err := e.Apply(l, "k", 1)
+			d, err := e.Apply(context.Background(), l, "k", 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -475,7 +475,7 @@ func TestKeysAndTTL(t *testing.T) {
 	s := open(t, []string{srv.Addr}, redis.Options{KeyPrefix: "keys-test:"})
 	e := newEngine(t, s, engine.Options{})
 	l := engine.Limit{Namespace: "orders", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 5, Window: time.Hour})}
-	d, err := e.Apply(l, "user:{42}%", 1)
+	d, err := e.Apply(context.Background(), l, "user:{42}%", 1)
 	if err != nil || !d.Allowed {
 		t.Fatal(d, err)
 	}
@@ -508,7 +508,7 @@ func TestKeysAndTTL(t *testing.T) {
 func TestApplyAllInOneProcess(t *testing.T) {
 	srv := server(t)
 	for _, name := range algo.Names {
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(name), func(t *testing.T) {
 			e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{KeyPrefix: prefix(t)}), engine.Options{})
 			tight := engine.Limit{Namespace: "tight", Algorithm: algo.MustNew(name, algo.Params{Limit: 100, Window: time.Hour})}
 			loose := engine.Limit{Namespace: "loose", Algorithm: algo.MustNew(name, algo.Params{Limit: 100000, Window: time.Hour})}
@@ -526,7 +526,7 @@ func TestApplyAllInOneProcess(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for range each {
-						_, all, err := e.ApplyAll(reqs)
+						_, all, err := e.ApplyAll(context.Background(), reqs)
 						mu.Lock()
 						if err != nil {
 							errs = append(errs, err)
@@ -560,7 +560,7 @@ func TestApplyAllInOneProcess(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for range each {
-						if _, all, err := e.ApplyAll(reqs); err != nil || all {
+						if _, all, err := e.ApplyAll(context.Background(), reqs); err != nil || all {
 							t.Errorf("ApplyAll on the spent key set: all %v, %v; want a denial", all, err)
 							return
 						}
@@ -583,12 +583,12 @@ func TestExpiredRecordIsExpectedAbsent(t *testing.T) {
 	srv := server(t)
 	e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{KeyPrefix: prefix(t)}), engine.Options{})
 	l := engine.Limit{Namespace: "users", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 1000, Window: time.Second})}
-	if _, err := e.Apply(l, "warm", 1); err != nil { // learns the store's clock
+	if _, err := e.Apply(context.Background(), l, "warm", 1); err != nil { // learns the store's clock
 		t.Fatal(err)
 	}
 	const keys = 50
 	for i := range keys {
-		if _, err := e.Apply(l, "u"+strconv.Itoa(i), 1); err != nil {
+		if _, err := e.Apply(context.Background(), l, "u"+strconv.Itoa(i), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -600,7 +600,7 @@ func TestExpiredRecordIsExpectedAbsent(t *testing.T) {
 	scripts, sets := count()
 	conflicts := e.Stats().Conflicts
 	for i := range keys {
-		if d, err := e.Apply(l, "u"+strconv.Itoa(i), 1); err != nil || !d.Allowed {
+		if d, err := e.Apply(context.Background(), l, "u"+strconv.Itoa(i), 1); err != nil || !d.Allowed {
 			t.Fatalf("revisit %d: %+v, %v", i, d, err)
 		}
 	}
@@ -637,7 +637,7 @@ func TestBatchedAcrossProcesses(t *testing.T) {
 				defer wg.Done()
 				for r := range rounds * keys {
 					k := (r*7 + g*31) % keys
-					d, err := e.Apply(l, "k"+strconv.Itoa(k), 1)
+					d, err := e.Apply(context.Background(), l, "k"+strconv.Itoa(k), 1)
 					mu.Lock()
 					if err != nil {
 						errs = append(errs, err)

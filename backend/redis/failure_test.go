@@ -26,7 +26,7 @@ const ceiling = 3 * time.Second
 func decideWithin(t *testing.T, e *engine.Engine, l engine.Limit, key string, timeout time.Duration) (algo.Decision, error) {
 	t.Helper()
 	start := time.Now()
-	d, err := e.Apply(l, key, 1)
+	d, err := e.Apply(context.Background(), l, key, 1)
 	if took := time.Since(start); took > timeout+ceiling {
 		t.Fatalf("a decision took %v with a %v deadline", took, timeout)
 	}
@@ -48,7 +48,7 @@ func TestHungServerKeepsTheDeadline(t *testing.T) {
 	timeout := 50 * time.Millisecond
 	warm := open(t, []string{srv.Addr}, redis.Options{Timeout: timeout})
 	e := newEngine(t, warm, engine.Options{})
-	if d, err := e.Apply(failLimit, "k", 1); err != nil || !d.Allowed {
+	if d, err := e.Apply(context.Background(), failLimit, "k", 1); err != nil || !d.Allowed {
 		t.Fatal(d, err)
 	}
 	// A second store whose pool holds no connection yet: opened (its
@@ -74,7 +74,7 @@ func TestHungServerKeepsTheDeadline(t *testing.T) {
 				defer wg.Done()
 				for i := range 8 {
 					start := time.Now()
-					_, err := tc.e.Apply(failLimit, "k"+strconv.Itoa(c*8+i), 1)
+					_, err := tc.e.Apply(context.Background(), failLimit, "k"+strconv.Itoa(c*8+i), 1)
 					if took := time.Since(start); took > timeout+ceiling {
 						errs <- fmt.Errorf("a decision took %v with a %v deadline", took, timeout)
 						return
@@ -132,12 +132,12 @@ func TestBreakerNeedsAVolume(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, []string{srv.Addr}, redis.Options{Timeout: breakerTimeout, BreakerMinCalls: 12, BreakerFailureRate: 0.5, BreakerWindow: time.Hour})
 	e := newEngine(t, s, engine.Options{})
-	if _, err := e.Apply(failLimit, "first", 1); err != nil {
+	if _, err := e.Apply(context.Background(), failLimit, "first", 1); err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause()
 	for i := range 9 {
-		if _, err := e.Apply(failLimit, "v"+strconv.Itoa(i), 1); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := e.Apply(context.Background(), failLimit, "v"+strconv.Itoa(i), 1); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("call %d: %v, want DeadlineExceeded", i+1, err)
 		}
 	}
@@ -146,7 +146,7 @@ func TestBreakerNeedsAVolume(t *testing.T) {
 	}
 	srv.Resume()
 	for i := 0; s.Breaker().Calls < 20; i++ {
-		if _, err := e.Apply(failLimit, "w"+strconv.Itoa(i), 1); err != nil {
+		if _, err := e.Apply(context.Background(), failLimit, "w"+strconv.Itoa(i), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,17 +155,17 @@ func TestBreakerNeedsAVolume(t *testing.T) {
 	if b := s.Breaker(); b.Open || b.Failures != 9 || b.Calls != 20 {
 		t.Fatalf("the breaker after 9 failures of 20 calls: %+v", b)
 	}
-	e.Apply(failLimit, "x", 1)
+	e.Apply(context.Background(), failLimit, "x", 1)
 	if b := s.Breaker(); b.Open {
 		t.Fatalf("10 failures of 21 calls opened the breaker: %+v", b)
 	}
-	e.Apply(failLimit, "y", 1)
+	e.Apply(context.Background(), failLimit, "y", 1)
 	srv.Resume()
 	if b := s.Breaker(); !b.Open || b.Opened != 1 {
 		t.Fatalf("11 failures of 22 calls left the breaker closed: %+v", b)
 	}
 	// Open: the next call is the probe, which Redis answers.
-	if _, err := e.Apply(failLimit, "z", 1); err != nil {
+	if _, err := e.Apply(context.Background(), failLimit, "z", 1); err != nil {
 		t.Fatalf("the probe: %v", err)
 	}
 	if b := s.Breaker(); b.Open {
@@ -184,7 +184,7 @@ func TestBreakerWeighsTheKeys(t *testing.T) {
 	s := open(t, []string{srv.Addr}, redis.Options{Timeout: breakerTimeout, BreakerMinCalls: 12, BreakerFailureRate: 0.5, BreakerWindow: time.Hour,
 		BreakerChanged: func(open bool) { mu.Lock(); changes = append(changes, open); mu.Unlock() }})
 	e := newEngine(t, s, engine.Options{})
-	if _, err := e.Apply(failLimit, "first", 1); err != nil {
+	if _, err := e.Apply(context.Background(), failLimit, "first", 1); err != nil {
 		t.Fatal(err)
 	}
 	reqs := func(call string) []engine.Request {
@@ -197,7 +197,7 @@ func TestBreakerWeighsTheKeys(t *testing.T) {
 	srv.Pause()
 	defer srv.Resume()
 	for _, call := range []string{"a", "b"} {
-		if _, _, err := e.ApplyAll(reqs(call)); !errors.Is(err, context.DeadlineExceeded) {
+		if _, _, err := e.ApplyAll(context.Background(), reqs(call)); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("ApplyAll %s over a stopped server: %v, want DeadlineExceeded", call, err)
 		}
 	}
@@ -206,7 +206,7 @@ func TestBreakerWeighsTheKeys(t *testing.T) {
 	}
 	// Redis back: the probe closes it, and BreakerChanged heard both.
 	srv.Resume()
-	if _, err := e.Apply(failLimit, "probe", 1); err != nil {
+	if _, err := e.Apply(context.Background(), failLimit, "probe", 1); err != nil {
 		t.Fatalf("the probe: %v", err)
 	}
 	mu.Lock()
@@ -224,7 +224,7 @@ func TestSlowServerKeepsTheDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	timeout := 50 * time.Millisecond
 	e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{Timeout: timeout, BreakerMinCalls: -1}), engine.Options{})
-	if _, err := e.Apply(failLimit, "k", 1); err != nil {
+	if _, err := e.Apply(context.Background(), failLimit, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	pause := 1500 * time.Millisecond
@@ -236,7 +236,7 @@ func TestSlowServerKeepsTheDeadline(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		d, err := e.Apply(failLimit, "k", 1)
+		d, err := e.Apply(context.Background(), failLimit, "k", 1)
 		if err == nil && d.Allowed {
 			break
 		}
@@ -257,7 +257,7 @@ func TestRestartedServer(t *testing.T) {
 	e := newEngine(t, open(t, []string{srv.Addr}, redis.Options{Timeout: 100 * time.Millisecond}), engine.Options{})
 	l := engine.Limit{Namespace: "r", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 3, Window: time.Hour})}
 	for range 2 {
-		e.Apply(l, "k", 1)
+		e.Apply(context.Background(), l, "k", 1)
 	}
 	srv.Crash()
 	if _, err := decideWithin(t, e, l, "k", 100*time.Millisecond); !errors.Is(err, engine.ErrStore) {
@@ -268,7 +268,7 @@ func TestRestartedServer(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		d, err := e.Apply(l, "k", 1)
+		d, err := e.Apply(context.Background(), l, "k", 1)
 		if err == nil {
 			// The restarted server lost the spent record (no persistence):
 			// the key starts fresh.
@@ -285,7 +285,7 @@ func TestRestartedServer(t *testing.T) {
 	// That first write needed no script (a fresh record is SET NX); the
 	// next one steps the record it wrote, with the script the restarted
 	// server has never seen.
-	if d, err := e.Apply(l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
+	if d, err := e.Apply(context.Background(), l, "k", 1); err != nil || !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("second decision after the restart: %+v, %v", d, err)
 	}
 	if calls := srv.CommandCalls(t); calls["eval"] == 0 {
@@ -322,7 +322,7 @@ func TestSentinel(t *testing.T) {
 	e := newEngine(t, s, engine.Options{})
 	l := engine.Limit{Namespace: "s", Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: 2, Window: time.Hour})}
 	for i := range 3 {
-		d, err := e.Apply(l, "k", 1)
+		d, err := e.Apply(context.Background(), l, "k", 1)
 		if err != nil || d.Allowed != (i < 2) {
 			t.Fatalf("request %d through the Sentinel: %+v, %v", i+1, d, err)
 		}

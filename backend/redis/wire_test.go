@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,22 +40,22 @@ func TestBytesOnTheWire(t *testing.T) {
 	e := newEngine(t, s, engine.Options{})
 	const n = 100
 	for _, name := range algo.Names {
-		l := engine.Limit{Namespace: name, Algorithm: algo.MustNew(name, algo.Params{Limit: 1000, Window: time.Hour})}
+		l := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, algo.Params{Limit: 1000, Window: time.Hour})}
 		for range 500 {
-			if _, err := e.Apply(l, "user:1", 1); err != nil {
+			if _, err := e.Apply(context.Background(), l, "user:1", 1); err != nil {
 				t.Fatal(err)
 			}
 		}
 		in0, out0 := netBytes(t, srv)
 		for range n {
-			if d, err := e.Apply(l, "user:1", 1); err != nil || !d.Allowed {
+			if d, err := e.Apply(context.Background(), l, "user:1", 1); err != nil || !d.Allowed {
 				t.Fatal(d, err)
 			}
 		}
 		in1, out1 := netBytes(t, srv)
 		// INFO's own request is counted too: about 30 bytes.
 		in, out := (in1-in0-30)/n, (out1-out0)/n
-		rec, err := s.Get(engine.AppendKey(nil, name, "user:1"), 0)
+		rec, err := s.Get(engine.AppendKey(nil, string(name), "user:1"), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

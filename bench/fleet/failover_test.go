@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -76,7 +77,7 @@ func TestSentinelFailover(t *testing.T) {
 		after.Store(true)
 		primary.Crash()
 		for i := 0; ; i++ {
-			if _, err := e.Apply(limit, fmt.Sprintf("probe-%d", i), 1); err == nil {
+			if _, err := e.Apply(context.Background(), limit, fmt.Sprintf("probe-%d", i), 1); err == nil {
 				back = time.Now()
 				return
 			}
@@ -114,7 +115,7 @@ func TestSentinelFailover(t *testing.T) {
 	_, e2 := gatewayOn(t, viaSentinel, o)
 	lost := 0
 	for u := range users {
-		d, err := e2.Apply(limit, fmt.Sprintf("user-%d", u), 1)
+		d, err := e2.Apply(context.Background(), limit, fmt.Sprintf("user-%d", u), 1)
 		if err != nil {
 			t.Fatalf("a new gateway after the failover: %v", err)
 		}
@@ -134,7 +135,7 @@ func TestSentinelFailover(t *testing.T) {
 // denial, without spending.
 func allSpent(e *engine.Engine, users int) bool {
 	for u := range users {
-		if d, err := e.Peek(limit, fmt.Sprintf("user-%d", u), 1); err != nil || d.Allowed {
+		if d, err := e.Peek(context.Background(), limit, fmt.Sprintf("user-%d", u), 1); err != nil || d.Allowed {
 			return false
 		}
 	}

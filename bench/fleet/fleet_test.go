@@ -263,7 +263,7 @@ func run(e *engine.Engine, next func() (string, bool)) *load {
 					return
 				}
 				c := call{user: u, start: time.Now()}
-				d, err := e.Apply(limit, u, 1)
+				d, err := e.Apply(context.Background(), limit, u, 1)
 				c.finished = time.Now()
 				c.took, c.allowed, c.err = c.finished.Sub(c.start), d.Allowed && err == nil, err
 				mu.Lock()
@@ -764,7 +764,7 @@ func spendAll(t *testing.T, e *engine.Engine, users int) {
 	for u := range users {
 		user := fmt.Sprintf("user-%d", u)
 		for try := 0; ; try++ {
-			d, err := e.Apply(limit, user, 1)
+			d, err := e.Apply(context.Background(), limit, user, 1)
 			if err == nil && !d.Allowed {
 				break
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -16,7 +17,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -269,16 +269,17 @@ func (g adminGuard) wrap(h http.Handler) http.Handler {
 // adminKeys serves /v1/reset and /v1/keys over the engine and the rules in
 // force.
 type adminKeys struct {
-	reg *sluice.Registry
-	eng *engine.Engine
-	id  *atomic.Pointer[identity.Identifier] // the identity section in force
-	log *slog.Logger
+	// inForce returns the rules and the identity section in force, of
+	// one configuration (a reload replaces both at once).
+	inForce func() (*sluice.Ruleset, *identity.Identifier)
+	eng     *engine.Engine
+	log     *slog.Logger
 }
 
-// newAdminKeys returns the caller endpoints over reg and eng, reading
-// caller keys under the identifier id holds (a reload replaces it).
-func newAdminKeys(reg *sluice.Registry, eng *engine.Engine, id *atomic.Pointer[identity.Identifier], log *slog.Logger) *adminKeys {
-	return &adminKeys{reg: reg, eng: eng, id: id, log: log}
+// newAdminKeys returns the caller endpoints over eng and the configuration
+// inForce returns, whose identity section reads the caller keys.
+func newAdminKeys(inForce func() (*sluice.Ruleset, *identity.Identifier), eng *engine.Engine, log *slog.Logger) *adminKeys {
+	return &adminKeys{inForce: inForce, eng: eng, log: log}
 }
 
 // mount returns a handler serving the caller endpoints and passing every
@@ -326,12 +327,12 @@ func (a *adminKeys) target(w http.ResponseWriter, ruleName, written string) (rs 
 		adminError(w, http.StatusBadRequest, "give rule and key (a caller key such as user:alice, key:API_KEY or ip:192.0.2.1)")
 		return nil, nil, "", false
 	}
-	rs = a.reg.Ruleset()
+	rs, id := a.inForce()
 	if rule = rs.Rule(ruleName); rule == nil {
 		adminError(w, http.StatusNotFound, "no rule named %q is in force", ruleName)
 		return nil, nil, "", false
 	}
-	key, err := a.id.Load().ParseKey(written)
+	key, err := id.ParseKey(written)
 	if err != nil {
 		adminError(w, http.StatusBadRequest, "key: %v", err)
 		return nil, nil, "", false
@@ -364,7 +365,7 @@ func (a *adminKeys) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	_, tokenGiven := bearer(r)
 	shown := identity.ShowKey(key)
-	removed, err := resetRecord(a.eng, rule.Limit(), key)
+	removed, err := resetRecord(r.Context(), a.eng, rule.Limit(), key)
 	if err != nil {
 		a.log.Error("sluice serve: admin reset failed", "rule", rule.Name(), "key", shown, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
 		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
@@ -376,12 +377,12 @@ func (a *adminKeys) reset(w http.ResponseWriter, r *http.Request) {
 
 // resetRecord removes the record of key under l and reports whether there
 // was one.
-func resetRecord(eng *engine.Engine, l engine.Limit, key string) (removed bool, err error) {
-	rec, err := eng.Record(l, key)
+func resetRecord(ctx context.Context, eng *engine.Engine, l engine.Limit, key string) (removed bool, err error) {
+	rec, err := eng.Record(ctx, l, key)
 	if err != nil {
 		return false, err
 	}
-	if err := eng.Reset(l, key); err != nil {
+	if err := eng.Reset(ctx, l, key); err != nil {
 		return false, err
 	}
 	return rec != nil, nil
@@ -449,9 +450,9 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 	}
 	c := rs.Override(rule, key)
 	spec := c.Rule()
-	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: spec.Algorithm,
+	out := keyStateJSON{Rule: c.Name(), Key: identity.ShowKey(key), Override: c != rule, Algorithm: string(spec.Algorithm),
 		Limit: spec.Limit, Window: spec.Window.String(), Burst: spec.Burst, Cost: spec.Cost}
-	if err := out.read(a.eng, c.Limit(), key, c.Cost()); err != nil {
+	if err := out.read(r.Context(), a.eng, c.Limit(), key, c.Cost()); err != nil {
 		keyStoreError(w, a.log, "sluice serve: admin keys", err)
 		return
 	}
@@ -461,8 +462,8 @@ func (a *adminKeys) keys(w http.ResponseWriter, r *http.Request) {
 // read fills the caller's state from eng: the stored record of key under
 // l, decoded, and what a request of cost would get now (peeked, nothing
 // spent).
-func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, cost int64) error {
-	rec, err := eng.Record(l, key)
+func (out *keyStateJSON) read(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost int64) error {
+	rec, err := eng.Record(ctx, l, key)
 	if err != nil {
 		return err
 	}
@@ -474,7 +475,7 @@ func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, co
 			out.Record = &st
 		}
 	}
-	d, err := eng.Peek(l, key, cost)
+	d, err := eng.Peek(ctx, l, key, cost)
 	if err != nil {
 		return err
 	}
@@ -487,7 +488,7 @@ func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, co
 	// nothing when that unit would be denied.
 	one := d
 	if cost != 1 {
-		if one, err = eng.Peek(l, key, 1); err != nil {
+		if one, err = eng.Peek(ctx, l, key, 1); err != nil {
 			return err
 		}
 	}
@@ -497,7 +498,7 @@ func (out *keyStateJSON) read(eng *engine.Engine, l engine.Limit, key string, co
 	}
 	// A request of the whole capacity passes exactly when the caller is
 	// full; denied, it spends nothing, and its Reset is the caller's own.
-	full, err := eng.Peek(l, key, algo.Capacity(l.Algorithm))
+	full, err := eng.Peek(ctx, l, key, algo.Capacity(l.Algorithm))
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -268,11 +269,11 @@ func demoBurst(w io.Writer, eng *engine.Engine, clock *engine.FakeClock) error {
 		if err != nil {
 			return err
 		}
-		l := engine.Limit{Namespace: "burst-" + name, Algorithm: a}
+		l := engine.Limit{Namespace: "burst-" + string(name), Algorithm: a}
 		var allowed, denied int
 		var retry time.Duration
 		for range burst {
-			d, err := eng.Apply(l, "u-1", 1)
+			d, err := eng.Apply(context.Background(), l, "u-1", 1)
 			if err != nil {
 				return err
 			}
@@ -295,17 +296,17 @@ func demoBoundary(w io.Writer, eng *engine.Engine, clock *engine.FakeClock) erro
 	first, second := 900*time.Millisecond, time.Second
 	p := algo.Params{Limit: n, Window: time.Second}
 	fmt.Fprintf(w, "--- boundary burst: %d requests at t+%.1f s, %d more at t+%.1f s ---\n", n, first.Seconds(), n, second.Seconds())
-	for _, name := range []string{algo.FixedWindowName, algo.SlidingCounterName} {
+	for _, name := range []algo.Name{algo.FixedWindowName, algo.SlidingCounterName} {
 		a, err := algo.New(name, p)
 		if err != nil {
 			return err
 		}
-		l := engine.Limit{Namespace: "boundary-" + name, Algorithm: a}
+		l := engine.Limit{Namespace: "boundary-" + string(name), Algorithm: a}
 		var allowed [2]int
 		for i, at := range []time.Duration{first, second} {
 			clock.Set(demoStart.Add(at))
 			for range n {
-				d, err := eng.Apply(l, "u-1", 1)
+				d, err := eng.Apply(context.Background(), l, "u-1", 1)
 				if err != nil {
 					return err
 				}
@@ -363,4 +364,4 @@ func per(window time.Duration) string {
 }
 
 // displayName turns an algorithm's configuration name into words.
-func displayName(name string) string { return strings.ReplaceAll(name, "_", " ") }
+func displayName(name algo.Name) string { return strings.ReplaceAll(string(name), "_", " ") }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -103,9 +104,9 @@ func TestSimulateRedisMatchesMemory(t *testing.T) {
 	}
 	var setups []setup
 	for _, name := range algo.Names {
-		setups = append(setups, setup{name, "5", "1s", "", 5})
+		setups = append(setups, setup{string(name), "5", "1s", "", 5})
 		if name == algo.TokenBucketName || name == algo.LeakyBucketName || name == algo.GCRAName {
-			setups = append(setups, setup{name, "60", "1m", "10", 10})
+			setups = append(setups, setup{string(name), "60", "1m", "10", 10})
 		}
 	}
 	for _, c := range setups {
@@ -189,7 +190,7 @@ func TestInspectRedis(t *testing.T) {
 		key  string
 		cost int64
 	}{{orders, "user:ann", 2}, {orders, "user:{odd}%key", 1}, {search, "user:ann", 3}} {
-		if _, err := eng.Apply(a.l, a.key, a.cost); err != nil {
+		if _, err := eng.Apply(context.Background(), a.l, a.key, a.cost); err != nil {
 			t.Fatal(err)
 		}
 	}

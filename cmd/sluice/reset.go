@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -124,7 +125,7 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(1, "starting the engine: %v", err)
 	}
 	l := engine.Limit{Namespace: *ruleName} // Reset and Record need only the namespace
-	removed, rerr := resetRecord(eng, l, key)
+	removed, rerr := resetRecord(context.Background(), eng, l, key)
 	if cerr := eng.Close(); rerr == nil && cerr != nil {
 		rerr = fmt.Errorf("closing the store: %w", cerr)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -138,8 +140,67 @@ var runRLSCmd = untilStopped(runRLS)
 // addresses once both are bound (admin is empty without --admin). The
 // start-up and the shutdown are process's (process.go); runRLS supplies the
 // RateLimitService and its configuration source, files or a control plane.
+//
+// It reads as its steps: the flags (and envoyproxy/ratelimit's
+// environment), the configuration, the store, the service over them, then
+// the listeners until ctx ends. A reload puts a new envoyrls.Config in
+// force with one atomic store (envoyrls.Server.SetConfig): the domains and
+// their limits are all it changes, and a call decides under the one it
+// took.
 func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(grpcAddr, admin string)) int {
 	p := newProcess("sluice rls", stderr)
+	f, status, ok := parseRLSFlags(p, args, stdout)
+	if !ok {
+		return status
+	}
+	cfg, xopts, status, ok := f.load(p)
+	if !ok {
+		return status
+	}
+	bf, status, ok := f.storeFlags(p)
+	if !ok {
+		return status
+	}
+	tlsCfg, status, ok := p.checkListeners(f.tls, []string{"h2"}, f.admin, f.adminTokenFile)
+	if !ok {
+		return status
+	}
+	if status, ok := p.openEngine(bf, nil); !ok {
+		return status
+	}
+	defer p.close()
+	svc, status, ok := newRLSService(ctx, p, f, cfg, xopts, tlsCfg)
+	if !ok {
+		return status
+	}
+	defer svc.src.Close()
+	return svc.run(ctx, p, f, cfg, bf, ready)
+}
+
+// rlsFlags are rls's command line, envoyproxy/ratelimit's environment
+// under it, checked.
+type rlsFlags struct {
+	config, grpc                              string // --config (or the environment's), --grpc
+	admin, adminTokenFile                     string
+	adminHosts                                []string // --admin-host, split at commas
+	headers                                   envoyrls.Headers
+	shadowHeaders, shadowMode                 bool
+	quotaMode, dynamicMetadata                bool
+	nearRatio                                 float64
+	reloadSettle                              time.Duration
+	loadOpts                                  envoyrls.LoadOptions // --merge-domains
+	maxDescriptors, maxEntries, maxValueBytes int
+	tls                                       tlsFlags
+	storePath                                 string        // --store
+	store                                     *backendFlags // the store flags given
+	xds                                       xdsFlags
+	env                                       rlsEnv
+}
+
+// parseRLSFlags parses and checks rls's command line, with
+// envoyproxy/ratelimit's environment under the flags. ok is false when the
+// command must exit with status (--help, or a usage error).
+func parseRLSFlags(p *process, args []string, stdout io.Writer) (f rlsFlags, status int, ok bool) {
 	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
 	fs.SetOutput(p.errw)
 	configPath := fs.String("config", "", "the configuration `file or directory` (envoyproxy/ratelimit's YAML); this or --xds is required")
@@ -166,14 +227,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		fs.PrintDefaults()
 	}
 	if status, done := parseArgs(fs, args, stdout); done {
-		return status
+		return f, status, false
 	}
-	fail := p.fail
+	fail := func(format string, a ...any) (rlsFlags, int, bool) { return f, p.fail(2, format, a...), false }
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	env, err := readRLSEnv(os.Getenv)
 	if err != nil {
-		return fail(2, "%v", err)
+		return fail("%v", err)
 	}
 	if env.xds.on && !given["config"] {
 		xf.over(env.xds, given)
@@ -207,104 +268,134 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		}
 	}
 	if env.tlsOn && (*tlsf.cert == "" || *tlsf.key == "") {
-		return fail(2, "GRPC_SERVER_USE_TLS=true: give GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (or --tls-cert and --tls-key)")
+		return fail("GRPC_SERVER_USE_TLS=true: give GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (or --tls-cert and --tls-key)")
 	}
 	if !given["headers"] && env.headers {
 		*headersFlag = string(envoyrls.HeadersEnvoy)
 	}
 	switch {
 	case fs.NArg() > 0:
-		return fail(2, "unexpected argument %q", fs.Arg(0))
+		return fail("unexpected argument %q", fs.Arg(0))
 	case *configPath == "" && *xf.server == "":
-		return fail(2, "--config (or --xds) is required")
+		return fail("--config (or --xds) is required")
 	case *configPath != "" && *xf.server != "":
-		return fail(2, "--config and --xds: give one; the configuration comes from files or from a control plane")
+		return fail("--config and --xds: give one; the configuration comes from files or from a control plane")
 	case *grpcAddr == "":
-		return fail(2, "--grpc is required")
+		return fail("--grpc is required")
 	case *adminTokenFile != "" && *admin == "":
-		return fail(2, "--admin-token-file: only with --admin")
+		return fail("--admin-token-file: only with --admin")
 	case len(*adminHosts) > 0 && *admin == "":
-		return fail(2, "--admin-host: only with --admin")
+		return fail("--admin-host: only with --admin")
 	case *reloadSettle <= 0:
-		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
+		return fail("--reload-settle %s: want a positive duration", *reloadSettle)
 	case !(*nearRatio > 0 && *nearRatio <= 1):
-		return fail(2, "--near-limit-ratio %v: want a share of the limit in (0, 1], such as 0.8", *nearRatio)
+		return fail("--near-limit-ratio %v: want a share of the limit in (0, 1], such as 0.8", *nearRatio)
 	case *maxDescriptors < 1:
-		return fail(2, "--max-descriptors %d: want at least 1", *maxDescriptors)
+		return fail("--max-descriptors %d: want at least 1", *maxDescriptors)
 	case *maxEntries < 1:
-		return fail(2, "--max-entries %d: want at least 1", *maxEntries)
+		return fail("--max-entries %d: want at least 1", *maxEntries)
 	case *maxValueBytes < 1:
-		return fail(2, "--max-value-bytes %d: want at least 1", *maxValueBytes)
+		return fail("--max-value-bytes %d: want at least 1", *maxValueBytes)
 	}
 	if _, _, err := net.SplitHostPort(*grpcAddr); err != nil {
-		return fail(2, "--grpc %s: want host:port, or :port for every address", *grpcAddr)
+		return fail("--grpc %s: want host:port, or :port for every address", *grpcAddr)
 	}
-	if err := checkAdminHosts("--admin-host", splitHosts(*adminHosts)); err != nil {
-		return fail(2, "%v", err)
+	hosts := splitHosts(*adminHosts)
+	if err := checkAdminHosts("--admin-host", hosts); err != nil {
+		return fail("%v", err)
 	}
 	headers, err := envoyrls.ParseHeaders(*headersFlag)
 	if err != nil {
-		return fail(2, "--headers: %v", err)
+		return fail("--headers: %v", err)
 	}
-	loadOpts := envoyrls.LoadOptions{MergeDomains: *mergeDomains}
-	var cfg *envoyrls.Config // nil until the control plane sends one
-	var xopts xds.Options
-	if *xf.server != "" {
-		if xopts, err = xf.options(env.xds); err != nil {
-			return fail(2, "%v", err)
+	return rlsFlags{
+		config: *configPath, grpc: *grpcAddr,
+		admin: *admin, adminTokenFile: *adminTokenFile, adminHosts: hosts,
+		headers: headers, shadowHeaders: *shadowHeaders, shadowMode: *shadowMode,
+		quotaMode: *quotaMode, dynamicMetadata: *dynamicMetadata, nearRatio: *nearRatio,
+		reloadSettle: *reloadSettle, loadOpts: envoyrls.LoadOptions{MergeDomains: *mergeDomains},
+		maxDescriptors: *maxDescriptors, maxEntries: *maxEntries, maxValueBytes: *maxValueBytes,
+		tls: tlsf, storePath: *storePath, store: storeFlagsGiven, xds: xf, env: env,
+	}, 0, true
+}
+
+// load reads the configuration files, or, from a control plane, returns
+// the xDS client's options and a nil configuration (none is in force until
+// the first push). ok is false when the command must exit with status.
+func (f *rlsFlags) load(p *process) (cfg *envoyrls.Config, xopts xds.Options, status int, ok bool) {
+	var err error
+	if *f.xds.server != "" {
+		if xopts, err = f.xds.options(f.env.xds); err != nil {
+			return nil, xopts, p.fail(2, "%v", err), false
 		}
-		xopts.Load = loadOpts
-	} else if cfg, err = rlsfile.LoadWith(*configPath, loadOpts); err != nil {
-		return fail(2, "%v", err) // a *config.Error names file:line and the field
+		xopts.Load = f.loadOpts
+		return nil, xopts, 0, true
 	}
-	bf := *storeFlagsGiven
-	if *storePath != "" {
-		fileStore, err := storeFile(*storePath)
+	if cfg, err = rlsfile.LoadWith(f.config, f.loadOpts); err != nil {
+		return nil, xopts, p.fail(2, "%v", err), false // a *config.Error names file:line and the field
+	}
+	if files, err := rlsfile.Files(f.config); err == nil {
+		p.log.Info("sluice rls: configuration read", "files", strings.Join(files, ","), "domains", strings.Join(cfg.Domains(), ","))
+	}
+	return cfg, xopts, 0, true
+}
+
+// storeFlags returns the store: --store's file, or else
+// envoyproxy/ratelimit's REDIS_* environment, the store flags over either.
+// ok is false when the command must exit with status.
+func (f *rlsFlags) storeFlags(p *process) (bf backendFlags, status int, ok bool) {
+	bf = *f.store
+	if f.storePath != "" {
+		fileStore, err := storeFile(f.storePath)
 		if err != nil {
-			return fail(2, "%v", err)
+			return bf, p.fail(2, "%v", err), false
 		}
-		bf = storeFlagsGiven.over(fileStore)
-	} else if !storeFlagsGiven.given["backend"] {
-		// envoyproxy/ratelimit's REDIS_* environment, the flags over it.
-		if env.redisErr != nil {
-			return fail(2, "%v", env.redisErr)
+		return f.store.over(fileStore), 0, true
+	}
+	if !f.store.given["backend"] {
+		if f.env.redisErr != nil {
+			return bf, p.fail(2, "%v", f.env.redisErr), false
 		}
-		if env.redis != nil {
-			bf = storeFlagsGiven.over(backendFlags{name: config.BackendRedis, redis: *env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
+		if f.env.redis != nil {
+			bf = f.store.over(backendFlags{name: config.BackendRedis, redis: *f.env.redis, from: "envoyproxy/ratelimit's REDIS_URL"})
 		}
 	}
-	logger := p.log
-	if files, err := rlsfile.Files(*configPath); err == nil && cfg != nil {
-		logger.Info("sluice rls: configuration read", "files", strings.Join(files, ","), "domains", strings.Join(cfg.Domains(), ","))
-	}
+	return bf, 0, true
+}
 
-	tlsCfg, status, ok := p.checkListeners(tlsf, []string{"h2"}, *admin, *adminTokenFile)
-	if !ok {
-		return status
-	}
-	if status, ok := p.openEngine(bf, nil); !ok {
-		return status
-	}
-	defer p.close()
-	eng := p.eng
+// rlsService is the rate-limit service over p's engine: the
+// RateLimitService, its configuration source and the gRPC server with its
+// health service.
+type rlsService struct {
+	srv     *envoyrls.Server
+	counts  *envoyrls.Metrics
+	reloads *metrics.Metrics // the reload and engine counters
+	src     *rlsConfigSource // closed by run, or by the caller on its way out
+	gs      *grpc.Server
+	hs      *health.Server
+}
 
-	counts := envoyrls.NewMetrics()
-	reloads := metrics.New(nil) // the reload and engine counters
-	for _, note := range env.notes {
-		logger.Info("sluice rls: from envoyproxy/ratelimit's environment", "note", note)
+// newRLSService builds the service over p's engine, with cfg in force (nil
+// under a control plane, until its first push), and starts its
+// configuration source and its health reports, which stop when ctx ends.
+// ok is false when the command must exit with status; otherwise close
+// the source after run.
+func newRLSService(ctx context.Context, p *process, f rlsFlags, cfg *envoyrls.Config, xopts xds.Options, tlsCfg *tls.Config) (s *rlsService, status int, ok bool) {
+	s = &rlsService{counts: envoyrls.NewMetrics(), reloads: metrics.New(nil)}
+	for _, note := range f.env.notes {
+		p.log.Info("sluice rls: from envoyproxy/ratelimit's environment", "note", note)
 	}
-	srv, err := envoyrls.NewServer(cfg, envoyrls.Options{
-		Engine: eng, Metrics: counts, Headers: headers, EnvoyHeaderNames: env.headerNames, DynamicMetadata: *dynamicMetadata, QuotaMode: *quotaMode, ShadowHeaders: *shadowHeaders, ShadowMode: *shadowMode, Logger: logger,
-		NearLimitRatio: *nearRatio, MaxDescriptors: *maxDescriptors, MaxEntries: *maxEntries, MaxValueBytes: *maxValueBytes,
+	var err error
+	s.srv, err = envoyrls.NewServer(cfg, envoyrls.Options{
+		Engine: p.eng, Metrics: s.counts, Headers: f.headers, EnvoyHeaderNames: f.env.headerNames, DynamicMetadata: f.dynamicMetadata, QuotaMode: f.quotaMode, ShadowHeaders: f.shadowHeaders, ShadowMode: f.shadowMode, Logger: p.log,
+		NearLimitRatio: f.nearRatio, MaxDescriptors: f.maxDescriptors, MaxEntries: f.maxEntries, MaxValueBytes: f.maxValueBytes,
 	})
 	if err != nil {
-		return fail(2, "%v", err)
+		return nil, p.fail(2, "%v", err), false
 	}
-	src, err := startRLSConfigSource(srv, *configPath, loadOpts, *reloadSettle, xopts, logger, reloads)
-	if err != nil {
-		return fail(1, "%v", err)
+	if s.src, err = startRLSConfigSource(s.srv, f.config, f.loadOpts, f.reloadSettle, xopts, p.log, s.reloads); err != nil {
+		return nil, p.fail(1, "%v", err), false
 	}
-	defer src.Close()
 
 	// Envoy's calls carry a few small headers (its initial_metadata
 	// included); grpc-go would take up to 16 MiB of them per call.
@@ -312,22 +403,22 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if tlsCfg != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	gs := grpc.NewServer(gopts...)
-	rlspb.RegisterRateLimitServiceServer(gs, srv)
-	hs := health.NewServer()
+	s.gs = grpc.NewServer(gopts...)
+	rlspb.RegisterRateLimitServiceServer(s.gs, s.srv)
+	s.hs = health.NewServer()
 	// Serving once the configuration is in force, and not while the
 	// durable store fails to write (storehealth.go).
-	gh := &grpcHealth{eng: eng, set: func(serving bool) {
+	gh := &grpcHealth{eng: p.eng, set: func(serving bool) {
 		st := healthpb.HealthCheckResponse_NOT_SERVING
 		if serving {
 			st = healthpb.HealthCheckResponse_SERVING
 		}
-		hs.SetServingStatus("", st)
-		hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
+		s.hs.SetServingStatus("", st)
+		s.hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
 	}}
 	gh.update()
 	go gh.watch(ctx)
-	if src.ready == nil {
+	if s.src.ready == nil {
 		gh.markReady()
 	} else {
 		// Not serving until the control plane's first configuration
@@ -335,44 +426,51 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
 		go func() {
 			select {
-			case <-src.ready:
+			case <-s.src.ready:
 				gh.markReady()
 			case <-ctx.Done():
 			}
 		}()
 	}
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	healthpb.RegisterHealthServer(s.gs, s.hs)
+	reflection.Register(s.gs)
+	return s, 0, true
+}
 
+// run serves the service on --grpc and the admin endpoints on --admin
+// until ctx ends; then it stops the configuration source (process.run).
+// cfg is the configuration at start, bf the store, for the "listening"
+// line.
+func (s *rlsService) run(ctx context.Context, p *process, f rlsFlags, cfg *envoyrls.Config, bf backendFlags, ready func(grpcAddr, admin string)) int {
 	return p.run(ctx, listener{
 		flag:  "grpc",
-		addr:  *grpcAddr,
-		serve: gs.Serve,
+		addr:  f.grpc,
+		serve: s.gs.Serve,
 		drain: func(ctx context.Context) error {
-			hs.Shutdown() // health checks answer NOT_SERVING while the calls drain
+			s.hs.Shutdown() // health checks answer NOT_SERVING while the calls drain
 			stopped := make(chan struct{})
-			go func() { gs.GracefulStop(); close(stopped) }()
+			go func() { s.gs.GracefulStop(); close(stopped) }()
 			select {
 			case <-stopped:
 			case <-ctx.Done():
-				gs.Stop()
+				s.gs.Stop()
 				<-stopped
 			}
 			return nil
 		},
 		stop: func() {
-			if err := src.Close(); err != nil {
-				logger.Warn("sluice rls: closing the configuration source", "err", err)
+			if err := s.src.Close(); err != nil {
+				p.log.Warn("sluice rls: closing the configuration source", "err", err)
 			}
 		},
-		attrs: append([]any{"config", src.name, "domains", strings.Join(cfg.Domains(), ",")}, storeAttrs(bf)...),
+		attrs: append([]any{"config", s.src.name, "domains", strings.Join(cfg.Domains(), ",")}, storeAttrs(bf)...),
 	}, adminListener{
-		addr:      *admin,
-		tokenFile: *adminTokenFile,
-		hosts:     splitHosts(*adminHosts),
+		addr:      f.admin,
+		tokenFile: f.adminTokenFile,
+		hosts:     f.adminHosts,
 		handler: func() http.Handler {
-			keys := &rlsAdminKeys{srv: srv, eng: eng, log: logger}
-			return keys.mount(rlsAdminHandler(srv, counts, reloads, eng, storeCollectors(p.store)...))
+			keys := &rlsAdminKeys{srv: s.srv, eng: p.eng, log: p.log}
+			return keys.mount(rlsAdminHandler(s.srv, s.counts, s.reloads, p.eng, storeCollectors(p.store)...))
 		},
 	}, ready)
 }
@@ -407,7 +505,7 @@ func rlsAdminHandler(srv *envoyrls.Server, counts *envoyrls.Metrics, reloads *me
 			ls := []rlsLimitJSON{}
 			for _, l := range cfg.Domain(name).Limits() {
 				j := rlsLimitJSON{Path: l.Path, Name: l.Name, Unlimited: l.Unlimited, RequestsPerUnit: l.RequestsPerUnit,
-					Algorithm: l.Algorithm, Burst: l.Burst, ShadowMode: l.Shadow, QuotaMode: l.Quota, Replaces: l.Replaces}
+					Algorithm: string(l.Algorithm), Burst: l.Burst, ShadowMode: l.Shadow, QuotaMode: l.Quota, Replaces: l.Replaces}
 				if !l.Unlimited {
 					j.Window = l.Window.String()
 				}
@@ -520,7 +618,7 @@ func (a *rlsAdminKeys) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, tokenGiven := bearer(r)
-	removed, err := resetRecord(a.eng, m.Limit.EngineLimit(), m.Key)
+	removed, err := resetRecord(r.Context(), a.eng, m.Limit.EngineLimit(), m.Key)
 	if err != nil {
 		a.log.Error("sluice rls: admin reset failed", "limit", m.Limit.Path, "key", m.Key, "remote", r.RemoteAddr, "token", tokenGiven, "err", err)
 		adminError(w, http.StatusServiceUnavailable, "the store could not reset the key")
@@ -545,9 +643,9 @@ func (a *rlsAdminKeys) keys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l := m.Limit
-	out := rlsKeyStateJSON{Domain: l.Domain, keyStateJSON: keyStateJSON{Rule: l.Path, Key: m.Key, Algorithm: l.Algorithm,
+	out := rlsKeyStateJSON{Domain: l.Domain, keyStateJSON: keyStateJSON{Rule: l.Path, Key: m.Key, Algorithm: string(l.Algorithm),
 		Limit: int64(l.RequestsPerUnit), Window: l.Window.String(), Burst: l.Burst, Cost: 1}}
-	if err := out.read(a.eng, l.EngineLimit(), m.Key, 1); err != nil {
+	if err := out.read(r.Context(), a.eng, l.EngineLimit(), m.Key, 1); err != nil {
 		keyStoreError(w, a.log, "sluice rls: admin keys", err)
 		return
 	}

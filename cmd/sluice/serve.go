@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -77,15 +78,17 @@ signed URLs, or %2F kept as data); --forward-path overrides the file's.
 Both reload with the file.
 
 Reloading: the rules, the default, the match mode, the identity section and
-on_store_error are reloaded when the file changes (it is watched, renames and
-symbolic-link swaps included) or on SIGHUP, once it has stayed unchanged for
---reload-settle. A file that does not parse or validate is rejected whole and
-logged; so is one with no rule and no default (or only shadow ones) while
-rules are in force, unless it says allow_empty: true. The configuration in
-force stays; sluice_config_reloads_total{result="error"} counts them. Replace
-the file atomically (write another, then rename it over; a ConfigMap does).
-The store and server sections are read at start only: a change there is
-logged and waits for a restart.
+on_store_error are reloaded when the file changes (it is watched, renames
+and symbolic-link swaps included) or on SIGHUP, once it has stayed unchanged
+for --reload-settle. A file that does not parse or validate is rejected
+whole and logged; so is one with no rule and no default (or only shadow
+ones) while rules are in force, unless it says allow_empty: true. The
+configuration in force stays; sluice_config_reloads_total{result="error"}
+counts them. A reload is put in force whole: no request sees the new rules
+beside the old identity or on_store_error. Replace the file atomically
+(write another, then rename it over; a ConfigMap does). The store and server
+sections are read at start only: a change there is logged and waits for a
+restart.
 
 Signals: SIGHUP reloads; SIGTERM or SIGINT stops accepting, drains the
 requests in flight (up to 10s), flushes and closes the store, and exits 0.
@@ -157,9 +160,68 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // (admin is empty without --admin). Exit status: 2 for a usage error or an
 // invalid configuration, 1 for any other failure. The start-up and the
 // shutdown are process's (process.go); runServe supplies the proxy.
+//
+// It reads as its steps: the flags, the configuration, the store, the
+// limited proxy over them (the handler a reload replaces whole), then the
+// listeners until ctx ends.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(listen, admin string)) int {
 	p := newProcess("sluice serve", stderr)
 	p.reportClose = true
+	f, status, ok := parseServeFlags(p, args, stdout)
+	if !ok {
+		return status
+	}
+	cfg, rs, sv, status, ok := f.load(p)
+	if !ok {
+		return status
+	}
+	tlsCfg, status, ok := p.checkListeners(f.tls, []string{"h2", "http/1.1"}, f.admin, f.adminTokenFile)
+	if !ok {
+		return status
+	}
+	bf := f.store.over(fileStore(cfg, f.config))
+	if status, ok := p.openEngine(bf, func(o *engine.Options) { o.FlushInterval = cfg.Store.FlushInterval }); !ok {
+		return status
+	}
+	defer p.close()
+	g, status, ok := newLimitedProxy(p, f, bf, cfg, rs)
+	if !ok {
+		return status
+	}
+	defer g.close()
+	w, err := config.Watch(f.config, nil, config.WatchOptions{
+		Initial:  cfg,
+		Logger:   p.log,
+		Metrics:  g.counts,
+		SIGHUP:   true,
+		Apply:    g.apply,
+		OnReload: g.reloaded,
+		Settle:   f.reloadSettle,
+	})
+	if err != nil {
+		return p.fail(1, "watching %s: %v", f.config, err)
+	}
+	defer w.Close()
+	return g.run(ctx, p, f, sv, tlsCfg, w, ready)
+}
+
+// serveFlags are serve's command line, checked.
+type serveFlags struct {
+	config, listen        string
+	upstream              *url.URL
+	admin, adminTokenFile string
+	adminHosts            []string           // --admin-host, split at commas
+	forwardPath           config.ForwardPath // --forward-path; empty when not given
+	shadowHeaders         bool
+	reloadSettle          time.Duration
+	tls                   tlsFlags
+	store                 *backendFlags // the store flags, laid over the file's section
+	serverOver            func(*config.Server)
+}
+
+// parseServeFlags parses and checks serve's command line. ok is false when
+// the command must exit with status (--help, or a usage error).
+func parseServeFlags(p *process, args []string, stdout io.Writer) (f serveFlags, status int, ok bool) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(p.errw)
 	configPath := fs.String("config", "", "the configuration `file` (YAML); required")
@@ -184,222 +246,296 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		fs.PrintDefaults()
 	}
 	if status, done := parseArgs(fs, args, stdout); done {
-		return status
+		return f, status, false
 	}
-	fail := p.fail
+	fail := func(format string, a ...any) (serveFlags, int, bool) { return f, p.fail(2, format, a...), false }
 	switch {
 	case fs.NArg() > 0:
-		return fail(2, "unexpected argument %q", fs.Arg(0))
+		return fail("unexpected argument %q", fs.Arg(0))
 	case *configPath == "":
-		return fail(2, "--config is required")
+		return fail("--config is required")
 	case *listen == "":
-		return fail(2, "--listen is required")
+		return fail("--listen is required")
 	case *upstream == "":
-		return fail(2, "--upstream is required")
+		return fail("--upstream is required")
 	case *adminTokenFile != "" && *admin == "":
-		return fail(2, "--admin-token-file: only with --admin")
+		return fail("--admin-token-file: only with --admin")
 	case len(*adminHosts) > 0 && *admin == "":
-		return fail(2, "--admin-host: only with --admin")
+		return fail("--admin-host: only with --admin")
 	case *reloadSettle <= 0:
-		return fail(2, "--reload-settle %s: want a positive duration", *reloadSettle)
+		return fail("--reload-settle %s: want a positive duration", *reloadSettle)
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
-		return fail(2, "--listen %s: want host:port, or :port for every address", *listen)
+		return fail("--listen %s: want host:port, or :port for every address", *listen)
 	}
 	up, err := url.Parse(*upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		return fail(2, "--upstream %s: want an http or https URL such as http://127.0.0.1:8081", *upstream)
+		return fail("--upstream %s: want an http or https URL such as http://127.0.0.1:8081", *upstream)
 	}
-
-	cfg, err := config.Load(*configPath)
-	if err != nil {
-		return fail(2, "%v", err) // a *config.Error names file:line and the field
+	f = serveFlags{
+		config: *configPath, listen: *listen, upstream: up,
+		admin: *admin, adminTokenFile: *adminTokenFile, adminHosts: splitHosts(*adminHosts),
+		forwardPath: config.ForwardPath(*forward), shadowHeaders: *shadowHeaders, reloadSettle: *reloadSettle,
+		tls: tlsf, store: storeFlagsGiven,
 	}
-	rs, err := cfg.Ruleset()
-	if err != nil {
-		return fail(2, "%s: %v", *configPath, err)
+	if err := checkAdminHosts("--admin-host", f.adminHosts); err != nil {
+		return fail("%v", err)
 	}
-	// The server section, read at start only, the flags given over it.
-	sv := cfg.Server
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
+	if err := checkForwardPath(f.forwardPath); err != nil {
+		return fail("%v", err)
+	}
+	// The server section's flags given, to be laid over the file's.
+	var given []func(*config.Server)
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
 		case "idle-timeout":
-			sv.IdleTimeout = *idleTimeout
+			given = append(given, func(sv *config.Server) { sv.IdleTimeout = *idleTimeout })
 		case "client-body-timeout":
-			sv.ClientBodyTimeout = *bodyTimeout
+			given = append(given, func(sv *config.Server) { sv.ClientBodyTimeout = *bodyTimeout })
 		case "send-timeout":
-			sv.SendTimeout = *sendTimeout
+			given = append(given, func(sv *config.Server) { sv.SendTimeout = *sendTimeout })
 		case "client-body-min-rate":
-			sv.ClientBodyMinRate = *bodyMinRate
+			given = append(given, func(sv *config.Server) { sv.ClientBodyMinRate = *bodyMinRate })
 		case "client-body-rate-grace":
-			sv.ClientBodyRateGrace = *bodyRateGrace
+			given = append(given, func(sv *config.Server) { sv.ClientBodyRateGrace = *bodyRateGrace })
 		case "max-connections":
-			sv.MaxConnections = *maxConns
+			given = append(given, func(sv *config.Server) { sv.MaxConnections = *maxConns })
 		}
 	})
+	f.serverOver = func(sv *config.Server) {
+		for _, set := range given {
+			set(sv)
+		}
+	}
+	return f, 0, true
+}
+
+// load loads the configuration file and compiles its rules, and returns
+// its server section with the flags given over it, checked against the
+// file's bounds. ok is false when the command must exit with status.
+func (f *serveFlags) load(p *process) (cfg *config.Config, rs *sluice.Ruleset, sv config.Server, status int, ok bool) {
+	fail := func(format string, a ...any) (*config.Config, *sluice.Ruleset, config.Server, int, bool) {
+		return nil, nil, sv, p.fail(2, format, a...), false
+	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return fail("%v", err) // a *config.Error names file:line and the field
+	}
+	if rs, err = cfg.Ruleset(); err != nil {
+		return fail("%s: %v", f.config, err)
+	}
+	// The server section, read at start only, the flags given over it.
+	sv = cfg.Server
+	f.serverOver(&sv)
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
 	}{{"idle-timeout", sv.IdleTimeout}, {"client-body-timeout", sv.ClientBodyTimeout}, {"send-timeout", sv.SendTimeout}, {"client-body-rate-grace", sv.ClientBodyRateGrace}} {
 		// The file's bounds (config.Load refuses the same values there).
 		if d.v < config.MinServerTimeout || d.v > config.MaxServerTimeout {
-			return fail(2, "--%s %v: want a duration from 1ms to 24h, such as 60s", d.flag, d.v)
+			return fail("--%s %v: want a duration from 1ms to 24h, such as 60s", d.flag, d.v)
 		}
 	}
 	if sv.ClientBodyMinRate < 0 || sv.ClientBodyMinRate > config.MaxClientBodyMinRate {
-		return fail(2, "--client-body-min-rate %d: want 0 (off) to %d bytes a second", sv.ClientBodyMinRate, config.MaxClientBodyMinRate)
+		return fail("--client-body-min-rate %d: want 0 (off) to %d bytes a second", sv.ClientBodyMinRate, config.MaxClientBodyMinRate)
 	}
 	if sv.MaxConnections < 1 || sv.MaxConnections > config.MaxConnectionsCap {
-		return fail(2, "--max-connections %d: want 1 to %d", sv.MaxConnections, config.MaxConnectionsCap)
+		return fail("--max-connections %d: want 1 to %d", sv.MaxConnections, config.MaxConnectionsCap)
 	}
-	hosts := splitHosts(*adminHosts)
-	if err := checkAdminHosts("--admin-host", hosts); err != nil {
-		return fail(2, "%v", err)
-	}
-	hosts = append(hosts, sv.AdminHosts...)
-	logger := p.log
-	warn := func(c *config.Config) {
-		for _, w := range c.Warnings {
-			logger.Warn("sluice serve: the configuration may not say what was meant", "warning", w)
-		}
-	}
-	warn(cfg)
-	if err := forward.start(cfg); err != nil {
-		return fail(2, "%v", err)
-	}
+	logWarnings(p.log, cfg)
+	return cfg, rs, sv, 0, true
+}
 
-	// The store: read at start only, the flags over the file's section.
-	fileStore := storeFlags(cfg.Store)
-	fileStore.from = *configPath
-	bf := storeFlagsGiven.over(fileStore)
-	tlsCfg, status, ok := p.checkListeners(tlsf, []string{"h2", "http/1.1"}, *admin, *adminTokenFile)
-	if !ok {
-		return status
+// logWarnings logs what cfg says that is valid but most likely not meant.
+func logWarnings(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("sluice serve: the configuration may not say what was meant", "warning", w)
 	}
-	if status, ok := p.openEngine(bf, func(o *engine.Options) { o.FlushInterval = cfg.Store.FlushInterval }); !ok {
-		return status
+}
+
+// fileStore is the store section of cfg, read from the file at path.
+func fileStore(cfg *config.Config, path string) backendFlags {
+	bf := storeFlags(cfg.Store)
+	bf.from = path
+	return bf
+}
+
+// limitedProxy is serve's handler, the rate-limited reverse proxy, and what the
+// admin listener reads of it. What a reload changes (the rules, the
+// identity section, the exempt list, on_store_error, the response section,
+// forward_path) is one immutable proxyConfig, built whole before it is
+// published with one atomic store: a request takes one and is decided,
+// answered and forwarded under it, so no request sees new rules beside an
+// old identity or policy, and a reload that cannot be built publishes
+// nothing. What is read at start only (the store, the server section, the
+// upstream, the flags) is the proxy's own.
+type limitedProxy struct {
+	cur atomic.Pointer[proxyConfig] // the configuration in force
+
+	configPath    string
+	eng           *engine.Engine
+	local         *sluice.Local  // on_store_error local's decisions, kept across reloads
+	localEng      *engine.Engine // local's engine, closed by close
+	counts        *metrics.Metrics
+	upstream      *url.URL
+	transport     http.RoundTripper
+	buffers       copyBuffers
+	upstreamErrs  *upstreamErrors
+	errorLog      *log.Logger
+	log           *slog.Logger
+	forwardPath   config.ForwardPath // --forward-path; empty when not given
+	shadowHeaders bool
+	started       *config.Config // the configuration at start, whose server section is in force
+	fleet         int            // the fleet size on_store_error local divides by
+	storeAttrs    []any
+}
+
+// proxyConfig is one configuration in force: never changed once
+// published.
+type proxyConfig struct {
+	rules   *sluice.Registry     // holds the ruleset; never swapped
+	id      *identity.Identifier // the identity section; the admin endpoints read keys under it
+	handler http.Handler         // the rate limiter over the proxy, under all of the above
+}
+
+// newLimitedProxy builds the proxy over p's engine and puts cfg, whose
+// ruleset is rs, in force. ok is false when the command must exit with
+// status; otherwise close the proxy after run.
+func newLimitedProxy(p *process, f serveFlags, bf backendFlags, cfg *config.Config, rs *sluice.Ruleset) (g *limitedProxy, status int, ok bool) {
+	g = &limitedProxy{
+		configPath:    f.config,
+		eng:           p.eng,
+		counts:        metrics.New(nil),
+		upstream:      f.upstream,
+		transport:     upstreamTransport(),
+		buffers:       newCopyBuffers(maxPooledCopyBuffers),
+		errorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelError),
+		log:           p.log,
+		forwardPath:   f.forwardPath,
+		shadowHeaders: f.shadowHeaders,
+		started:       cfg,
+		fleet:         1,
+		storeAttrs:    storeAttrs(bf),
 	}
-	defer p.close()
-	eng := p.eng
+	g.upstreamErrs = &upstreamErrors{log: p.log}
 	// The in-process engine on_store_error local decides on when the
 	// store fails. It is made whatever the policy, since a reload may
 	// turn local on, and kept across reloads with what callers spent.
-	localEng, err := engine.New(memory.New(nil), &engine.Options{Logger: logger})
-	if err != nil {
-		return fail(1, "starting the local engine: %v", err)
+	var err error
+	if g.localEng, err = engine.New(memory.New(nil), &engine.Options{Logger: p.log}); err != nil {
+		return nil, p.fail(1, "starting the local engine: %v", err), false
 	}
-	defer localEng.Close()
-	fleet := 1
 	if bf.name == config.BackendRedis {
-		fleet = bf.redis.FleetSize
+		g.fleet = bf.redis.FleetSize
+		g.storeAttrs = append(g.storeAttrs, "fleet_size", g.fleet)
 	}
-	local, err := sluice.NewLocal(localEng, fleet)
-	if err != nil {
-		return fail(2, "%s: store.redis.fleet_size: %v", *configPath, err)
+	if g.local, err = sluice.NewLocal(g.localEng, g.fleet); err != nil {
+		g.close()
+		return nil, p.fail(2, "%s: store.redis.fleet_size: %v", f.config, err), false
 	}
+	g.counts.InitRuleset(rs)
+	if err := g.apply(cfg, rs); err != nil {
+		g.close()
+		return nil, p.fail(2, "%s: %v", f.config, err), false
+	}
+	return g, 0, true
+}
 
-	reg := sluice.NewRegistry(rs)
-	counts := metrics.New(nil)
-	counts.InitRuleset(rs)
-	proxy := httputil.NewSingleHostReverseProxy(up)
-	proxy.Director = forward.director(proxy.Director) // serve_path.go
-	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelError)
-	proxy.Transport = upstreamTransport()
-	proxy.BufferPool = newCopyBuffers(maxPooledCopyBuffers)
-	upstreamErrs := &upstreamErrors{log: logger}
-	proxy.ErrorHandler = upstreamErrs.handle
-	// limited builds the rate-limited proxy from a configuration's identity
-	// section and store-error policy. Both are reloadable: a reload that
-	// changes them swaps in a new handler, and requests in flight finish
-	// on the old one.
-	var curID atomic.Pointer[identity.Identifier]
-	limited := func(cfg *config.Config) (http.Handler, error) {
-		id, err := identity.New(cfg.Identity)
-		if err != nil {
-			return nil, fmt.Errorf("identity: %w", err)
-		}
-		curID.Store(id) // the admin endpoints read caller keys under it
-		exempt, err := cfg.ExemptFunc(id)
-		if err != nil {
-			return nil, err
-		}
-		mw, err := httplimit.New(httplimit.Config{
-			Engine:          eng,
-			Registry:        reg,
-			Identifier:      id,
-			Metrics:         counts,
-			OnStoreError:    cfg.OnStoreError,
-			Local:           local,
-			Logger:          logger,
-			ShadowHeaders:   *shadowHeaders,
-			DenyStatus:      cfg.Response.DenyStatus,
-			ProblemDetails:  cfg.Response.Problem,
-			ResetAsUnixTime: cfg.Response.ResetUnix,
-			Exempt:          exempt,
-		})
-		if err != nil {
-			return nil, err
-		}
-		return mw(proxy), nil
-	}
-	h, err := limited(cfg)
+// close closes the local engine.
+func (g *limitedProxy) close() { g.localEng.Close() }
+
+// build builds the proxy's configuration for cfg, whose ruleset is rs.
+// It fails only where the parser and the packages it feeds disagree.
+func (g *limitedProxy) build(cfg *config.Config, rs *sluice.Ruleset) (*proxyConfig, error) {
+	id, err := identity.New(cfg.Identity)
 	if err != nil {
-		return fail(2, "%s: %v", *configPath, err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
-	handler := &swapHandler{}
-	handler.h.Store(&h)
-	// A reload puts the rules and the match mode in force through the
-	// registry (Watch does that); the identity section and on_store_error
-	// are put in force here, by a new handler. The store section is read at
-	// start only. The file was parsed and validated before OnReload is
-	// called, so building the handler fails only if the parser and
-	// httplimit disagree; then the previous identity and policy stay.
-	onReload := func(next *config.Config, err error) {
-		if err != nil {
-			return
-		}
-		warn(next)
-		forward.reload(next)
-		if !reflect.DeepEqual(next.Server, cfg.Server) {
-			logger.Warn("sluice serve: the server section changed; it takes effect only after a restart", "config", *configPath)
-		}
-		h, err := limited(next)
-		if err != nil {
-			logger.Error("sluice serve: reload: keeping the identity and store-error settings in force", "config", *configPath, "err", err)
-			return
-		}
-		handler.h.Store(&h)
+	exempt, err := cfg.ExemptFunc(id)
+	if err != nil {
+		return nil, err
 	}
-	w, err := config.Watch(*configPath, reg, config.WatchOptions{
-		Initial:  cfg,
-		Logger:   logger,
-		Metrics:  counts,
-		SIGHUP:   true,
-		OnReload: onReload,
-		Settle:   *reloadSettle,
+	reg := sluice.NewRegistry(rs)
+	mw, err := httplimit.New(httplimit.Config{
+		Engine:          g.eng,
+		Registry:        reg,
+		Identifier:      id,
+		Metrics:         g.counts,
+		OnStoreError:    cfg.OnStoreError,
+		Local:           g.local,
+		Logger:          g.log,
+		ShadowHeaders:   g.shadowHeaders,
+		DenyStatus:      cfg.Response.DenyStatus,
+		ProblemDetails:  cfg.Response.Problem,
+		ResetAsUnixTime: cfg.Response.ResetUnix,
+		Exempt:          exempt,
 	})
 	if err != nil {
-		return fail(1, "watching %s: %v", *configPath, err)
+		return nil, err
 	}
-	defer w.Close()
+	proxy := &httputil.ReverseProxy{
+		Director:     forwardDirector(forwardPathOf(g.forwardPath, cfg), httputil.NewSingleHostReverseProxy(g.upstream).Director), // serve_path.go
+		Transport:    g.transport,
+		BufferPool:   g.buffers,
+		ErrorLog:     g.errorLog,
+		ErrorHandler: g.upstreamErrs.handle,
+	}
+	return &proxyConfig{rules: reg, id: id, handler: mw(proxy)}, nil
+}
 
+// apply puts cfg, whose ruleset is rs, in force with one atomic store, or
+// nothing when it cannot be built (config.WatchOptions.Apply).
+func (g *limitedProxy) apply(cfg *config.Config, rs *sluice.Ruleset) error {
+	c, err := g.build(cfg, rs)
+	if err != nil {
+		return err
+	}
+	g.cur.Store(c)
+	return nil
+}
+
+// reloaded logs what a reload put in force says that may not be meant
+// (config.WatchOptions.OnReload).
+func (g *limitedProxy) reloaded(next *config.Config, err error) {
+	if err != nil {
+		return
+	}
+	logWarnings(g.log, next)
+	if !reflect.DeepEqual(next.Server, g.started.Server) {
+		g.log.Warn("sluice serve: the server section changed; it takes effect only after a restart", "config", g.configPath)
+	}
+}
+
+// ServeHTTP serves r under the configuration in force.
+func (g *limitedProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.cur.Load().handler.ServeHTTP(w, r)
+}
+
+// inForce returns the rules and the identity section in force, of one
+// configuration.
+func (g *limitedProxy) inForce() (*sluice.Ruleset, *identity.Identifier) {
+	c := g.cur.Load()
+	return c.rules.Ruleset(), c.id
+}
+
+// run serves the proxy on --listen, with the server section sv and
+// tlsCfg (nil without TLS), and the admin endpoints on --admin, until ctx
+// ends; then it stops the watcher w (process.run).
+func (g *limitedProxy) run(ctx context.Context, p *process, f serveFlags, sv config.Server, tlsCfg *tls.Config, w *config.Watcher, ready func(listen, admin string)) int {
 	srv := &http.Server{
-		Handler: slowClientGuard{next: handler, body: sv.ClientBodyTimeout, send: sv.SendTimeout,
+		Handler: slowClientGuard{next: g, body: sv.ClientBodyTimeout, send: sv.SendTimeout,
 			minRate: sv.ClientBodyMinRate, grace: sv.ClientBodyRateGrace},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       sv.IdleTimeout,
-		ErrorLog:          proxy.ErrorLog,
+		ErrorLog:          g.errorLog,
 	}
-	attrs := append([]any{"upstream", up.String(), "config", *configPath, "on_store_error", string(cfg.OnStoreError),
+	attrs := append([]any{"upstream", g.upstream.String(), "config", f.config, "on_store_error", string(g.started.OnStoreError),
 		"idle_timeout", sv.IdleTimeout, "client_body_timeout", sv.ClientBodyTimeout,
 		"client_body_min_rate", sv.ClientBodyMinRate, "client_body_rate_grace", sv.ClientBodyRateGrace, "send_timeout", sv.SendTimeout,
-		"max_connections", sv.MaxConnections}, storeAttrs(bf)...)
-	if bf.name == config.BackendRedis {
-		attrs = append(attrs, "fleet_size", fleet)
-	}
+		"max_connections", sv.MaxConnections}, g.storeAttrs...)
 	return p.run(ctx, listener{
 		flag: "listen",
-		addr: *listen,
+		addr: f.listen,
 		serve: func(ln net.Listener) error {
 			ln = newLimitListener(ln, sv.MaxConnections)
 			if tlsCfg != nil {
@@ -410,18 +546,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		drain: srv.Shutdown,
 		stop: func() {
 			if err := w.Close(); err != nil {
-				logger.Warn("sluice serve: closing the configuration watcher", "err", err)
+				g.log.Warn("sluice serve: closing the configuration watcher", "err", err)
 			}
 		},
 		attrs: attrs,
 	}, adminListener{
-		addr:      *admin,
-		tokenFile: *adminTokenFile,
-		hosts:     hosts,
+		addr:      f.admin,
+		tokenFile: f.adminTokenFile,
+		hosts:     append(f.adminHosts, sv.AdminHosts...),
 		handler: func() http.Handler {
-			return newAdminKeys(reg, eng, &curID, logger).mount(adminHandler(reg, counts, upstreamErrs, eng, storeCollectors(p.store)...))
+			rules := func() *sluice.Ruleset { rs, _ := g.inForce(); return rs }
+			return newAdminKeys(g.inForce, g.eng, g.log).mount(adminHandler(rules, g.counts, g.upstreamErrs, g.eng, storeCollectors(p.store)...))
 		},
-		errorLog:    proxy.ErrorLog,
+		errorLog:    g.errorLog,
 		reportDrain: true,
 	}, ready)
 }
@@ -534,15 +671,6 @@ func (u *upstreamErrors) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBodyTimeouts, prometheus.CounterValue, float64(u.bodyTimeouts.Load()))
 }
 
-// swapHandler serves with the handler in h, which a reload replaces.
-type swapHandler struct {
-	h atomic.Pointer[http.Handler]
-}
-
-func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	(*s.h.Load()).ServeHTTP(w, r)
-}
-
 // ruleJSON is one rule as /rules shows it.
 type ruleJSON struct {
 	Name       string `json:"name"`
@@ -574,7 +702,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		PathPrefix: r.PathPrefix,
 		Host:       r.Host,
 		Scope:      string(r.Scope),
-		Algorithm:  r.Algorithm,
+		Algorithm:  string(r.Algorithm),
 		Limit:      r.Limit,
 		Window:     r.Window.String(),
 		Burst:      r.Burst,
@@ -584,9 +712,9 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 	}
 }
 
-// adminHandler serves /metrics, /healthz and /rules; /metrics also
-// serves the collectors in store.
-func adminHandler(reg *sluice.Registry, m *metrics.Metrics, up *upstreamErrors, eng *engine.Engine, store ...prometheus.Collector) http.Handler {
+// adminHandler serves /metrics, /healthz and /rules (the ruleset rules
+// returns); /metrics also serves the collectors in store.
+func adminHandler(rules func() *sluice.Ruleset, m *metrics.Metrics, up *upstreamErrors, eng *engine.Engine, store ...prometheus.Collector) http.Handler {
 	preg := prometheus.NewRegistry()
 	preg.MustRegister(m.Collector(eng), up)
 	preg.MustRegister(store...)
@@ -594,7 +722,7 @@ func adminHandler(reg *sluice.Registry, m *metrics.Metrics, up *upstreamErrors, 
 	mux.Handle("GET /metrics", promhttp.HandlerFor(preg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", healthz(eng))
 	mux.HandleFunc("GET /rules", func(w http.ResponseWriter, _ *http.Request) {
-		rs := reg.Ruleset()
+		rs := rules()
 		out := rulesJSON{Match: string(rs.Mode()), Rules: []ruleJSON{}}
 		for _, c := range rs.Rules() {
 			out.Rules = append(out.Rules, toRuleJSON(c))

@@ -4,61 +4,50 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/config"
 )
 
-// pathForwarder chooses the spelling of a request's path that serve sends
-// upstream (forward_path): the canonical path the rules matched, by
-// default, or the path as the client spelt it. The --forward-path flag,
-// when given, holds it; otherwise the configuration file's forward_path
-// does, and a reload changes it.
-type pathForwarder struct {
-	flag *string      // --forward-path; empty when not given
-	mode atomic.Value // the config.ForwardPath in force
+// addForwardPathFlag registers --forward-path on fs: which spelling of a
+// request's path serve sends upstream, over the configuration file's
+// forward_path (which a reload changes).
+func addForwardPathFlag(fs *flag.FlagSet) *string {
+	return fs.String("forward-path", "", "the path sent `upstream`, over the configuration's forward_path: canonical (default: the path the rules matched, \"//\", \".\" and \"..\" resolved) or original (as the client spelt it)")
 }
 
-// addForwardPathFlag registers --forward-path on fs.
-func addForwardPathFlag(fs *flag.FlagSet) *pathForwarder {
-	f := &pathForwarder{}
-	f.flag = fs.String("forward-path", "", "the path sent `upstream`, over the configuration's forward_path: canonical (default: the path the rules matched, \"//\", \".\" and \"..\" resolved) or original (as the client spelt it)")
-	return f
-}
-
-// start checks the flag and puts the mode in force: the flag's, or cfg's.
-func (f *pathForwarder) start(cfg *config.Config) error {
-	if v := config.ForwardPath(*f.flag); v != "" && !v.Valid() {
-		return fmt.Errorf("--forward-path %s: want %s or %s", *f.flag, config.ForwardCanonical, config.ForwardOriginal)
+// checkForwardPath checks --forward-path's value v; empty is not given.
+func checkForwardPath(v config.ForwardPath) error {
+	if v != "" && !v.Valid() {
+		return fmt.Errorf("--forward-path %s: want %s or %s", v, config.ForwardCanonical, config.ForwardOriginal)
 	}
-	f.reload(cfg)
 	return nil
 }
 
-// reload puts cfg's forward_path in force, unless the flag holds it.
-func (f *pathForwarder) reload(cfg *config.Config) {
-	m := config.ForwardPath(*f.flag)
-	if m == "" {
-		m = cfg.ForwardPath
+// forwardPathOf returns the forward path in force under cfg: the flag's
+// when given, else cfg's, else ForwardCanonical.
+func forwardPathOf(flag config.ForwardPath, cfg *config.Config) config.ForwardPath {
+	switch {
+	case flag != "":
+		return flag
+	case cfg.ForwardPath != "":
+		return cfg.ForwardPath
 	}
-	if m == "" {
-		m = config.ForwardCanonical
-	}
-	f.mode.Store(m)
+	return config.ForwardCanonical
 }
 
-// director wraps the reverse proxy's director next: under
-// ForwardCanonical the outgoing request's path is the canonical one
-// (sluice.CanonicalPath of the decoded path, re-encoded as net/url encodes
-// a path, so a %2F goes as "/") before next joins it to the upstream's
-// base path; the query is sent as received. Under ForwardOriginal, next
-// alone: the path goes as received, byte for byte.
-func (f *pathForwarder) director(next func(*http.Request)) func(*http.Request) {
+// forwardDirector wraps the reverse proxy's director next for the forward
+// path mode: under ForwardCanonical the outgoing request's path is the
+// canonical one (sluice.CanonicalPath of the decoded path, re-encoded as
+// net/url encodes a path, so a %2F goes as "/") before next joins it to the
+// upstream's base path; the query is sent as received. Under
+// ForwardOriginal, next alone: the path goes as received, byte for byte.
+func forwardDirector(mode config.ForwardPath, next func(*http.Request)) func(*http.Request) {
+	if mode != config.ForwardCanonical {
+		return next
+	}
 	return func(r *http.Request) {
-		if f.mode.Load().(config.ForwardPath) == config.ForwardCanonical {
-			canonicalizeURLPath(r)
-		}
+		canonicalizeURLPath(r)
 		next(r)
 	}
 }

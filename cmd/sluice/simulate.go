@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -142,7 +143,7 @@ func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64,
 	fs := flag.NewFlagSet("sluice simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by runSimulate
 	fs.Usage = func() {}
-	name := fs.String("algorithm", "", "the algorithm, by `name`: "+strings.Join(algo.Names, ", ")+" (required)")
+	name := fs.String("algorithm", "", "the algorithm, by `name`: "+algoNames()+" (required)")
 	limit := int64Flag(fs, "limit", "at most `N` units may be spent per window (required)")
 	window := new(time.Duration)
 	fs.Func("window", "the window, a Go `duration` such as 250ms, 1s or 1m (required)", func(s string) error {
@@ -201,17 +202,13 @@ func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 			return engine.Limit{}, backendFlags{}, usagef("--%s: required", f)
 		}
 	}
-	known := false
-	for _, n := range algo.Names {
-		known = known || n == *name
-	}
-	if !known {
-		return engine.Limit{}, backendFlags{}, usagef("--algorithm %s: unknown algorithm (want one of %s)", *name, strings.Join(algo.Names, ", "))
+	if !algo.Name(*name).Known() {
+		return engine.Limit{}, backendFlags{}, usagef("--algorithm %s: unknown algorithm (want one of %s)", *name, algoNames())
 	}
 	if set["burst"] && *burst <= 0 {
 		return engine.Limit{}, backendFlags{}, usagef("--burst: must be positive when set, got %d", *burst)
 	}
-	a, err := algo.New(*name, algo.Params{Limit: *limit, Window: *window, Burst: *burst})
+	a, err := algo.New(algo.Name(*name), algo.Params{Limit: *limit, Window: *window, Burst: *burst})
 	if err != nil {
 		var pe *algo.ParamError
 		if errors.As(err, &pe) {
@@ -283,7 +280,7 @@ func simulate(eng *engine.Engine, clock *engine.FakeClock, limit engine.Limit, i
 				return fail(2, "line %d: %v", n, perr)
 			}
 			clock.SetUnixNano(req.T)
-			d, derr := eng.Apply(limit, req.Key, req.Cost)
+			d, derr := eng.Apply(context.Background(), limit, req.Key, req.Cost)
 			switch {
 			case derr == nil:
 				buf = appendDecision(buf[:0], d, req.Key)
@@ -329,4 +326,13 @@ func appendDecision(dst []byte, d algo.Decision, key string) []byte {
 	dst = append(dst, `,"key":`...)
 	dst = appendJSONString(dst, key)
 	return append(dst, "}\n"...)
+}
+
+// algoNames lists algo.Names, comma-separated, for usage and its errors.
+func algoNames() string {
+	names := make([]string, len(algo.Names))
+	for i, n := range algo.Names {
+		names[i] = string(n)
+	}
+	return strings.Join(names, ", ")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -52,7 +53,7 @@ func TestHealthFollowsTheStore(t *testing.T) {
 	}
 	l := engine.Limit{Namespace: "n", Algorithm: algo.MustNew("token_bucket", algo.Params{Limit: 100, Window: time.Minute})}
 	for eng.StoreHealth() == nil {
-		eng.Apply(l, "k", 1)
+		eng.Apply(context.Background(), l, "k", 1)
 		time.Sleep(time.Millisecond)
 	}
 	check(http.StatusServiceUnavailable, "not ready: ")

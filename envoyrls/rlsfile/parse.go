@@ -240,7 +240,9 @@ func (p *parser) rateLimit(n *yaml.Node, field string) (*envoyrls.RateLimit, err
 		case "replaces":
 			err = p.replaces(v, f, rl)
 		case "algorithm":
-			rl.Algorithm, err = p.Str(v, f)
+			var s string
+			s, err = p.Str(v, f)
+			rl.Algorithm = algo.Name(s)
 		case "burst":
 			var b uint64
 			b, err = p.Uint(v, f, math.MaxInt64)

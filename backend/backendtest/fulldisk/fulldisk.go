@@ -2,6 +2,7 @@ package fulldisk
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,7 +136,7 @@ func run(t *testing.T, s Store, mode engine.Durability) {
 			keys = append(keys, key)
 			spent[key] = 0
 		}
-		d, err := e.Apply(limit, key, 1)
+		d, err := e.Apply(context.Background(), limit, key, 1)
 		switch {
 		case err == nil:
 			if !d.Allowed {
@@ -248,7 +249,7 @@ func run(t *testing.T, s Store, mode engine.Durability) {
 	}
 	defer e2.Close()
 	for _, k := range keys {
-		d, err := e2.Peek(limit, k, 1)
+		d, err := e2.Peek(context.Background(), limit, k, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -154,7 +155,7 @@ func run(cfg config) (*result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	alg, err := algo.New(cfg.algorithm, algo.Params{Limit: 1, Window: cfg.ttl})
+	alg, err := algo.New(algo.Name(cfg.algorithm), algo.Params{Limit: 1, Window: cfg.ttl})
 	if err != nil {
 		return nil, fmt.Errorf("-algorithm: %w", err)
 	}
@@ -176,7 +177,7 @@ func run(cfg config) (*result, error) {
 
 	// The victim spends its whole budget first.
 	for i := range 4 {
-		d, err := eng.Apply(victimLimit, victimKey, 1)
+		d, err := eng.Apply(context.Background(), victimLimit, victimKey, 1)
 		if err != nil {
 			return nil, fmt.Errorf("victim: %w", err)
 		}
@@ -184,7 +185,7 @@ func run(cfg config) (*result, error) {
 			return nil, fmt.Errorf("victim: request %d allowed %v, want %v", i+1, d.Allowed, want)
 		}
 	}
-	if err := eng.Flush(); err != nil {
+	if err := eng.Flush(context.Background()); err != nil {
 		return nil, err
 	}
 
@@ -251,7 +252,7 @@ func run(cfg config) (*result, error) {
 		}
 	}
 	checkVictim := func(when string) {
-		d, err := eng.Peek(victimLimit, victimKey, 1)
+		d, err := eng.Peek(context.Background(), victimLimit, victimKey, 1)
 		if err != nil {
 			addErr(fmt.Errorf("victim peek %s: %w", when, err))
 			return
@@ -320,7 +321,7 @@ func run(cfg config) (*result, error) {
 						addErr(err)
 						return
 					}
-					d, err := eng.Apply(lim, key, 1)
+					d, err := eng.Apply(context.Background(), lim, key, 1)
 					sent.Add(1)
 					switch {
 					case err == nil:
@@ -361,7 +362,7 @@ func run(cfg config) (*result, error) {
 	for {
 		gone := eng.Len() <= 1
 		if gone && cfg.backend == "pebble" {
-			if err := eng.Flush(); err != nil { // expired dirty records become deletes
+			if err := eng.Flush(context.Background()); err != nil { // expired dirty records become deletes
 				addErr(fmt.Errorf("flush: %w", err))
 			}
 			n, err := floodRecords(store, 1)

@@ -48,7 +48,7 @@ func TestConfigsMatchTheBound(t *testing.T) {
 				t.Errorf("variant %s: rule %s is not in the bound table", v.name, r.Name)
 				continue
 			}
-			if r.Algorithm != want.algorithm || r.Cost != want.cost || r.Window != window || r.Limit != want.limit(v) || r.Burst != 0 {
+			if string(r.Algorithm) != want.algorithm || r.Cost != want.cost || r.Window != window || r.Limit != want.limit(v) || r.Burst != 0 {
 				t.Errorf("variant %s: rule %+v, the bound table says %s cost %d limit %d window %v",
 					v.name, r, want.algorithm, want.cost, want.limit(v), window)
 			}

@@ -1,0 +1,233 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/clip"
+)
+
+// PerHandlerConfig configures the middleware PerHandler returns.
+type PerHandlerConfig struct {
+	// Limiter decides each request: its limit, window, algorithm and
+	// store, and the name its rate-limit fields carry (sluice.WithName).
+	// Required. Handlers may share one Limiter (one budget per key across
+	// them) or each have their own.
+	Limiter *sluice.Limiter
+	// Key returns the key whose budget r spends: a user id from a
+	// verified token, an API key, a tenant. nil means the client's IP
+	// address as package identity keys it ("ip:192.0.2.1", IPv6 grouped
+	// by a /64), from the connection's peer: no proxy is trusted. An
+	// error is answered by OnError, 400 by default when it matches
+	// identity.ErrBadIdentity.
+	Key func(r *http.Request) (string, error)
+	// Cost returns what r spends, at least 1 and at most the limiter's
+	// capacity; nil means 1. An error (or a cost out of that range) is
+	// answered by OnError.
+	Cost func(r *http.Request) (int64, error)
+	// OnStoreError is what happens to a request when the store fails:
+	// sluice.FailOpen (the default when empty) lets it through without
+	// rate-limit headers, sluice.FailClosed answers it through OnError
+	// (503 by default). sluice.FailLocal is New's alone: PerHandler
+	// refuses it.
+	OnStoreError sluice.StoreErrorPolicy
+	// OnDenied, when set, answers a denied request in place of the 429
+	// with a one-line body; the rate-limit headers and Retry-After are
+	// already set, and DecisionFrom gives it the decision.
+	OnDenied http.Handler
+	// OnError, when set, answers a request that could not be decided: an
+	// error of Key or Cost, or a store error under FailClosed (matching
+	// engine.ErrStore or engine.ErrClosed). nil means 400 for
+	// identity.ErrBadIdentity, 503 with a Retry-After for a store error,
+	// and 500, logged, for the rest.
+	OnError func(w http.ResponseWriter, r *http.Request, err error)
+	// Logger receives store errors under FailOpen and the errors the
+	// default OnError answers 500; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// perHandler is the state behind one PerHandler middleware.
+type perHandler struct {
+	lim      *sluice.Limiter
+	key      func(*http.Request) (string, error)
+	cost     func(*http.Request) (int64, error)
+	open     bool // OnStoreError is FailOpen
+	onDenied http.Handler
+	onError  func(http.ResponseWriter, *http.Request, error)
+	// fields writes the rate-limit headers as New's middleware does: it
+	// is such a middleware's state, holding only what setHeaders reads.
+	fields *limiter
+	log    *slog.Logger
+}
+
+// PerHandler returns middleware limiting the handlers it wraps by one
+// sluice.Limiter, each request spending Cost from the budget of its Key:
+// the shape of go-limiter's and httprate's middleware, where New's is
+// rules matched by method and path.
+//
+//	lim, _ := sluice.NewLimiter(100, time.Minute)
+//	limit, _ := httplimit.PerHandler(httplimit.PerHandlerConfig{Limiter: lim})
+//	mux.Handle("/search", limit(search))
+//
+// A decided request carries the same rate-limit fields New's middleware
+// sends (X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset,
+// RateLimit-Policy and RateLimit, named by the limiter), and the handler
+// finds the decision with DecisionFrom. A denied one is answered 429 Too
+// Many Requests with Retry-After (or by OnDenied). It fails when Limiter
+// is missing or OnStoreError is not FailOpen or FailClosed.
+func PerHandler(cfg PerHandlerConfig) (func(http.Handler) http.Handler, error) {
+	if cfg.Limiter == nil {
+		return nil, errors.New("sluice/httplimit: PerHandlerConfig.Limiter is required")
+	}
+	p := &perHandler{
+		lim: cfg.Limiter, key: cfg.Key, cost: cfg.Cost,
+		onDenied: cfg.OnDenied, onError: cfg.OnError, log: cfg.Logger,
+		fields: &limiter{clock: cfg.Limiter.Engine().Clock()},
+	}
+	switch cfg.OnStoreError {
+	case "", sluice.FailOpen:
+		p.open = true
+	case sluice.FailClosed:
+	default:
+		return nil, fmt.Errorf("sluice/httplimit: PerHandlerConfig.OnStoreError %q: want %q or %q", cfg.OnStoreError, sluice.FailOpen, sluice.FailClosed)
+	}
+	if p.key == nil {
+		id, err := identity.New(identity.Config{})
+		if err != nil {
+			return nil, err
+		}
+		p.key = func(r *http.Request) (string, error) {
+			return callerKey(id, nil, r, sluice.ScopeIP)
+		}
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if p.onError == nil {
+		p.onError = p.defaultError
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.serve(w, r, next)
+		})
+	}, nil
+}
+
+// serve decides r under the limiter and answers it.
+func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key, err := p.key(r)
+	if err != nil {
+		p.onError(w, r, fmt.Errorf("sluice/httplimit: key: %w", err))
+		return
+	}
+	cost := int64(1)
+	if p.cost != nil {
+		if cost, err = p.cost(r); err != nil {
+			p.onError(w, r, fmt.Errorf("sluice/httplimit: cost: %w", err))
+			return
+		}
+	}
+	d, err := p.lim.Take(r.Context(), key, cost)
+	if err != nil {
+		if isStoreError(err) && p.open {
+			p.log.Warn("sluice/httplimit: store error; request let through", "limiter", p.lim.Rule().Name(), "err", err)
+			next.ServeHTTP(w, r)
+			return
+		}
+		p.onError(w, r, err)
+		return
+	}
+	rule := p.lim.Rule()
+	p.fields.setHeaders(w.Header(), rule, d)
+	r = withDecision(r, rule, d)
+	if !d.Allowed {
+		if p.onDenied != nil {
+			p.onDenied.ServeHTTP(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, deniedBody+rule.Name()+"\n")
+		return
+	}
+	if d.Delay > 0 && !sluice.WaitDelay(r.Context(), d.Delay) {
+		return // the client went away while waiting
+	}
+	next.ServeHTTP(w, r)
+}
+
+// defaultError is OnError when none is set.
+func (p *perHandler) defaultError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, identity.ErrBadIdentity):
+		http.Error(w, "bad caller identity", http.StatusBadRequest)
+	case isStoreError(err):
+		unavailable(w)
+	default:
+		p.log.Error("sluice/httplimit: cannot decide the request", "limiter", p.lim.Rule().Name(),
+			"method", clip.String(r.Method, clip.Max), "path", clip.String(r.URL.Path, clip.Max),
+			"err", clip.String(err.Error(), maxLoggedError))
+		http.Error(w, internalErrorBody, http.StatusInternalServerError)
+	}
+}
+
+// isStoreError reports whether err is the store's failure rather than the
+// request's.
+func isStoreError(err error) bool {
+	return errors.Is(err, engine.ErrStore) || errors.Is(err, engine.ErrClosed)
+}
+
+// Decision is the rate-limit decision a request was answered with, as a
+// handler finds it with DecisionFrom.
+type Decision struct {
+	// Decision is the answer: Allowed, Limit, Remaining, Reset and, on a
+	// denial, RetryAfter.
+	algo.Decision
+	// Rule is the rule that decided: New's matching rule (the one the
+	// headers report, in all mode the most restrictive), or PerHandler's
+	// limiter's Rule.
+	Rule *sluice.CompiledRule
+}
+
+// decisionKey is the context key of a request's Decision.
+type decisionKey struct{}
+
+// decisionContext is a context carrying a Decision: one allocation where
+// context.WithValue would take two (the context and the boxed value).
+type decisionContext struct {
+	context.Context
+	d Decision
+}
+
+// Value returns the Decision for decisionKey, and the parent's values.
+func (c *decisionContext) Value(key any) any {
+	if key == (decisionKey{}) {
+		return &c.d
+	}
+	return c.Context.Value(key)
+}
+
+// withDecision returns r with rule's decision d in its context.
+func withDecision(r *http.Request, rule *sluice.CompiledRule, d algo.Decision) *http.Request {
+	return r.WithContext(&decisionContext{Context: r.Context(), d: Decision{Decision: d, Rule: rule}})
+}
+
+// DecisionFrom returns the rate-limit decision of the request whose
+// context ctx is (or derives from), as New's middleware or PerHandler
+// made it: a handler reads what the caller has left (Remaining) and when
+// the budget is whole again (Reset). ok is false for a request no rule
+// decided (none covered it, or the store failed and it was let through).
+func DecisionFrom(ctx context.Context) (d Decision, ok bool) {
+	p, ok := ctx.Value(decisionKey{}).(*Decision)
+	if !ok {
+		return Decision{}, false
+	}
+	return *p, true
+}
