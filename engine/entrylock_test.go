@@ -25,6 +25,7 @@ import (
 // included it equal what its record says was spent, and never exceed the
 // capacity. Run it under -race.
 func TestEntryLocksUnderChurn(t *testing.T) {
+	ctx := context.Background()
 	rapid.Check(t, func(t *rapid.T) {
 		name := rapid.SampledFrom(algo.Names).Draw(t, "algorithm")
 		capacity := rapid.Int64Range(1, 60).Draw(t, "capacity")
@@ -55,7 +56,7 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 					if i%5 == 4 && keys > 1 {
 						// Two keys, all or nothing, under their stripe locks.
 						j := (k + 1) % keys
-						_, ok, err := e.ApplyAll(context.Background(), []engine.Request{{Limit: l, Key: key(k), Cost: 1}, {Limit: l, Key: key(j), Cost: 1}})
+						_, ok, err := e.ApplyAll(ctx, []engine.Request{{Limit: l, Key: key(k), Cost: 1}, {Limit: l, Key: key(j), Cost: 1}})
 						if err != nil {
 							errs <- err
 							return
@@ -66,7 +67,7 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 						}
 						continue
 					}
-					d, err := e.Apply(context.Background(), l, key(k), 1)
+					d, err := e.Apply(ctx, l, key(k), 1)
 					if err != nil {
 						errs <- err
 						return
@@ -85,13 +86,13 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 				var err error
 				switch i % 6 {
 				case 0, 1, 2:
-					_, err = e.Apply(context.Background(), l, c, 1)
+					_, err = e.Apply(ctx, l, c, 1)
 				case 3:
-					err = e.Reset(context.Background(), l, fmt.Sprintf("churn-%d", i/2))
+					err = e.Reset(ctx, l, fmt.Sprintf("churn-%d", i/2))
 				case 4:
-					_, err = e.Peek(context.Background(), l, key(i%keys), 1)
+					_, err = e.Peek(ctx, l, key(i%keys), 1)
 				case 5:
-					_, _, err = e.ApplyAll(context.Background(), []engine.Request{{Limit: l, Key: c, Cost: 1}, {Limit: l, Key: fmt.Sprintf("churn-%d", i-1), Cost: 1}})
+					_, _, err = e.ApplyAll(ctx, []engine.Request{{Limit: l, Key: c, Cost: 1}, {Limit: l, Key: fmt.Sprintf("churn-%d", i-1), Cost: 1}})
 					if err == nil {
 						_, err = e.Sweep(0)
 					}
@@ -108,7 +109,7 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k := range keys {
-			d, err := e.Peek(context.Background(), l, key(k), 1)
+			d, err := e.Peek(ctx, l, key(k), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
