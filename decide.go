@@ -19,7 +19,7 @@ const maxStackRules = 8
 
 // Decide decides req, a request with the given method (empty for a gRPC
 // call) and path (a gRPC call's full method name; matched in the
-// ruleset's match form, Ruleset.MatchPath), under rs, the ruleset
+// ruleset's match form, Ruleset.matchPath), under rs, the ruleset
 // in force (read it once per request: Registry.Ruleset). ctx is the
 // request's context: it bounds what the engine waits for on the store
 // (see package engine's Context), and a ContextObserver is told the
@@ -28,22 +28,22 @@ func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, 
 	if d.ctxObs != nil {
 		defer func() { d.ctxObs.ObserveOutcome(ctx, out) }()
 	}
-	q := Shape{Method: method, Path: rs.MatchPath(path)}
-	if d.plan != nil && rs.HasPlans() {
+	q := Shape{Method: method, Path: rs.matchPath(path)}
+	if d.plan != nil && rs.hasPlans() {
 		var err error
 		if q.Plan, err = d.planOf(req); err != nil {
 			out.Verdict, out.Err = Unidentified, &KeyError{Err: err}
 			return out
 		}
 	}
-	if d.host != nil && rs.HasHostRules() {
-		q.Host = RequestHost(d.host(req))
+	if d.host != nil && rs.hasHostRules() {
+		q.Host = requestHost(d.host(req))
 	}
 	var stack [maxStackRules]*CompiledRule
 	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(ctx, &out, rs, req, rules) {
 		return out
 	}
-	if rs.HasShadow() {
+	if rs.hasShadow() {
 		if rules := rs.appendMatchShadow(stack[:0], q); len(rules) > 0 {
 			d.shadow(ctx, &out, rs, req, rules)
 		}

@@ -31,7 +31,7 @@
 // query.
 //
 // A rule may carry a Plan: it then applies only to that plan's callers, in
-// place of the plan-less rule of the same match (Ruleset.MatchPlan; plan.go
+// place of the plan-less rule of the same match (Shape.Plan in Ruleset.AppendMatch; plan.go
 // states the rule precisely). An Override gives one caller its own limit,
 // window or burst under a rule (Ruleset.WithOverrides, Ruleset.Override);
 // it keeps the rule's record, so what the caller spent carries over.

@@ -173,13 +173,13 @@ type DoorConfig[R any] struct {
 	// returned as a *PanicError. Required.
 	Key func(req R, rule *CompiledRule) (key string, cost int64, err error)
 	// Host returns req's host as the door received it (the Host header,
-	// the :authority), which RequestHost turns into Shape.Host. It is
-	// called only when a rule of the ruleset names a host
-	// (Ruleset.HasHostRules). Nil means the door knows no host: only rules
+	// the :authority); the door matches its name, without the port and in
+	// lower case, as Shape.Host. It is called only when a rule of the
+	// ruleset names a host (Rule.Host). Nil means the door knows no host: only rules
 	// naming none cover its requests.
 	Host func(req R) string
 	// Plan returns the plan of req's caller, "" for none. It is called
-	// only when a rule of the ruleset names a plan (Ruleset.HasPlans),
+	// only when a rule of the ruleset names a plan (Rule.Plan),
 	// before matching. An error refuses the request (Unidentified, with no
 	// rule); a panic is recovered as Key's is. Nil means every caller is
 	// on no plan.

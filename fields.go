@@ -14,7 +14,7 @@ import (
 //
 //	X-RateLimit-Limit      Decision.Limit: the capacity
 //	X-RateLimit-Remaining  Decision.Remaining
-//	X-RateLimit-Reset      ResetSeconds: until the capacity is whole again
+//	X-RateLimit-Reset      Decision.Reset in seconds, rounded up: until the capacity is whole again
 //	RateLimit-Policy       CompiledRule.Policy: "orders";q=5;w=60
 //	RateLimit              CompiledRule.AppendRateLimit: "orders";r=3;t=24
 //	Retry-After            RetryAfterSeconds, on a denial only
@@ -47,10 +47,6 @@ func (c *CompiledRule) AppendRateLimit(b []byte, d algo.Decision) []byte {
 // (ratefield.Policy.Of and Append). It is made once, when the rule is
 // compiled.
 func (c *CompiledRule) FieldPolicy() *ratefield.Policy { return &c.fields }
-
-// ResetSeconds returns X-RateLimit-Reset for d: the seconds until the
-// capacity is whole again, rounded up.
-func ResetSeconds(d algo.Decision) int64 { return ratefield.CeilSeconds(d.Reset) }
 
 // RetryAfterSeconds returns Retry-After for d, a denial: the seconds until
 // the same request would pass, rounded up, and at least 1.

@@ -12,10 +12,10 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// DefaultLimiterName is a Limiter's name when WithName is not given: the
+// defaultLimiterName is a Limiter's name when WithName is not given: the
 // namespace of its keys in the store, and the name its rate-limit fields
 // carry.
-const DefaultLimiterName = "limiter"
+const defaultLimiterName = "limiter"
 
 // Errors of a Limiter. A denial is never an error.
 var (
@@ -113,7 +113,7 @@ func WithBurst(burst int64) Option {
 // WithName names the limiter: the namespace of its keys in the store, so
 // that limiters sharing a store or an engine never share a key's budget,
 // and the name its rate-limit fields carry (RateLimit-Policy). Empty means
-// DefaultLimiterName.
+// "limiter".
 func WithName(name string) Option {
 	return func(c *limiterConfig) { c.name = name }
 }
@@ -150,13 +150,13 @@ func WithClock(clock engine.Clock) Option {
 // naming what is wrong (a limit or window that is not positive, an
 // unknown algorithm, conflicting options).
 func NewLimiter(limit int64, window time.Duration, opts ...Option) (*Limiter, error) {
-	c := limiterConfig{algorithm: algo.TokenBucketName, name: DefaultLimiterName}
+	c := limiterConfig{algorithm: algo.TokenBucketName, name: defaultLimiterName}
 	for _, o := range opts {
 		o(&c)
 	}
 	switch {
 	case c.name == "":
-		c.name = DefaultLimiterName
+		c.name = defaultLimiterName
 	case c.eng != nil && c.store != nil:
 		return nil, &LimiterError{Field: "store", Reason: "WithStore and WithEngine exclude each other: the engine has its store"}
 	case c.eng != nil && c.clock != nil:

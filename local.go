@@ -83,18 +83,12 @@ func NewLocal(e *engine.Engine, fleetSize int) (*Local, error) {
 	return l, nil
 }
 
-// Engine returns the in-process engine.
-func (l *Local) Engine() *engine.Engine { return l.eng }
-
-// FleetSize returns the number of gateways the rules are divided by.
-func (l *Local) FleetSize() int { return l.fleet }
-
-// Rule returns c's share, compiled: c.Rule().Share(FleetSize()), under the
+// shareOf returns c's share, compiled: c.Rule().Share of the fleet size, under the
 // same name (so it counts in the same namespace of the local engine, and
 // is reported under c's name). Shares are compiled once per rule and kept.
 // Should a share not compile (no valid rule is known to lead there), c
 // itself is returned.
-func (l *Local) Rule(c *CompiledRule) *CompiledRule {
+func (l *Local) shareOf(c *CompiledRule) *CompiledRule {
 	if l.fleet == 1 {
 		return c
 	}
@@ -126,23 +120,23 @@ func (l *Local) Rule(c *CompiledRule) *CompiledRule {
 
 // requests returns, for a decision of reqs under rules that the fleet's
 // store could not make, each rule's share and the local engine's request
-// for it (Rule and Request of each), in new slices: rules and reqs, which
+// for it (shareOf and request of each), in new slices: rules and reqs, which
 // may be the caller's stack arrays, are not written to.
 func (l *Local) requests(rules []*CompiledRule, reqs []engine.Request) ([]*CompiledRule, []engine.Request) {
 	shares := make([]*CompiledRule, len(rules))
 	local := make([]engine.Request, len(reqs))
 	for i, c := range rules {
-		shares[i] = l.Rule(c)
-		local[i] = l.Request(c, reqs[i].Key, reqs[i].Cost)
+		shares[i] = l.shareOf(c)
+		local[i] = l.request(c, reqs[i].Key, reqs[i].Cost)
 	}
 	return shares, local
 }
 
-// Request returns the local engine's request for key under c's share,
+// request returns the local engine's request for key under c's share,
 // spending cost, lowered to the share's capacity when above it (see
 // Share).
-func (l *Local) Request(c *CompiledRule, key string, cost int64) engine.Request {
-	s := l.Rule(c)
+func (l *Local) request(c *CompiledRule, key string, cost int64) engine.Request {
+	s := l.shareOf(c)
 	if capacity := s.limit.Algorithm.Params().Capacity(); cost > capacity {
 		cost = capacity
 	}

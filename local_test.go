@@ -60,8 +60,8 @@ func newLocal(t *testing.T, fleet int) (*sluice.Local, *engine.FakeClock) {
 // divided capacity at one instant.
 func TestLocalDecidesTheShare(t *testing.T) {
 	l, _ := newLocal(t, 3)
-	if l.FleetSize() != 3 {
-		t.Fatalf("FleetSize() = %d, want 3", l.FleetSize())
+	if sluice.FleetSize(l) != 3 {
+		t.Fatalf("FleetSize() = %d, want 3", sluice.FleetSize(l))
 	}
 	for _, name := range algo.Names {
 		rs, err := sluice.NewRuleset([]sluice.Rule{{Name: string(name), PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: name, Limit: 10, Window: time.Hour}}, nil, "")
@@ -69,17 +69,17 @@ func TestLocalDecidesTheShare(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := rs.Rules()[0]
-		s := l.Rule(c)
+		s := sluice.LocalShare(l, c)
 		if s.Name() != c.Name() || s.Rule().Limit != 4 || s.Limit().Namespace != c.Limit().Namespace {
 			t.Errorf("%s: share %+v, want limit 4 under the same name and namespace", name, s.Rule())
 		}
-		if l.Rule(c) != s {
+		if sluice.LocalShare(l, c) != s {
 			t.Errorf("%s: the share is compiled again on a second call", name)
 		}
 		allowed := 0
 		for range 10 {
-			req := l.Request(c, "u-1", 1)
-			d, err := l.Engine().Apply(context.Background(), req.Limit, req.Key, req.Cost)
+			req := sluice.LocalRequest(l, c, "u-1", 1)
+			d, err := sluice.LocalEngine(l).Apply(context.Background(), req.Limit, req.Key, req.Cost)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,20 +105,20 @@ func TestLocalRequest(t *testing.T) {
 	}
 	c := rs.Rules()[0]
 	l, _ := newLocal(t, 4)
-	if req := l.Request(c, "k", 9); req.Cost != 3 || req.Key != "k" || req.Limit.Algorithm.Params().Limit != 3 {
+	if req := sluice.LocalRequest(l, c, "k", 9); req.Cost != 3 || req.Key != "k" || req.Limit.Algorithm.Params().Limit != 3 {
 		t.Errorf("Request(cost 9) under a share of 3 = %+v, want cost 3", req)
 	}
-	if req := l.Request(c, "k", 2); req.Cost != 2 {
+	if req := sluice.LocalRequest(l, c, "k", 2); req.Cost != 2 {
 		t.Errorf("Request(cost 2) = cost %d, want 2", req.Cost)
 	}
 	one, _ := newLocal(t, 1)
-	if one.Rule(c) != c {
+	if sluice.LocalShare(one, c) != c {
 		t.Error("a fleet of one: Rule returned another rule than the rule itself")
 	}
 	if _, err := sluice.NewLocal(nil, 1); err == nil {
 		t.Error("NewLocal(nil engine) = nil error")
 	}
-	if _, err := sluice.NewLocal(l.Engine(), -1); err == nil {
+	if _, err := sluice.NewLocal(sluice.LocalEngine(l), -1); err == nil {
 		t.Error("NewLocal(fleet -1) = nil error")
 	}
 }
@@ -132,7 +132,7 @@ func TestLocalSharesBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := l.Rule(rs.Rules()[0]); s.Rule().Limit != 5 {
+		if s := sluice.LocalShare(l, rs.Rules()[0]); s.Rule().Limit != 5 {
 			t.Fatalf("share limit %d, want 5", s.Rule().Limit)
 		}
 	}

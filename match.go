@@ -12,9 +12,12 @@ type Shape struct {
 	// Path is what Rule.PathPrefix is matched against: the request's path
 	// (net/http's decoded Request.URL.Path, without the query), or a gRPC
 	// call's full method name ("/pkg.Service/Method"). The matching calls
-	// put it in the ruleset's match form first (Ruleset.MatchPath).
+	// put it in the ruleset's match form first: CanonicalPath, case-folded
+	// under PathCaseInsensitive.
 	Path string
-	// Host is the request's host as RequestHost gives it. Empty is covered
+	// Host is the request's host name without its port, in lower case (a
+	// door puts the Host header or the :authority in this form). Empty is
+	// covered
 	// only by rules naming no host (Rule.Host).
 	Host string
 	// Plan is the caller's plan (Rule.Plan), empty for a caller on no plan.
@@ -22,10 +25,10 @@ type Shape struct {
 	Plan string
 }
 
-// RequestHost returns the host of a request as rules match it (Shape.Host):
+// requestHost returns the host of a request as rules match it (Shape.Host):
 // the Host header's, or the :authority's, name without its port, in lower
 // case.
-func RequestHost(host string) string {
+func requestHost(host string) string {
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
 		host = host[:i]
 	}
@@ -42,11 +45,8 @@ func RequestHost(host string) string {
 // plan's rule replaces the plan-less rule of the same method, path prefix
 // and host, and in MatchAll mode of the same scope too). Shadow rules are
 // neither returned nor considered: see AppendMatchShadow.
-//
-// It is the one matching call: Match and MatchPlan are its shorthands for
-// a request to no host.
 func (rs *Ruleset) AppendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
-	q.Path = rs.MatchPath(q.Path)
+	q.Path = rs.matchPath(q.Path)
 	return rs.appendMatch(dst, q)
 }
 
@@ -67,7 +67,7 @@ func (rs *Ruleset) appendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
 // no rule at all, enforced or shadow, covers. Shadow rules name no plan, so
 // q.Plan is not read.
 func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRule {
-	q.Path = rs.MatchPath(q.Path)
+	q.Path = rs.matchPath(q.Path)
 	return rs.appendMatchShadow(dst, q)
 }
 
@@ -80,61 +80,6 @@ func (rs *Ruleset) appendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRu
 		dst = append(dst, rs.def)
 	}
 	return dst
-}
-
-// Match returns the enforced rules that apply to a request of a caller on
-// no plan, to no host: AppendMatch(nil, Shape{Method: method, Path: path}).
-// Rules with a Plan are left out (MatchPlan matches a plan's caller), and
-// so are rules naming a host. The result must not be modified. In
-// MatchMostSpecific mode it is not allocated; use AppendMatch to avoid the
-// allocation in MatchAll mode.
-func (rs *Ruleset) Match(method, path string) []*CompiledRule {
-	return rs.match(Shape{Method: method, Path: path})
-}
-
-// MatchPlan is Match for a caller of the given plan (empty: on no plan,
-// which is Match): AppendMatch with Shape.Plan. The result must not be
-// modified; in MatchMostSpecific mode it is not allocated.
-func (rs *Ruleset) MatchPlan(method, path, plan string) []*CompiledRule {
-	return rs.match(Shape{Method: method, Path: path, Plan: plan})
-}
-
-// MatchShadow returns the shadow rules that apply to a request to no host:
-// AppendMatchShadow(nil, Shape{Method: method, Path: path}). The result
-// must not be modified; in MatchMostSpecific mode it is not allocated.
-func (rs *Ruleset) MatchShadow(method, path string) []*CompiledRule {
-	q := Shape{Method: method, Path: rs.MatchPath(path)}
-	if rs.mode == MatchMostSpecific {
-		for _, c := range rs.shadow {
-			if rs.covers(rs.shadow, c, q) {
-				return c.alone
-			}
-		}
-		if rs.shadowDefault(q) {
-			return rs.def.alone
-		}
-		return nil
-	}
-	return rs.appendMatchShadow(nil, q)
-}
-
-// match is AppendMatch into a new slice, or in MatchMostSpecific mode into
-// none: the rule's own one-element slice.
-func (rs *Ruleset) match(q Shape) []*CompiledRule {
-	q.Path = rs.MatchPath(q.Path)
-	if rs.mode == MatchMostSpecific {
-		from := rs.forPlan(q.Plan)
-		for _, c := range from {
-			if rs.covers(from, c, q) {
-				return c.alone
-			}
-		}
-		if rs.def != nil && !rs.def.rule.Shadow {
-			return rs.def.alone
-		}
-		return nil
-	}
-	return rs.appendMatch(nil, q)
 }
 
 // appendCovering appends the rules of from that cover a request: the
@@ -166,11 +111,11 @@ func (rs *Ruleset) shadowDefault(q Shape) bool {
 	return true
 }
 
-// MatchPath returns the form of a request path that the ruleset's rules
+// matchPath returns the form of a request path that the ruleset's rules
 // are matched on: CanonicalPath(path), case-folded when the ruleset's
 // PathCase is PathCaseInsensitive. Every matching call puts the path it is
 // given in this form; a door needs it only to report what was matched.
-func (rs *Ruleset) MatchPath(path string) string {
+func (rs *Ruleset) matchPath(path string) string {
 	path = CanonicalPath(path)
 	if rs.fold {
 		path = foldCase(path)

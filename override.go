@@ -193,12 +193,3 @@ func (rs *Ruleset) Override(c *CompiledRule, key string) *CompiledRule {
 	}
 	return c
 }
-
-// Overrides returns the overrides of the ruleset, in the order given. The
-// slice is a copy.
-func (rs *Ruleset) Overrides() []Override {
-	if rs.overrides == nil {
-		return nil
-	}
-	return append([]Override(nil), rs.overrides.list...)
-}

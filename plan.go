@@ -104,19 +104,9 @@ func (rs *Ruleset) replaces(o, c *CompiledRule) bool {
 	return same
 }
 
-// HasPlans reports whether any rule of the ruleset has a Plan. A door
+// hasPlans reports whether any rule of the ruleset has a Plan. A door
 // needs the caller's plan only then.
-func (rs *Ruleset) HasPlans() bool { return rs.plans != nil }
-
-// Plans returns the plans the ruleset's rules name, sorted.
-func (rs *Ruleset) Plans() []string {
-	out := make([]string, 0, len(rs.plans))
-	for p := range rs.plans {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
-}
+func (rs *Ruleset) hasPlans() bool { return rs.plans != nil }
 
 // forPlan returns the rules a caller of plan is matched against.
 func (rs *Ruleset) forPlan(plan string) []*CompiledRule {

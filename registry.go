@@ -31,11 +31,10 @@ func (m MatchMode) Valid() bool { return m == MatchMostSpecific || m == MatchAll
 // Ruleset is an immutable, validated set of rules: what a Registry holds.
 //
 // Its shadow rules (Rule.Shadow) are kept apart from the enforced ones:
-// Match and AppendMatch return enforced rules only, chosen as if there
-// were no shadow rules, and MatchShadow and AppendMatchShadow return the
-// shadow rules, chosen among themselves by the same mode. So a shadow rule
-// more specific than an enforced one is decided beside it, and never
-// takes its place.
+// AppendMatch returns enforced rules only, chosen as if there were no
+// shadow rules, and AppendMatchShadow returns the shadow rules, chosen
+// among themselves by the same mode. So a shadow rule more specific than
+// an enforced one is decided beside it, and never takes its place.
 type Ruleset struct {
 	rules  []*CompiledRule // the enforced rules, most specific first; ties in the order given
 	shadow []*CompiledRule // the shadow rules, in the same order
@@ -180,15 +179,15 @@ func (rs *Ruleset) PathCase() PathCase {
 // first, without the default. The slice is a copy.
 func (rs *Ruleset) Rules() []*CompiledRule { return slices.Clone(rs.all) }
 
-// HasShadow reports whether the ruleset holds a shadow rule (the default
-// included), so that a door can skip MatchShadow when it holds none.
-func (rs *Ruleset) HasShadow() bool {
+// hasShadow reports whether the ruleset holds a shadow rule (the default
+// included), so that a door can skip shadow matching when it holds none.
+func (rs *Ruleset) hasShadow() bool {
 	return len(rs.shadow) > 0 || rs.def != nil && rs.def.rule.Shadow
 }
 
-// HasHostRules reports whether a rule of the ruleset names a host
+// hasHostRules reports whether a rule of the ruleset names a host
 // (Rule.Host), so that a door reads the request's host only then.
-func (rs *Ruleset) HasHostRules() bool { return rs.hosts }
+func (rs *Ruleset) hasHostRules() bool { return rs.hosts }
 
 // Default returns the default rule, or nil when there is none.
 func (rs *Ruleset) Default() *CompiledRule { return rs.def }
@@ -249,14 +248,4 @@ func (g *Registry) Replace(rules []Rule, def *Rule, mode MatchMode) error {
 	}
 	g.Swap(rs)
 	return nil
-}
-
-// Match is Ruleset().Match(method, path).
-func (g *Registry) Match(method, path string) []*CompiledRule {
-	return g.Ruleset().Match(method, path)
-}
-
-// MatchShadow is Ruleset().MatchShadow(method, path).
-func (g *Registry) MatchShadow(method, path string) []*CompiledRule {
-	return g.Ruleset().MatchShadow(method, path)
 }

@@ -71,7 +71,7 @@ func TestMatchMostSpecific(t *testing.T) {
 	}
 	for _, tt := range tests {
 		rs := mustRuleset(t, gatewayRules, tt.def, sluice.MatchMostSpecific)
-		if got := names(rs.Match(tt.method, tt.path)); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("Match(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
 		}
 		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
@@ -93,7 +93,7 @@ func TestMatchAllReturnsEveryMatchMostSpecificFirst(t *testing.T) {
 		{"GET", "/health", []string{"catch-all"}},
 	}
 	for _, tt := range tests {
-		if got := names(rs.Match(tt.method, tt.path)); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("Match(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
 		}
 	}
@@ -104,7 +104,7 @@ func TestMatchAllAllowsTwoRulesOnOneRoute(t *testing.T) {
 	global := rule("orders-global", "POST", "/api/orders")
 	global.Scope = sluice.ScopeGlobal
 	rs := mustRuleset(t, []sluice.Rule{perUser, global}, nil, sluice.MatchAll)
-	if got, want := names(rs.Match("POST", "/api/orders")), []string{"orders-user", "orders-global"}; !slices.Equal(got, want) {
+	if got, want := names(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})), []string{"orders-user", "orders-global"}; !slices.Equal(got, want) {
 		t.Errorf("Match = %v, want %v", got, want)
 	}
 	// In most_specific mode the second could never apply.
@@ -161,7 +161,7 @@ func TestCompiledRuleCarriesItsLimit(t *testing.T) {
 	if l.Namespace != "search" || l.Algorithm.Name() != algo.SlidingCounterName || l.Algorithm.Params().Limit != 10 {
 		t.Errorf("Limit() = %+v, want namespace search, sliding_counter, limit 10", l)
 	}
-	if req := c.Request("u1"); req.Cost != 5 || req.Key != "u1" || req.Limit != l {
+	if req := sluice.RuleRequest(c, "u1"); req.Cost != 5 || req.Key != "u1" || req.Limit != l {
 		t.Errorf("Request(u1) = %+v", req)
 	}
 	if rs.Rule("orders") != nil {
@@ -188,7 +188,7 @@ func TestReloadKeepsOrResetsTheBudget(t *testing.T) {
 	reg := sluice.NewRegistry(mustRuleset(t, []sluice.Rule{orders}, nil, ""))
 	spend := func(step string) algo.Decision {
 		t.Helper()
-		m := reg.Match("POST", "/api/orders")
+		m := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})
 		if len(m) != 1 {
 			t.Fatalf("%s: Match = %v, want one rule", step, names(m))
 		}
@@ -266,12 +266,12 @@ func TestSwapUnderConcurrentReaders(t *testing.T) {
 				default:
 				}
 				rs := reg.Ruleset()
-				a, b, d := rs.Match("GET", "/a/1"), rs.Match("GET", "/b/1"), rs.Match("GET", "/c")
+				a, b, d := rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/a/1"}), rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/b/1"}), rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/c"})
 				if len(a) != 1 || len(b) != 1 || len(d) != 1 || a[0].Name()[2:] != b[0].Name()[2:] || a[0].Name()[2:] != d[0].Name()[4:] {
 					errs <- fmt.Errorf("mixed ruleset: %v %v %v", names(a), names(b), names(d))
 					return
 				}
-				if m := reg.Match("GET", "/a"); len(m) != 1 {
+				if m := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/a"}); len(m) != 1 {
 					errs <- fmt.Errorf("Match(/a) = %v, want one rule", names(m))
 					return
 				}
@@ -291,7 +291,7 @@ func TestSwapUnderConcurrentReaders(t *testing.T) {
 
 func TestNilRulesetMatchesNothing(t *testing.T) {
 	reg := sluice.NewRegistry(nil)
-	if m := reg.Match("GET", "/"); len(m) != 0 {
+	if m := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/"}); len(m) != 0 {
 		t.Errorf("Match on an empty registry = %v, want nothing", names(m))
 	}
 }
@@ -327,7 +327,7 @@ func TestHostRules(t *testing.T) {
 			t.Errorf("%s%s: %q, want %q", c.host, c.path, got, c.want)
 		}
 	}
-	if !rs.HasHostRules() {
+	if !sluice.HasHostRules(rs) {
 		t.Error("HasHostRules = false")
 	}
 	for _, h := range []string{"API.example.com", "api.example.com:8080", "*", "a..b", "*.*.x"} {

@@ -76,7 +76,7 @@ type Rule struct {
 	// Method is the HTTP method the rule covers, exactly as sent (upper
 	// case, such as "GET"), or AnyMethod. Empty means AnyMethod. A GET
 	// rule covers HEAD requests too, unless a HEAD rule of the same path
-	// prefix and host exists (Ruleset.Match).
+	// prefix and host exists (Ruleset.AppendMatch).
 	Method string
 	// PathPrefix is the start of the request paths the rule covers; it must
 	// start with "/". Matching is by plain string prefix, as in the
@@ -108,12 +108,12 @@ type Rule struct {
 	// and spent as under any rule, but it never denies one. A door counts
 	// what it would have denied (ShadowObserver) and, unless told to,
 	// sends no rate-limit fields for it. Shadow rules are matched apart
-	// from the enforced ones (see Ruleset.Match), so adding one never
+	// from the enforced ones (see Ruleset.AppendMatch), so adding one never
 	// changes what the enforced rules decide: the way to roll out a new
 	// limit, or a tighter one, and watch what it would do first.
 	Shadow bool
 	// Plan, when set, limits the rule to callers of that plan (see
-	// plan.go: ValidPlan, and Ruleset.MatchPlan for which rule wins).
+	// plan.go: ValidPlan, and Ruleset.AppendMatch for which rule wins).
 	// Empty means every caller.
 	Plan string
 }
@@ -206,7 +206,6 @@ func (r Rule) compile() (*CompiledRule, error) {
 		return nil, &RuleError{Rule: r.Name, Field: "cost", Reason: reason, Err: err, Index: -1}
 	}
 	c := &CompiledRule{rule: r, prefix: r.PathPrefix, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
-	c.alone = []*CompiledRule{c}
 	c.compileFields() // fields.go
 	return c, nil
 }
@@ -239,9 +238,8 @@ type CompiledRule struct {
 	rule   Rule
 	prefix string // PathPrefix as paths are compared with it: case-folded in a ruleset of PathCaseInsensitive
 	limit  engine.Limit
-	alone  []*CompiledRule // a one-element slice holding this rule, so Match need not allocate
 	// origin is the rule as configured that this one derives from: an
-	// override's rule (Ruleset.Override), a local share's (Local.Rule); nil
+	// override's rule (Ruleset.Override), a local share's (Local.shareOf); nil
 	// for a rule as configured.
 	origin *CompiledRule
 
@@ -280,13 +278,13 @@ func (c *CompiledRule) Shadow() bool { return c.rule.Shadow }
 // algorithm writes a record of another kind, so its keys start fresh.
 func (c *CompiledRule) Limit() engine.Limit { return c.limit }
 
-// Request returns the engine request that spends the rule's cost by key.
-func (c *CompiledRule) Request(key string) engine.Request {
+// request returns the engine request that spends the rule's cost by key.
+func (c *CompiledRule) request(key string) engine.Request {
 	return engine.Request{Limit: c.limit, Key: key, Cost: c.rule.Cost}
 }
 
 // covers reports whether the rule c, one of the rules from, covers a
-// request of shape q (its path in the ruleset's match form, MatchPath),
+// request of shape q (its path in the ruleset's match form, matchPath),
 // whatever q's plan (a ruleset chooses the rules a plan's caller is matched
 // against, from).
 //

@@ -38,20 +38,20 @@ func TestShadowRulesNeverChangeTheEnforcedMatch(t *testing.T) {
 	for _, tt := range tests {
 		rs := mustRuleset(t, append(slices.Clone(enforced), shadows...), nil, tt.mode)
 		without := mustRuleset(t, enforced, nil, tt.mode)
-		if got, alone := names(rs.Match(tt.method, tt.path)), names(without.Match(tt.method, tt.path)); !slices.Equal(got, tt.want) || !slices.Equal(alone, tt.want) {
+		if got, alone := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})), names(without.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) || !slices.Equal(alone, tt.want) {
 			t.Errorf("%s: Match(%s, %s) = %v (%v without the shadow rules), want %v", tt.mode, tt.method, tt.path, got, alone, tt.want)
 		}
 		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: AppendMatch(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.want)
 		}
-		if got := names(rs.MatchShadow(tt.method, tt.path)); !slices.Equal(got, tt.wantShad) {
+		if got := names(rs.AppendMatchShadow(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.wantShad) {
 			t.Errorf("%s: MatchShadow(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.wantShad)
 		}
 		if got := names(rs.AppendMatchShadow(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.wantShad) {
 			t.Errorf("%s: AppendMatchShadow(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.wantShad)
 		}
-		if !rs.HasShadow() || without.HasShadow() {
-			t.Errorf("%s: HasShadow = %t and %t without shadow rules, want true and false", tt.mode, rs.HasShadow(), without.HasShadow())
+		if !sluice.HasShadow(rs) || sluice.HasShadow(without) {
+			t.Errorf("%s: HasShadow = %t and %t without shadow rules, want true and false", tt.mode, sluice.HasShadow(rs), sluice.HasShadow(without))
 		}
 		for _, c := range rs.Rules() {
 			if want := slices.ContainsFunc(shadows, func(r sluice.Rule) bool { return r.Name == c.Name() }); c.Shadow() != want || c.Rule().Shadow != want {
@@ -85,16 +85,16 @@ func TestShadowDefault(t *testing.T) {
 	for _, mode := range []sluice.MatchMode{sluice.MatchMostSpecific, sluice.MatchAll} {
 		for _, tt := range tests {
 			rs := mustRuleset(t, rules, tt.def, mode)
-			if got := names(rs.Match("GET", tt.path)); !slices.Equal(got, tt.want) {
+			if got := names(rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: tt.path})); !slices.Equal(got, tt.want) {
 				t.Errorf("%s, shadow default %t: Match(%s) = %v, want %v", mode, tt.def.Shadow, tt.path, got, tt.want)
 			}
-			if got := names(rs.MatchShadow("GET", tt.path)); !slices.Equal(got, tt.wantShad) {
+			if got := names(rs.AppendMatchShadow(nil, sluice.Shape{Method: "GET", Path: tt.path})); !slices.Equal(got, tt.wantShad) {
 				t.Errorf("%s, shadow default %t: MatchShadow(%s) = %v, want %v", mode, tt.def.Shadow, tt.path, got, tt.wantShad)
 			}
 		}
 	}
-	if rs := mustRuleset(t, nil, &shadowDef, ""); !rs.HasShadow() || !rs.Default().Shadow() {
-		t.Errorf("a ruleset whose only shadow rule is the default: HasShadow %t, Default().Shadow() %t; want true, true", rs.HasShadow(), rs.Default().Shadow())
+	if rs := mustRuleset(t, nil, &shadowDef, ""); !sluice.HasShadow(rs) || !rs.Default().Shadow() {
+		t.Errorf("a ruleset whose only shadow rule is the default: HasShadow %t, Default().Shadow() %t; want true, true", sluice.HasShadow(rs), rs.Default().Shadow())
 	}
 }
 
@@ -120,14 +120,14 @@ func TestShadowRuleMayRepeatAnEnforcedRoute(t *testing.T) {
 // with nothing, as does the empty ruleset.
 func TestRegistryMatchShadow(t *testing.T) {
 	reg := sluice.NewRegistry(nil)
-	if got := reg.MatchShadow("GET", "/"); len(got) != 0 || reg.Ruleset().HasShadow() {
-		t.Errorf("empty registry: MatchShadow = %v, HasShadow %t; want nothing", names(got), reg.Ruleset().HasShadow())
+	if got := reg.Ruleset().AppendMatchShadow(nil, sluice.Shape{Method: "GET", Path: "/"}); len(got) != 0 || sluice.HasShadow(reg.Ruleset()) {
+		t.Errorf("empty registry: MatchShadow = %v, HasShadow %t; want nothing", names(got), sluice.HasShadow(reg.Ruleset()))
 	}
 	reg.Swap(mustRuleset(t, []sluice.Rule{shadow(rule("trial", "*", "/"))}, nil, ""))
-	if got := names(reg.MatchShadow("GET", "/x")); !slices.Equal(got, []string{"trial"}) {
+	if got := names(reg.Ruleset().AppendMatchShadow(nil, sluice.Shape{Method: "GET", Path: "/x"})); !slices.Equal(got, []string{"trial"}) {
 		t.Errorf("after a swap: MatchShadow = %v, want [trial]", got)
 	}
-	if got := reg.Match("GET", "/x"); len(got) != 0 {
+	if got := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/x"}); len(got) != 0 {
 		t.Errorf("after a swap: Match = %v, want nothing (the only rule is a shadow rule)", names(got))
 	}
 }

@@ -187,7 +187,7 @@ type call struct {
 // but never denies: its would-be denial is counted
 // (sluice.ShadowObserver, sluice_shadow_denials_total in package metrics)
 // and the call goes on. Shadow rules are matched apart from the enforced
-// ones (sluice.Ruleset.MatchShadow), so they never change what those
+// ones (sluice.Ruleset.AppendMatchShadow), so they never change what those
 // decide, and they are decided only for a call the enforced rules let
 // through (a refused call spends nothing, under any rule). Several shadow
 // rules of one call (all mode) are decided together, as enforced ones are.
