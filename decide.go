@@ -28,7 +28,7 @@ func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, 
 	if d.ctxObs != nil {
 		defer func() { d.ctxObs.ObserveOutcome(ctx, out) }()
 	}
-	q := Shape{Method: method, Path: rs.matchPath(path)}
+	q := RequestShape{Method: method, Path: rs.matchPath(path)}
 	if d.plan != nil && rs.hasPlans() {
 		var err error
 		if q.Plan, err = d.planOf(req); err != nil {

@@ -16,7 +16,7 @@
 //
 // A Ruleset is a validated, immutable set of rules with an optional default
 // rule for requests no rule covers and a MatchMode. It matches a request by
-// its Shape (method, path, host, caller's plan: Ruleset.AppendMatch, and
+// its RequestShape (method, path, host, caller's plan: Ruleset.AppendMatch, and
 // AppendMatchShadow for the shadow rules): MatchMostSpecific applies
 // the single most specific rule (longest path prefix, then an exact method
 // over AnyMethod), MatchAll every covering rule, all-or-nothing through
@@ -31,10 +31,11 @@
 // query.
 //
 // A rule may carry a Plan: it then applies only to that plan's callers, in
-// place of the plan-less rule of the same match (Shape.Plan in Ruleset.AppendMatch; plan.go
-// states the rule precisely). An Override gives one caller its own limit,
-// window or burst under a rule (Ruleset.WithOverrides, Ruleset.Override);
-// it keeps the rule's record, so what the caller spent carries over.
+// place of the plan-less rule of the same match (RequestShape.Plan in
+// Ruleset.AppendMatch; plan.go states the rule precisely). An Override gives
+// one caller its own limit, window or burst under a rule
+// (Ruleset.WithOverrides, Ruleset.Override); it keeps the rule's record, so
+// what the caller spent carries over.
 //
 // A Door is the decision every door makes, written once (door.go states
 // its steps, decide.go is its request path): match, key the caller under

@@ -113,7 +113,7 @@ type ContextObserver interface {
 // replayer each wrap one, and differ only in what they read of a request
 // and how they answer. For a request, Decide
 //
-//  1. matches the rules in force to its Shape (Ruleset.AppendMatch): its
+//  1. matches the rules in force to its RequestShape (Ruleset.AppendMatch): its
 //     method and path, its host (DoorConfig.Host) when a rule names one,
 //     its caller's plan (DoorConfig.Plan) when a rule names one;
 //  2. asks the door for the caller's key and the request's cost under
@@ -174,7 +174,7 @@ type DoorConfig[R any] struct {
 	Key func(req R, rule *CompiledRule) (key string, cost int64, err error)
 	// Host returns req's host as the door received it (the Host header,
 	// the :authority); the door matches its name, without the port and in
-	// lower case, as Shape.Host. It is called only when a rule of the
+	// lower case, as RequestShape.Host. It is called only when a rule of the
 	// ruleset names a host (Rule.Host). Nil means the door knows no host: only rules
 	// naming none cover its requests.
 	Host func(req R) string

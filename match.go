@@ -2,10 +2,11 @@ package sluice
 
 import "strings"
 
-// Shape is a request as rules match it, whatever door it came through: its
-// method, path and host, and its caller's plan. Each field is compared as
-// given; a door fills in what it knows and leaves the rest empty.
-type Shape struct {
+// RequestShape is a request as rules match it, whatever door it came
+// through: its method, path and host, and its caller's plan. Each field is
+// compared as given; a door fills in what it knows and leaves the rest
+// empty.
+type RequestShape struct {
 	// Method is the request's HTTP method, as sent ("GET"). Empty (a gRPC
 	// call has none) is covered only by rules of AnyMethod.
 	Method string
@@ -25,9 +26,9 @@ type Shape struct {
 	Plan string
 }
 
-// requestHost returns the host of a request as rules match it (Shape.Host):
-// the Host header's, or the :authority's, name without its port, in lower
-// case.
+// requestHost returns the host of a request as rules match it
+// (RequestShape.Host): the Host header's, or the :authority's, name without its
+// port, in lower case.
 func requestHost(host string) string {
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
 		host = host[:i]
@@ -45,13 +46,13 @@ func requestHost(host string) string {
 // plan's rule replaces the plan-less rule of the same method, path prefix
 // and host, and in MatchAll mode of the same scope too). Shadow rules are
 // neither returned nor considered: see AppendMatchShadow.
-func (rs *Ruleset) AppendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
+func (rs *Ruleset) AppendMatch(dst []*CompiledRule, q RequestShape) []*CompiledRule {
 	q.Path = rs.matchPath(q.Path)
 	return rs.appendMatch(dst, q)
 }
 
 // appendMatch is AppendMatch of a shape whose path is in match form.
-func (rs *Ruleset) appendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
+func (rs *Ruleset) appendMatch(dst []*CompiledRule, q RequestShape) []*CompiledRule {
 	n := len(dst)
 	dst = rs.appendCovering(dst, rs.forPlan(q.Plan), q)
 	if len(dst) == n && rs.def != nil && !rs.def.rule.Shadow {
@@ -66,14 +67,14 @@ func (rs *Ruleset) appendMatch(dst []*CompiledRule, q Shape) []*CompiledRule {
 // mode every one covering it. A shadow default applies to a request that
 // no rule at all, enforced or shadow, covers. Shadow rules name no plan, so
 // q.Plan is not read.
-func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRule {
+func (rs *Ruleset) AppendMatchShadow(dst []*CompiledRule, q RequestShape) []*CompiledRule {
 	q.Path = rs.matchPath(q.Path)
 	return rs.appendMatchShadow(dst, q)
 }
 
 // appendMatchShadow is AppendMatchShadow of a shape whose path is in match
 // form.
-func (rs *Ruleset) appendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRule {
+func (rs *Ruleset) appendMatchShadow(dst []*CompiledRule, q RequestShape) []*CompiledRule {
 	n := len(dst)
 	dst = rs.appendCovering(dst, rs.shadow, q)
 	if len(dst) == n && rs.shadowDefault(q) {
@@ -84,7 +85,7 @@ func (rs *Ruleset) appendMatchShadow(dst []*CompiledRule, q Shape) []*CompiledRu
 
 // appendCovering appends the rules of from that cover a request: the
 // first only in MatchMostSpecific mode.
-func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, q Shape) []*CompiledRule {
+func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, q RequestShape) []*CompiledRule {
 	for _, c := range from {
 		if rs.covers(from, c, q) {
 			dst = append(dst, c)
@@ -99,7 +100,7 @@ func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, q Shape) []*Compile
 // shadowDefault reports whether the default is a shadow rule and no
 // enforced rule covers the request (the caller has found no shadow rule
 // that does).
-func (rs *Ruleset) shadowDefault(q Shape) bool {
+func (rs *Ruleset) shadowDefault(q RequestShape) bool {
 	if rs.def == nil || !rs.def.rule.Shadow {
 		return false
 	}

@@ -87,7 +87,7 @@ func TestOverrideReplacesTheLimitOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})[0]
+	c := rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"})[0]
 	if got := rs.Override(c, "user:bob"); got != c {
 		t.Errorf("Override for bob = %v, want the rule itself", got.Rule())
 	}
@@ -99,7 +99,7 @@ func TestOverrideReplacesTheLimitOnly(t *testing.T) {
 	if o.Name() != "orders" || o.Limit().Namespace != "orders" || r.Algorithm != algo.TokenBucketName || o.Scope() != sluice.ScopeUser || o.Cost() != 2 {
 		t.Errorf("alice's override: %+v, want the rule's name, namespace, algorithm, scope and cost", r)
 	}
-	if got := base.Override(base.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})[0], "user:alice"); got.Rule().Limit != 60 {
+	if got := base.Override(base.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"})[0], "user:alice"); got.Rule().Limit != 60 {
 		t.Errorf("the ruleset WithOverrides was called on has an override: limit %d", got.Rule().Limit)
 	}
 	if got := sluice.Overrides(rs); len(got) != 1 || got[0].Key != "user:alice" {
@@ -137,7 +137,7 @@ func TestOverrideKeepsTheSpentBudget(t *testing.T) {
 				t.Helper()
 				for range n {
 					rs := reg.Ruleset()
-					c := rs.Override(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})[0], "user:alice")
+					c := rs.Override(rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"})[0], "user:alice")
 					d, err := e.Apply(context.Background(), c.Limit(), "user:alice", c.Cost())
 					if err != nil {
 						t.Fatal(err)

@@ -20,7 +20,7 @@ func ExampleCanonicalPath() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(len(rs.AppendMatch(nil, sluice.Shape{Method: "HEAD", Path: "//API/x/../Orders/1"})))
+	fmt.Println(len(rs.AppendMatch(nil, sluice.RequestShape{Method: "HEAD", Path: "//API/x/../Orders/1"})))
 	// Output:
 	// "//api/orders" → "/api/orders"
 	// "/api//orders" → "/api/orders"

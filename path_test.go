@@ -109,7 +109,7 @@ func FuzzCanonicalPath(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a rule on %q: %v", c, err)
 		}
-		if got := rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: p}); len(got) != 1 {
+		if got := rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: p}); len(got) != 1 {
 			t.Fatalf("a rule on %q does not cover %q", c, p)
 		}
 	})
@@ -178,7 +178,7 @@ func TestCanonicalPathProperties(t *testing.T) {
 			if err != nil {
 				t.Skip(err) // two drawn segments made the same prefix twice
 			}
-			want, got := joined(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: canonical})), joined(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: spelled}))
+			want, got := joined(rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: canonical})), joined(rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: spelled}))
 			if got != want || want == "" {
 				t.Fatalf("%s: Match(POST, %q) = [%s], Match(POST, %q) = [%s]", mode, spelled, got, canonical, want)
 			}
@@ -196,15 +196,15 @@ func TestSpellingsOfAPathMatchItsRule(t *testing.T) {
 	}
 	for _, p := range []string{"/api/orders", "//api/orders", "/api//orders", "/api/./orders", "/api/x/../orders",
 		"/x/../api/orders/", "/../api/orders", "/api/orders/."} {
-		if got := joined(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: p})); got != "orders" {
+		if got := joined(rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: p})); got != "orders" {
 			t.Errorf("Match(POST, %q) = [%s], want [orders]", p, got)
 		}
-		if got := joined(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: p})); got != "orders" {
+		if got := joined(rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: p})); got != "orders" {
 			t.Errorf("AppendMatch(POST %q) = [%s], want [orders]", p, got)
 		}
 	}
 	for _, p := range []string{"/api/orders/../users", "/api/ord", "/API/orders"} {
-		if got := joined(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: p})); got != "" {
+		if got := joined(rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: p})); got != "" {
 			t.Errorf("Match(POST, %q) = [%s], want none", p, got)
 		}
 	}
@@ -252,7 +252,7 @@ func TestHeadIsCoveredByAGetRule(t *testing.T) {
 			if mode == sluice.MatchAll {
 				want = tt.all
 			}
-			if got := joined(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); got != want {
+			if got := joined(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); got != want {
 				t.Errorf("%s, %s: Match(%s, %s) = [%s], want [%s]", tt.name, mode, tt.method, tt.path, got, want)
 			}
 		}
@@ -285,10 +285,10 @@ func TestPathCaseInsensitive(t *testing.T) {
 		{"/api/Order\u017f", "", "orders"}, // a long s folds to s
 		{"/api/users", "", ""},
 	} {
-		if got := joined(sensitive.AppendMatch(nil, sluice.Shape{Method: "POST", Path: tt.path})); got != tt.sensitive {
+		if got := joined(sensitive.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: tt.path})); got != tt.sensitive {
 			t.Errorf("sensitive: Match(POST, %q) = [%s], want [%s]", tt.path, got, tt.sensitive)
 		}
-		if got := joined(insensitive.AppendMatch(nil, sluice.Shape{Method: "POST", Path: tt.path})); got != tt.insensitive {
+		if got := joined(insensitive.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: tt.path})); got != tt.insensitive {
 			t.Errorf("insensitive: Match(POST, %q) = [%s], want [%s]", tt.path, got, tt.insensitive)
 		}
 	}

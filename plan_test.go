@@ -57,12 +57,12 @@ func TestMatchPlan(t *testing.T) {
 		{"gold", "POST", "/api/orders", "orders-free"},
 		{"gold", "GET", "/other", "catch-all"},
 	} {
-		got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path, Plan: tt.plan}))
+		got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path, Plan: tt.plan}))
 		if fmt.Sprint(got) != fmt.Sprint([]string{tt.want}) {
 			t.Errorf("plan %q: MatchPlan(%s %s) = %v, want [%s]", tt.plan, tt.method, tt.path, got, tt.want)
 		}
 		if tt.plan == "" {
-			if m := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); fmt.Sprint(m) != fmt.Sprint(got) {
+			if m := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); fmt.Sprint(m) != fmt.Sprint(got) {
 				t.Errorf("Match(%s %s) = %v, MatchPlan with no plan = %v, want the same", tt.method, tt.path, m, got)
 			}
 		}
@@ -95,7 +95,7 @@ func TestMatchPlanAllMode(t *testing.T) {
 		{"premium", "GET", "/api/x", []string{"api-user-premium", "api-global"}},
 		{"", "GET", "/other", []string{}},
 	} {
-		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path, Plan: tt.plan})); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path, Plan: tt.plan})); !slices.Equal(got, tt.want) {
 			t.Errorf("plan %q: MatchPlan(%s %s) = %v, want %v", tt.plan, tt.method, tt.path, got, tt.want)
 		}
 	}
@@ -180,7 +180,7 @@ func TestMatchPlanProperty(t *testing.T) {
 		plan := rapid.SampledFrom([]string{"", "gold", "silver", "bronze"}).Draw(t, "caller plan")
 
 		want := referenceMatch(rules, def, mode, method, path, plan)
-		got := names(rs.AppendMatch(nil, sluice.Shape{Method: method, Path: path, Plan: plan}))
+		got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: method, Path: path, Plan: plan}))
 		if mode == sluice.MatchAll {
 			slices.Sort(got)
 			slices.Sort(want)
@@ -189,7 +189,7 @@ func TestMatchPlanProperty(t *testing.T) {
 			t.Fatalf("%s mode, plan %q: MatchPlan(%s %s) = %v, want %v", mode, plan, method, path, got, want)
 		}
 		if plan == "" {
-			if m := names(rs.AppendMatch(nil, sluice.Shape{Method: method, Path: path})); mode == sluice.MatchMostSpecific && !slices.Equal(m, got) {
+			if m := names(rs.AppendMatch(nil, sluice.RequestShape{Method: method, Path: path})); mode == sluice.MatchMostSpecific && !slices.Equal(m, got) {
 				t.Fatalf("Match = %v, MatchPlan with no plan = %v", m, got)
 			}
 		}

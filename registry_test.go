@@ -71,10 +71,10 @@ func TestMatchMostSpecific(t *testing.T) {
 	}
 	for _, tt := range tests {
 		rs := mustRuleset(t, gatewayRules, tt.def, sluice.MatchMostSpecific)
-		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("Match(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
 		}
-		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("AppendMatch(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
 		}
 	}
@@ -93,7 +93,7 @@ func TestMatchAllReturnsEveryMatchMostSpecificFirst(t *testing.T) {
 		{"GET", "/health", []string{"catch-all"}},
 	}
 	for _, tt := range tests {
-		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("Match(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
 		}
 	}
@@ -104,7 +104,7 @@ func TestMatchAllAllowsTwoRulesOnOneRoute(t *testing.T) {
 	global := rule("orders-global", "POST", "/api/orders")
 	global.Scope = sluice.ScopeGlobal
 	rs := mustRuleset(t, []sluice.Rule{perUser, global}, nil, sluice.MatchAll)
-	if got, want := names(rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})), []string{"orders-user", "orders-global"}; !slices.Equal(got, want) {
+	if got, want := names(rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"})), []string{"orders-user", "orders-global"}; !slices.Equal(got, want) {
 		t.Errorf("Match = %v, want %v", got, want)
 	}
 	// In most_specific mode the second could never apply.
@@ -188,7 +188,7 @@ func TestReloadKeepsOrResetsTheBudget(t *testing.T) {
 	reg := sluice.NewRegistry(mustRuleset(t, []sluice.Rule{orders}, nil, ""))
 	spend := func(step string) algo.Decision {
 		t.Helper()
-		m := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})
+		m := reg.Ruleset().AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"})
 		if len(m) != 1 {
 			t.Fatalf("%s: Match = %v, want one rule", step, names(m))
 		}
@@ -266,12 +266,12 @@ func TestSwapUnderConcurrentReaders(t *testing.T) {
 				default:
 				}
 				rs := reg.Ruleset()
-				a, b, d := rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/a/1"}), rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/b/1"}), rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/c"})
+				a, b, d := rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/a/1"}), rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/b/1"}), rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/c"})
 				if len(a) != 1 || len(b) != 1 || len(d) != 1 || a[0].Name()[2:] != b[0].Name()[2:] || a[0].Name()[2:] != d[0].Name()[4:] {
 					errs <- fmt.Errorf("mixed ruleset: %v %v %v", names(a), names(b), names(d))
 					return
 				}
-				if m := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/a"}); len(m) != 1 {
+				if m := reg.Ruleset().AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/a"}); len(m) != 1 {
 					errs <- fmt.Errorf("Match(/a) = %v, want one rule", names(m))
 					return
 				}
@@ -291,7 +291,7 @@ func TestSwapUnderConcurrentReaders(t *testing.T) {
 
 func TestNilRulesetMatchesNothing(t *testing.T) {
 	reg := sluice.NewRegistry(nil)
-	if m := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/"}); len(m) != 0 {
+	if m := reg.Ruleset().AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/"}); len(m) != 0 {
 		t.Errorf("Match on an empty registry = %v, want nothing", names(m))
 	}
 }
@@ -320,7 +320,7 @@ func TestHostRules(t *testing.T) {
 		{"other.org", "/x", ""},
 	} {
 		got := ""
-		if m := rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: c.path, Host: c.host}); len(m) > 0 {
+		if m := rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: c.path, Host: c.host}); len(m) > 0 {
 			got = m[0].Name()
 		}
 		if got != c.want {

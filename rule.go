@@ -292,7 +292,7 @@ func (c *CompiledRule) request(key string) engine.Request {
 // body (nginx's limit_req counts every method alike), unless from holds a
 // HEAD rule of the same path prefix and host: a rule naming HEAD takes
 // those over.
-func (rs *Ruleset) covers(from []*CompiledRule, c *CompiledRule, q Shape) bool {
+func (rs *Ruleset) covers(from []*CompiledRule, c *CompiledRule, q RequestShape) bool {
 	if !strings.HasPrefix(q.Path, c.prefix) || c.rule.Host != "" && !hostMatches(c.rule.Host, q.Host) {
 		return false
 	}

@@ -38,16 +38,16 @@ func TestShadowRulesNeverChangeTheEnforcedMatch(t *testing.T) {
 	for _, tt := range tests {
 		rs := mustRuleset(t, append(slices.Clone(enforced), shadows...), nil, tt.mode)
 		without := mustRuleset(t, enforced, nil, tt.mode)
-		if got, alone := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})), names(without.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) || !slices.Equal(alone, tt.want) {
+		if got, alone := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})), names(without.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) || !slices.Equal(alone, tt.want) {
 			t.Errorf("%s: Match(%s, %s) = %v (%v without the shadow rules), want %v", tt.mode, tt.method, tt.path, got, alone, tt.want)
 		}
-		if got := names(rs.AppendMatch(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
+		if got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: AppendMatch(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.want)
 		}
-		if got := names(rs.AppendMatchShadow(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.wantShad) {
+		if got := names(rs.AppendMatchShadow(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.wantShad) {
 			t.Errorf("%s: MatchShadow(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.wantShad)
 		}
-		if got := names(rs.AppendMatchShadow(nil, sluice.Shape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.wantShad) {
+		if got := names(rs.AppendMatchShadow(nil, sluice.RequestShape{Method: tt.method, Path: tt.path})); !slices.Equal(got, tt.wantShad) {
 			t.Errorf("%s: AppendMatchShadow(%s, %s) = %v, want %v", tt.mode, tt.method, tt.path, got, tt.wantShad)
 		}
 		if !sluice.HasShadow(rs) || sluice.HasShadow(without) {
@@ -85,10 +85,10 @@ func TestShadowDefault(t *testing.T) {
 	for _, mode := range []sluice.MatchMode{sluice.MatchMostSpecific, sluice.MatchAll} {
 		for _, tt := range tests {
 			rs := mustRuleset(t, rules, tt.def, mode)
-			if got := names(rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: tt.path})); !slices.Equal(got, tt.want) {
+			if got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: tt.path})); !slices.Equal(got, tt.want) {
 				t.Errorf("%s, shadow default %t: Match(%s) = %v, want %v", mode, tt.def.Shadow, tt.path, got, tt.want)
 			}
-			if got := names(rs.AppendMatchShadow(nil, sluice.Shape{Method: "GET", Path: tt.path})); !slices.Equal(got, tt.wantShad) {
+			if got := names(rs.AppendMatchShadow(nil, sluice.RequestShape{Method: "GET", Path: tt.path})); !slices.Equal(got, tt.wantShad) {
 				t.Errorf("%s, shadow default %t: MatchShadow(%s) = %v, want %v", mode, tt.def.Shadow, tt.path, got, tt.wantShad)
 			}
 		}
@@ -120,14 +120,14 @@ func TestShadowRuleMayRepeatAnEnforcedRoute(t *testing.T) {
 // with nothing, as does the empty ruleset.
 func TestRegistryMatchShadow(t *testing.T) {
 	reg := sluice.NewRegistry(nil)
-	if got := reg.Ruleset().AppendMatchShadow(nil, sluice.Shape{Method: "GET", Path: "/"}); len(got) != 0 || sluice.HasShadow(reg.Ruleset()) {
+	if got := reg.Ruleset().AppendMatchShadow(nil, sluice.RequestShape{Method: "GET", Path: "/"}); len(got) != 0 || sluice.HasShadow(reg.Ruleset()) {
 		t.Errorf("empty registry: MatchShadow = %v, HasShadow %t; want nothing", names(got), sluice.HasShadow(reg.Ruleset()))
 	}
 	reg.Swap(mustRuleset(t, []sluice.Rule{shadow(rule("trial", "*", "/"))}, nil, ""))
-	if got := names(reg.Ruleset().AppendMatchShadow(nil, sluice.Shape{Method: "GET", Path: "/x"})); !slices.Equal(got, []string{"trial"}) {
+	if got := names(reg.Ruleset().AppendMatchShadow(nil, sluice.RequestShape{Method: "GET", Path: "/x"})); !slices.Equal(got, []string{"trial"}) {
 		t.Errorf("after a swap: MatchShadow = %v, want [trial]", got)
 	}
-	if got := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/x"}); len(got) != 0 {
+	if got := reg.Ruleset().AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/x"}); len(got) != 0 {
 		t.Errorf("after a swap: Match = %v, want nothing (the only rule is a shadow rule)", names(got))
 	}
 }

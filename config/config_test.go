@@ -49,10 +49,10 @@ func TestLoadTheIssueConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"}); len(m) != 1 || m[0].Name() != "orders-write" {
+	if m := rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"}); len(m) != 1 || m[0].Name() != "orders-write" {
 		t.Errorf("Match(POST /api/orders) = %v", names(m))
 	}
-	if m := rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/"}); len(m) != 1 || m[0].Name() != "catch-all" || m[0].Scope() != sluice.ScopeIP {
+	if m := rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/"}); len(m) != 1 || m[0].Name() != "catch-all" || m[0].Scope() != sluice.ScopeIP {
 		t.Errorf("Match(GET /) = %v, want catch-all", names(m))
 	}
 }
@@ -137,7 +137,7 @@ func TestPathCaseAndForwardPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "//API/./Orders"}); len(m) != 1 {
+		if m := rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "//API/./Orders"}); len(m) != 1 {
 			t.Errorf("built by hand %v: Match(POST //API/./Orders) = %v, want orders", hand, names(m))
 		}
 	}
@@ -313,7 +313,7 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("a parsed rule does not validate: %v", err)
 			}
 		}
-		rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/"})
+		rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/"})
 		if sv := c.Server; sv.IdleTimeout <= 0 || sv.ClientBodyTimeout <= 0 || sv.SendTimeout <= 0 || sv.MaxConnections < 1 {
 			t.Fatalf("a parsed server section holds a bound that is not positive: %+v", sv)
 		}

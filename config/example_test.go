@@ -33,8 +33,8 @@ func ExampleLoad() {
 		r := c.Rule()
 		fmt.Printf("rule %s: %s %s per %s, %d per %v\n", r.Name, r.Method, r.PathPrefix, r.Scope, r.Limit, r.Window)
 	}
-	fmt.Println("POST /api/orders/42 →", reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders/42"})[0].Name())
-	fmt.Println("GET /healthz →", reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/healthz"})[0].Name())
+	fmt.Println("POST /api/orders/42 →", reg.Ruleset().AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders/42"})[0].Name())
+	fmt.Println("GET /healthz →", reg.Ruleset().AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/healthz"})[0].Name())
 
 	_, err = config.Parse("gateway.yaml", []byte("rules:\n  - name: a\n    window: 1 minute\n"))
 	fmt.Println(err)

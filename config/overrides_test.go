@@ -94,11 +94,11 @@ func TestParsePlansAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orders := rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})[0]
+	orders := rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"})[0]
 	if got := rs.Override(orders, "user:alice").Rule().Limit; got != 40 {
 		t.Errorf("alice's orders limit = %d, want 40", got)
 	}
-	if got := rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders", Plan: "premium"})[0].Name(); got != "orders-premium" {
+	if got := rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders", Plan: "premium"})[0].Name(); got != "orders-premium" {
 		t.Errorf("a premium order matches %s, want orders-premium", got)
 	}
 	// A Config built by hand compiles its overrides too.
@@ -107,7 +107,7 @@ func TestParsePlansAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rs2.Override(rs2.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"})[0], "user:alice").Rule().Limit; got != 40 {
+	if got := rs2.Override(rs2.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"})[0], "user:alice").Rule().Limit; got != 40 {
 		t.Errorf("by hand: alice's orders limit = %d, want 40", got)
 	}
 }

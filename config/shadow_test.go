@@ -53,10 +53,10 @@ default:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, s := rs.AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders"}), rs.AppendMatchShadow(nil, sluice.Shape{Method: "POST", Path: "/api/orders"}); len(m) != 1 || m[0].Name() != "orders" || len(s) != 1 || s[0].Name() != "orders-tight" {
+	if m, s := rs.AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"}), rs.AppendMatchShadow(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders"}); len(m) != 1 || m[0].Name() != "orders" || len(s) != 1 || s[0].Name() != "orders-tight" {
 		t.Errorf("POST /api/orders: Match %v, MatchShadow %v; want [orders] and [orders-tight]", names(m), names(s))
 	}
-	if m, s := rs.AppendMatch(nil, sluice.Shape{Method: "GET", Path: "/"}), rs.AppendMatchShadow(nil, sluice.Shape{Method: "GET", Path: "/"}); len(m) != 0 || len(s) != 1 || s[0].Name() != "catch-all" {
+	if m, s := rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/"}), rs.AppendMatchShadow(nil, sluice.RequestShape{Method: "GET", Path: "/"}); len(m) != 0 || len(s) != 1 || s[0].Name() != "catch-all" {
 		t.Errorf("GET /: Match %v, MatchShadow %v; want nothing and the shadow default", names(m), names(s))
 	}
 }

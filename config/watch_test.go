@@ -175,7 +175,7 @@ func TestWatcherReloads(t *testing.T) {
 				return
 			default:
 			}
-			if m := reg.Ruleset().AppendMatch(nil, sluice.Shape{Method: "POST", Path: "/api/orders/1"}); len(m) != 1 || m[0].Name() != "orders" {
+			if m := reg.Ruleset().AppendMatch(nil, sluice.RequestShape{Method: "POST", Path: "/api/orders/1"}); len(m) != 1 || m[0].Name() != "orders" {
 				t.Errorf("Match during reloads = %v", m)
 				return
 			}

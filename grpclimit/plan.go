@@ -1,16 +1,16 @@
 package grpclimit
 
-// Plans and overrides in the interceptors, as in package httplimit: when
-// the rules in force name a plan (sluice.Rule.Plan), the caller's plan is
-// found once per call, before matching — from the IdentityFunc's
-// Caller.Plan when there is an IdentityFunc, else (or when it gives none)
-// from the identity configuration's plan header (identity.Config.PlanHeader)
-// read as request metadata under its lower-case name ("x-sluice-plan"), and
-// believed only when the peer is a trusted proxy — and the call is matched
-// with its plan (sluice.Shape.Plan). Each matched rule is then replaced by the
-// caller's override, if it has one (sluice.Ruleset.Override), once its key
-// is known. A ruleset without plan rules costs no identity work for the
-// plan; one without overrides no lookup.
+// Plans and overrides in the interceptors, as in package httplimit: when the
+// rules in force name a plan (sluice.Rule.Plan), the caller's plan is found
+// once per call, before matching — from the IdentityFunc's Caller.Plan when
+// there is an IdentityFunc, else (or when it gives none) from the identity
+// configuration's plan header (identity.Config.PlanHeader) read as request
+// metadata under its lower-case name ("x-sluice-plan"), and believed only when
+// the peer is a trusted proxy — and the call is matched with its plan
+// (sluice.RequestShape.Plan). Each matched rule is then replaced by the
+// caller's override, if it has one (sluice.Ruleset.Override), once its key is
+// known. A ruleset without plan rules costs no identity work for the plan; one
+// without overrides no lookup.
 //
 // A bad plan (not a valid plan name, or the plan metadata sent twice: both
 // identity.ErrBadIdentity) ends the call with codes.InvalidArgument; the

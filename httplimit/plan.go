@@ -2,17 +2,16 @@ package httplimit
 
 import "net/http"
 
-// Plans and overrides in the middleware: when the rules in force name a
-// plan, the caller's plan is found once per request, before matching —
-// from the IdentityFunc's Caller.Plan when there is an IdentityFunc, else
-// (or when it gives none) from the identity section's plan header, read
-// only from a trusted proxy (identity.Identifier.PlanFor) — and the
-// request is matched with its plan (sluice.Shape.Plan). Each matched rule
-// is then replaced by the caller's override, if it has one
-// (sluice.Ruleset.Override), once its key is known. A ruleset without plan
-// rules costs no identity work for the plan; one without overrides no
-// lookup. The Door (sluice.Door) does both; the middleware reads the plan
-// for it.
+// Plans and overrides in the middleware: when the rules in force name a plan,
+// the caller's plan is found once per request, before matching — from the
+// IdentityFunc's Caller.Plan when there is an IdentityFunc, else (or when it
+// gives none) from the identity section's plan header, read only from a trusted
+// proxy (identity.Identifier.PlanFor) — and the request is matched with its
+// plan (sluice.RequestShape.Plan). Each matched rule is then replaced by the
+// caller's override, if it has one (sluice.Ruleset.Override), once its key is
+// known. A ruleset without plan rules costs no identity work for the plan; one
+// without overrides no lookup. The Door (sluice.Door) does both; the middleware
+// reads the plan for it.
 
 // plan is the Door's Plan: the plan of r's caller, from the IdentityFunc
 // when there is one, else (or when it gives none) from the plan header.

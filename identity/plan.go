@@ -20,7 +20,7 @@ var ErrBadPlan = fmt.Errorf("%w: invalid plan", ErrBadIdentity)
 var ErrBadKey = errors.New("sluice/identity: bad caller key")
 
 // Plan returns the plan of a request's caller, for rules with a plan
-// (sluice.Shape.Plan), read from the configured plan header
+// (sluice.RequestShape.Plan), read from the configured plan header
 // (Config.PlanHeader), or "" for none. The header is read only when the
 // peer remote (the connection's address, as Key takes it) is a trusted
 // proxy; from any other peer, and when no plan header is configured, the

@@ -313,7 +313,7 @@ func (r *Replayer) tally(rule *sluice.CompiledRule, key string, cost int64, allo
 // them, as st: serve refuses it having spent nothing.
 func (r *Replayer) fail(rec *Record, st Status) {
 	var stack [maxStackRules]*sluice.CompiledRule
-	for _, c := range r.rs.AppendMatch(stack[:0], sluice.Shape{Method: rec.Method, Path: rec.Path, Plan: r.plan}) {
+	for _, c := range r.rs.AppendMatch(stack[:0], sluice.RequestShape{Method: rec.Method, Path: rec.Path, Plan: r.plan}) {
 		r.byRule[c].counts.add(st)
 	}
 }

@@ -55,7 +55,7 @@ func TestConfigsMatchTheBound(t *testing.T) {
 		}
 		for _, c := range cs {
 			path, _, _ := strings.Cut(c.path, "?")
-			m := rs.AppendMatch(nil, sluice.Shape{Method: c.method, Path: path})
+			m := rs.AppendMatch(nil, sluice.RequestShape{Method: c.method, Path: path})
 			if len(m) != 1 || m[0].Rule().Name != c.rule {
 				t.Errorf("variant %s: %s %s matches %d rules, want exactly %s", v.name, c.method, c.path, len(m), c.rule)
 			}
