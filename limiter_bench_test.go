@@ -69,11 +69,12 @@ func BenchmarkLimiter(b *testing.B) {
 			}
 			b.Cleanup(func() { e.Close() })
 			lim := engine.Limit{Namespace: "bench", Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: benchLimit, Window: benchWindow})}
+			ctx := context.Background()
 			ks := keys.keys
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				e.Apply(context.Background(), lim, ks[i%len(ks)], 1)
+				e.Apply(ctx, lim, ks[i%len(ks)], 1)
 				i += 7
 			}
 		})

@@ -23,10 +23,16 @@
 //     partition lock: one lock per decision, and the record is stepped in
 //     place without an allocation. Over a bare memory store, Apply is one
 //     call (inprocess.go) on the table.Table the store is: the key is built
-//     on the stack, looked up once under the shard lock, stepped where it
-//     lies by the algorithm's own step, and only its expiry written back
-//     through the table's Ref; the limit's capacity is read only to explain
-//     a denial. ApplyKeyInto decides a Key prepared once with Limit.Key
+//     on the stack, looked up once, stepped where it lies by the
+//     algorithm's own step, and written back with its expiry; the limit's
+//     capacity is read only to explain a denial. A key the table holds,
+//     under an algorithm whose record keeps its size (all but the sliding
+//     log), is decided under its entry's own lock (table.Entry) rather than
+//     the stripe's: the decision writes that entry and nothing else, so
+//     decisions on different keys share no line they write. A new key, a
+//     record that must move, and any decision whose entry is busy with a
+//     holder of the stripe take the stripe lock, as every other path does;
+//     the two exclude each other (see package table). ApplyKeyInto decides a Key prepared once with Limit.Key
 //     exactly as Apply decides the rule and caller it was made from,
 //     without building or hashing the key again, into the caller's
 //     Decision. Any other Striped store, such as the memory store behind a
@@ -65,8 +71,9 @@
 //     has passed by the store's time (give or take a round trip), the
 //     swap expects no record, so a key revisited after the store forgot it
 //     costs one round trip, not a mismatch and a second. A store that
-//     keeps records for whole units of time (backend.TTLUnit: Redis, whole
-//     milliseconds) is reckoned with the TTL rounded up as it rounds it.
+//     keeps records for whole units of time (backend.Swapper.TTLUnit:
+//     Redis, whole milliseconds) is reckoned with the TTL rounded up as it
+//     rounds it.
 //   - Concurrent decisions on one key in one process coalesce: they queue
 //     on the key, and one of them steps every queued request in order on
 //     the local record and commits them all with one compare-and-swap; each
@@ -150,19 +157,36 @@
 //     context.DeadlineExceeded) and spends nothing; a call that has
 //     started runs to its end (the store's methods take no context);
 //   - over a backend.Swapper (Redis), the same before the call queues for
-//     its keys or sends anything to the store.
+//     its keys. A single-key decision queued behind its key's
+//     compare-and-swap leaves the queue when its context ends, spending
+//     nothing (an ApplyAll waiting to own its keys waits its turn). The
+//     context bounds the compare-and-swap itself
+//     (backend.Swapper.CompareAndSwap: with Redis, the earlier of its
+//     deadline and the store's Timeout wins, and a cancellation ends the
+//     wait at once); a swap so ended after it was sent may have been
+//     written, as after a store error. Callers coalesced into one
+//     compare-and-swap share it: one caller's cancellation does not end
+//     it (the others wait for its answer), and its deadline is the latest
+//     of theirs when each has one. Reset and Record check the context
+//     first; the store's Delete and Get take none, and keep its own
+//     deadline.
 //
-// Such an error is not an ErrStore: the store did not fail, and nothing
-// is counted in Stats.StoreErrors. A door passes the request's context
-// (package httplimit the http.Request's, package grpclimit the call's),
-// so a request whose client has gone or whose deadline has passed spends
-// nothing on a store that reads it.
+// Such an error is not an ErrStore: the store did not fail, and it is
+// counted neither in Stats.StoreErrors nor by Redis' circuit breaker. A
+// door passes the request's context (package httplimit the
+// http.Request's, package grpclimit the call's), so a request whose
+// client has gone or whose deadline has passed spends nothing on a store
+// that reads it.
 //
 // # Locks
 //
 // Lock order: stripe locks are taken in ascending stripe order (ApplyAll
 // takes several); no other lock is held while taking one, and no user
-// callback, logging or metrics work runs under one. Over a durable backend,
+// callback, logging or metrics work runs under one. An entry's lock
+// (table.Entry) is held for one step and nothing is taken under it: a
+// decision that must take the stripe lock lets go of the entry first,
+// while a holder of the stripe only waits, briefly, for an entry's lock to
+// be free. Over a durable backend,
 // the group commit's queue mutex is taken under a stripe lock (to enqueue a
 // write in order), never the other way round: the commit leader holds no
 // stripe lock while it writes, and takes them only after releasing the

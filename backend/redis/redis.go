@@ -142,7 +142,6 @@ const timeEvery = time.Second
 
 var (
 	_ backend.Swapper = (*Store)(nil)
-	_ backend.TTLUnit = (*Store)(nil)
 )
 
 // New returns a store over c, which the caller keeps: Close does not close
@@ -513,13 +512,19 @@ var casOneScript = goredis.NewScript(casOneSource)
 const digestOver = 40
 
 // CompareAndSwap implements backend.Swapper with one EVALSHA of the
-// compare-and-swap script (EVAL when Redis has lost the script).
-func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
+// compare-and-swap script (EVAL when Redis has lost the script). The call
+// is bounded by Options.Timeout and by ctx, whichever ends first; one that
+// ctx ends returns an error wrapping ctx.Err() and is not counted by the
+// circuit breaker, as the caller gave up, not Redis.
+func (s *Store) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (bool, [][]byte, int64, error) {
 	if s.closed.Load() {
 		return false, nil, 0, backend.ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return false, nil, 0, fmt.Errorf("sluice/backend/redis: %w", err)
+	}
 	if len(swaps) == 1 {
-		return s.compareAndSwapOne(&swaps[0])
+		return s.compareAndSwapOne(ctx, &swaps[0])
 	}
 	keys := make([]string, len(swaps))
 	args := make([]any, 0, 3*len(swaps))
@@ -548,7 +553,7 @@ func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, err
 	// weighs as its swaps: an ApplyAll's limits, or the calls the engine
 	// commits together on a shared key, each a decision Redis serves or
 	// fails.
-	err := s.callBy(time.Now().Add(s.timeout), int64(len(swaps)), func(ctx context.Context) (err error) {
+	err := s.callBy(ctx, time.Now().Add(s.timeout), int64(len(swaps)), func(ctx context.Context) (err error) {
 		reply, err = casScript.Run(ctx, s.c, keys, args...).Slice()
 		return err
 	})
@@ -633,7 +638,7 @@ func (s *Store) oneCallFor(w *backend.Swap) *oneCall {
 
 // compareAndSwapOne is CompareAndSwap of one key, with casOneScript and
 // pooled arguments.
-func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error) {
+func (s *Store) compareAndSwapOne(ctx context.Context, w *backend.Swap) (bool, [][]byte, int64, error) {
 	if len(w.Key) == 0 {
 		return false, nil, 0, backend.ErrEmptyKey
 	}
@@ -643,7 +648,7 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 		crowded := s.flying.Add(1) > s.crowd
 		defer s.flying.Add(-1)
 		if crowded && !s.cluster {
-			ok, cur, now, err := s.batched(c)
+			ok, cur, now, err := s.batched(ctx, c)
 			if err == nil {
 				c.val.b = nil
 				oneCalls.Put(c)
@@ -658,12 +663,12 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 	}
 	if fresh := w.Expected == nil && !w.Keep && w.Value != nil && w.TTL > 0; fresh && !s.noSetGet.Load() &&
 		(s.noClock || time.Now().UnixNano()-s.timed.Load() < int64(timeEvery)) {
-		if ok, cur, done, err := s.setFresh(c, on); done {
+		if ok, cur, done, err := s.setFresh(ctx, c, on); done {
 			return ok, cur, 0, err
 		}
 	}
 	var reply []any
-	err := s.call(func(ctx context.Context) error {
+	err := s.callCtx(ctx, func(ctx context.Context) error {
 		c.args[0], c.args[1] = "evalsha", casOneScript.Hash()
 		cmd := goredis.NewCmd(ctx, c.args[:]...)
 		err := on.Process(ctx, cmd)
@@ -704,10 +709,10 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 // last learned; compareAndSwapOne sends the script at least every
 // timeEvery). done is false when the server does not know the command
 // (before Redis 7.0): the script is then used from now on.
-func (s *Store) setFresh(c *oneCall, on processor) (ok bool, cur [][]byte, done bool, err error) {
+func (s *Store) setFresh(ctx context.Context, c *oneCall, on processor) (ok bool, cur [][]byte, done bool, err error) {
 	var held []byte
 	found := false
-	err = s.call(func(ctx context.Context) error {
+	err = s.callCtx(ctx, func(ctx context.Context) error {
 		cmd := goredis.NewStringCmd(ctx, c.set[:]...)
 		err := on.Process(ctx, cmd)
 		switch {
@@ -736,7 +741,7 @@ func (s *Store) setFresh(c *oneCall, on processor) (ok bool, cur [][]byte, done 
 	return true, nil, true, nil
 }
 
-// TTLUnit implements backend.TTLUnit: Redis keeps a record for whole
+// TTLUnit implements backend.Swapper: Redis keeps a record for whole
 // milliseconds (PX), its TTL rounded up.
 func (s *Store) TTLUnit() time.Duration { return time.Millisecond }
 
@@ -874,7 +879,12 @@ func (s *Store) check(key []byte) error {
 
 // call runs fn under the call deadline and the circuit breaker.
 func (s *Store) call(fn func(ctx context.Context) error) error {
-	return s.callBy(time.Now().Add(s.timeout), 1, fn)
+	return s.callBy(context.Background(), time.Now().Add(s.timeout), 1, fn)
+}
+
+// callCtx is call bounded by the caller's ctx as well.
+func (s *Store) callCtx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.callBy(ctx, time.Now().Add(s.timeout), 1, fn)
 }
 
 // SwapGroup implements backend.Swapper: on a Cluster, keys swap together
