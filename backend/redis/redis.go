@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"crypto/tls"
@@ -545,7 +546,9 @@ func (s *Store) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (bool,
 		case w.Value == nil || w.TTL <= 0:
 			args = append(args, "0", "")
 		default:
-			args = append(args, pxMillis(w.TTL, s.noClock), w.Value)
+			// A copy: a call its caller stopped waiting for may be sent
+			// after the engine has reused the swap's Value.
+			args = append(args, pxMillis(w.TTL, s.noClock), bytes.Clone(w.Value))
 		}
 	}
 	var reply []any
@@ -584,8 +587,11 @@ type oneCall struct {
 	args               [8]any
 	set                [7]any // SET key value PX ms NX GET, for a fresh record
 	key, kind, exp, px bytesArg
-	val                bytesArg
-	name               string // the key as a string, on a Cluster (its slot is read from it)
+	// val is the record to write, a copy in a buffer of the call's own:
+	// a call its caller stopped waiting for (its context ended) may still
+	// be sent after the engine has reused the swap's Value.
+	val  bytesArg
+	name string // the key as a string, on a Cluster (its slot is read from it)
 }
 
 var oneCalls = sync.Pool{New: func() any {
@@ -621,7 +627,7 @@ func (s *Store) oneCallFor(w *backend.Swap) *oneCall {
 		c.kind.b = append(c.kind.b, '#')
 		c.exp.b = hex.AppendEncode(c.exp.b, sum[:])
 	}
-	c.val.b = nil
+	c.val.b = c.val.b[:0]
 	switch {
 	case w.Keep && w.TTL > 0:
 		c.px.b = appendPxMillis(append(c.px.b[:0], '+'), w.TTL, s.noClock)
@@ -631,7 +637,7 @@ func (s *Store) oneCallFor(w *backend.Swap) *oneCall {
 		c.px.b = append(c.px.b[:0], "-1"...)
 	default:
 		c.px.b = appendPxMillis(c.px.b[:0], w.TTL, s.noClock)
-		c.val.b = w.Value
+		c.val.b = append(c.val.b[:0], w.Value...)
 	}
 	return c
 }
@@ -650,7 +656,6 @@ func (s *Store) compareAndSwapOne(ctx context.Context, w *backend.Swap) (bool, [
 		if crowded && !s.cluster {
 			ok, cur, now, err := s.batched(ctx, c)
 			if err == nil {
-				c.val.b = nil
 				oneCalls.Put(c)
 			}
 			// Else c is left as it is, not reused: a swap answered its
@@ -682,7 +687,6 @@ func (s *Store) compareAndSwapOne(ctx context.Context, w *backend.Swap) (bool, [
 		}
 		return err
 	})
-	c.val.b = nil
 	if err != nil {
 		// A command given up on at its deadline may still be written
 		// later from its arguments: this scratch is not reused.
@@ -730,7 +734,6 @@ func (s *Store) setFresh(ctx context.Context, c *oneCall, on processor) (ok bool
 		s.noSetGet.Store(true)
 		return false, nil, false, nil
 	}
-	c.val.b = nil
 	if err != nil {
 		return false, nil, true, err // see compareAndSwapOne: c is not reused
 	}
