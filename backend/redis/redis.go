@@ -688,10 +688,13 @@ func (s *Store) compareAndSwapOne(ctx context.Context, w *backend.Swap) (bool, [
 		return err
 	})
 	if err != nil {
-		// A command given up on at its deadline may still be written
-		// later from its arguments: this scratch is not reused.
+		// A command given up on at its deadline, or by a caller whose
+		// context ended, may still be written later from its arguments
+		// (by the goroutine callBy left it to): this scratch is neither
+		// touched nor reused.
 		return false, nil, 0, err
 	}
+	c.val.b = nil
 	oneCalls.Put(c)
 	ok, now, cur, err := parseReply(reply, 1)
 	if err != nil {
@@ -735,8 +738,9 @@ func (s *Store) setFresh(ctx context.Context, c *oneCall, on processor) (ok bool
 		return false, nil, false, nil
 	}
 	if err != nil {
-		return false, nil, true, err // see compareAndSwapOne: c is not reused
+		return false, nil, true, err // see compareAndSwapOne: c is not touched
 	}
+	c.val.b = nil
 	oneCalls.Put(c)
 	if found {
 		return false, [][]byte{held}, true, nil
