@@ -694,7 +694,6 @@ func (s *Store) compareAndSwapOne(ctx context.Context, w *backend.Swap) (bool, [
 		// touched nor reused.
 		return false, nil, 0, err
 	}
-	c.val.b = nil
 	oneCalls.Put(c)
 	ok, now, cur, err := parseReply(reply, 1)
 	if err != nil {
@@ -740,7 +739,6 @@ func (s *Store) setFresh(ctx context.Context, c *oneCall, on processor) (ok bool
 	if err != nil {
 		return false, nil, true, err // see compareAndSwapOne: c is not touched
 	}
-	c.val.b = nil
 	oneCalls.Put(c)
 	if found {
 		return false, [][]byte{held}, true, nil
