@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 		defer e.Close()
 		l := engine.Limit{Namespace: "n", Algorithm: algo.MustNew(name, algo.Params{Limit: capacity, Window: time.Hour})}
 		key := func(k int) string { return fmt.Sprintf("caller-%d", k) }
+		ctx := context.Background()
 
 		allowed := make([]atomic.Int64, keys)
 		errs := make(chan error, workers+1)
@@ -54,7 +56,7 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 					if i%5 == 4 && keys > 1 {
 						// Two keys, all or nothing, under their stripe locks.
 						j := (k + 1) % keys
-						_, ok, err := e.ApplyAll([]engine.Request{{Limit: l, Key: key(k), Cost: 1}, {Limit: l, Key: key(j), Cost: 1}})
+						_, ok, err := e.ApplyAll(ctx, []engine.Request{{Limit: l, Key: key(k), Cost: 1}, {Limit: l, Key: key(j), Cost: 1}})
 						if err != nil {
 							errs <- err
 							return
@@ -65,7 +67,7 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 						}
 						continue
 					}
-					d, err := e.Apply(l, key(k), 1)
+					d, err := e.Apply(ctx, l, key(k), 1)
 					if err != nil {
 						errs <- err
 						return
@@ -84,13 +86,13 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 				var err error
 				switch i % 6 {
 				case 0, 1, 2:
-					_, err = e.Apply(l, c, 1)
+					_, err = e.Apply(ctx, l, c, 1)
 				case 3:
-					err = e.Reset(l, fmt.Sprintf("churn-%d", i/2))
+					err = e.Reset(ctx, l, fmt.Sprintf("churn-%d", i/2))
 				case 4:
-					_, err = e.Peek(l, key(i%keys), 1)
+					_, err = e.Peek(ctx, l, key(i%keys), 1)
 				case 5:
-					_, _, err = e.ApplyAll([]engine.Request{{Limit: l, Key: c, Cost: 1}, {Limit: l, Key: fmt.Sprintf("churn-%d", i-1), Cost: 1}})
+					_, _, err = e.ApplyAll(ctx, []engine.Request{{Limit: l, Key: c, Cost: 1}, {Limit: l, Key: fmt.Sprintf("churn-%d", i-1), Cost: 1}})
 					if err == nil {
 						_, err = e.Sweep(0)
 					}
@@ -107,7 +109,7 @@ func TestEntryLocksUnderChurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k := range keys {
-			d, err := e.Peek(l, key(k), 1)
+			d, err := e.Peek(ctx, l, key(k), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
