@@ -56,8 +56,7 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 		h = hashKey(k)
 	}
 	if now > 0 && fixedSize(a) {
-		var ent table.Entry
-		if e.store.table.LockEntry(h, k, &ent) {
+		if ent, ok := e.store.table.LockEntry(h, k); ok {
 			if done, err := e.decideEntry(a, &ent, k, now, cost, d); done {
 				return err
 			}

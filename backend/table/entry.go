@@ -40,18 +40,20 @@ type Entry struct {
 const maxEntryValue = 64
 
 // LockEntry finds key's entry, of hash backend.Hash(key), without the
-// shard's lock, takes the entry's own lock and describes it in *e. It
+// shard's lock, takes the entry's own lock and returns it. (By value: the
+// caller keeps it on its stack, which a write through a pointer could not
+// tell, and would pay a write barrier for while the collector runs.) It
 // reports false, holding nothing, when the decision should take the
 // shard's lock instead: the table does not hold key (its first record is an
 // insertion), the shard is held or changed while it looked, the key is 128
 // bytes or more, the value's reserve is over 64 bytes, or the table is
 // closed.
-func (s *Table) LockEntry(hash uint64, key []byte, e *Entry) bool {
+func (s *Table) LockEntry(hash uint64, key []byte) (e Entry, ok bool) {
 	sh := &s.shards[hash&s.mask]
 	q := sh.seq.Load()
 	v := sh.view.Load()
 	if q&1 != 0 || v == nil || len(key) >= 0x80 {
-		return false
+		return e, false
 	}
 	slots, a := v.slots, v.arena
 	n := len(slots)
@@ -61,7 +63,7 @@ func (s *Table) LockEntry(hash uint64, key []byte, e *Entry) bool {
 	for range n {
 		sl := atomic.LoadUint64(&slots[i])
 		if sl == 0 {
-			return false
+			return e, false
 		}
 		if uint32(sl>>32) == fp {
 			// A slot stored after the arena was reallocated points past the
@@ -69,7 +71,7 @@ func (s *Table) LockEntry(hash uint64, key []byte, e *Entry) bool {
 			off := int(uint32(sl))
 			p := off + 11
 			if p+klen > len(a) || a[off+9] > maxEntryValue {
-				return false
+				return e, false
 			}
 			if int(a[off+8]) == klen && sameKey(a[p:p+klen], key) {
 				// The key's entry: take its lock, then check that no
@@ -85,24 +87,23 @@ func (s *Table) LockEntry(hash uint64, key []byte, e *Entry) bool {
 				}
 				if sh.seq.Load() != q {
 					atomic.StoreUint32(w, hi)
-					return false
+					return e, false
 				}
-				*e = Entry{
+				return Entry{
 					a:         a,
 					off:       uint32(off),
 					val:       uint32(p + klen),
 					n:         uint32(a[off+10]),
 					vcap:      uint32(a[off+9]),
 					expiresAt: int64(uint64(hi)<<32 | uint64(binary.NativeEndian.Uint32(a[off:]))),
-				}
-				return true
+				}, true
 			}
 		}
 		if i++; i == n {
 			i = 0
 		}
 	}
-	return false
+	return e, false
 }
 
 // Record returns the entry's record, aliasing the stored bytes, to be

@@ -19,8 +19,7 @@ import (
 // every lock before it returns an error.
 func increment(s *Table, key []byte) (entry bool, err error) {
 	h := backend.Hash(key)
-	var e Entry
-	if s.LockEntry(h, key, &e) {
+	if e, ok := s.LockEntry(h, key); ok {
 		r := e.Record(1)
 		if len(r) < 8 {
 			e.Unlock()
@@ -187,18 +186,18 @@ func TestLockEntryDeclines(t *testing.T) {
 	small, big, absent := []byte("small"), []byte("big"), []byte("absent")
 	s.Put(small, []byte("12345678"), 0)
 	s.Put(big, make([]byte, 65), 0)
-	var e Entry
 	for _, k := range [][]byte{big, absent} {
-		if s.LockEntry(backend.Hash(k), k, &e) {
+		if _, ok := s.LockEntry(backend.Hash(k), k); ok {
 			t.Errorf("LockEntry(%q) = true", k)
 		}
 	}
 	s.Lock(0)
-	if s.LockEntry(backend.Hash(small), small, &e) {
+	if _, ok := s.LockEntry(backend.Hash(small), small); ok {
 		t.Errorf("LockEntry(%q) with the shard held = true", small)
 	}
 	s.Unlock(0)
-	if !s.LockEntry(backend.Hash(small), small, &e) {
+	e, ok := s.LockEntry(backend.Hash(small), small)
+	if !ok {
 		t.Fatalf("LockEntry(%q) = false", small)
 	}
 	if got := string(e.Record(1)); got != "12345678" {
@@ -213,7 +212,7 @@ func TestLockEntryDeclines(t *testing.T) {
 		t.Errorf("Get after Unlock = %q, %v", v, err)
 	}
 	s.Close()
-	if s.LockEntry(backend.Hash(small), small, &e) {
+	if _, ok := s.LockEntry(backend.Hash(small), small); ok {
 		t.Errorf("LockEntry after Close = true")
 	}
 }
