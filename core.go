@@ -184,13 +184,14 @@ func (d *Decided) Spent(i int) bool {
 }
 
 // Decide decides reqs, a request's engine requests made under b, in its
-// steps (see Decider), the decision of a single
-// request stored in *one so that the caller's frame holds it. An error is
+// steps (see Decider), in room, which the caller holds: the decision of a
+// single request is stored there, and a Partial batch's requests decided
+// again. An error is
 // one no decision came of (ErrVerdict says what becomes of the request),
 // and at is the index of the request it concerns: the Redis Cluster
 // slot's call of an engine.RequestError, else the first. The error has
 // been counted and logged.
-func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, one *[1]algo.Decision) (out Decided, at int, err error) {
+func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, room *Room) (out Decided, at int, err error) {
 	policy := c.policy
 	if b.Shadow && policy != FailLocal {
 		policy = FailOpen // a shadow rule never refuses a request
@@ -199,7 +200,7 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, on
 	if c.metrics != nil { // time the decision only for someone to see it
 		start = time.Now()
 	}
-	out, err = c.spend(ctx, c.eng, b, reqs, one)
+	out, err = c.spend(ctx, c.eng, b, reqs, room)
 	if err != nil {
 		var re *engine.RequestError
 		if errors.As(err, &re) && re.Request < len(reqs) {
@@ -216,7 +217,7 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, on
 		}
 		b.Rules, reqs = c.local.requests(b.Rules, reqs)
 		at = 0
-		out, err = c.spend(ctx, c.local.eng, b, reqs, one)
+		out, err = c.spend(ctx, c.local.eng, b, reqs, room)
 		out.Local = true
 	}
 	out.Batch, out.Requests = b, reqs
@@ -242,12 +243,12 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, on
 }
 
 // spend decides b's requests on e: Apply for one, its decision stored in
-// *one, ApplyAll for several; in a Partial batch, again without the soft
+// room, ApplyAll for several; in a Partial batch, again without the soft
 // requests denied, until every one left allows or one not soft denies.
-func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, one *[1]algo.Decision) (out Decided, err error) {
+func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, room *Room) (out Decided, err error) {
 	if len(reqs) == 1 {
-		one[0], err = e.Apply(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
-		out.Decisions, out.All = one[:], one[0].Allowed
+		room.one[0], err = e.Apply(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
+		out.Decisions, out.All = room.one[:], room.one[0].Allowed
 		out.Over = !out.All && !b.soft(0)
 		return out, err
 	}
@@ -264,8 +265,22 @@ func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []e
 	if out.Over || !b.Partial {
 		return out, nil
 	}
-	return c.spendPartial(ctx, e, b, reqs, ds)
+	return c.spendPartial(ctx, e, b, reqs, ds, room)
 }
+
+// Room is a caller's room for Decide's work: the decision of a batch of
+// one request, and the requests of a Partial batch decided again. The zero
+// value is ready; declare one in the calling frame (the doors of rules),
+// or keep one across calls to reuse its room (envoyrls' pooled scratch).
+// A Room serves one call at a time.
+type Room struct {
+	one   [1]algo.Decision
+	again []engine.Request // grown as needed, kept for the next call
+}
+
+// Clear forgets the keys and limits room holds, for a Room kept across
+// calls: it keeps its capacity, not what the last call decided.
+func (r *Room) Clear() { clear(r.again[:cap(r.again)]); r.again = r.again[:0] }
 
 // spendPartial goes on with a Partial batch whose requests decided ds,
 // some soft ones denied and none other: the requests that allowed are
@@ -273,11 +288,10 @@ func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []e
 // spend) or one not soft denies (nothing is spent). ds ends holding each
 // request's last decision. It allocates only for a batch over
 // maxStackRules.
-func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, all []engine.Request, ds []algo.Decision) (out Decided, err error) {
+func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, all []engine.Request, ds []algo.Decision, room *Room) (out Decided, err error) {
 	out.Decisions = ds
 	var idxStack [maxStackRules]int
-	var reqStack [maxStackRules]engine.Request
-	rest, reqs := idxStack[:0], reqStack[:0]
+	rest := idxStack[:0]
 	for i, d := range ds {
 		if d.Allowed {
 			rest = append(rest, i)
@@ -289,18 +303,19 @@ func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, a
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		reqs = reqs[:0]
+		reqs := room.again[:0]
 		for _, i := range rest {
 			reqs = append(reqs, all[i])
 		}
-		again, all, err := e.ApplyAll(ctx, reqs)
+		room.again = reqs
+		again, allowed, err := e.ApplyAll(ctx, reqs)
 		if err != nil {
 			return out, err
 		}
 		for j, i := range rest {
 			ds[i] = again[j]
 		}
-		if all {
+		if allowed {
 			return out, nil
 		}
 		left := rest[:0]

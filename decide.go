@@ -82,8 +82,8 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		out.Verdict = Passed // the caller is exempt under every rule
 		return false
 	}
-	var dstack [1]algo.Decision
-	res, at, err := d.core.Decide(ctx, Batch{Rules: keep}, reqs, &dstack)
+	var room Room
+	res, at, err := d.core.Decide(ctx, Batch{Rules: keep}, reqs, &room)
 	if err != nil {
 		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(ctx, err), res.Rules[at], res.Requests[at].Key, err
 		if out.Verdict == Passed { // FailOpen: the request passes undecided
@@ -126,8 +126,8 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 		rules[i] = c
 		reqs = append(reqs, engine.Request{Limit: c.limit, Key: key, Cost: cost})
 	}
-	var dstack [1]algo.Decision
-	res, _, err := d.core.Decide(ctx, Batch{Rules: rules, Shadow: true}, reqs, &dstack)
+	var room Room
+	res, _, err := d.core.Decide(ctx, Batch{Rules: rules, Shadow: true}, reqs, &room)
 	if err != nil {
 		return
 	}

@@ -186,7 +186,7 @@ var layout = []struct {
 	{"sluiceotel", []string{""}},
 	{"httplimit", []string{"", "algo", "engine", "identity", "internal/clip", "internal/ratefield"}},
 	{"grpclimit", []string{"", "algo", "engine", "identity", "internal/clip", "internal/ratefield"}},
-	{"envoyrls", []string{"algo", "engine", "internal/configerr", "internal/logpace", "internal/ratefield"}},
+	{"envoyrls", []string{"", "algo", "engine", "internal/configerr", "internal/logpace", "internal/ratefield"}},
 	{"envoyrls/rlsfile", []string{"envoyrls", "algo", "internal/configerr", "internal/watch", "internal/yamlnode"}},
 	{"envoyrls/rlsmetrics", []string{"envoyrls"}},
 	{"envoyrls/xds", []string{"envoyrls", "envoyrls/rlsfile", "config"}},

@@ -2,6 +2,12 @@
 // do what how often, matched to requests and enforced by package engine over
 // a pluggable store.
 //
+// The shortest path is a Limiter: NewLimiter(limit, window) is one budget
+// per key over the memory store and the system clock, with Allow, Take,
+// Wait and Reset, and the same limiter over Pebble, bbolt or Redis is one
+// option away (WithStore). The rest of this package is the rules a
+// gateway matches to requests, and the decision every door makes on them.
+//
 // A Rule is one configured limit: the requests it covers (an HTTP method or
 // AnyMethod, and a path prefix), whose budget they spend (its Scope: user,
 // API key, IP address or everyone), and the algorithm, limit, window,

@@ -216,7 +216,9 @@ func (l *Limiter) Take(ctx context.Context, key string, n int64) (algo.Decision,
 // without sleeping, when the wait would outlast ctx's deadline; a store's
 // error as Take returns it. Over a leaky bucket an admitted request then
 // sleeps for its Delay, so that requests leave at the rate: the request is
-// spent even if ctx ends during that sleep.
+// spent even if ctx ends during that sleep. Wait sleeps on the system's
+// timers, whatever clock WithClock gives: over a clock that does not move,
+// it waits until ctx ends.
 func (l *Limiter) Wait(ctx context.Context, key string) error {
 	for {
 		if err := ctx.Err(); err != nil {

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"errors"
 	"hash/maphash"
 	"time"
@@ -216,16 +217,6 @@ type Swap struct {
 	Keep bool
 }
 
-// TTLUnit is implemented by a Swapper that keeps a record for its
-// Swap.TTL rounded up to a whole unit of its own (Redis: a millisecond,
-// the unit of PX). The engine then reckons when the store forgets a
-// record as the store does: a record of under a unit, or in the last unit
-// of its life, is still there, and a swap expecting none would miss.
-type TTLUnit interface {
-	// TTLUnit returns the unit; zero or less means none.
-	TTLUnit() time.Duration
-}
-
 // Swapper is the compare-and-swap path: a store that cannot lend the
 // engine a lock, because it lives across a network (Redis), and offers
 // instead an atomic compare-and-swap over several keys. The engine then
@@ -250,9 +241,25 @@ type Swapper interface {
 	// time: the engine uses it to learn the store's clock before its first
 	// decision.
 	//
+	// ctx bounds the call: it returns, with an error wrapping ctx.Err(),
+	// once ctx is done, or at ctx's deadline when that comes before the
+	// store's own deadline for a call. A call that returns so before
+	// sending anything has written nothing; one already sent may have
+	// been written, as after any other error. A call ended by its ctx is
+	// no failure of the store's (it does not count towards a circuit
+	// breaker).
+	//
 	// The store does not keep the slices of swaps after it returns, and
 	// the slices of current belong to the caller.
-	CompareAndSwap(swaps []Swap) (ok bool, current [][]byte, now int64, err error)
+	CompareAndSwap(ctx context.Context, swaps []Swap) (ok bool, current [][]byte, now int64, err error)
+
+	// TTLUnit returns the unit a store keeps a record's Swap.TTL rounded
+	// up to, a whole unit of its own (Redis: a millisecond, the unit of
+	// PX), or zero when it keeps the TTL as it is. The engine then reckons
+	// when the store forgets a record as the store does: a record of under
+	// a unit, or in the last unit of its life, is still there, and a swap
+	// expecting none would miss.
+	TTLUnit() time.Duration
 
 	// SwapGroup returns key's group: keys with equal groups may be swapped
 	// together. A store atomic over any keys returns one group for all

@@ -24,8 +24,9 @@
 //     loads records on first use and writes them back in batches (Pebble,
 //     bbolt).
 //   - Swapper: a store across a network that cannot lend a lock and offers
-//     an atomic multi-key compare-and-swap instead, with its groups of keys
-//     that swap together and a watch of deletions (Redis).
+//     an atomic multi-key compare-and-swap instead, bounded by the
+//     caller's context, with its groups of keys that swap together, the
+//     unit it keeps a TTL in and a watch of deletions (Redis).
 //   - a plain Backend, under the engine's own stripe locks.
 //
 // A store implements at most one of Striped, Durable and Swapper; the
@@ -33,7 +34,8 @@
 // plain or the swap path may implement Stats, to count its records, and
 // Sweeper, to remove expired ones on request; a Striped store does both,
 // and a Durable one sweeps. Nothing else is optional: the engine never asks
-// a store what it can do beyond its path.
+// a store what it can do beyond its path. The contract is those six
+// interfaces: Backend, the three paths, Stats and Sweeper.
 //
 // The conformance suite in backend/backendtest runs against every backend
 // (Run), every Durable store (RunDurable) and every Swapper (RunSwapper); a

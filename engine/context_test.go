@@ -3,11 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/backend/backendtest"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -109,4 +112,83 @@ func TestContextDoneSpendsNothing(t *testing.T) {
 func isDurable(b backend.Backend) bool {
 	_, ok := b.(backend.Durable)
 	return ok
+}
+
+// Over the compare-and-swap path, a caller queued behind a key's leader
+// (whose compare-and-swap the store holds) leaves the queue once its
+// context is cancelled, at once, with an error wrapping context.Canceled,
+// and nothing is spent for it; the leader's decision is committed when the
+// store answers. A leader whose own context ends while its
+// compare-and-swap waits in the store (SwapOptions.Delay) returns then,
+// and the store writes nothing. Neither is a store error.
+func TestSwapContextEndsTheWait(t *testing.T) {
+	clock := engine.NewFakeClock(t0)
+	hold := make(chan struct{})
+	var holding atomic.Bool
+	held := make(chan struct{})
+	store := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, Before: func(*backendtest.SwapStore, []backend.Swap) {
+		if holding.CompareAndSwap(true, false) {
+			close(held)
+			<-hold
+		}
+	}})
+	e := newSwapEngine(t, store, clock, nil)
+	l := limit(algo.TokenBucketName, algo.Params{Limit: 10, Window: time.Hour}, "x")
+	if _, err := e.Apply(t.Context(), l, "warm-up", 1); err != nil { // learns the store's clock
+		t.Fatal(err)
+	}
+	holding.Store(true)
+	leader := make(chan error, 1)
+	go func() {
+		_, err := e.Apply(t.Context(), l, "hot", 1)
+		leader <- err
+	}()
+	<-held // the leader's compare-and-swap is in the store
+	ctx, cancel := context.WithCancel(t.Context())
+	queued := make(chan error, 1)
+	go func() {
+		_, err := e.Apply(ctx, l, "hot", 3)
+		queued <- err
+	}()
+	for engine.Queued(e, l, "hot") < 1 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-queued; !errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStore) {
+		t.Fatalf("the queued caller, cancelled: %v; want an error wrapping context.Canceled, not ErrStore", err)
+	}
+	if n := engine.Queued(e, l, "hot"); n != 0 {
+		t.Fatalf("%d callers queued after the cancelled one left, want 0", n)
+	}
+	close(hold)
+	if err := <-leader; err != nil {
+		t.Fatalf("the leader: %v", err)
+	}
+	if d, err := e.Peek(t.Context(), l, "hot", 1); err != nil || d.Remaining != 8 {
+		t.Fatalf("Peek after = %+v, %v; want 8 remaining: the leader's 1 spent, the cancelled caller's 3 not", d, err)
+	}
+
+	slow := backendtest.NewSwapStore(&backendtest.SwapOptions{Now: clock.Now, Delay: time.Hour})
+	es := newSwapEngine(t, slow, clock, nil)
+	ctx, cancel = context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := es.Apply(ctx, l, "k", 1)
+		done <- err
+	}()
+	for slow.Calls() == 0 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStore) {
+		t.Fatalf("a leader cancelled in the store's delay: %v; want an error wrapping context.Canceled, not ErrStore", err)
+	}
+	if n := slow.Len(); n != 0 {
+		t.Fatalf("the store holds %d records after the cancelled call, want 0", n)
+	}
+	for _, x := range []*engine.Engine{e, es} {
+		if n := x.Stats().StoreErrors; n != 0 {
+			t.Errorf("Stats.StoreErrors = %d, want 0", n)
+		}
+	}
 }

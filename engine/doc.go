@@ -65,8 +65,9 @@
 //     has passed by the store's time (give or take a round trip), the
 //     swap expects no record, so a key revisited after the store forgot it
 //     costs one round trip, not a mismatch and a second. A store that
-//     keeps records for whole units of time (backend.TTLUnit: Redis, whole
-//     milliseconds) is reckoned with the TTL rounded up as it rounds it.
+//     keeps records for whole units of time (backend.Swapper.TTLUnit:
+//     Redis, whole milliseconds) is reckoned with the TTL rounded up as it
+//     rounds it.
 //   - Concurrent decisions on one key in one process coalesce: they queue
 //     on the key, and one of them steps every queued request in order on
 //     the local record and commits them all with one compare-and-swap; each
@@ -150,13 +151,26 @@
 //     context.DeadlineExceeded) and spends nothing; a call that has
 //     started runs to its end (the store's methods take no context);
 //   - over a backend.Swapper (Redis), the same before the call queues for
-//     its keys or sends anything to the store.
+//     its keys. A single-key decision queued behind its key's
+//     compare-and-swap leaves the queue when its context ends, spending
+//     nothing (an ApplyAll waiting to own its keys waits its turn). The
+//     context bounds the compare-and-swap itself
+//     (backend.Swapper.CompareAndSwap: with Redis, the earlier of its
+//     deadline and the store's Timeout wins, and a cancellation ends the
+//     wait at once); a swap so ended after it was sent may have been
+//     written, as after a store error. Callers coalesced into one
+//     compare-and-swap share it: one caller's cancellation does not end
+//     it (the others wait for its answer), and its deadline is the latest
+//     of theirs when each has one. Reset and Record check the context
+//     first; the store's Delete and Get take none, and keep its own
+//     deadline.
 //
-// Such an error is not an ErrStore: the store did not fail, and nothing
-// is counted in Stats.StoreErrors. A door passes the request's context
-// (package httplimit the http.Request's, package grpclimit the call's),
-// so a request whose client has gone or whose deadline has passed spends
-// nothing on a store that reads it.
+// Such an error is not an ErrStore: the store did not fail, and it is
+// counted neither in Stats.StoreErrors nor by Redis' circuit breaker. A
+// door passes the request's context (package httplimit the
+// http.Request's, package grpclimit the call's), so a request whose
+// client has gone or whose deadline has passed spends nothing on a store
+// that reads it.
 //
 // # Locks
 //

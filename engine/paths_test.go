@@ -263,9 +263,10 @@ type twoPaths struct {
 	swap *backendtest.SwapStore
 }
 
-func (p twoPaths) CompareAndSwap(s []backend.Swap) (bool, [][]byte, int64, error) {
-	return p.swap.CompareAndSwap(s)
+func (p twoPaths) CompareAndSwap(ctx context.Context, s []backend.Swap) (bool, [][]byte, int64, error) {
+	return p.swap.CompareAndSwap(ctx, s)
 }
+func (p twoPaths) TTLUnit() time.Duration                             { return p.swap.TTLUnit() }
 func (p twoPaths) SwapGroup(k []byte) string                          { return p.swap.SwapGroup(k) }
 func (p twoPaths) WatchDeletes(fn func([]byte)) (func(), error)       { return p.swap.WatchDeletes(fn) }
 func (p twoPaths) Range(s []byte, fn func(backend.Record) bool) error { return p.swap.Range(s, fn) }

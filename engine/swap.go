@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"iter"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/backend"
 )
@@ -58,7 +61,7 @@ type swapPath struct {
 	retries  int
 	perShard int   // the last-seen records kept per shard
 	confirm  bool  // SwapOptions.ConfirmDenials: no denial answered locally
-	ttlUnit  int64 // backend.TTLUnit's, in ns: a record's TTL is kept rounded up to it; 0: none
+	ttlUnit  int64 // backend.Swapper.TTLUnit's, in ns: a record's TTL is kept rounded up to it; 0: none
 	shards   []swapShard
 	mask     uint64
 	unwatch  func() // ends the store's watch of deletions
@@ -108,9 +111,7 @@ func newSwapPath(s backend.Swapper, o *SwapOptions, n int) (*swapPath, error) {
 		size = DefaultSwapCacheSize
 	}
 	p := &swapPath{s: s, retries: retries, perShard: max(1, (size+n-1)/n), confirm: o.ConfirmDenials, shards: make([]swapShard, n), mask: uint64(n - 1)}
-	if u, ok := s.(backend.TTLUnit); ok {
-		p.ttlUnit = max(0, int64(u.TTLUnit()))
-	}
+	p.ttlUnit = max(0, int64(s.TTLUnit()))
 	for i := range p.shards {
 		p.shards[i].flights = map[string]*flight{}
 		p.shards[i].seen = map[string]seenRecord{}
@@ -151,9 +152,9 @@ func (p *swapPath) close() {
 
 // now returns the time to step with: the store's clock as estimated from
 // its last reply, learned before the first decision.
-func (p *swapPath) now(e *Engine) (int64, error) {
+func (p *swapPath) now(ctx context.Context, e *Engine) (int64, error) {
 	if !p.timed.Load() {
-		if _, _, err := p.cas(e, nil); err != nil {
+		if _, _, err := p.cas(ctx, e, nil); err != nil {
 			return 0, err
 		}
 	}
@@ -163,10 +164,11 @@ func (p *swapPath) now(e *Engine) (int64, error) {
 // cas sends one compare-and-swap and learns the store's clock from the
 // reply. The estimate ignores the reply's travel time; a record's time
 // still never goes backwards, since every step treats a time before the
-// record's own as no time passed.
-func (p *swapPath) cas(e *Engine, swaps []backend.Swap) (bool, [][]byte, error) {
+// record's own as no time passed. ctx bounds the call (see
+// backend.Swapper.CompareAndSwap).
+func (p *swapPath) cas(ctx context.Context, e *Engine, swaps []backend.Swap) (bool, [][]byte, error) {
 	p.swaps.Add(1)
-	ok, cur, storeNow, err := p.s.CompareAndSwap(swaps)
+	ok, cur, storeNow, err := p.s.CompareAndSwap(ctx, swaps)
 	if err != nil {
 		return false, nil, err
 	}
@@ -185,6 +187,46 @@ func (p *swapPath) cas(e *Engine, swaps []backend.Swap) (bool, [][]byte, error) 
 		}
 	}
 	return ok, cur, nil
+}
+
+// swapError is the error of a call to the store that failed with err under
+// ctx: when ctx ended, an error wrapping ctx's, which is no failure of the
+// store's and is not counted; else an ErrStore.
+func (e *Engine) swapError(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return errorf("swap: %w", err)
+	}
+	return e.storeError("swap", err)
+}
+
+// sharedCtx returns the context a compare-and-swap carrying the requests of
+// several callers is sent with, ctxs being theirs: one caller's
+// cancellation does not end it (the others wait for its answer); it
+// carries the first's values (a trace); its deadline is the latest of
+// theirs when every one has one, else none but the store's own. The
+// CancelFunc releases it.
+func sharedCtx(ctxs iter.Seq[context.Context]) (context.Context, context.CancelFunc) {
+	var first context.Context
+	var latest time.Time
+	bounded := true
+	for c := range ctxs {
+		if first == nil {
+			first = c
+		}
+		d, ok := c.Deadline()
+		bounded = bounded && ok
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if first == nil {
+		return context.Background(), func() {}
+	}
+	shared := context.WithoutCancel(first)
+	if !bounded {
+		return shared, func() {}
+	}
+	return context.WithDeadline(shared, latest)
 }
 
 // observe records t as a time the store has seen: a reply's, or a sweep's.

@@ -32,7 +32,7 @@ func (p *swapPath) applyAll(ctx context.Context, e *Engine, reqs []Request) ([]a
 		return nil, false, err
 	}
 	defer p.life.RUnlock()
-	b := swapBatch{reqs: reqs, which: make([]int, len(reqs)), decisions: make([]algo.Decision, len(reqs))}
+	b := swapBatch{ctx: ctx, reqs: reqs, which: make([]int, len(reqs)), decisions: make([]algo.Decision, len(reqs))}
 	var groups []swapGroup // in the order of their first requests
 	var names []string     // each group's SwapGroup
 	var byName map[string]int
@@ -215,9 +215,9 @@ func (p *swapPath) deniedAllLocally(e *Engine, b *swapBatch) (bool, error) {
 	if p.confirm {
 		return false, nil
 	}
-	now, err := p.now(e)
+	now, err := p.now(b.ctx, e)
 	if err != nil {
-		return false, e.storeError("swap", err)
+		return false, e.swapError(b.ctx, err)
 	}
 	if now < p.latest.Load() {
 		return false, nil // see deniedLocally
@@ -272,6 +272,7 @@ func (p *swapPath) deniedAllLocally(e *Engine, b *swapBatch) (bool, error) {
 // swapBatch is one ApplyAll's keys and decisions over the swap path: one
 // slot and one swap per distinct key.
 type swapBatch struct {
+	ctx       context.Context // the caller's
 	reqs      []Request
 	which     []int // reqs[j] is on slot which[j]
 	slots     []swapSlot
@@ -298,9 +299,9 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, g swapGroup, write bool) (boo
 	slots := g.slots
 	swaps := make([]backend.Swap, len(slots))
 	for attempt := 0; ; attempt++ {
-		now, err := p.now(e)
+		now, err := p.now(b.ctx, e)
 		if err != nil {
-			return false, e.storeError("swap", err)
+			return false, e.swapError(b.ctx, err)
 		}
 		for _, s := range slots {
 			sl := &b.slots[s]
@@ -337,12 +338,12 @@ func (p *swapPath) commit(e *Engine, b *swapBatch, g swapGroup, write bool) (boo
 			}
 			swaps[i] = b.swaps[s]
 		}
-		ok, cur, err := p.cas(e, swaps)
+		ok, cur, err := p.cas(b.ctx, e, swaps)
 		if err != nil {
 			for _, s := range slots {
 				p.remember(b.slots[s].sh, b.swaps[s].Key, nil, 0)
 			}
-			return false, e.storeError("swap", err)
+			return false, e.swapError(b.ctx, err)
 		}
 		if ok {
 			for _, s := range slots {

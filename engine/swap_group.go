@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
@@ -187,10 +188,22 @@ func (p *swapPath) stepGroup(e *Engine, group []adoption, union []unionSlot) ([]
 		reset time.Duration
 	}
 	var keeps []keep
+	ctx := group[0].call.b.ctx
+	if len(group) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = sharedCtx(func(yield func(context.Context) bool) {
+			for _, a := range group {
+				if !yield(a.call.b.ctx) {
+					return
+				}
+			}
+		})
+		defer cancel()
+	}
 	for attempt := 0; ; attempt++ {
-		now, err := p.now(e)
+		now, err := p.now(ctx, e)
 		if err != nil {
-			return all, e.storeError("swap", err)
+			return all, e.swapError(ctx, err)
 		}
 		for u := range union {
 			sl := &union[u]
@@ -255,12 +268,12 @@ func (p *swapPath) stepGroup(e *Engine, group []adoption, union []unionSlot) ([]
 		for u := range union {
 			swaps[u] = union[u].swap
 		}
-		ok, cur, err := p.cas(e, swaps)
+		ok, cur, err := p.cas(ctx, e, swaps)
 		if err != nil {
 			for _, sl := range union {
 				p.remember(sl.sh, sl.key, nil, 0)
 			}
-			return all, e.storeError("swap", err)
+			return all, e.swapError(ctx, err)
 		}
 		if ok {
 			for _, sl := range union {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ var flights = sync.Pool{New: func() any { return new(flight) }}
 
 // waiter is one caller's request in a flight.
 type waiter struct {
+	ctx   context.Context // the caller's; nil for an ApplyAll waiting to own the key
 	limit algo.Algorithm
 	ns    string
 	key   string
@@ -39,8 +41,11 @@ type waiter struct {
 	// leader's batch, and is woken, off the queue, once the batch before
 	// it is done.
 	multi bool
-	call  *multiCall // the ApplyAll a multi waiter is, when a leader may adopt it
-	buf   [64]byte   // deniedLocally's copy of the last-seen record
+	// chosen marks the waiter release woke to lead the next batch: it
+	// may no longer leave the queue. Guarded by the shard's mutex.
+	chosen bool
+	call   *multiCall // the ApplyAll a multi waiter is, when a leader may adopt it
+	buf    [64]byte   // deniedLocally's copy of the last-seen record
 }
 
 // apply decides one request through the key's queue.
@@ -53,9 +58,9 @@ func (p *swapPath) apply(ctx context.Context, e *Engine, l Limit, key string, co
 	sh := p.shard(k)
 	// The waiter has its own decision, copied out at the end: a pointer to
 	// the caller's would move it to the heap on every path.
-	w := &waiter{limit: l.Algorithm, ns: l.Namespace, key: key, cost: cost, spend: spend}
+	w := &waiter{ctx: ctx, limit: l.Algorithm, ns: l.Namespace, key: key, cost: cost, spend: spend}
 	if spend && !p.confirm {
-		denied, err := p.deniedLocally(e, sh, k, l.Algorithm, cost, d, w.buf[:0])
+		denied, err := p.deniedLocally(ctx, e, sh, k, l.Algorithm, cost, d, w.buf[:0])
 		if denied || err != nil {
 			return err
 		}
@@ -72,7 +77,11 @@ func (p *swapPath) apply(ctx context.Context, e *Engine, l Limit, key string, co
 		w.wake = make(chan bool, 1)
 		f.queue = append(f.queue, w)
 		sh.mu.Unlock()
-		if lead := <-w.wake; !lead {
+		lead, err := p.wait(ctx, sh, f, w)
+		if err != nil {
+			return err
+		}
+		if !lead {
 			*d = w.d
 			return w.err
 		}
@@ -82,12 +91,37 @@ func (p *swapPath) apply(ctx context.Context, e *Engine, l Limit, key string, co
 	return w.err
 }
 
+// wait waits for w's turn in f's queue: to lead the next batch (true) or
+// to be answered (false). When ctx ends first and w is still queued, not
+// taken into a batch nor chosen to lead one, w leaves the queue and wait
+// returns an error wrapping ctx's: nothing was spent. Otherwise the
+// caller waits for the batch it is in, which its ctx no longer bounds.
+func (p *swapPath) wait(ctx context.Context, sh *swapShard, f *flight, w *waiter) (bool, error) {
+	done := ctx.Done()
+	if done == nil {
+		return <-w.wake, nil
+	}
+	select {
+	case lead := <-w.wake:
+		return lead, nil
+	case <-done:
+	}
+	sh.mu.Lock()
+	if i := slices.Index(f.queue, w); i >= 0 && !w.chosen {
+		f.queue = slices.Delete(f.queue, i, i+1)
+		sh.mu.Unlock()
+		return false, errorf("swap: %w", ctx.Err())
+	}
+	sh.mu.Unlock()
+	return <-w.wake, nil
+}
+
 // deniedLocally steps the record last seen under k, without spending, and
 // reports whether it denies the request: the store's record, at least as
 // spent, would deny it too, so the denial is answered with no round trip.
 // A key with no last-seen record is not denied here. buf is room for the
 // copy the step writes in place.
-func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algorithm, cost int64, d *algo.Decision, buf []byte) (bool, error) {
+func (p *swapPath) deniedLocally(ctx context.Context, e *Engine, sh *swapShard, k []byte, a algo.Algorithm, cost int64, d *algo.Decision, buf []byte) (bool, error) {
 	sh.mu.Lock()
 	rec, ok := sh.seen[string(k)]
 	state := append(buf, rec.v...) // the step writes in place
@@ -95,9 +129,9 @@ func (p *swapPath) deniedLocally(e *Engine, sh *swapShard, k []byte, a algo.Algo
 	if !ok {
 		return false, nil
 	}
-	now, err := p.now(e)
+	now, err := p.now(ctx, e)
 	if err != nil {
-		return false, e.storeError("swap", err)
+		return false, e.swapError(ctx, err)
 	}
 	if now < p.latest.Load() {
 		// The clock stepped back (or a reply's travel time made the
@@ -135,9 +169,7 @@ func (p *swapPath) lead(e *Engine, sh *swapShard, k []byte, f *flight, self *wai
 	batch, f.queue = batch[:i:i], batch[i:]
 	sh.mu.Unlock()
 
-	p.decide(e, sh, k, f, batch)
-
-	if err := batch[0].err; err != nil && !errors.Is(err, ErrContention) {
+	if err := p.decide(e, sh, k, f, batch); err != nil {
 		// The store failed this key's call (a deadline, a lost
 		// connection, an open breaker): the callers that queued behind
 		// it before it was sent, who have waited all of it, fail with
@@ -183,6 +215,8 @@ func (p *swapPath) release(sh *swapShard, k []byte, f *flight) {
 	next := f.queue[0]
 	if next.multi {
 		f.queue = f.queue[1:]
+	} else {
+		next.chosen = true
 	}
 	sh.mu.Unlock()
 	next.wake <- true
@@ -215,22 +249,49 @@ func (p *swapPath) own(sh *swapShard, k []byte, call *multiCall) *flight {
 
 // decide steps the batch's requests in order on k's record and commits the
 // outcome with one compare-and-swap, stepping again on the store's record
-// after a mismatch, at most p.retries times.
-func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch []*waiter) {
+// after a mismatch, at most p.retries times. A caller whose context has
+// ended is answered an error wrapping it and left out; the swap is sent
+// under the context of the one caller left, or under the callers' shared
+// context (sharedCtx). It returns the store's error when the store failed
+// the call (not for a conflict, nor for the caller's context ending).
+func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch []*waiter) error {
+	batch = live(batch)
+	if len(batch) == 0 {
+		return nil
+	}
+	ctx := batch[0].ctx
+	if len(batch) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = sharedCtx(func(yield func(context.Context) bool) {
+			for _, w := range batch {
+				if !yield(w.ctx) {
+					return
+				}
+			}
+		})
+		defer cancel()
+	}
 	seen := sh.lastSeen(k)
 	expected, kept := seen.v, seen.kept
 	var peek []byte
-	fail := func(err error) {
-		err = e.storeError("swap", err)
+	fail := func(err error) error {
+		if err == ErrContention {
+			err = e.storeError("swap", err)
+		} else {
+			err = e.swapError(ctx, err)
+		}
 		for _, w := range batch {
 			w.d, w.err = algo.Decision{}, err
 		}
+		if errors.Is(err, ErrStore) && !errors.Is(err, ErrContention) {
+			return err
+		}
+		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		now, err := p.now(e)
+		now, err := p.now(ctx, e)
 		if err != nil {
-			fail(err)
-			return
+			return fail(err)
 		}
 		if attempt == 0 {
 			seen = p.current(seen, now)
@@ -262,13 +323,12 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 			}
 		}
 		f.swap[0] = swap
-		ok, cur, err := p.cas(e, f.swap[:])
+		ok, cur, err := p.cas(ctx, e, f.swap[:])
 		if err != nil {
 			// The outcome is unknown: forget the record, so the next
 			// decision learns it from the store.
 			p.remember(sh, k, nil, 0)
-			fail(err)
-			return
+			return fail(err)
 		}
 		if ok {
 			v, kept := p.committed(swap, expected, kept, now)
@@ -278,16 +338,36 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 					e.noteCorrupt(w.ns, w.key)
 				}
 			}
-			return
+			return nil
 		}
 		expected, kept = cur[0], 0
 		p.remember(sh, k, expected, 0)
 		if attempt == p.retries {
-			fail(ErrContention)
-			return
+			return fail(ErrContention)
 		}
 		backoff(attempt)
 	}
+}
+
+// live answers the waiters of batch whose context has ended an error
+// wrapping it (nothing is spent for them) and returns the others: batch
+// itself when none has ended.
+func live(batch []*waiter) []*waiter {
+	for i, w := range batch {
+		if w.ctx.Err() == nil {
+			continue
+		}
+		out := append(make([]*waiter, 0, len(batch)-1), batch[:i]...)
+		for _, w := range batch[i:] {
+			if err := w.ctx.Err(); err != nil {
+				w.d, w.err = algo.Decision{}, errorf("swap: %w", err)
+				continue
+			}
+			out = append(out, w)
+		}
+		return out
+	}
+	return batch
 }
 
 // backoff waits before the next compare-and-swap after a conflict. The

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/logpace"
@@ -155,8 +156,8 @@ type Server struct {
 
 	overrides sync.Map // overrideKey → *Limit, the limits requests bring
 	nOverride atomic.Int64
-	storeLog  logpace.Pace // paces the store errors' log lines
-	neverLog  logpace.Pace // paces the lines of costs that never pass
+	core      *sluice.Decider // decides each request's batch
+	neverLog  logpace.Pace    // paces the lines of costs that never pass
 }
 
 // maxOverrides bounds the request-borne limits a Server keeps built.
@@ -197,6 +198,13 @@ func NewServer(cfg *Config, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// A store error answers UNAVAILABLE, which Envoy decides by its
+	// failure_mode_deny.
+	core, err := sluice.NewDecider(sluice.DeciderConfig{Name: "envoyrls", Engine: opts.Engine, OnStoreError: sluice.FailClosed, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	s.core = core
 	s.SetConfig(cfg)
 	return s, nil
 }
@@ -313,7 +321,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			// Peeked for what the descriptor has (the IETF field's r);
 			// a cost above the capacity is refused without a reset or a
 			// Retry-After, as no wait lets it pass (see never).
-			d, err := s.eng.Peek(ctx, l.limit, it.key, 1)
+			d, err := s.core.Peek(ctx, l.Path, l.limit, it.key, 1)
 			if err != nil {
 				return nil, s.storeError(ctx, err)
 			}
@@ -346,44 +354,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 
 	sc.active = active
 	over := fatal()
-	reqs := sc.reqs[:0]
-	for !over && len(active) > 0 {
+	if !over && len(active) > 0 {
 		// Nothing is spent once the caller has gone: the engine is asked
 		// only while the call's context lives.
 		if err := ctx.Err(); err != nil {
 			return nil, ctxError(err)
 		}
-		reqs = reqs[:0]
-		for _, i := range active {
-			reqs = append(reqs, engine.Request{Limit: items[i].limit.limit, Key: items[i].key, Cost: items[i].cost})
-		}
-		sc.reqs = reqs
-		ds, all, err := s.eng.ApplyAll(ctx, reqs)
-		if err != nil {
+		var err error
+		if over, err = s.spend(ctx, sc, items, active); err != nil {
 			return nil, s.storeError(ctx, err)
 		}
-		for j, i := range active {
-			items[i].d = ds[j]
-		}
-		if all {
-			for _, i := range active {
-				items[i].spent = true
-			}
-			break
-		}
-		// Denials that do not deny the request (shadow_mode, quota_mode
-		// short of all) leave the others to be decided again without
-		// them: the request passes and spends where it is allowed.
-		rest := active[:0]
-		for j, i := range active {
-			if ds[j].Allowed {
-				rest = append(rest, i)
-			} else {
-				items[i].denied = true
-			}
-		}
-		active = rest
-		over = fatal()
 	}
 	if over {
 		// Nothing was spent; the decisions of the others say what they
@@ -391,7 +371,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		for _, i := range active {
 			it := &items[i]
 			if it.d.Limit == 0 {
-				d, err := s.eng.Peek(ctx, it.limit.limit, it.key, it.cost)
+				d, err := s.core.Peek(ctx, it.limit.Path, it.limit.limit, it.key, it.cost)
 				if err != nil {
 					return nil, s.storeError(ctx, err)
 				}
@@ -405,6 +385,34 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		resp.DynamicMetadata = requestMetadata(req, items)
 	}
 	return resp, nil
+}
+
+// spend decides the active items (their indices in items) through the
+// decision core, as one Partial batch: a denial of a shadow_mode or
+// quota_mode limit leaves the others to be decided again without it, so
+// that the request passes and spends where it is allowed; any other denial
+// refuses the request, spending nothing (over). Each item keeps its last
+// decision, and whether it spent or was denied.
+func (s *Server) spend(ctx context.Context, sc *scratch, items []item, active []int) (over bool, err error) {
+	reqs, names, soft := sc.reqs[:0], sc.labels[:0], sc.soft[:0]
+	for _, i := range active {
+		it := &items[i]
+		reqs = append(reqs, engine.Request{Limit: it.limit.limit, Key: it.key, Cost: it.cost})
+		names = append(names, it.limit.Path)
+		soft = append(soft, it.shadow || it.quota)
+	}
+	sc.reqs, sc.labels, sc.soft = reqs, names, soft
+	res, _, err := s.core.Decide(ctx, sluice.Batch{Names: names, Soft: soft, Partial: true}, reqs, &sc.room)
+	if err != nil {
+		return false, err
+	}
+	for j, i := range active {
+		it := &items[i]
+		it.d = res.Decisions[j]
+		it.spent = res.Spent(j)
+		it.denied = !it.d.Allowed
+	}
+	return res.Over, nil
 }
 
 // ctxEvery is how many descriptors a loop works through between two looks
@@ -483,7 +491,6 @@ func (s *Server) answer(domain string, known bool, items []item, over bool) *rls
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
 	m := s.opts.Metrics
-	pick := -1
 	for i := range items {
 		it := &items[i]
 		l := it.limit
@@ -559,12 +566,6 @@ func (s *Server) answer(domain string, known bool, items []item, over bool) *rls
 				}
 			}
 		}
-		if it.shadow && !s.opts.ShadowHeaders {
-			continue
-		}
-		if pick < 0 || s.moreRestrictive(it, &items[pick], over) {
-			pick = i
-		}
 	}
 	if m != nil && known {
 		// A domain no file configures is counted once, in
@@ -575,6 +576,10 @@ func (s *Server) answer(domain string, known bool, items []item, over bool) *rls
 		} else {
 			c.requestsOK.Add(1)
 		}
+	}
+	pick := -1
+	if s.opts.Headers != HeadersNone {
+		pick = sluice.Pick(len(items), over, func(i int) (algo.Decision, bool) { return s.pickable(&items[i]) })
 	}
 	switch {
 	case pick < 0 || s.opts.Headers == HeadersNone:
@@ -594,21 +599,21 @@ func headerSlots(blk *respBlock, n int) ([]corev3.HeaderValue, []*corev3.HeaderV
 	return make([]corev3.HeaderValue, 0, n), make([]*corev3.HeaderValue, 0, n)
 }
 
-// moreRestrictive reports whether a describes the request better than b in
-// the headers: in a denied request the denying limit with the longest wait,
-// else the one with the least remaining.
-func (s *Server) moreRestrictive(a, b *item, over bool) bool {
-	da, db := a.denied && !a.shadow, b.denied && !b.shadow
-	if over && da != db {
-		return da
+// pickable returns it as the headers' pick (sluice.Pick) sees it, and
+// whether it may describe the request: a limited descriptor, a shadow_mode
+// one only with Options.ShadowHeaders. A denial that refuses the request
+// is one not allowed, and a cost that never passes waits the longest of
+// all.
+func (s *Server) pickable(it *item) (algo.Decision, bool) {
+	if it.limit == nil || it.limit.Unlimited || (it.shadow && !s.opts.ShadowHeaders) {
+		return algo.Decision{}, false
 	}
-	if over && da {
-		if a.never != b.never {
-			return a.never // the longest wait of all
-		}
-		return a.d.RetryAfter > b.d.RetryAfter
+	d := it.d
+	d.Allowed = !it.denied || it.shadow
+	if it.never {
+		d.RetryAfter = math.MaxInt64
 	}
-	return a.d.Remaining < b.d.Remaining
+	return d, true
 }
 
 // headers renders the rate-limit fields of the chosen descriptor, whose
@@ -743,9 +748,9 @@ func (l *Limit) headerFields() *ratefield.Policy {
 	return &f
 }
 
-// storeError logs (at most once a second) and counts a failed decision and
-// returns the gRPC error that answers it: the call's own status when its
-// context ended before the engine decided.
+// storeError counts a failed decision (the decision core has logged it)
+// and returns the gRPC error that answers it: the call's own status when
+// its context ended before the engine decided.
 func (s *Server) storeError(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 		// The call ended before the engine decided: nothing was spent,
@@ -754,9 +759,6 @@ func (s *Server) storeError(ctx context.Context, err error) error {
 	}
 	if m := s.opts.Metrics; m != nil {
 		m.storeErrors.Add(1)
-	}
-	if ok, suppressed := s.storeLog.Let(time.Now().UnixNano()); ok {
-		s.log.Error("envoyrls: the store failed; answering UNAVAILABLE", "err", err, "suppressed", suppressed)
 	}
 	return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
 }
@@ -828,8 +830,11 @@ type scratch struct {
 	items     []item
 	reqs      []engine.Request
 	active    []int
-	names     []string // the names the matched limits replace
-	replacing bool     // some matched limit replaces others
+	names     []string    // the names the matched limits replace
+	labels    []string    // the names of the engine's requests, for the decision core
+	soft      []bool      // whether a denial under each request leaves the request to pass
+	room      sluice.Room // the decision core's room
+	replacing bool        // some matched limit replaces others
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -850,6 +855,8 @@ func (sc *scratch) put() {
 	clear(sc.items)
 	clear(sc.reqs[:cap(sc.reqs)])
 	clear(sc.names[:cap(sc.names)])
+	clear(sc.labels[:cap(sc.labels)])
+	sc.room.Clear()
 	sc.names = sc.names[:0]
 	sc.reqs, sc.active, sc.replacing = sc.reqs[:0], sc.active[:0], false
 	scratchPool.Put(sc)

@@ -1,6 +1,7 @@
 package backendtest_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -108,7 +109,7 @@ func TestSwapStoreKeepLengthens(t *testing.T) {
 	k := []byte("k")
 	swap := func(w backend.Swap) {
 		t.Helper()
-		if ok, cur, _, err := s.CompareAndSwap([]backend.Swap{w}); !ok || err != nil {
+		if ok, cur, _, err := s.CompareAndSwap(context.Background(), []backend.Swap{w}); !ok || err != nil {
 			t.Fatalf("CompareAndSwap(%+v) = %v, %q, %v", w, ok, cur, err)
 		}
 	}
@@ -118,12 +119,12 @@ func TestSwapStoreKeepLengthens(t *testing.T) {
 	now = 1049
 	swap(backend.Swap{Key: k, Expected: []byte("v"), Keep: true})
 	now = 1050
-	if ok, cur, _, _ := s.CompareAndSwap([]backend.Swap{{Key: k, Expected: []byte("v"), Keep: true}}); ok || cur[0] != nil {
+	if ok, cur, _, _ := s.CompareAndSwap(context.Background(), []backend.Swap{{Key: k, Expected: []byte("v"), Keep: true}}); ok || cur[0] != nil {
 		t.Fatalf("at 1050 the record is %q, want expired", cur)
 	}
 	// An expired record is absent: a Keep that lengthens revives nothing.
 	swap(backend.Swap{Key: k, TTL: 100, Keep: true})
-	if ok, cur, _, _ := s.CompareAndSwap([]backend.Swap{{Key: k, Expected: []byte("v"), Keep: true}}); ok || cur[0] != nil {
+	if ok, cur, _, _ := s.CompareAndSwap(context.Background(), []backend.Swap{{Key: k, Expected: []byte("v"), Keep: true}}); ok || cur[0] != nil {
 		t.Fatalf("after a Keep over the expired record it is %q, want still expired", cur)
 	}
 }

@@ -2,7 +2,9 @@ package backendtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -69,7 +71,7 @@ type SwapOptions struct {
 	Group func(key []byte) string
 	// TTLUnit, when positive, makes the store keep every record for its
 	// TTL rounded up to a whole TTLUnit, as Redis keeps one for whole
-	// milliseconds, and say so (backend.TTLUnit).
+	// milliseconds, and say so (backend.Swapper.TTLUnit).
 	TTLUnit time.Duration
 }
 
@@ -77,7 +79,6 @@ var (
 	_ backend.Swapper = (*SwapStore)(nil)
 	_ backend.Stats   = (*SwapStore)(nil)
 	_ backend.Sweeper = (*SwapStore)(nil)
-	_ backend.TTLUnit = (*SwapStore)(nil)
 )
 
 // NewSwapStore returns an empty SwapStore.
@@ -241,14 +242,25 @@ func (s *SwapStore) Sweep(now int64, budget int) (int, error) {
 // implements backend.Stats.
 func (s *SwapStore) Evictions() uint64 { return s.evicted.Load() }
 
-// TTLUnit implements backend.TTLUnit: SwapOptions.TTLUnit.
+// TTLUnit implements backend.Swapper: SwapOptions.TTLUnit.
 func (s *SwapStore) TTLUnit() time.Duration { return s.unit }
 
-// CompareAndSwap implements backend.Swapper on the store's clock.
-func (s *SwapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
+// CompareAndSwap implements backend.Swapper on the store's clock. A ctx
+// done before the call, or while it waits out SwapOptions.Delay, returns
+// an error wrapping ctx.Err(), and nothing is written.
+func (s *SwapStore) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (bool, [][]byte, int64, error) {
 	s.calls.Add(1)
+	if err := ctx.Err(); err != nil {
+		return false, nil, 0, fmt.Errorf("sluice/backend/backendtest: %w", err)
+	}
 	if s.delay > 0 {
-		time.Sleep(s.delay)
+		t := time.NewTimer(s.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false, nil, 0, fmt.Errorf("sluice/backend/backendtest: %w", ctx.Err())
+		}
 	}
 	if s.before != nil {
 		s.before(s, swaps)

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -61,7 +62,7 @@ const swapTTL = time.Hour
 // cas calls CompareAndSwap and fails the test on an error.
 func cas(t *testing.T, s backend.Swapper, swaps ...backend.Swap) (bool, [][]byte) {
 	t.Helper()
-	ok, cur, _, err := s.CompareAndSwap(swaps)
+	ok, cur, _, err := s.CompareAndSwap(context.Background(), swaps)
 	if err != nil {
 		t.Fatalf("CompareAndSwap(%s): %v", showSwaps(swaps), err)
 	}
@@ -108,7 +109,7 @@ func wantSwapGet(t *testing.T, s backend.Swapper, k, want []byte) {
 }
 
 func testSwapClock(t *testing.T, s backend.Swapper) {
-	ok, cur, now, err := s.CompareAndSwap(nil)
+	ok, cur, now, err := s.CompareAndSwap(context.Background(), nil)
 	if err != nil || !ok || cur != nil {
 		t.Fatalf("CompareAndSwap(nil) = %v, %q, %d, %v; want true, nil, the time, nil", ok, cur, now, err)
 	}
@@ -303,7 +304,7 @@ func testSwapOwnership(t *testing.T, s backend.Swapper) {
 }
 
 func testSwapEmptyKey(t *testing.T, s backend.Swapper) {
-	_, _, _, err := s.CompareAndSwap([]backend.Swap{{Key: []byte("a"), Value: []byte("v"), TTL: swapTTL}, {Key: nil, Value: []byte("v"), TTL: swapTTL}})
+	_, _, _, err := s.CompareAndSwap(context.Background(), []backend.Swap{{Key: []byte("a"), Value: []byte("v"), TTL: swapTTL}, {Key: nil, Value: []byte("v"), TTL: swapTTL}})
 	if !errors.Is(err, backend.ErrEmptyKey) {
 		t.Fatalf("CompareAndSwap with an empty key = %v, want ErrEmptyKey", err)
 	}
@@ -314,7 +315,7 @@ func testSwapClose(t *testing.T, s backend.Swapper) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := s.CompareAndSwap([]backend.Swap{{Key: []byte("k"), Value: []byte("v"), TTL: swapTTL}}); !errors.Is(err, backend.ErrClosed) {
+	if _, _, _, err := s.CompareAndSwap(context.Background(), []backend.Swap{{Key: []byte("k"), Value: []byte("v"), TTL: swapTTL}}); !errors.Is(err, backend.ErrClosed) {
 		t.Fatalf("CompareAndSwap after Close = %v, want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
@@ -343,7 +344,7 @@ func testSwapConcurrent(t *testing.T, s backend.Swapper) {
 				}
 				next := binary.BigEndian.AppendUint64(nil, n+1)
 				nextMine := binary.BigEndian.AppendUint64(nil, uint64(i+1))
-				ok, cur, _, err := s.CompareAndSwap([]backend.Swap{
+				ok, cur, _, err := s.CompareAndSwap(context.Background(), []backend.Swap{
 					{Key: shared, Expected: seen, Value: next, TTL: swapTTL},
 					{Key: own, Expected: mine, Value: nextMine, TTL: swapTTL},
 				})
@@ -436,7 +437,7 @@ func testSwapWatchDeletes(t *testing.T, s backend.Swapper) {
 // testSwapRange: Range lists every record from start in key order, with
 // its value and its expiry on the store's clock, until fn says stop.
 func testSwapRange(t *testing.T, s backend.Swapper) {
-	_, _, now, err := s.CompareAndSwap(nil)
+	_, _, now, err := s.CompareAndSwap(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,11 @@
 package faulty
 
-import "github.com/sluice-go/sluice/backend"
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-go/sluice/backend"
+)
 
 // The wrappers, one per path of package backend: a plain store, a Striped,
 // a Durable and a Swapper. Each implements its path whole, forwarding
@@ -229,12 +234,12 @@ type swapStore struct {
 // writes nothing (a real store's failure may leave the outcome unknown; a
 // Delay or Hold rule with no Err lets the call through late). A Corrupt
 // rule replaces each current record a mismatch returns.
-func (s *swapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
+func (s *swapStore) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (bool, [][]byte, int64, error) {
 	cs, err := s.f.enter(Call{Op: OpCompareAndSwap, Swaps: swaps})
 	if err != nil {
 		return false, nil, 0, err
 	}
-	ok, cur, now, err := s.s.CompareAndSwap(swaps)
+	ok, cur, now, err := s.s.CompareAndSwap(ctx, swaps)
 	if err == nil && cs != nil {
 		for i := range cur {
 			cur[i] = corrupted(cs, cur[i])
@@ -244,6 +249,9 @@ func (s *swapStore) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64,
 }
 
 func (s *swapStore) SwapGroup(key []byte) string { return s.s.SwapGroup(key) }
+
+// TTLUnit is the store's.
+func (s *swapStore) TTLUnit() time.Duration { return s.s.TTLUnit() }
 
 // WatchDeletes is faulted when the watch starts: a rule's error is the
 // watch's, and the store is not asked. The deletions it then hears of are

@@ -118,8 +118,11 @@ type batchResult struct {
 	err error
 }
 
-// batched is compareAndSwapOne's swap of c sent in a batch.
-func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
+// batched is compareAndSwapOne's swap of c sent in a batch. The batch's
+// call is not bounded by ctx, which the other swaps in it do not share;
+// a caller whose ctx ends first stops waiting for it, with an error
+// wrapping ctx.Err(), and its swap, queued or sent, may still be written.
+func (s *Store) batched(ctx context.Context, c *oneCall) (bool, [][]byte, int64, error) {
 	bc := &batchCall{c: c, wake: make(chan struct{}, 1)}
 	b := &s.batch
 	b.mu.Lock()
@@ -138,7 +141,11 @@ func (s *Store) batched(c *oneCall) (bool, [][]byte, int64, error) {
 			go s.fly()
 		}
 	}
-	<-bc.wake
+	select {
+	case <-bc.wake:
+	case <-ctx.Done():
+		return false, nil, 0, fmt.Errorf("sluice/backend/redis: %w", ctx.Err())
+	}
 	if bc.out.err != nil {
 		return false, nil, 0, bc.out.err
 	}
@@ -263,7 +270,7 @@ func (s *Store) sendBatch(batch []*batchCall) error {
 		args = append(args, &c.kind, &c.exp, &c.px, &c.val)
 	}
 	var reply []any
-	err := s.callBy(deadline, int64(len(batch)), func(ctx context.Context) error {
+	err := s.callBy(context.Background(), deadline, int64(len(batch)), func(ctx context.Context) error {
 		cmd := goredis.NewSliceCmd(ctx, args...)
 		err := s.c.Process(ctx, cmd)
 		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -317,17 +324,44 @@ func (s *Store) parseEach(reply []any, live []*batchCall) error {
 	return nil
 }
 
-// callBy is call with the deadline given, for a call carrying n
-// decisions (which the breaker weighs as n calls).
-func (s *Store) callBy(deadline time.Time, n int64, fn func(ctx context.Context) error) error {
+// callBy is call with the deadline given, or parent's when that is
+// earlier, for a call carrying n decisions (which the breaker weighs as n
+// calls). When parent ends first the caller stops waiting at once, with an
+// error wrapping parent's, and the breaker counts nothing: the caller gave
+// up, whatever Redis was doing. A call that had not yet taken a
+// connection sends nothing; one already sent runs on, from a goroutine of
+// its own, until Redis answers or the store's deadline passes (the
+// connection's reads wait for Redis until then, see lateConn), and may be
+// written.
+func (s *Store) callBy(parent context.Context, deadline time.Time, n int64, fn func(ctx context.Context) error) error {
 	probe, ok := s.brk.allow()
 	if !ok {
 		return ErrUnavailable
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	err := fn(ctx)
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	defer cancel()
+	if parent.Done() == nil {
+		return s.called(parent, ctx, probe, n, fn(ctx))
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	select {
+	case err := <-done:
+		return s.called(parent, ctx, probe, n, err)
+	case <-parent.Done():
+		s.brk.abandon(probe)
+		return fmt.Errorf("sluice/backend/redis: %w", parent.Err())
+	}
+}
+
+// called counts the outcome err of a call made under ctx, derived from
+// parent and not yet cancelled, and returns the call's error.
+func (s *Store) called(parent, ctx context.Context, probe bool, n int64, err error) error {
 	late := ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)
-	cancel()
+	if perr := parent.Err(); err != nil && perr != nil {
+		s.brk.abandon(probe)
+		return fmt.Errorf("sluice/backend/redis: %w: %w", perr, err)
+	}
 	s.brk.doneN(probe, err, n)
 	if err != nil && s.stale != nil && isFailure(err) && !isReply(err) {
 		s.stale.Store(time.Now().UnixNano())

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,7 @@ func TestBatchedSwapsKeepTheirDeadline(t *testing.T) {
 	s := open(t, []string{srv.Addr}, redis.Options{Timeout: timeout, BreakerMinCalls: -1})
 	for i := range 64 { // the pool's connections, made while Redis answers
 		key := []byte(fmt.Sprintf("warm-%d", i))
-		if _, _, _, err := s.CompareAndSwap([]backend.Swap{{Key: key, Value: []byte("v"), TTL: time.Minute}}); err != nil {
+		if _, _, _, err := s.CompareAndSwap(context.Background(), []backend.Swap{{Key: key, Value: []byte("v"), TTL: time.Minute}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,7 +50,7 @@ func TestBatchedSwapsKeepTheirDeadline(t *testing.T) {
 			for i := 0; time.Now().Before(until); i++ {
 				key := []byte(fmt.Sprintf("k-%d-%d", c, i))
 				start := time.Now()
-				_, _, _, err := s.CompareAndSwap([]backend.Swap{{Key: key, Value: []byte("v"), TTL: time.Minute}})
+				_, _, _, err := s.CompareAndSwap(context.Background(), []backend.Swap{{Key: key, Value: []byte("v"), TTL: time.Minute}})
 				took := time.Since(start)
 				calls.Add(1)
 				for m := slowest.Load(); int64(took) > m && !slowest.CompareAndSwap(m, int64(took)); m = slowest.Load() {

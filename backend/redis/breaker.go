@@ -162,6 +162,19 @@ func (b *breaker) doneN(probe bool, err error, n int64) {
 	}
 }
 
+// abandon ends a call allow let through that the caller gave up on before
+// Redis answered: it counts nothing, and a probe so ended leaves the
+// breaker open for the next call to probe again.
+func (b *breaker) abandon(probe bool) {
+	if b.off || !probe {
+		return
+	}
+	b.mu.Lock()
+	b.probing = false
+	close(b.probed)
+	b.mu.Unlock()
+}
+
 // reset forgets the window's counts.
 func (b *breaker) reset() {
 	for i := range b.buckets {

@@ -94,7 +94,7 @@ func TestClusterApplyAll(t *testing.T) {
 		t.Fatalf("users were charged %d units for 7 admitted requests", spent)
 	}
 	// A direct swap across slots is refused, not sent.
-	_, _, _, err := s.CompareAndSwap([]backend.Swap{
+	_, _, _, err := s.CompareAndSwap(context.Background(), []backend.Swap{
 		{Key: engine.AppendKey(nil, "a", "x"), Value: []byte("1"), TTL: time.Minute},
 		{Key: engine.AppendKey(nil, "a", "y"), Value: []byte("1"), TTL: time.Minute},
 	})

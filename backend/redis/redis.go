@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"crypto/tls"
@@ -142,7 +143,6 @@ const timeEvery = time.Second
 
 var (
 	_ backend.Swapper = (*Store)(nil)
-	_ backend.TTLUnit = (*Store)(nil)
 )
 
 // New returns a store over c, which the caller keeps: Close does not close
@@ -513,13 +513,19 @@ var casOneScript = goredis.NewScript(casOneSource)
 const digestOver = 40
 
 // CompareAndSwap implements backend.Swapper with one EVALSHA of the
-// compare-and-swap script (EVAL when Redis has lost the script).
-func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, error) {
+// compare-and-swap script (EVAL when Redis has lost the script). The call
+// is bounded by Options.Timeout and by ctx, whichever ends first; one that
+// ctx ends returns an error wrapping ctx.Err() and is not counted by the
+// circuit breaker, as the caller gave up, not Redis.
+func (s *Store) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (bool, [][]byte, int64, error) {
 	if s.closed.Load() {
 		return false, nil, 0, backend.ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return false, nil, 0, fmt.Errorf("sluice/backend/redis: %w", err)
+	}
 	if len(swaps) == 1 {
-		return s.compareAndSwapOne(&swaps[0])
+		return s.compareAndSwapOne(ctx, &swaps[0])
 	}
 	keys := make([]string, len(swaps))
 	args := make([]any, 0, 3*len(swaps))
@@ -540,7 +546,9 @@ func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, err
 		case w.Value == nil || w.TTL <= 0:
 			args = append(args, "0", "")
 		default:
-			args = append(args, pxMillis(w.TTL, s.noClock), w.Value)
+			// A copy: a call its caller stopped waiting for may be sent
+			// after the engine has reused the swap's Value.
+			args = append(args, pxMillis(w.TTL, s.noClock), bytes.Clone(w.Value))
 		}
 	}
 	var reply []any
@@ -548,7 +556,7 @@ func (s *Store) CompareAndSwap(swaps []backend.Swap) (bool, [][]byte, int64, err
 	// weighs as its swaps: an ApplyAll's limits, or the calls the engine
 	// commits together on a shared key, each a decision Redis serves or
 	// fails.
-	err := s.callBy(time.Now().Add(s.timeout), int64(len(swaps)), func(ctx context.Context) (err error) {
+	err := s.callBy(ctx, time.Now().Add(s.timeout), int64(len(swaps)), func(ctx context.Context) (err error) {
 		reply, err = casScript.Run(ctx, s.c, keys, args...).Slice()
 		return err
 	})
@@ -579,8 +587,11 @@ type oneCall struct {
 	args               [8]any
 	set                [7]any // SET key value PX ms NX GET, for a fresh record
 	key, kind, exp, px bytesArg
-	val                bytesArg
-	name               string // the key as a string, on a Cluster (its slot is read from it)
+	// val is the record to write, a copy in a buffer of the call's own:
+	// a call its caller stopped waiting for (its context ended) may still
+	// be sent after the engine has reused the swap's Value.
+	val  bytesArg
+	name string // the key as a string, on a Cluster (its slot is read from it)
 }
 
 var oneCalls = sync.Pool{New: func() any {
@@ -616,7 +627,7 @@ func (s *Store) oneCallFor(w *backend.Swap) *oneCall {
 		c.kind.b = append(c.kind.b, '#')
 		c.exp.b = hex.AppendEncode(c.exp.b, sum[:])
 	}
-	c.val.b = nil
+	c.val.b = c.val.b[:0]
 	switch {
 	case w.Keep && w.TTL > 0:
 		c.px.b = appendPxMillis(append(c.px.b[:0], '+'), w.TTL, s.noClock)
@@ -626,14 +637,14 @@ func (s *Store) oneCallFor(w *backend.Swap) *oneCall {
 		c.px.b = append(c.px.b[:0], "-1"...)
 	default:
 		c.px.b = appendPxMillis(c.px.b[:0], w.TTL, s.noClock)
-		c.val.b = w.Value
+		c.val.b = append(c.val.b[:0], w.Value...)
 	}
 	return c
 }
 
 // compareAndSwapOne is CompareAndSwap of one key, with casOneScript and
 // pooled arguments.
-func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error) {
+func (s *Store) compareAndSwapOne(ctx context.Context, w *backend.Swap) (bool, [][]byte, int64, error) {
 	if len(w.Key) == 0 {
 		return false, nil, 0, backend.ErrEmptyKey
 	}
@@ -643,9 +654,8 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 		crowded := s.flying.Add(1) > s.crowd
 		defer s.flying.Add(-1)
 		if crowded && !s.cluster {
-			ok, cur, now, err := s.batched(c)
+			ok, cur, now, err := s.batched(ctx, c)
 			if err == nil {
-				c.val.b = nil
 				oneCalls.Put(c)
 			}
 			// Else c is left as it is, not reused: a swap answered its
@@ -658,12 +668,12 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 	}
 	if fresh := w.Expected == nil && !w.Keep && w.Value != nil && w.TTL > 0; fresh && !s.noSetGet.Load() &&
 		(s.noClock || time.Now().UnixNano()-s.timed.Load() < int64(timeEvery)) {
-		if ok, cur, done, err := s.setFresh(c, on); done {
+		if ok, cur, done, err := s.setFresh(ctx, c, on); done {
 			return ok, cur, 0, err
 		}
 	}
 	var reply []any
-	err := s.call(func(ctx context.Context) error {
+	err := s.callCtx(ctx, func(ctx context.Context) error {
 		c.args[0], c.args[1] = "evalsha", casOneScript.Hash()
 		cmd := goredis.NewCmd(ctx, c.args[:]...)
 		err := on.Process(ctx, cmd)
@@ -677,7 +687,6 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 		}
 		return err
 	})
-	c.val.b = nil
 	if err != nil {
 		// A command given up on at its deadline may still be written
 		// later from its arguments: this scratch is not reused.
@@ -704,10 +713,10 @@ func (s *Store) compareAndSwapOne(w *backend.Swap) (bool, [][]byte, int64, error
 // last learned; compareAndSwapOne sends the script at least every
 // timeEvery). done is false when the server does not know the command
 // (before Redis 7.0): the script is then used from now on.
-func (s *Store) setFresh(c *oneCall, on processor) (ok bool, cur [][]byte, done bool, err error) {
+func (s *Store) setFresh(ctx context.Context, c *oneCall, on processor) (ok bool, cur [][]byte, done bool, err error) {
 	var held []byte
 	found := false
-	err = s.call(func(ctx context.Context) error {
+	err = s.callCtx(ctx, func(ctx context.Context) error {
 		cmd := goredis.NewStringCmd(ctx, c.set[:]...)
 		err := on.Process(ctx, cmd)
 		switch {
@@ -725,7 +734,6 @@ func (s *Store) setFresh(c *oneCall, on processor) (ok bool, cur [][]byte, done 
 		s.noSetGet.Store(true)
 		return false, nil, false, nil
 	}
-	c.val.b = nil
 	if err != nil {
 		return false, nil, true, err // see compareAndSwapOne: c is not reused
 	}
@@ -736,7 +744,7 @@ func (s *Store) setFresh(c *oneCall, on processor) (ok bool, cur [][]byte, done 
 	return true, nil, true, nil
 }
 
-// TTLUnit implements backend.TTLUnit: Redis keeps a record for whole
+// TTLUnit implements backend.Swapper: Redis keeps a record for whole
 // milliseconds (PX), its TTL rounded up.
 func (s *Store) TTLUnit() time.Duration { return time.Millisecond }
 
@@ -874,7 +882,12 @@ func (s *Store) check(key []byte) error {
 
 // call runs fn under the call deadline and the circuit breaker.
 func (s *Store) call(fn func(ctx context.Context) error) error {
-	return s.callBy(time.Now().Add(s.timeout), 1, fn)
+	return s.callBy(context.Background(), time.Now().Add(s.timeout), 1, fn)
+}
+
+// callCtx is call bounded by the caller's ctx as well.
+func (s *Store) callCtx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.callBy(ctx, time.Now().Add(s.timeout), 1, fn)
 }
 
 // SwapGroup implements backend.Swapper: on a Cluster, keys swap together

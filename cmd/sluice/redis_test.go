@@ -39,9 +39,40 @@ func redisServer(t *testing.T) *redistest.Server {
 	return sharedRedis.server
 }
 
-// testPrefix is a Redis key prefix of the test's own.
+// testPrefixes holds the prefix each running test was given, and how many
+// runs of each test name this process has seen.
+var testPrefixes struct {
+	sync.Mutex
+	of   map[*testing.T]string
+	runs map[string]int
+}
+
+// testPrefix is a Redis key prefix of the test's own: its name, and past
+// the test's first run in this process (go test -count) the run's number,
+// so that a run never meets the budgets an earlier one spent on the
+// shared server. The same test gets the same prefix each call.
 func testPrefix(t *testing.T) string {
-	return "test:" + strings.NewReplacer("/", ":", " ", "_").Replace(t.Name()) + ":"
+	testPrefixes.Lock()
+	defer testPrefixes.Unlock()
+	if p, ok := testPrefixes.of[t]; ok {
+		return p
+	}
+	if testPrefixes.of == nil {
+		testPrefixes.of, testPrefixes.runs = map[*testing.T]string{}, map[string]int{}
+	}
+	name := strings.NewReplacer("/", ":", " ", "_").Replace(t.Name())
+	p := "test:" + name + ":"
+	if n := testPrefixes.runs[name]; n > 0 {
+		p = fmt.Sprintf("test:%s:run%d:", name, n+1)
+	}
+	testPrefixes.runs[name]++
+	testPrefixes.of[t] = p
+	t.Cleanup(func() {
+		testPrefixes.Lock()
+		defer testPrefixes.Unlock()
+		delete(testPrefixes.of, t)
+	})
+	return p
 }
 
 // redisKeys lists the keys under prefix on s.

@@ -104,16 +104,29 @@ func TestServeProcessHalfWrittenConfig(t *testing.T) {
 	f.Close()
 	waitMetricFor(t, admin, bad, 1, 20*time.Second)
 	refused("after the refusal")
-	if !strings.Contains(p.stderr.String(), "the file limits nothing, where rules are in force") {
+	if !waitLogged(p.stderr, "the file limits nothing, where rules are in force") {
 		t.Errorf("the refusal does not say why:\n%s", p.stderr)
 	}
 
 	// A reload that drops a rule names it.
 	replaceFile(t, cfgPath, strings.Replace(full, "  - name: search\n", "  - name: search-v2\n", 1))
 	waitMetricFor(t, admin, ok, 2, 20*time.Second)
-	if !strings.Contains(p.stderr.String(), `dropped="\"search\""`) {
+	if !waitLogged(p.stderr, `dropped="\"search\""`) {
 		t.Errorf("the dropped rule is not logged:\n%s", p.stderr)
 	}
+}
+
+// waitLogged reports whether log holds want within 10s. A process logs a
+// reload before it counts it, but the line reaches the test through the
+// process's stderr pipe, which a loaded machine copies later than /metrics
+// answers.
+func waitLogged(log fmt.Stringer, want string) bool {
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitMetricFor is waitMetric with a deadline of its own.

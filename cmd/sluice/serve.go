@@ -215,8 +215,8 @@ type serveFlags struct {
 	shadowHeaders         bool
 	reloadSettle          time.Duration
 	tls                   tlsFlags
-	store                 *backendFlags // the store flags, laid over the file's section
-	serverOver            func(*config.Server)
+	store                 *backendFlags        // the store flags, laid over the file's section
+	serverOver            func(*config.Server) // lays the server flags given over a server section
 }
 
 // parseServeFlags parses and checks serve's command line. ok is false when
