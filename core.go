@@ -252,7 +252,10 @@ func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []e
 		out.Over = !out.All && !b.soft(0)
 		return out, err
 	}
-	ds, all, err := e.ApplyAll(ctx, reqs)
+	// ApplyAll keeps hold of the slice it is given: it gets room's copy,
+	// so that reqs, which may be the caller's stack array, stays there.
+	room.again = append(room.again[:0], reqs...)
+	ds, all, err := e.ApplyAll(ctx, room.again)
 	out.Decisions, out.All = ds, all
 	if err != nil || all {
 		return out, err
@@ -269,7 +272,8 @@ func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []e
 }
 
 // Room is a caller's room for Decide's work: the decision of a batch of
-// one request, and the requests of a Partial batch decided again. The zero
+// one request, and the requests of a larger batch as the engine is given
+// them. The zero
 // value is ready; declare one in the calling frame (the doors of rules),
 // or keep one across calls to reuse its room (envoyrls' pooled scratch).
 // A Room serves one call at a time.

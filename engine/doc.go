@@ -23,16 +23,10 @@
 //     partition lock: one lock per decision, and the record is stepped in
 //     place without an allocation. Over a bare memory store, Apply is one
 //     call (inprocess.go) on the table.Table the store is: the key is built
-//     on the stack, looked up once, stepped where it lies by the
-//     algorithm's own step, and written back with its expiry; the limit's
-//     capacity is read only to explain a denial. A key the table holds,
-//     under an algorithm whose record keeps its size (all but the sliding
-//     log), is decided under its entry's own lock (table.Entry) rather than
-//     the stripe's: the decision writes that entry and nothing else, so
-//     decisions on different keys share no line they write. A new key, a
-//     record that must move, and any decision whose entry is busy with a
-//     holder of the stripe take the stripe lock, as every other path does;
-//     the two exclude each other (see package table). ApplyKeyInto decides a Key prepared once with Limit.Key
+//     on the stack, looked up once under the shard lock, stepped where it
+//     lies by the algorithm's own step, and only its expiry written back
+//     through the table's Ref; the limit's capacity is read only to explain
+//     a denial. ApplyKeyInto decides a Key prepared once with Limit.Key
 //     exactly as Apply decides the rule and caller it was made from,
 //     without building or hashing the key again, into the caller's
 //     Decision. Any other Striped store, such as the memory store behind a
@@ -182,11 +176,7 @@
 //
 // Lock order: stripe locks are taken in ascending stripe order (ApplyAll
 // takes several); no other lock is held while taking one, and no user
-// callback, logging or metrics work runs under one. An entry's lock
-// (table.Entry) is held for one step and nothing is taken under it: a
-// decision that must take the stripe lock lets go of the entry first,
-// while a holder of the stripe only waits, briefly, for an entry's lock to
-// be free. Over a durable backend,
+// callback, logging or metrics work runs under one. Over a durable backend,
 // the group commit's queue mutex is taken under a stripe lock (to enqueue a
 // write in order), never the other way round: the commit leader holds no
 // stripe lock while it writes, and takes them only after releasing the

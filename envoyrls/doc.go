@@ -1,8 +1,8 @@
 // Package envoyrls is Sluice behind Envoy's external rate-limit protocol: a
 // server of envoy.service.ratelimit.v3.RateLimitService that answers under
 // the configuration format of envoyproxy/ratelimit, the protocol's
-// reference server, unchanged, and decides each request with package
-// engine.
+// reference server, unchanged, and decides each request through the
+// decision core every door shares (sluice.Decider).
 //
 // # Configuration
 //
@@ -34,9 +34,13 @@
 //
 // # Deciding
 //
-// Server.ShouldRateLimit decides all the descriptors of a request as one
-// with engine.Engine.ApplyAll: nothing is spent unless every limited
-// descriptor allows, and a rejected request spends nothing (where
+// The server is an adapter around sluice.Decider: its descriptors are
+// matched to limits, keys and costs (the request's batch), and the
+// Decider's decisions rendered as a RateLimitResponse, its headers made as
+// every door makes them. Server.ShouldRateLimit decides all the
+// descriptors of a request as one Partial batch (sluice.Batch), with
+// engine.Engine.ApplyAll: nothing is spent unless every limited descriptor
+// allows, and a rejected request spends nothing (where
 // envoyproxy/ratelimit counts every hit, and increments each descriptor
 // separately). Each descriptor's budget is a Sluice record whose namespace
 // is the configuration path of its limit and whose key is the request's
@@ -46,7 +50,10 @@
 // decided and counted but never denies; an unlimited one is always OK; a
 // quota_mode limit over its quota never denies either: its status is OK
 // with 0 remaining, and the dynamic metadata names it, as in
-// envoyproxy/ratelimit; replaces drops the replaced limits.
+// envoyproxy/ratelimit; the others are decided again without such a
+// denial, and spend. replaces drops the replaced limits. A store error is
+// answered UNAVAILABLE (the Decider's FailClosed), which Envoy decides by
+// its failure_mode_deny.
 //
 // # Bounds
 //

@@ -57,9 +57,9 @@ type PerHandlerConfig struct {
 // perHandler is the state behind one PerHandler middleware.
 type perHandler struct {
 	lim      *sluice.Limiter
+	core     *sluice.Decider // decides over the limiter's engine and rule
 	key      func(*http.Request) (string, error)
 	cost     func(*http.Request) (int64, error)
-	open     bool // OnStoreError is FailOpen
 	onDenied http.Handler
 	onError  func(http.ResponseWriter, *http.Request, error)
 	// fields writes the rate-limit headers as New's middleware does: it
@@ -93,9 +93,7 @@ func PerHandler(cfg PerHandlerConfig) (func(http.Handler) http.Handler, error) {
 		fields: &limiter{clock: cfg.Limiter.Engine().Clock()},
 	}
 	switch cfg.OnStoreError {
-	case "", sluice.FailOpen:
-		p.open = true
-	case sluice.FailClosed:
+	case "", sluice.FailOpen, sluice.FailClosed:
 	default:
 		return nil, fmt.Errorf("sluice/httplimit: PerHandlerConfig.OnStoreError %q: want %q or %q", cfg.OnStoreError, sluice.FailOpen, sluice.FailClosed)
 	}
@@ -110,6 +108,11 @@ func PerHandler(cfg PerHandlerConfig) (func(http.Handler) http.Handler, error) {
 	}
 	if p.log == nil {
 		p.log = slog.Default()
+	}
+	var err error
+	p.core, err = sluice.NewDecider(sluice.DeciderConfig{Name: "sluice/httplimit", Engine: cfg.Limiter.Engine(), OnStoreError: cfg.OnStoreError, Logger: p.log})
+	if err != nil {
+		return nil, err
 	}
 	if p.onError == nil {
 		p.onError = p.defaultError
@@ -135,17 +138,22 @@ func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
-	d, err := p.lim.Take(r.Context(), key, cost)
+	// The limiter's one rule, decided as every door decides (the Decider
+	// counts and logs a store error, at most a line a second).
+	rule := p.lim.Rule()
+	rules := [1]*sluice.CompiledRule{rule}
+	reqs := [1]engine.Request{{Limit: rule.Limit(), Key: key, Cost: cost}}
+	var room sluice.Room
+	res, _, err := p.core.Decide(r.Context(), sluice.Batch{Rules: rules[:]}, reqs[:], &room)
 	if err != nil {
-		if isStoreError(err) && p.open {
-			p.log.Warn("sluice/httplimit: store error; request let through", "limiter", p.lim.Rule().Name(), "err", err)
+		if p.core.ErrVerdict(r.Context(), err) == sluice.Passed { // FailOpen
 			next.ServeHTTP(w, r)
 			return
 		}
 		p.onError(w, r, err)
 		return
 	}
-	rule := p.lim.Rule()
+	d := res.Decisions[0]
 	p.fields.setHeaders(w.Header(), rule, d)
 	r = withDecision(r, rule, d)
 	if !d.Allowed {

@@ -11,9 +11,8 @@
 // split into shards (256 by default, or 64 per GOMAXPROCS where that is
 // more) by the low bits of the key's backend.Hash, each with its own
 // mutex, an open-addressing index of 8-byte slots and an append-only arena
-// of entries, each entry with a lock of its own; the engine uses the shards
-// as its stripes, so one lock covers a whole read-step-write, and decides a
-// key the store holds under its entry's lock alone. A 20-byte key with a 17-byte value takes
+// of entries; the engine uses the shards as its stripes, so one lock
+// covers a whole read-step-write. A 20-byte key with a 17-byte value takes
 // a 48-byte entry and one 8-byte slot (10 to 16 bytes at the index's
 // load), plus at most a quarter of arena slack. Writing a record of the
 // length it replaces, the common case, rewrites it in place without
@@ -45,13 +44,10 @@
 //
 // A Store is safe for concurrent use. Get, Put and Delete take their shard's
 // lock themselves; the *Locked methods of backend.Striped expect the caller
-// to hold it. The engine's decision on a key the store holds takes no
-// shard lock: it takes the lock inside the key's own entry (see package
-// table) and writes only that entry, its record and its expiry; it reads
-// the shard's index and sequence number, which only calls holding the
-// shard write. No count is shared by the shards either (keys are counted
+// to hold it. A decision on a key the store holds writes only its shard's
+// lock line (the lock and the memo of the entry last found share it) and
+// the record's own bytes: no count shared by the shards (keys are counted
 // per shard and summed by Len; only a store bounded by MaxKeys also keeps
-// the store-wide count it reserves room with, which only new keys write).
-// Close is idempotent, waits for the sweeper to stop and frees every
-// shard; all later calls return backend.ErrClosed.
+// the store-wide count it reserves room with, which only new keys write). Close is idempotent, waits for the sweeper to stop and frees
+// every shard; all later calls return backend.ErrClosed.
 package memory

@@ -688,8 +688,10 @@ func (s *Store) compareAndSwapOne(ctx context.Context, w *backend.Swap) (bool, [
 		return err
 	})
 	if err != nil {
-		// A command given up on at its deadline may still be written
-		// later from its arguments: this scratch is not reused.
+		// A command given up on at its deadline, or by a caller whose
+		// context ended, may still be written later from its arguments
+		// (by the goroutine callBy left it to): this scratch is neither
+		// touched nor reused.
 		return false, nil, 0, err
 	}
 	oneCalls.Put(c)
@@ -735,7 +737,7 @@ func (s *Store) setFresh(ctx context.Context, c *oneCall, on processor) (ok bool
 		return false, nil, false, nil
 	}
 	if err != nil {
-		return false, nil, true, err // see compareAndSwapOne: c is not reused
+		return false, nil, true, err // see compareAndSwapOne: c is not touched
 	}
 	oneCalls.Put(c)
 	if found {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sluice-go/sluice/backend"
 )
@@ -31,9 +32,23 @@ func (s *Store) WatchDeletes(fn func(key []byte)) (func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultConnectTimeout)
 	defer cancel()
 	ps := s.base.Subscribe(ctx, s.resetChannel())
-	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
-		ps.Close()
-		return nil, fmt.Errorf("sluice/backend/redis: subscribing to %s: %w", s.resetChannel(), err)
+	// The subscription's confirmation. Its connection is set up under the
+	// client's read timeout (50 ms by default), which a loaded host can
+	// miss; go-redis subscribes again on the next Receive, so a failure is
+	// retried until DefaultConnectTimeout has passed.
+	for {
+		_, err := ps.Receive(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || s.closed.Load() {
+			ps.Close()
+			return nil, fmt.Errorf("sluice/backend/redis: subscribing to %s: %w", s.resetChannel(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -6,12 +6,9 @@
 // A Table is a backend.Striped, and more: for a caller holding a stripe
 // lock, LookupLocked returns a key's record with a Ref to its entry, so
 // that the record is stepped where it lies and written back without a
-// second lookup (Ref.SetExpiryLocked, PutRefLocked); and for a decision on
-// a key the table already holds, LockEntry takes no stripe lock at all,
-// only the lock inside the key's own entry (Entry), so that the decision
-// writes nothing but that entry. The engine decides on the table of a bare
-// memory store these ways, and the memory store's own methods are the
-// table's.
+// second lookup (Ref.SetExpiryLocked, PutRefLocked). The engine decides on
+// the table of a bare memory store this way, and the memory store's own
+// methods are the table's.
 //
 // # Layout
 //
@@ -25,20 +22,16 @@
 //	       slot = fp<<32 | off     fp = hash>>32, off = entry offset; 0 = empty
 //	       home slot = f(fp, seed) so resizing never reads the arena
 //
-//	arena  []byte, append-only; 4 pad bytes first so off is never 0
-//	       ┌─────────┬──────────────┬──────┬──────┬──────┬────────┬──────────────────┐
-//	entry  │ exp lo  │ exp hi, lock │ klen │ vcap │ vlen │ key    │ value            │
-//	       │ u32 (4) │ u32 (4)      │ uvar │ uvar │ uvar │ klen B │ vcap B, vlen used│
-//	       └─────────┴──────────────┴──────┴──────┴──────┴────────┴──────────────────┘
-//	       vlen is padded to vcap's width so it can be rewritten in place;
-//	       vcap is rounded up so that every entry is 4-aligned; the expiry
-//	       (never negative: 0 is never) is two words in the machine's
-//	       order, and the top bit of hi is the entry's lock.
+//	arena  []byte, append-only; arena[0] is a pad byte so off is never 0
+//	       ┌──────────────┬──────┬──────┬──────┬─────────┬──────────────────┐
+//	entry  │ expiresAt    │ klen │ vcap │ vlen │ key     │ value            │
+//	       │ int64 LE (8) │ uvar │ uvar │ uvar │ klen B  │ vcap B, vlen used│
+//	       └──────────────┴──────┴──────┴──────┴─────────┴──────────────────┘
+//	       vlen is padded to vcap's width so it can be rewritten in place.
 //
 // A 20-byte key with a 17-byte value takes a 48-byte entry and one 8-byte
 // slot (10 to 16 bytes at the index's load), plus at most a quarter of
-// arena slack; other lengths take up to 3 bytes more, to keep the next
-// entry aligned. Neither the index nor the arena holds a pointer, so the
+// arena slack. Neither the index nor the arena holds a pointer, so the
 // garbage collector never scans them.
 //
 // The full key is kept and compared on every lookup whose fp matches: keys
@@ -55,40 +48,23 @@
 // value without leaving most of a sizeable reserve idle. GetLocked remembers
 // the entry it found, so the PutLocked that follows for the same key, and
 // the next GetLocked of a hot key, skip the probe (the key is still
-// compared). The engine's own decision takes a shorter way: LockEntry (or,
-// under the stripe lock, LookupLocked) gives the record where it lies, the
-// record is stepped there, and only the entry's bytes are written back. A
+// compared). The engine's own decision takes a shorter way: LookupLocked
+// returns the record with a Ref to its entry, the record is stepped where
+// it lies, and Ref.SetExpiryLocked, inlined in the caller, writes only its
+// expiry (PutRefLocked covers every other case, with no second lookup). A
 // key's first record is built in 32 bytes the shard lends and copied in. A
 // value that no longer fits is appended as a new entry with a quarter of
-// headroom and the old one becomes dead bytes. When dead bytes exceed half
-// of a shard's arena (and 4 KiB), that shard alone is compacted: its live
-// entries are copied into a right-sized arena, so the pause is bounded by
-// the shard's size, not the table's. A shard left empty releases its memory.
+// headroom and the old one becomes dead bytes. When dead bytes exceed half of a shard's arena (and 4 KiB),
+// that shard alone is compacted: its live entries are copied into a
+// right-sized arena, so the pause is bounded by the shard's size, not the
+// table's. A shard left empty releases its memory.
 //
 // # Concurrency
 //
 // A Table is safe for concurrent use. Get, Put and Delete take their
 // shard's lock themselves; the *Locked methods, and Ref's, expect the
-// caller to hold it. Holding a shard excludes every other use of its keys.
-//
-// LockEntry is the path of a decision on a key the table holds, taken
-// without the shard's lock: it reads the shard's index through a view
-// published with each reallocation, takes the entry's lock bit by a
-// compare-and-swap, and checks that the shard's sequence number, odd
-// while a caller holds the shard, has not moved since before it looked.
-// The decision then reads and writes only its entry, and letting go of the
-// lock stores the entry's expiry. A caller holding the shard waits for an
-// entry's lock to be free before it reads or writes the entry (a decision
-// arriving after that finds the sequence moved and takes the shard's lock
-// instead), and changes the index only with atomic stores, publishing a
-// new view when it reallocates the index or the arena, so that a decision
-// that read the old one still finds whole entries there. Decisions on
-// different keys thus write no line in common, and the shard's own lines
-// are written only by callers that hold it: new keys, moves, deletions,
-// sweeps and the engine's other paths.
-//
-// A background sweeper (Options.SweepInterval) frees expired records a
-// bounded batch at a time (see package memory for the promise). Close is
-// idempotent, waits for the sweeper to stop and frees every shard; all
-// later calls return backend.ErrClosed.
+// caller to hold it. A background sweeper (Options.SweepInterval) frees
+// expired records a bounded batch at a time (see package memory for the
+// promise). Close is idempotent, waits for the sweeper to stop and frees
+// every shard; all later calls return backend.ErrClosed.
 package table

@@ -6,20 +6,26 @@ import (
 )
 
 // TestLayout checks the cache-line layout the decision path relies on: a
-// shard is a whole number of lines, the fields a decision without the
-// shard's lock reads (seq, seed, view) lie on its first line, which holds
-// nothing a decision writes, and the Table's counters sit a full line away
-// from the shards and mask every call reads.
+// shard is a whole number of lines, its lock and the memo every decision
+// writes share its first line, the fields a decision only reads lie on a
+// line of their own, and the Table's counters sit a full line away from
+// the shards and mask every call reads.
 func TestLayout(t *testing.T) {
 	var sh shard
 	if n := unsafe.Sizeof(sh); n%cacheLine != 0 {
 		t.Errorf("a shard is %d bytes, not a whole number of %d-byte lines: neighbouring shards would share one", n, cacheLine)
 	}
 	line := func(off uintptr) uintptr { return off / cacheLine }
-	for name, off := range map[string]uintptr{"seq": unsafe.Offsetof(sh.seq), "seed": unsafe.Offsetof(sh.seed), "view": unsafe.Offsetof(sh.view) + unsafe.Sizeof(sh.view) - 1} {
-		if got := line(off); got != 0 {
-			t.Errorf("shard.%s is on line %d, want 0 (the line every decision reads)", name, got)
+	if got := line(unsafe.Offsetof(sh.held) + unsafe.Sizeof(sh.held) - 1); got != 0 {
+		t.Errorf("the lock's line ends before held: held is on line %d", got)
+	}
+	for name, off := range map[string]uintptr{"slots": unsafe.Offsetof(sh.slots), "arena": unsafe.Offsetof(sh.arena), "seed": unsafe.Offsetof(sh.seed), "closed": unsafe.Offsetof(sh.closed)} {
+		if got := line(off); got != 1 {
+			t.Errorf("shard.%s is on line %d, want 1 (read by every decision, written by none)", name, got)
 		}
+	}
+	if got := line(unsafe.Offsetof(sh.count)); got != 2 {
+		t.Errorf("shard.count is on line %d, want 2 (written when keys come and go)", got)
 	}
 
 	var s Table

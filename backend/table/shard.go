@@ -3,16 +3,13 @@ package table
 import (
 	"encoding/binary"
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // This file holds one shard's data structures: the arena of entries and the
-// open-addressing index over it, and the lock word inside each entry. Every
-// function here but those of the entry lock expects the caller to hold the
-// shard with lock (shard.mu, and seq odd).
+// open-addressing index over it. Nothing here locks; every function expects
+// the caller to hold shard.mu.
 
 const (
 	// minSlots is the smallest index a shard with keys allocates.
@@ -31,101 +28,61 @@ const (
 // The index, slots, is a linear-probing hash table of uint64 slots. A slot
 // is fp<<32 | off, where fp is the high 32 bits of the key's 64-bit hash
 // and off the offset of the key's entry in the arena; zero marks an empty
-// slot (off is never zero: the arena starts with a pad word). A key's home
-// slot is derived from fp alone, seeded, so the index can be resized
-// without reading the arena or rehashing keys. Two keys with the same fp
-// (or the same full hash) simply occupy two slots: every probe that matches
-// fp compares the full key stored in the arena, so no key is ever mistaken
+// slot (off is never zero: arena[0] is a pad byte). A key's home slot is
+// derived from fp alone, seeded, so the index can be resized without
+// reading the arena or rehashing keys. Two keys with the same fp (or the
+// same full hash) simply occupy two slots: every probe that matches fp
+// compares the full key stored in the arena, so no key is ever mistaken
 // for another.
 //
 // Deletion shifts later slots of the probe run backwards (no tombstones),
 // so a lookup's cost depends only on the live keys.
-//
-// Two kinds of callers use a shard. A caller holding the shard (lock) may
-// read and change everything; it makes seq odd for as long as it holds it.
-// A decision on a key already held (LockEntry) takes no shard lock: it
-// reads the index and the arena through view, takes the entry's own lock
-// (a bit of its expiry word, see lockBit) and checks that seq has not moved
-// since before it read the index; it then writes only that entry. A holder
-// of the shard waits for an entry's lock to be free (settle) before it
-// reads or writes the entry's value, length or expiry, and writes its
-// expiry under that lock; a decision that takes the entry's lock after that
-// finds seq moved and lets go without touching it.
 type shard struct {
-	// Read by every decision; written only by holders of the shard, which
-	// a decision on a key already held never is: this line is shared by
-	// every core, not passed between them.
-	mu   sync.Mutex           // guards every field below but seq, view, seed and held
-	seq  atomic.Uint32        // odd while the shard is held: see lock
-	seed uint32               // mixes fp into a home slot; fixed for the table's life
-	view atomic.Pointer[view] // slots and arena as LockEntry reads them; nil when none
+	// The fields are grouped by cache line, by how often a decision writes
+	// them: when two cores take turns at a shard, only a line written
+	// since the other last read it has to move between them.
+
+	// Written by every call: the lock and the memo of the hot entry.
+	mu sync.Mutex // guards every field below but seed
+
+	// The engine reads a record with GetLocked and writes it back with
+	// PutLocked at once, and a hot key comes back again and again.
+	// GetLocked remembers the entry it found so that the PutLocked and
+	// the next GetLocked of the same key skip the probe. gen changes
+	// whenever a slot moves or an entry's offset or header changes, which
+	// invalidates the memo; the key is still compared.
+	gen     uint64 // bumped by every structural change
+	hotGen  uint64 // gen when the hot entry was found
+	hotSlot int    // its slot
+	hotOff  uint32 // its offset
+	hotVal  uint32 // the offset of its value
+	hotVlen uint32 // its value length
+	hotVcap uint32 // its value reserve
+	hotFP   uint32 // its fingerprint
+	hotKlen uint32 // its key length
 	// held is count, stored at each change, so that Len reads every
 	// shard's without its lock: per-shard counts summed on read, rather
 	// than one counter that every new key in every shard would write.
 	held atomic.Int64
 
-	// A caller holding the shard reads a record with GetLocked and writes
-	// it back with PutLocked at once, and a hot key comes back again and
-	// again. GetLocked remembers the entry it found so that the PutLocked
-	// and the next GetLocked of the same key skip the probe. gen changes
-	// whenever a slot moves or an entry's offset changes, which invalidates
-	// the memo; the key is still compared. The value's length is not
-	// remembered: a decision may change it in place.
-	gen     uint64 // bumped by every structural change
-	hotGen  uint64 // gen when the hot entry was found
-	hotSlot uint32 // its slot
-	hotOff  uint32 // its offset
-	hotVal  uint32 // the offset of its value
-	hotVcap uint32 // its value reserve
-	hotFP   uint32 // its fingerprint
-	hotKlen uint32 // its key length
-
-	// Written only by holders of the shard.
+	// Read by every call, written only when the index or arena is
+	// reallocated.
 	slots  []uint64 // the index; nil when count is zero
 	arena  []byte   // the entries; nil when count is zero
-	count  int      // live slots (keys held, expired or not)
-	dead   int      // bytes of arena held by replaced or deleted entries
-	cursor int      // next slot the sweeper examines
-	now    int64    // latest now passed to a read; used to reclaim when full
+	seed   uint32   // mixes fp into a home slot; fixed for the table's life
 	closed bool     // set by Close; every method then returns ErrClosed
+	_      [8]byte
+
+	// Written when keys come and go.
+	count  int   // live slots (keys held, expired or not)
+	dead   int   // bytes of arena held by replaced or deleted entries
+	cursor int   // next slot the sweeper examines
+	now    int64 // latest now passed to a read; used to reclaim when full
 
 	// Room for a key's first record, which LookupLocked lends and the
 	// table copies from; it also pads the shard to 192 bytes, so no two
 	// shards share a cache line.
 	scratch [32]byte
-}
-
-// view is the index and the arena as a decision without the shard lock
-// reads them: published (a new view) whenever either is reallocated, so
-// that the two always belong together. arena is the whole allocation, to
-// its capacity: entries appended after the view was published lie in it,
-// and their slots are stored only once they are written.
-type view struct {
-	slots []uint64
-	arena []byte
-}
-
-// lock takes the shard for its caller: its mutex, then seq made odd, so
-// that a decision that took an entry's lock without it finds out.
-func (sh *shard) lock() {
-	sh.mu.Lock()
-	sh.seq.Add(1)
-}
-
-// unlock releases the shard: seq made even again, then its mutex.
-func (sh *shard) unlock() {
-	sh.seq.Add(1)
-	sh.mu.Unlock()
-}
-
-// publish stores the view of the current index and arena, after either was
-// reallocated or released.
-func (sh *shard) publish() {
-	if sh.slots == nil {
-		sh.view.Store(nil)
-		return
-	}
-	sh.view.Store(&view{slots: sh.slots, arena: sh.arena[:cap(sh.arena)]})
 }
 
 // isHot reports whether key is the entry the last GetLocked found and
@@ -158,20 +115,8 @@ func (sh *shard) isHotWrite(fp uint32, key, value []byte) bool {
 	return string(sh.arena[sh.hotVal-sh.hotKlen:sh.hotVal]) == string(key)
 }
 
-// entry layout: [expiry lo uint32][expiry hi uint32, lockBit][uvarint klen]
-// [uvarint vcap][uvarint vlen, padded to the width of vcap][key]
-// [value, vcap bytes]. The two expiry words are in the machine's byte order
-// (the arena never leaves the process) and every entry starts at a multiple
-// of 4, so that hi can be locked with a 32-bit compare-and-swap: vcap is
-// rounded up until the entry's size is a multiple of 4 (roomFor).
-
-// lockBit is the bit of an entry's hi expiry word that is its lock: a
-// stored expiry is never negative (zero means never), so the bit is free.
-const lockBit = 1 << 31
-
-// arenaPad is the bytes before the first entry, so that no entry is at
-// offset 0 (an empty slot) and every entry is 4-aligned.
-const arenaPad = 4
+// entry layout: [expiresAt int64 LE][uvarint klen][uvarint vcap]
+// [uvarint vlen, padded to the width of vcap][key][value, vcap bytes].
 
 // uvarintLen returns the number of bytes the uvarint encoding of x takes.
 func uvarintLen(x uint32) uint32 {
@@ -219,61 +164,6 @@ func entrySize(klen, vcap uint32) int {
 	return 8 + int(uvarintLen(klen)) + 2*int(uvarintLen(vcap)) + int(klen) + int(vcap)
 }
 
-// roomFor returns the value reserve of an entry with a klen-byte key and
-// room for at least n bytes of value: n, rounded up so that the entry's
-// size is a multiple of 4.
-func roomFor(klen, n uint32) uint32 {
-	for entrySize(klen, n)%4 != 0 {
-		n++
-	}
-	return n
-}
-
-// hiWord returns the entry at off's hi expiry word, which holds its lock.
-func hiWord(a []byte, off uint32) *uint32 {
-	return (*uint32)(unsafe.Pointer(&a[off+4]))
-}
-
-// pause is one turn of waiting for an entry's lock, which a decision holds
-// for the length of one step: a few turns spinning, then yielding, so that
-// a holder that was descheduled gets to run.
-func pause(spin int) {
-	if spin >= 16 {
-		runtime.Gosched()
-	}
-}
-
-// settle waits until no decision holds the entry at off and returns its hi
-// expiry word. A caller holding the shard calls it before it reads or
-// writes the entry's value, length or expiry: a decision that takes the
-// entry's lock afterwards finds seq moved and lets go without touching them.
-func (sh *shard) settle(off uint32) uint32 {
-	w := hiWord(sh.arena, off)
-	for spin := 0; ; spin++ {
-		if hi := atomic.LoadUint32(w); hi&lockBit == 0 {
-			return hi
-		}
-		pause(spin)
-	}
-}
-
-// setExpiry writes e (zero for a negative e: never) as the expiry of the
-// entry at off, for a caller holding the shard: under the entry's lock, as
-// a decision letting go of it may write the word back meanwhile.
-func setExpiry(a []byte, off uint32, e int64) {
-	e = max(e, 0)
-	w := hiWord(a, off)
-	for spin := 0; ; spin++ {
-		hi := atomic.LoadUint32(w)
-		if hi&lockBit == 0 && atomic.CompareAndSwapUint32(w, hi, hi|lockBit) {
-			break
-		}
-		pause(spin)
-	}
-	binary.NativeEndian.PutUint32(a[off:], uint32(e))
-	atomic.StoreUint32(w, uint32(uint64(e)>>32))
-}
-
 // fmix32 is MurmurHash3's finaliser: a bijection that spreads every input
 // bit over the output.
 func fmix32(h uint32) uint32 {
@@ -291,11 +181,10 @@ func home(fp, seed uint32, n int) int {
 }
 
 // find looks key up. When found, it returns the key's slot, the offset of
-// its entry, of its value, the value's length and reserve, and true, with
-// the entry settled (see settle). (Plain results rather than a struct,
-// which the compiler would copy through the stack on the hot path.) When
-// not found, slot is the empty slot where key would be inserted (-1 when
-// the index is not allocated) and ok is false.
+// its entry, of its value, the value's length and reserve, and true. (Plain
+// results rather than a struct, which the compiler would copy through the
+// stack on the hot path.) When not found, slot is the empty slot where key
+// would be inserted (-1 when the index is not allocated) and ok is false.
 func (sh *shard) find(fp uint32, key []byte) (slot int, off, val, vlen, vcap uint32, ok bool) {
 	slots := sh.slots
 	n := len(slots)
@@ -313,11 +202,9 @@ func (sh *shard) find(fp uint32, key []byte) (slot int, off, val, vlen, vcap uin
 			a := sh.arena
 			klen, p := uvarintAt(a, off+8)
 			vcap, p := uvarintAt(a, p)
-			w := uvarintLen(vcap) // vlen's width, which a decision may rewrite: read once settled
-			if int(klen) == len(key) && string(a[p+w:p+w+klen]) == string(key) {
-				sh.settle(off)
-				vlen, _ := uvarintAt(a, p)
-				return i, off, p + w + klen, vlen, vcap, true
+			vlen, p := uvarintAt(a, p)
+			if int(klen) == len(key) && string(a[p:p+klen]) == string(key) {
+				return i, off, p + klen, vlen, vcap, true
 			}
 		}
 		i++
@@ -329,7 +216,7 @@ func (sh *shard) find(fp uint32, key []byte) (slot int, off, val, vlen, vcap uin
 
 // lookup is find for a caller that only reads or rewrites the key's entry
 // in place: it returns the offsets of the entry and of its value, the
-// value's length, and whether the key was found, with the entry settled.
+// value's length, and whether the key was found.
 func (sh *shard) lookup(fp uint32, key []byte) (slot int, off, val, vlen, vcap uint32, ok bool) {
 	slots := sh.slots
 	n := len(slots)
@@ -347,17 +234,16 @@ func (sh *shard) lookup(fp uint32, key []byte) (slot int, off, val, vlen, vcap u
 			// The three lengths are one byte each unless the key or the
 			// value is 128 bytes or more.
 			p := off + 8
-			klen, vcap := uint32(a[p]), uint32(a[p+1])
-			q := p + 3
-			if klen|vcap >= 0x80 {
-				klen, q = uvarintAt(a, p)
-				vcap, q = uvarintAt(a, q)
-				q += uvarintLen(vcap)
+			klen, vcap, vlen := uint32(a[p]), uint32(a[p+1]), uint32(a[p+2])
+			if klen|vcap|vlen >= 0x80 {
+				klen, p = uvarintAt(a, p)
+				vcap, p = uvarintAt(a, p)
+				vlen, p = uvarintAt(a, p)
+			} else {
+				p += 3
 			}
-			if int(klen) == len(key) && sameKey(a[q:q+klen], key) {
-				sh.settle(off)
-				vlen, _ := uvarintAt(a, q-uvarintLen(vcap))
-				return i, off, q + klen, vlen, vcap, true
+			if int(klen) == len(key) && sameKey(a[p:p+klen], key) {
+				return i, off, p + klen, vlen, vcap, true
 			}
 		}
 		if i++; i == n {
@@ -388,10 +274,9 @@ func sameKey(a, b []byte) bool {
 	return x == 0
 }
 
-// expiresAt returns the expiry of the entry at off, once settled.
+// expiresAt returns the expiry of the entry at off.
 func (sh *shard) expiresAt(off uint32) int64 {
-	hi := sh.settle(off)
-	return int64(uint64(hi)<<32 | uint64(binary.NativeEndian.Uint32(sh.arena[off:])))
+	return int64(binary.LittleEndian.Uint64(sh.arena[off:]))
 }
 
 // extend sets the expiry of the entry at off to expiresAt when the entry is
@@ -402,7 +287,7 @@ func (sh *shard) extend(off uint32, now, expiresAt int64) bool {
 	if e <= 0 || e <= now || e >= expiresAt {
 		return false
 	}
-	setExpiry(sh.arena, off, expiresAt)
+	binary.LittleEndian.PutUint64(sh.arena[off:], uint64(expiresAt))
 	return true
 }
 
@@ -411,20 +296,17 @@ func expired(e, now int64) bool {
 	return e > 0 && e <= now
 }
 
-// appendEntry writes a new entry at the end of the arena, reserving at
-// least vcap bytes for the value (roomFor), and returns its offset. It grows
-// the arena by a quarter at a time (not Go's doubling), an eighth once it
-// passes 64 KiB, to keep the slack per key small; the copying that costs
-// stays amortised O(1). A new arena is published before the entry's slot
-// is stored.
+// appendEntry writes a new entry at the end of the arena, reserving vcap
+// bytes for the value, and returns its offset. It grows the arena by a
+// quarter at a time (not Go's doubling), an eighth once it passes 64 KiB, to
+// keep the slack per key small; the copying that costs stays amortised O(1).
 func (sh *shard) appendEntry(key, value []byte, expiresAt int64, vcap uint32) (uint32, error) {
 	klen := uint32(len(key))
 	vlen := uint32(len(value))
-	vcap = roomFor(klen, vcap)
 	need := entrySize(klen, vcap)
 	a := sh.arena
 	if len(a) == 0 {
-		need += arenaPad
+		need++ // the pad byte that keeps offsets non-zero
 	}
 	if uint64(len(a))+uint64(need) > maxArena {
 		return 0, ErrTooLarge
@@ -440,19 +322,18 @@ func (sh *shard) appendEntry(key, value []byte, expiresAt int64, vcap uint32) (u
 		if c < 256 {
 			c = 256
 		}
-		c = (c + 7) &^ 7 // a whole number of words: the allocation is 8-aligned
 		if c > maxArena {
-			c = maxArena &^ 7
+			c = maxArena
 		}
-		a = sh.moveArena(c)
+		na := make([]byte, len(a), c)
+		copy(na, a)
+		a = na
 	}
 	if len(a) == 0 {
-		a = a[:arenaPad]
+		a = a[:1]
 	}
 	off := uint32(len(a))
-	e := uint64(max(expiresAt, 0))
-	a = binary.NativeEndian.AppendUint32(a, uint32(e))
-	a = binary.NativeEndian.AppendUint32(a, uint32(e>>32))
+	a = binary.LittleEndian.AppendUint64(a, uint64(expiresAt))
 	a = binary.AppendUvarint(a, uint64(klen))
 	a = binary.AppendUvarint(a, uint64(vcap))
 	w := uvarintLen(vcap)
@@ -463,43 +344,13 @@ func (sh *shard) appendEntry(key, value []byte, expiresAt int64, vcap uint32) (u
 	p = len(a)
 	a = a[:p+int(vcap)]
 	copy(a[p:], value)
-	clear(a[p+int(vlen):])
 	sh.arena = a
 	return off, nil
 }
 
-// moveArena copies the arena into a new allocation of c bytes, at the
-// same offsets, and publishes it. Each live entry is settled first and
-// copied without its hi word, which is written from the settled value: a
-// decision that read the old view may still take and let go of the old
-// entry's lock (finding seq moved), and neither its bit nor the word's
-// bytes must be read while it does. Dead entries are left as zeros.
-func (sh *shard) moveArena(c int) []byte {
-	a := sh.arena
-	na := make([]byte, len(a), c)
-	for _, s := range sh.slots {
-		if s == 0 {
-			continue
-		}
-		off := uint32(s)
-		hi := sh.settle(off)
-		klen, p := uvarintAt(a, off+8)
-		vcap, _ := uvarintAt(a, p)
-		end := off + uint32(entrySize(klen, vcap))
-		copy(na[off:off+4], a[off:off+4])
-		binary.NativeEndian.PutUint32(na[off+4:], hi)
-		copy(na[off+8:end], a[off+8:end])
-	}
-	sh.arena = na
-	sh.publish()
-	return na
-}
-
 // removeSlot empties slot i and shifts the rest of its probe run back so
 // that every key stays reachable from its home slot. It updates count and
-// dead but does not compact or resize: callers call tidy afterwards. Slots
-// are stored atomically: decisions read the index without the shard lock
-// (a key they miss while its run shifts sends them to the locked path).
+// dead but does not compact or resize: callers call tidy afterwards.
 func (sh *shard) removeSlot(i int) {
 	slots := sh.slots
 	n := len(slots)
@@ -531,10 +382,10 @@ func (sh *shard) removeSlot(i int) {
 		} else if i < k || k <= j {
 			continue
 		}
-		atomic.StoreUint64(&slots[i], s)
+		slots[i] = s
 		i = j
 	}
-	atomic.StoreUint64(&slots[i], 0)
+	slots[i] = 0
 }
 
 // insertSlot puts s into the index, which must have a free slot.
@@ -567,7 +418,6 @@ func (sh *shard) resize(n int) {
 	}
 	sh.slots = slots
 	sh.gen++
-	sh.publish()
 }
 
 // needGrow reports whether adding one key would push the index's load
@@ -594,7 +444,6 @@ func (s *Table) tidy(sh *shard) {
 	if sh.count == 0 {
 		sh.slots, sh.arena, sh.dead, sh.cursor = nil, nil, 0, 0
 		sh.gen++
-		sh.publish()
 		return
 	}
 	if n := len(sh.slots); n > minSlots && sh.count*5 < n {
@@ -607,46 +456,31 @@ func (s *Table) tidy(sh *shard) {
 }
 
 // compact copies the live entries into a new arena, in index order, and
-// trims each value's reserve to its length (roomFor). Slots keep their
-// positions, so the sweeper's cursor stays valid; they are written to a new
-// index, published with the new arena, so that a decision that read the
-// old view finds the old entries (and then that seq moved). The work is
-// bounded by the shard's size.
+// trims each value's reserve to its length. Slots keep their positions, so
+// the sweeper's cursor stays valid. The work is bounded by the shard's size.
 func (sh *shard) compact() {
 	old := sh.arena
-	live := len(old) - arenaPad - sh.dead
-	a := make([]byte, arenaPad, max(16, (arenaPad+live+7)&^7))
-	slots := make([]uint64, len(sh.slots))
+	live := len(old) - 1 - sh.dead
+	a := make([]byte, 1, 1+live)
 	for i, s := range sh.slots {
 		if s == 0 {
 			continue
 		}
 		off := uint32(s)
-		hi := sh.settle(off)
 		klen, p := uvarintAt(old, off+8)
-		vcap, p := uvarintAt(old, p)
-		p += uvarintLen(vcap)
-		vlen, _ := uvarintAt(old, p-uvarintLen(vcap))
-		ncap := roomFor(klen, vlen)
+		_, p = uvarintAt(old, p)
+		vlen, p := uvarintAt(old, p)
 		noff := len(a)
-		a = append(a, old[off:off+4]...)
-		a = binary.NativeEndian.AppendUint32(a, hi)
+		a = append(a, old[off:off+8]...)
 		a = binary.AppendUvarint(a, uint64(klen))
-		a = binary.AppendUvarint(a, uint64(ncap))
-		w := uvarintLen(ncap)
-		q := len(a)
-		a = a[:q+int(w)]
-		putUvarintWidth(a[q:], vlen, w)
+		a = binary.AppendUvarint(a, uint64(vlen))
+		a = binary.AppendUvarint(a, uint64(vlen))
 		a = append(a, old[p:p+klen+vlen]...)
-		q = len(a)
-		a = a[:q+int(ncap-vlen)]
-		clear(a[q:])
-		slots[i] = s&^math.MaxUint32 | uint64(noff)
+		sh.slots[i] = s&^math.MaxUint32 | uint64(noff)
 	}
-	sh.slots, sh.arena = slots, a
+	sh.arena = a
 	sh.dead = 0
 	sh.gen++
-	sh.publish()
 }
 
 // sweep examines up to limit keys from the cursor and removes those expired
@@ -683,13 +517,4 @@ func (sh *shard) sweep(now int64, limit int) (examined, removed int) {
 	}
 	sh.cursor = c
 	return examined, removed
-}
-
-// valueLen returns the length of the value of the entry at off, whose
-// value reserve is vcap, once the entry is settled.
-func (sh *shard) valueLen(off, vcap uint32) uint32 {
-	sh.settle(off)
-	_, p := uvarintAt(sh.arena, off+8)
-	n, _ := uvarintAt(sh.arena, p+uvarintLen(vcap))
-	return n
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/sluice-go/sluice/backend"
 )
@@ -17,7 +18,7 @@ func checkInvariants(t *testing.T, s *Table) {
 	total := 0
 	for si := range s.shards {
 		sh := &s.shards[si]
-		sh.lock()
+		sh.mu.Lock()
 		n := len(sh.slots)
 		used := 0
 		for i, slot := range sh.slots {
@@ -50,7 +51,7 @@ func checkInvariants(t *testing.T, s *Table) {
 			t.Errorf("shard %d: empty but holds memory", si)
 		}
 		total += sh.count
-		sh.unlock()
+		sh.mu.Unlock()
 	}
 	if got := s.Len(); got != total {
 		t.Errorf("Len() = %d, shards hold %d", got, total)
@@ -203,9 +204,9 @@ func TestSweepShardBudget(t *testing.T) {
 	}
 	sh := &s.shards[0]
 	for _, limit := range []int{0, 1, 7, 100} {
-		sh.lock()
+		sh.mu.Lock()
 		examined, removed := sh.sweep(20, limit)
-		sh.unlock()
+		sh.mu.Unlock()
 		if examined > limit || removed > examined {
 			t.Errorf("sweep(limit %d) examined %d, removed %d", limit, examined, removed)
 		}
@@ -213,10 +214,10 @@ func TestSweepShardBudget(t *testing.T) {
 	// One full pass removes every expired key even though removals shift
 	// keys back past the cursor.
 	for range 20 {
-		sh.lock()
+		sh.mu.Lock()
 		sh.sweep(20, 1000)
 		s.tidy(sh)
-		sh.unlock()
+		sh.mu.Unlock()
 	}
 	s.keys.Store(int64(sh.count))
 	if sh.count != 500 {
@@ -240,11 +241,36 @@ func TestXXHashFingerprint(t *testing.T) {
 	h := backend.Hash(key)
 	s.Put(key, []byte("v"), 0)
 	sh := &s.shards[h&15]
-	sh.lock()
+	sh.mu.Lock()
 	_, _, _, _, _, ok := sh.find(uint32(h>>32), key)
-	sh.unlock()
+	sh.mu.Unlock()
 	if !ok {
 		t.Fatalf("key not found in shard %d under fingerprint %#x", h&15, uint32(h>>32))
+	}
+}
+
+func TestShardSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is padded for 64-bit words")
+	}
+	if size := unsafe.Sizeof(shard{}); size%64 != 0 {
+		t.Errorf("sizeof(shard) = %d, want a multiple of 64 so shards do not share cache lines", size)
+	}
+	// Each group of fields stays on its own cache line (see shard).
+	var sh shard
+	lines := []struct {
+		name       string
+		first, end uintptr
+		line       uintptr
+	}{
+		{"lock and memo", unsafe.Offsetof(sh.mu), unsafe.Offsetof(sh.hotKlen) + 4, 0},
+		{"index and arena", unsafe.Offsetof(sh.slots), unsafe.Offsetof(sh.closed) + 1, 1},
+		{"counts", unsafe.Offsetof(sh.count), unsafe.Offsetof(sh.now) + 8, 2},
+	}
+	for _, l := range lines {
+		if l.first/64 != l.line || (l.end-1)/64 != l.line {
+			t.Errorf("%s at bytes [%d, %d), want all in cache line %d", l.name, l.first, l.end, l.line)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/bits"
 	"math/rand/v2"
@@ -115,12 +116,9 @@ type Stats struct {
 // arguments. GetLocked returns a slice aliasing the stored record, valid
 // until the stripe lock is released or the stripe is written.
 //
-// Lock order: sweepMu, then a shard's lock, then an entry's lock (held by
-// a shard's holder only to write the entry's expiry). At most one shard
-// lock is held by the Table itself at any time; the engine may hold
-// several, taken in stripe order. A decision holding an entry's lock
-// (LockEntry) takes no other: it lets go of the entry before it takes the
-// shard's lock.
+// Lock order: sweepMu, then a shard's lock. At most one shard lock is held
+// by the Table itself at any time; the engine may hold several, taken in
+// stripe order.
 type Table struct {
 	// Read by every call and written only by New: a line every core keeps
 	// a copy of. The padding keeps another object's writes off it, and the
@@ -205,12 +203,12 @@ func (s *Table) Get(key []byte, now int64) ([]byte, error) {
 	}
 	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
-	sh.lock()
+	sh.mu.Lock()
 	v, err := s.getLocked(sh, hash, key, now)
 	if v != nil {
 		v = append(make([]byte, 0, len(v)), v...)
 	}
-	sh.unlock()
+	sh.mu.Unlock()
 	return v, err
 }
 
@@ -223,9 +221,9 @@ func (s *Table) Put(key, value []byte, expiresAt int64) error {
 	}
 	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
-	sh.lock()
+	sh.mu.Lock()
 	err := s.putLocked(sh, hash, key, value, expiresAt)
-	sh.unlock()
+	sh.mu.Unlock()
 	return err
 }
 
@@ -236,21 +234,20 @@ func (s *Table) Delete(key []byte) error {
 	}
 	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
-	sh.lock()
+	sh.mu.Lock()
 	err := s.deleteLocked(sh, hash, key)
-	sh.unlock()
+	sh.mu.Unlock()
 	return err
 }
 
 // Stripes returns the number of shards, a power of two.
 func (s *Table) Stripes() int { return len(s.shards) }
 
-// Lock acquires the lock of shard i, 0 <= i < Stripes(). While it is held,
-// no decision through LockEntry changes a record of the shard.
-func (s *Table) Lock(i int) { s.shards[i].lock() }
+// Lock acquires the lock of shard i, 0 <= i < Stripes().
+func (s *Table) Lock(i int) { s.shards[i].mu.Lock() }
 
 // Unlock releases the lock of shard i.
-func (s *Table) Unlock(i int) { s.shards[i].unlock() }
+func (s *Table) Unlock(i int) { s.shards[i].mu.Unlock() }
 
 // GetLocked is Get for a caller holding the lock of shard hash&(Stripes()-1),
 // where hash is backend.Hash(key). The returned slice aliases the stored
@@ -316,19 +313,18 @@ func (s *Table) LookupLocked(hash uint64, key []byte, now int64) (record []byte,
 	var off, val, n uint32
 	if sh.isHot(fp, key) {
 		// A hot key looked up again: no probe.
-		off, val = sh.hotOff, sh.hotVal
-		n = sh.valueLen(off, sh.hotVcap)
+		off, val, n = sh.hotOff, sh.hotVal, sh.hotVlen
 	} else {
 		slot, o, v, vn, vcap, ok := sh.lookup(fp, key)
 		if !ok {
 			return sh.scratch[:0], Ref{}, nil
 		}
 		off, val, n = o, v, vn
-		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, uint32(slot), off, val
-		sh.hotVcap, sh.hotFP, sh.hotKlen = vcap, fp, uint32(len(key))
+		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, slot, off, val
+		sh.hotVlen, sh.hotVcap, sh.hotFP, sh.hotKlen = n, vcap, fp, uint32(len(key))
 	}
 	a := sh.arena
-	if expired(sh.expiresAt(off), now) {
+	if e := int64(binary.LittleEndian.Uint64(a[off:])); e > 0 && e <= now {
 		return sh.scratch[:0], Ref{sh, off, val, n}, nil
 	}
 	return a[val : val+n : val+n], Ref{sh, off, val, n}, nil
@@ -343,7 +339,7 @@ func (r Ref) SetExpiryLocked(record []byte, expiresAt int64) bool {
 	if r.sh == nil || uint32(len(record)) != r.n || len(record) == 0 || &record[0] != &r.sh.arena[r.val] {
 		return false
 	}
-	setExpiry(r.sh.arena, r.off, expiresAt)
+	binary.LittleEndian.PutUint64(r.sh.arena[r.off:], uint64(expiresAt))
 	return true
 }
 
@@ -383,10 +379,10 @@ func (s *Table) ExtendLocked(hash uint64, key []byte, now, expiresAt int64) (boo
 func (s *Table) PutRefLocked(hash uint64, ref Ref, key, value []byte, now, expiresAt int64) error {
 	if sh := ref.sh; sh != nil && uint32(len(value)) == ref.n {
 		a := sh.arena
+		binary.LittleEndian.PutUint64(a[ref.off:], uint64(expiresAt))
 		if len(value) > 0 && &value[0] != &a[ref.val] {
 			copy(a[ref.val:ref.val+ref.n], value)
 		}
-		setExpiry(a, ref.off, expiresAt)
 		return nil
 	}
 	sh := &s.shards[hash&s.mask]
@@ -443,14 +439,13 @@ func (s *Table) Close() error {
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.lock()
+		sh.mu.Lock()
 		sh.closed = true
 		sh.gen++
 		s.release(sh.count)
 		sh.slots, sh.arena, sh.count, sh.dead, sh.cursor = nil, nil, 0, 0, 0
-		sh.publish()
 		sh.held.Store(0)
-		sh.unlock()
+		sh.mu.Unlock()
 	}
 	return nil
 }
@@ -466,16 +461,15 @@ func (s *Table) getLocked(sh *shard, hash uint64, key []byte, now int64) ([]byte
 	var off, val, vlen uint32
 	if sh.isHot(fp, key) {
 		// A hot key read again: no probe.
-		off, val = sh.hotOff, sh.hotVal
-		vlen = sh.valueLen(off, sh.hotVcap)
+		off, val, vlen = sh.hotOff, sh.hotVal, sh.hotVlen
 	} else {
 		slot, o, v, n, vcap, ok := sh.find(fp, key)
 		if !ok {
 			return nil, nil
 		}
 		off, val, vlen = o, v, n
-		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, uint32(slot), off, val
-		sh.hotVcap, sh.hotFP, sh.hotKlen = vcap, fp, uint32(len(key))
+		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, slot, off, val
+		sh.hotVlen, sh.hotVcap, sh.hotFP, sh.hotKlen = vlen, vcap, fp, uint32(len(key))
 	}
 	if expired(sh.expiresAt(off), now) {
 		return nil, nil
@@ -498,8 +492,7 @@ func (s *Table) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 	)
 	if sh.isHotWrite(fp, key, value) {
 		// Written back right after GetLocked: no probe.
-		slot, off, val, vcap, ok = int(sh.hotSlot), sh.hotOff, sh.hotVal, sh.hotVcap, true
-		vlen = sh.valueLen(off, vcap)
+		slot, off, val, vlen, vcap, ok = sh.hotSlot, sh.hotOff, sh.hotVal, sh.hotVlen, sh.hotVcap, true
 	} else {
 		slot, off, val, vlen, vcap, ok = sh.find(fp, key)
 	}
@@ -510,16 +503,17 @@ func (s *Table) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 		// half of a sizeable reserve idle (a shrunken record moves, so the
 		// compaction that follows returns the space).
 		if n <= vcap && (n >= vcap/2 || vcap <= 64) {
+			putInt64(a[off:], expiresAt)
 			if n != vlen {
 				w := uvarintLen(vcap)
 				putUvarintWidth(a[val-uint32(len(key))-w:], n, w)
+				sh.gen++
 			}
 			// A record stepped in place through the slice GetLocked
 			// returned is already there.
 			if n > 0 && &value[0] != &a[val] {
 				copy(a[val:val+n], value)
 			}
-			setExpiry(a, off, expiresAt)
 			return nil
 		}
 		// Relocate with a quarter of headroom so a growing record (a
@@ -531,7 +525,7 @@ func (s *Table) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 			return err
 		}
 		sh.dead += entrySize(uint32(len(key)), vcap)
-		atomic.StoreUint64(&sh.slots[slot], uint64(fp)<<32|uint64(noff))
+		sh.slots[slot] = uint64(fp)<<32 | uint64(noff)
 		sh.gen++
 		s.tidy(sh)
 		return nil
@@ -553,7 +547,7 @@ func (s *Table) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 		s.release(1)
 		return err
 	}
-	atomic.StoreUint64(&sh.slots[slot], uint64(fp)<<32|uint64(noff))
+	sh.slots[slot] = uint64(fp)<<32 | uint64(noff)
 	sh.count++
 	sh.held.Store(int64(sh.count))
 	sh.gen++
@@ -610,4 +604,16 @@ func (s *Table) release(n int) {
 	if s.maxKeys > 0 {
 		s.keys.Add(-int64(n))
 	}
+}
+
+func putInt64(b []byte, v int64) {
+	_ = b[7]
+	b[0] = byte(v)
+	b[1] = byte(v >> 8)
+	b[2] = byte(v >> 16)
+	b[3] = byte(v >> 24)
+	b[4] = byte(v >> 32)
+	b[5] = byte(v >> 40)
+	b[6] = byte(v >> 48)
+	b[7] = byte(v >> 56)
 }

@@ -180,6 +180,9 @@ func TestRLSProcessHalfWrittenConfig(t *testing.T) {
 	f.Close()
 	p.waitLog(t, "configuration rejected", 1)
 	refused("after the refusal")
+	// Counted after the line is logged: on a loaded machine the test can
+	// read the line first.
+	waitMetricFor(t, p.admin, `sluice_config_reloads_total{result="error"}`, 1, 10*time.Second)
 	if v := metricValue(t, p.admin, `sluice_config_reloads_total{result="error"}`); v != 1 {
 		t.Errorf("refused reloads counted %v, want 1", v)
 	}
