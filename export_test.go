@@ -68,3 +68,11 @@ func LocalShare(l *Local, c *CompiledRule) *CompiledRule { return l.shareOf(c) }
 
 // LocalEngine returns l's in-process engine.
 func LocalEngine(l *Local) *engine.Engine { return l.eng }
+
+// RulesetPathCase returns rs's path case.
+func RulesetPathCase(rs *Ruleset) PathCase {
+	if rs.fold {
+		return PathCaseInsensitive
+	}
+	return PathCaseSensitive
+}

@@ -269,7 +269,7 @@ func TestPathCaseInsensitive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := insensitive.PathCase(), sluice.PathCaseInsensitive; got != want {
+	if got, want := sluice.RulesetPathCase(insensitive), sluice.PathCaseInsensitive; got != want {
 		t.Errorf("PathCase() = %q, want %q", got, want)
 	}
 	for _, tt := range []struct {

@@ -167,14 +167,6 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 // Mode returns the ruleset's match mode.
 func (rs *Ruleset) Mode() MatchMode { return rs.mode }
 
-// PathCase returns the ruleset's path case.
-func (rs *Ruleset) PathCase() PathCase {
-	if rs.fold {
-		return PathCaseInsensitive
-	}
-	return PathCaseSensitive
-}
-
 // Rules returns the compiled rules, enforced and shadow, most specific
 // first, without the default. The slice is a copy.
 func (rs *Ruleset) Rules() []*CompiledRule { return slices.Clone(rs.all) }
