@@ -37,16 +37,6 @@ const (
 // StoreErrorPolicies lists every valid StoreErrorPolicy, in a stable order.
 var StoreErrorPolicies = []StoreErrorPolicy{FailOpen, FailClosed, FailLocal}
 
-// Valid reports whether p is one of StoreErrorPolicies. The empty policy
-// is not valid here; the doors read it as FailOpen.
-func (p StoreErrorPolicy) Valid() bool {
-	switch p {
-	case FailOpen, FailClosed, FailLocal:
-		return true
-	}
-	return false
-}
-
 // Observer is told what a door decides: each decision under a rule and
 // each store error met. Package metrics' *Metrics is one, exporting them to
 // Prometheus; the interface keeps the doors free of any metrics library.

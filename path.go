@@ -48,9 +48,9 @@ const (
 	PathCaseInsensitive PathCase = "insensitive"
 )
 
-// Valid reports whether c is a known path case. The empty case is not
+// valid reports whether c is a known path case. The empty case is not
 // valid here; NewRulesetWith reads it as PathCaseSensitive.
-func (c PathCase) Valid() bool { return c == PathCaseSensitive || c == PathCaseInsensitive }
+func (c PathCase) valid() bool { return c == PathCaseSensitive || c == PathCaseInsensitive }
 
 // CanonicalPath returns the form of the request path p that rules are
 // matched on: the path with repeated slashes merged into one and the

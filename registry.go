@@ -24,9 +24,9 @@ const (
 	MatchAll MatchMode = "all"
 )
 
-// Valid reports whether m is a known match mode. The empty mode is not
+// valid reports whether m is a known match mode. The empty mode is not
 // valid here; NewRuleset reads it as MatchMostSpecific.
-func (m MatchMode) Valid() bool { return m == MatchMostSpecific || m == MatchAll }
+func (m MatchMode) valid() bool { return m == MatchMostSpecific || m == MatchAll }
 
 // Ruleset is an immutable, validated set of rules: what a Registry holds.
 //
@@ -98,10 +98,10 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 	if mode == "" {
 		mode = MatchMostSpecific
 	}
-	if !mode.Valid() {
+	if !mode.valid() {
 		return nil, -1, fmt.Errorf("%w: match mode must be %q or %q, got %s", ErrInvalidConfig, MatchMostSpecific, MatchAll, clip.Quote(string(mode), clip.Max))
 	}
-	if opts.PathCase != "" && !opts.PathCase.Valid() {
+	if opts.PathCase != "" && !opts.PathCase.valid() {
 		return nil, -1, fmt.Errorf("%w: path case must be %q or %q, got %s", ErrInvalidConfig, PathCaseSensitive, PathCaseInsensitive, clip.Quote(string(opts.PathCase), clip.Max))
 	}
 	rs := &Ruleset{all: make([]*CompiledRule, 0, len(rules)), mode: mode, fold: opts.PathCase == PathCaseInsensitive}

@@ -51,8 +51,8 @@ const (
 // Scopes lists every valid Scope, in a stable order.
 var Scopes = []Scope{ScopeUser, ScopeAPIKey, ScopeIP, ScopeGlobal}
 
-// Valid reports whether s is one of Scopes.
-func (s Scope) Valid() bool {
+// valid reports whether s is one of Scopes.
+func (s Scope) valid() bool {
 	switch s {
 	case ScopeUser, ScopeAPIKey, ScopeIP, ScopeGlobal:
 		return true
@@ -179,7 +179,7 @@ func (r Rule) compile() (*CompiledRule, error) {
 	if r.Host != "" && !validHost(r.Host) {
 		return nil, r.fail("host", "want a host name in lower case, such as api.example.com, or *.example.com for the names under it, with no port, got %q", r.Host)
 	}
-	if !r.Scope.Valid() {
+	if !r.Scope.valid() {
 		return nil, r.fail("scope", "must be one of %v, got %q", Scopes, string(r.Scope))
 	}
 	if r.Plan != "" && !ValidPlan(r.Plan) {
