@@ -210,7 +210,7 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 	if err != nil && ended(ctx, err) {
 		return Decided{Batch: b, Requests: reqs}, at, err // no one waits for the answer
 	}
-	if err != nil && IsStoreError(err) {
+	if err != nil && isStoreError(err) {
 		c.storeError(b.name(at), policy, err)
 		if c.local == nil || policy != FailLocal || b.Rules == nil {
 			return Decided{Batch: b, Requests: reqs}, at, err
@@ -349,7 +349,7 @@ func (c *Decider) ErrVerdict(ctx context.Context, err error) Verdict {
 	switch {
 	case ended(ctx, err):
 		return Unavailable
-	case !IsStoreError(err):
+	case !isStoreError(err):
 		return Failed
 	case c.local != nil || c.policy == FailClosed:
 		return Unavailable
@@ -362,7 +362,7 @@ func (c *Decider) ErrVerdict(ctx context.Context, err error) Verdict {
 // logged under name as Decide's are.
 func (c *Decider) Peek(ctx context.Context, name string, limit engine.Limit, key string, cost int64) (algo.Decision, error) {
 	d, err := c.eng.Peek(ctx, limit, key, cost)
-	if err != nil && !ended(ctx, err) && IsStoreError(err) {
+	if err != nil && !ended(ctx, err) && isStoreError(err) {
 		c.storeError(name, c.policy, err)
 	}
 	return d, err
@@ -428,9 +428,9 @@ func ended(ctx context.Context, err error) bool {
 	return cerr != nil && errors.Is(err, cerr)
 }
 
-// IsStoreError reports an engine error that the store-error policy
+// isStoreError reports an engine error that the store-error policy
 // applies to.
-func IsStoreError(err error) bool {
+func isStoreError(err error) bool {
 	return errors.Is(err, engine.ErrStore) || errors.Is(err, engine.ErrClosed)
 }
 
