@@ -43,7 +43,7 @@ type Decider struct {
 	localObs  LocalObserver  // metrics, when it is one
 	shadowObs ShadowObserver // metrics, when it is one
 	policy    StoreErrorPolicy
-	local     *Local // with policy FailLocal
+	local     *LocalFallback // with policy FailLocal
 	log       *slog.Logger
 	tally     func(*CompiledRule, string, int64, bool)
 
@@ -68,7 +68,7 @@ type DeciderConfig struct {
 	OnStoreError StoreErrorPolicy
 	// Local decides the requests the store could not, under FailLocal.
 	// Required with FailLocal, ignored otherwise.
-	Local *Local
+	Local *LocalFallback
 	// Logger receives store errors (at most one line a second) and the
 	// engine errors no decision came of; nil means slog.Default().
 	Logger *slog.Logger

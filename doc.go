@@ -37,20 +37,19 @@
 // (Ruleset.WithOverrides, Ruleset.Override); it keeps the rule's record, so
 // what the caller spent carries over.
 //
-// A Decider is the decision core every door calls (core.go): given a
-// request's batch (for each limit covering it, the engine's limit, key and
-// cost), it spends on the engine, follows the StoreErrorPolicy when the
-// store fails (a Local decides under FailLocal), and tells the Observer;
-// Pick chooses the decision the answer reports. A Door is a door of rules
-// over one (door.go states its steps, decide.go is its request path):
-// match, key the caller under each rule, apply the caller's overrides,
-// hand the batch to its Decider, then decide the shadow rules of a request
-// that passes. It returns an Outcome. Package httplimit's middleware,
-// package grpclimit's interceptors and package replay each wrap a Door,
-// and only read requests for it and turn its Outcome into an answer;
-// package envoyrls' server matches descriptors into a batch of its own and
-// hands it to a Decider. The rate-limit fields every door sends are one
-// function of a decision (CompiledRule.Policy, AppendRateLimit; package
+// A Decider is the decision core every door calls (core.go): given a request's
+// batch (for each limit covering it, the engine's limit, key and cost), it
+// spends on the engine, follows the StoreErrorPolicy when the store fails (a
+// LocalFallback decides under FailLocal), and tells the Observer; Pick chooses
+// the decision the answer reports. A Door is a door of rules over one (door.go
+// states its steps, decide.go is its request path): match, key the caller under
+// each rule, apply the caller's overrides, hand the batch to its Decider, then
+// decide the shadow rules of a request that passes. It returns an Outcome.
+// Package httplimit's middleware, package grpclimit's interceptors and package
+// replay each wrap a Door, and only read requests for it and turn its Outcome
+// into an answer; package envoyrls' server matches descriptors into a batch of
+// its own and hands it to a Decider. The rate-limit fields every door sends are
+// one function of a decision (CompiledRule.Policy, AppendRateLimit; package
 // internal/ratefield).
 //
 // A Registry holds the ruleset in force and replaces it whole with one

@@ -24,13 +24,13 @@ const (
 	// FailClosed refuses the request (503 Service Unavailable over HTTP,
 	// codes.Unavailable over gRPC).
 	FailClosed StoreErrorPolicy = "closed"
-	// FailLocal decides the request in-process instead, with a Local: on
-	// an in-process engine, under the rule divided by the fleet's size, so
+	// FailLocal decides the request in-process instead, with a LocalFallback:
+	// on an in-process engine, under the rule divided by the fleet's size, so
 	// that a fleet of gateways sharing a store (Redis) keeps limiting,
-	// approximately, while the store is down. The next request tries the
-	// store again; the store's circuit breaker makes that attempt fail at
-	// once while it stays down. The error is logged and counted, and so is
-	// each decision made locally (LocalObserver).
+	// approximately, while the store is down. The next request tries the store
+	// again; the store's circuit breaker makes that attempt fail at once while
+	// it stays down. The error is logged and counted, and so is each decision
+	// made locally (LocalObserver).
 	FailLocal StoreErrorPolicy = "local"
 )
 
@@ -191,7 +191,7 @@ type DoorConfig[R any] struct {
 	// Local decides the requests the store could not, under FailLocal: on
 	// its in-process engine, under each rule's share of the fleet.
 	// Required with FailLocal, ignored otherwise.
-	Local *Local
+	Local *LocalFallback
 	// Logger receives store errors (at most one line a second) and the
 	// engine errors no decision came of; nil means slog.Default().
 	Logger *slog.Logger

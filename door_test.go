@@ -393,7 +393,7 @@ func TestDoorStoreErrorPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { e.Close() })
-			local, err := sluice.NewLocal(newTestEngine(t), 2)
+			local, err := sluice.NewLocalFallback(newTestEngine(t), 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,7 +436,7 @@ func TestDoorContextEnded(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { e.Close() })
-			local, err := sluice.NewLocal(newTestEngine(t), 2)
+			local, err := sluice.NewLocalFallback(newTestEngine(t), 2)
 			if err != nil {
 				t.Fatal(err)
 			}

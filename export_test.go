@@ -56,18 +56,18 @@ func Overrides(rs *Ruleset) []Override {
 func RuleRequest(c *CompiledRule, key string) engine.Request { return c.request(key) }
 
 // FleetSize returns the number of gateways l divides the rules by.
-func FleetSize(l *Local) int { return l.fleet }
+func FleetSize(l *LocalFallback) int { return l.fleet }
 
 // LocalRequest returns l's request for key under c's share.
-func LocalRequest(l *Local, c *CompiledRule, key string, cost int64) engine.Request {
+func LocalRequest(l *LocalFallback, c *CompiledRule, key string, cost int64) engine.Request {
 	return l.request(c, key, cost)
 }
 
 // LocalShare returns c's share as l compiles it.
-func LocalShare(l *Local, c *CompiledRule) *CompiledRule { return l.shareOf(c) }
+func LocalShare(l *LocalFallback, c *CompiledRule) *CompiledRule { return l.shareOf(c) }
 
 // LocalEngine returns l's in-process engine.
-func LocalEngine(l *Local) *engine.Engine { return l.eng }
+func LocalEngine(l *LocalFallback) *engine.Engine { return l.eng }
 
 // RulesetPathCase returns rs's path case.
 func RulesetPathCase(rs *Ruleset) PathCase {

@@ -42,24 +42,25 @@ func ceilShare(v, n int64) int64 {
 	return max(1, (v-1)/n+1)
 }
 
-// maxLocalRules bounds the shares a Local keeps compiled; past it the cache
-// starts again (each reload compiles new rules, so the old ones would
+// maxLocalRules bounds the shares a LocalFallback keeps compiled; past it the
+// cache starts again (each reload compiles new rules, so the old ones would
 // otherwise stay).
 const maxLocalRules = 1024
 
-// Local is the in-process fallback of the FailLocal policy. When the store a
-// fleet of gateways shares fails, a door decides the request on Local's
-// engine (an in-process one, over the memory store) under its rule's Share
-// of the fleet: with a fleet of 3, a rule of 10 an hour allows at most 4 an
-// hour per gateway for as long as the store stays down, 12 across the
-// fleet. What callers spend locally stays local: it is not carried to the
-// store when it is back, and the store's records are not read while it is
-// down. Each request tries the store first, so the fleet returns to the
-// shared budget by itself as soon as the store answers again.
+// LocalFallback is the in-process fallback of the FailLocal policy. When the
+// store a fleet of gateways shares fails, a door decides the request on its
+// engine (an in-process one, over the memory store) under its rule's Share of
+// the fleet: with a fleet of 3, a rule of 10 an hour allows at most 4 an hour
+// per gateway for as long as the store stays down, 12 across the fleet. What
+// callers spend locally stays local: it is not carried to the store when it is
+// back, and the store's records are not read while it is down. Each request
+// tries the store first, so the fleet returns to the shared budget by itself as
+// soon as the store answers again.
 //
-// Keep one Local for the life of the program, across reloads, so that what
-// callers spent locally carries over. A Local is safe for concurrent use.
-type Local struct {
+// Keep one LocalFallback for the life of the program, across reloads, so that
+// what callers spent locally carries over. A LocalFallback is safe for
+// concurrent use.
+type LocalFallback struct {
 	eng   *engine.Engine
 	fleet int
 
@@ -67,18 +68,18 @@ type Local struct {
 	shares atomic.Pointer[map[*CompiledRule]*CompiledRule] // read with one atomic load; replaced whole under mu
 }
 
-// NewLocal returns a Local deciding on e, normally an engine over package
-// backend/memory's store, with the rules divided by fleetSize, the number
-// of gateways sharing the store (0 means 1: each gateway keeps the whole
+// NewLocalFallback returns a LocalFallback deciding on e, normally an engine
+// over package backend/memory's store, with the rules divided by fleetSize, the
+// number of gateways sharing the store (0 means 1: each gateway keeps the whole
 // limit). e stays the caller's to close.
-func NewLocal(e *engine.Engine, fleetSize int) (*Local, error) {
+func NewLocalFallback(e *engine.Engine, fleetSize int) (*LocalFallback, error) {
 	if e == nil {
-		return nil, errors.New("sluice: NewLocal: nil engine")
+		return nil, errors.New("sluice: NewLocalFallback: nil engine")
 	}
 	if fleetSize < 0 {
-		return nil, fmt.Errorf("sluice: NewLocal: fleet size must be positive, got %d", fleetSize)
+		return nil, fmt.Errorf("sluice: NewLocalFallback: fleet size must be positive, got %d", fleetSize)
 	}
-	l := &Local{eng: e, fleet: max(1, fleetSize)}
+	l := &LocalFallback{eng: e, fleet: max(1, fleetSize)}
 	l.shares.Store(&map[*CompiledRule]*CompiledRule{})
 	return l, nil
 }
@@ -88,7 +89,7 @@ func NewLocal(e *engine.Engine, fleetSize int) (*Local, error) {
 // is reported under c's name). Shares are compiled once per rule and kept.
 // Should a share not compile (no valid rule is known to lead there), c
 // itself is returned.
-func (l *Local) shareOf(c *CompiledRule) *CompiledRule {
+func (l *LocalFallback) shareOf(c *CompiledRule) *CompiledRule {
 	if l.fleet == 1 {
 		return c
 	}
@@ -122,7 +123,7 @@ func (l *Local) shareOf(c *CompiledRule) *CompiledRule {
 // store could not make, each rule's share and the local engine's request
 // for it (shareOf and request of each), in new slices: rules and reqs, which
 // may be the caller's stack arrays, are not written to.
-func (l *Local) requests(rules []*CompiledRule, reqs []engine.Request) ([]*CompiledRule, []engine.Request) {
+func (l *LocalFallback) requests(rules []*CompiledRule, reqs []engine.Request) ([]*CompiledRule, []engine.Request) {
 	shares := make([]*CompiledRule, len(rules))
 	local := make([]engine.Request, len(reqs))
 	for i, c := range rules {
@@ -135,7 +136,7 @@ func (l *Local) requests(rules []*CompiledRule, reqs []engine.Request) ([]*Compi
 // request returns the local engine's request for key under c's share,
 // spending cost, lowered to the share's capacity when above it (see
 // Share).
-func (l *Local) request(c *CompiledRule, key string, cost int64) engine.Request {
+func (l *LocalFallback) request(c *CompiledRule, key string, cost int64) engine.Request {
 	s := l.shareOf(c)
 	if capacity := s.limit.Algorithm.Params().Capacity(); cost > capacity {
 		cost = capacity

@@ -41,7 +41,7 @@ func TestRuleShare(t *testing.T) {
 	}
 }
 
-func newLocal(t *testing.T, fleet int) (*sluice.Local, *engine.FakeClock) {
+func newLocal(t *testing.T, fleet int) (*sluice.LocalFallback, *engine.FakeClock) {
 	t.Helper()
 	clock := engine.NewFakeClock(time.Unix(1_700_000_000, 0))
 	e, err := engine.New(memory.New(nil), &engine.Options{Clock: clock})
@@ -49,7 +49,7 @@ func newLocal(t *testing.T, fleet int) (*sluice.Local, *engine.FakeClock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	l, err := sluice.NewLocal(e, fleet)
+	l, err := sluice.NewLocalFallback(e, fleet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +115,11 @@ func TestLocalRequest(t *testing.T) {
 	if sluice.LocalShare(one, c) != c {
 		t.Error("a fleet of one: Rule returned another rule than the rule itself")
 	}
-	if _, err := sluice.NewLocal(nil, 1); err == nil {
-		t.Error("NewLocal(nil engine) = nil error")
+	if _, err := sluice.NewLocalFallback(nil, 1); err == nil {
+		t.Error("NewLocalFallback(nil engine) = nil error")
 	}
-	if _, err := sluice.NewLocal(sluice.LocalEngine(l), -1); err == nil {
-		t.Error("NewLocal(fleet -1) = nil error")
+	if _, err := sluice.NewLocalFallback(sluice.LocalEngine(l), -1); err == nil {
+		t.Error("NewLocalFallback(fleet -1) = nil error")
 	}
 }
 

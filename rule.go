@@ -239,8 +239,8 @@ type CompiledRule struct {
 	prefix string // PathPrefix as paths are compared with it: case-folded in a ruleset of PathCaseInsensitive
 	limit  engine.Limit
 	// origin is the rule as configured that this one derives from: an
-	// override's rule (Ruleset.Override), a local share's (Local.shareOf); nil
-	// for a rule as configured.
+	// override's rule (Ruleset.Override), a local share's
+	// (LocalFallback.shareOf); nil for a rule as configured.
 	origin *CompiledRule
 
 	// The rate-limit fields' parts that depend on the rule alone

@@ -74,7 +74,7 @@ type Config struct {
 	// OnStoreError is "on_store_error": sluice.FailOpen (default),
 	// sluice.FailClosed or sluice.FailLocal (decide in-process on each
 	// rule's share, the limit divided by Store.Redis.FleetSize: see
-	// sluice.Local).
+	// sluice.LocalFallback).
 	OnStoreError sluice.StoreErrorPolicy
 	// Match is "match": sluice.MatchMostSpecific (default) or
 	// sluice.MatchAll.

@@ -49,8 +49,8 @@ type Config struct {
 	OnStoreError sluice.StoreErrorPolicy
 	// Local decides the calls the store could not, under sluice.FailLocal:
 	// on its in-process engine, under each rule's share of the fleet
-	// (sluice.Local). Required with FailLocal, ignored otherwise.
-	Local *sluice.Local
+	// (sluice.LocalFallback). Required with FailLocal, ignored otherwise.
+	Local *sluice.LocalFallback
 	// Cost, when set, returns what a call spends under a rule; a result of
 	// zero or less means the rule's own cost. When nil every call spends
 	// its rule's Cost. A cost above the rule's capacity could never be

@@ -450,7 +450,7 @@ func TestStoreFailurePolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { localEng.Close() })
-			local, err := sluice.NewLocal(localEng, 2) // a fleet of two: limit 3 of 5
+			local, err := sluice.NewLocalFallback(localEng, 2) // a fleet of two: limit 3 of 5
 			if err != nil {
 				t.Fatal(err)
 			}

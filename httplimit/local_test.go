@@ -54,7 +54,7 @@ func newRedisServer(t *testing.T, rules []sluice.Rule, mode sluice.MatchMode, fl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { localEng.Close() })
-	local, err := sluice.NewLocal(localEng, fleet)
+	local, err := sluice.NewLocalFallback(localEng, fleet)
 	if err != nil {
 		t.Fatal(err)
 	}

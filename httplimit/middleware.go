@@ -44,12 +44,12 @@ type Config struct {
 	// sluice.FailClosed answers 503 Service Unavailable, sluice.FailLocal
 	// decides it with Local instead.
 	OnStoreError sluice.StoreErrorPolicy
-	// Local decides the requests the store could not, under
-	// sluice.FailLocal: on its in-process engine, under each rule's share
-	// of the fleet (sluice.Local). Required with FailLocal, ignored
-	// otherwise. Keep one Local across the middlewares a program builds
-	// on reloads, so that what callers spent locally carries over.
-	Local *sluice.Local
+	// Local decides the requests the store could not, under sluice.FailLocal:
+	// on its in-process engine, under each rule's share of the fleet
+	// (sluice.LocalFallback). Required with FailLocal, ignored otherwise. Keep
+	// one LocalFallback across the middlewares a program builds on reloads, so
+	// that what callers spent locally carries over.
+	Local *sluice.LocalFallback
 	// Cost, when set, returns what a request spends under a rule; a result
 	// of zero or less means the rule's own cost. When nil every request
 	// spends its rule's Cost. A cost above the rule's capacity could never

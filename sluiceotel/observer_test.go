@@ -87,7 +87,7 @@ func newSite(t *testing.T, o siteOpts) *site {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { localEng.Close() })
-		if cfg.Local, err = sluice.NewLocal(localEng, 1); err != nil {
+		if cfg.Local, err = sluice.NewLocalFallback(localEng, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

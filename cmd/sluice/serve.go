@@ -374,8 +374,8 @@ type limitedProxy struct {
 
 	configPath    string
 	eng           *engine.Engine
-	local         *sluice.Local  // on_store_error local's decisions, kept across reloads
-	localEng      *engine.Engine // local's engine, closed by close
+	local         *sluice.LocalFallback // on_store_error local's decisions, kept across reloads
+	localEng      *engine.Engine        // local's engine, closed by close
 	counts        *metrics.Metrics
 	upstream      *url.URL
 	transport     http.RoundTripper
@@ -429,7 +429,7 @@ func newLimitedProxy(p *process, f serveFlags, bf backendFlags, cfg *config.Conf
 		g.fleet = bf.redis.FleetSize
 		g.storeAttrs = append(g.storeAttrs, "fleet_size", g.fleet)
 	}
-	if g.local, err = sluice.NewLocal(g.localEng, g.fleet); err != nil {
+	if g.local, err = sluice.NewLocalFallback(g.localEng, g.fleet); err != nil {
 		g.close()
 		return nil, p.fail(2, "%s: store.redis.fleet_size: %v", f.config, err), false
 	}
