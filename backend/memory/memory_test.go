@@ -220,17 +220,26 @@ func TestBackgroundSweeper(t *testing.T) {
 	}
 }
 
-// sweepers counts the goroutines running a table's sweeper, read from
-// every goroutine's stack: a count of all goroutines would move with
-// whatever other tests left finishing in the background.
-func sweepers() int {
+// sweepers returns the tables whose sweeper goroutine is running, by the
+// receiver each sweeper's stack shows: counting goroutines instead would
+// move with whatever other tests' goroutines do meanwhile.
+func sweepers() map[string]bool {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "backend/table.(*Table).sweeper(")
+		if n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			continue
 		}
-		buf = make([]byte, 2*len(buf))
+		const call = "backend/table.(*Table).sweeper("
+		running := map[string]bool{}
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			if i := strings.Index(line, call); i >= 0 {
+				recv, _, _ := strings.Cut(line[i+len(call):], ",")
+				running[recv] = true
+			}
+		}
+		return running
 	}
 }
 
@@ -240,18 +249,41 @@ func TestCloseStopsSweeper(t *testing.T) {
 	for i := range stores {
 		stores[i] = memory.New(&memory.Options{SweepInterval: time.Millisecond})
 	}
-	if got := sweepers(); got != before+len(stores) {
-		t.Fatalf("%d sweepers running with %d stores open, want %d", got, len(stores), before+len(stores))
+	// A goroutine not yet scheduled shows no receiver: wait for each to run.
+	ours := map[string]bool{}
+	for deadline := time.Now().Add(5 * time.Second); len(ours) < len(stores); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d new sweepers running with %d stores open, want %d", len(ours), len(stores), len(stores))
+		}
+		for recv := range sweepers() {
+			if !before[recv] && strings.HasPrefix(recv, "0x") {
+				ours[recv] = true
+			}
+		}
+	}
+	if len(ours) != len(stores) {
+		t.Fatalf("%d new sweepers running with %d stores open, want %d", len(ours), len(stores), len(stores))
 	}
 	for _, s := range stores {
 		if err := s.Close(); err != nil {
 			t.Fatalf("Close() = %v", err)
 		}
 	}
+	// Close waits for its sweeper to return; the goroutine may take a
+	// moment more to leave the stacks.
 	deadline := time.Now().Add(5 * time.Second)
-	for sweepers() > before {
+	for {
+		left := 0
+		for recv := range sweepers() {
+			if ours[recv] {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sweepers after Close, want %d: sweepers leaked", sweepers(), before)
+			t.Fatalf("%d of the closed stores' sweepers still running after Close: leaked", left)
 		}
 		time.Sleep(time.Millisecond)
 	}
