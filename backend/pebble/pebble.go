@@ -160,7 +160,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		Lock:          lock,
 		Logger:        plog,
 		MemTableSize:  o.MemTableSize,
-		EventListener: &pebbledb.EventListener{DataCorruption: plog.corruption, BackgroundError: plog.backgroundError},
+		EventListener: &pebbledb.EventListener{DataCorruption: plog.corruption, BackgroundError: plog.backgroundError, FlushEnd: plog.flushEnd},
 	}
 	popts.CacheSize = DefaultCacheSize
 	if o.CacheSize > 0 {
