@@ -33,6 +33,9 @@ type pebbleLog struct {
 	fatal atomic.Pointer[string]     // Fatalf's (or the first DataCorruption's) message
 	stuck atomic.Pointer[stuckWrite] // Fatalf's on a failed write (stuck.go), until a reopen
 	ended atomic.Bool                // Fatalf ended one of Pebble's goroutines
+	// flushFull is set while Pebble's flushes of its memtables fail on a
+	// full disk (stuck.go), and cleared by the next flush that does not.
+	flushFull atomic.Pointer[stuckWrite]
 }
 
 // closable reports whether the database may still be closed: no goroutine
@@ -45,6 +48,9 @@ func (l *pebbleLog) closable() bool { return !l.ended.Load() }
 // it is damaged, for which it has said once what is damaged and which
 // Pebble's retries would repeat.
 func (l *pebbleLog) backgroundError(err error) {
+	if nospace.Is(err) && l.flushFull.Load() != nil {
+		return // said when the flushes started to fail; Pebble retries at once
+	}
 	if l.fatal.Load() == nil {
 		l.Errorf("background error: %s", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +98,86 @@ func TestCloseStuckStore(t *testing.T) {
 	}
 	fulldisk.Free(t, filler)
 	s = open(t, dir) // the directory is released
+}
+
+// TestFlushFailsOnFullDisk: with the write-ahead log written into the
+// files of logs already flushed, commits go on on a full disk while
+// Pebble's flushes of its memtables fail; Pebble would then stall every
+// commit without an error once its memtables are full. Writes must fail
+// with the full-disk error instead of waiting, and succeed again by
+// themselves once the disk has room.
+func TestFlushFailsOnFullDisk(t *testing.T) {
+	root := fulldisk.Mount(t, fulldisk.Size)
+	dir := filepath.Join(root, "store")
+	s, err := Open(dir, &Options{SweepInterval: -1, MemTableSize: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Several memtables flushed, so that their logs are kept for reuse.
+	for i := range 3000 {
+		if err := s.Put(fmt.Appendf(nil, "before%d-%0200d", i, 0), make([]byte, 100), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.WriteBatch(nil, true); err != nil {
+		t.Fatal(err)
+	}
+	filler := fulldisk.Fill(t, root)
+	freed := false
+	defer func() {
+		if !freed {
+			fulldisk.Free(t, filler)
+		}
+	}()
+	// write makes one synced batch of 20 records, and fails the test if
+	// it waits longer than a minute, with the goroutines' stacks.
+	write := func(i int) error {
+		w := make([]backend.Write, 20)
+		for j := range w {
+			w[j] = backend.Write{Key: fmt.Appendf(nil, "k%d-%d-%0200d", i, j, 0), Value: make([]byte, 200)}
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.WriteBatch(w, true) }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			buf := make([]byte, 1<<20)
+			t.Fatalf("WriteBatch %d on a full disk waited a minute; goroutines:\n%s", i, buf[:runtime.Stack(buf, true)])
+			return nil
+		}
+	}
+	var werr error
+	n := 0
+	for ; werr == nil && n < 20000; n++ {
+		werr = write(n)
+	}
+	if !errors.Is(werr, backend.ErrNoSpace) || errors.Is(werr, backend.ErrCorrupt) || !strings.Contains(werr.Error(), dir) {
+		t.Fatalf("WriteBatch %d on a full disk = %v; want an error naming %s wrapping backend.ErrNoSpace, not ErrCorrupt", n, werr, dir)
+	}
+	t.Logf("batch %d failed: %v", n, werr)
+	if err := s.Put([]byte("p"), []byte("v"), 0); !errors.Is(err, backend.ErrNoSpace) {
+		t.Fatalf("Put on a full disk = %v, want ErrNoSpace", err)
+	}
+	mustGet(t, s, fmt.Sprintf("before7-%0200d", 0), t0, string(make([]byte, 100)), true)
+
+	fulldisk.Free(t, filler)
+	freed = true
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := s.WriteBatch([]backend.Write{{Key: []byte("after"), Value: []byte("w")}}, true)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("WriteBatch 30s after the disk has room = %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s = open(t, dir)
+	mustGet(t, s, "after", t0, "w", true)
 }

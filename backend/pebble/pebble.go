@@ -160,7 +160,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		Lock:          lock,
 		Logger:        plog,
 		MemTableSize:  o.MemTableSize,
-		EventListener: &pebbledb.EventListener{DataCorruption: plog.corruption, BackgroundError: plog.backgroundError},
+		EventListener: &pebbledb.EventListener{DataCorruption: plog.corruption, BackgroundError: plog.backgroundError, FlushEnd: plog.flushEnd},
 	}
 	popts.CacheSize = DefaultCacheSize
 	if o.CacheSize > 0 {
@@ -376,8 +376,8 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) (err error) {
 	if err := s.enter("write batch"); err != nil {
 		return err
 	}
-	defer s.gate.Leave()
 	if len(writes) == 0 {
+		defer s.gate.Leave()
 		if !sync {
 			return nil
 		}
@@ -393,7 +393,6 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) (err error) {
 		size += 16 + len(writes[i].Key) + len(writes[i].Value)
 	}
 	b := s.db.NewBatchWithSize(size)
-	defer b.Close()
 	for i := range writes {
 		w := &writes[i]
 		if w.Delete {
@@ -403,8 +402,41 @@ func (s *Store) WriteBatch(writes []backend.Write, sync bool) (err error) {
 		}
 	}
 	s.writeMu.RLock()
-	defer s.writeMu.RUnlock()
-	// Sync even when sync is false: see the package documentation.
+	// Sync even when sync is false: see the package documentation. The
+	// commit runs in a goroutine of its own, which leaves the gate and
+	// the lock when it ends: Pebble may hold it, with no error, while its
+	// flushes fail on a full disk (stuck.go), and then WriteBatch returns
+	// the full-disk error without waiting for it. The commit lands later,
+	// once a flush succeeds, before any commit that follows it; until
+	// then Close waits for it.
+	done := make(chan error, 1)
+	go func() {
+		defer s.gate.Leave()
+		defer b.Close()
+		defer s.writeMu.RUnlock()
+		done <- s.applySynced(b)
+	}()
+	tick := time.NewTicker(stallPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			if err := s.flushError("write batch"); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// stallPoll is how often WriteBatch, waiting for its commit, looks whether
+// Pebble's flushes fail on a full disk.
+const stallPoll = 10 * time.Millisecond
+
+// applySynced applies b, synced, guarded.
+func (s *Store) applySynced(b *pebbledb.Batch) (err error) {
+	defer s.catch("write batch", &err, debug.SetPanicOnFault(true))
 	if err := s.db.Apply(b, pebbledb.Sync); err != nil {
 		return fmt.Errorf("sluice/backend/pebble: write batch: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/backend/internal/nospace"
 )
@@ -26,6 +28,17 @@ import (
 // commit whose log write failed returned an error to its caller, which
 // keeps what it wrote (the engine's tier keeps such records dirty) and
 // writes it again.
+
+// A full disk also reaches Pebble's flushes of its memtables to tables,
+// which fail in the background while commits go on into log space Pebble
+// set aside (it reuses the files of logs already flushed). Pebble retries
+// the flush, and once the memtables it holds reach their limit it stalls
+// every commit, with no error, until a flush succeeds: a write would then
+// wait for as long as the disk is full, and its caller never learn why.
+// So from the first flush that fails on a full disk until one succeeds,
+// every write fails at once with the full-disk error instead of entering
+// Pebble; the database needs no reopen, since Pebble's own retry ends the
+// episode.
 
 // reopenEvery is the least time between two attempts to reopen a stuck
 // database.
@@ -103,11 +116,41 @@ func (s *Store) enter(op string) error {
 	return nil
 }
 
+// flushEnd is Pebble's FlushEnd event: a flush that failed on a full disk
+// makes every write fail at once (see above), and one that did not lets
+// them through again.
+func (l *pebbleLog) flushEnd(info pebbledb.FlushInfo) {
+	if info.Err != nil && nospace.Is(info.Err) {
+		if l.flushFull.Load() == nil {
+			msg, _, _ := strings.Cut(info.Err.Error(), "\n")
+			if l.flushFull.CompareAndSwap(nil, &stuckWrite{msg: "flushing the memtable: " + msg, full: true}) {
+				l.Errorf("background error: %s", info.Err)
+			}
+		}
+		return
+	}
+	l.flushFull.Store(nil)
+}
+
+// flushError returns the error of op while Pebble's flushes fail on a full
+// disk, or nil.
+func (s *Store) flushError(op string) error {
+	w := s.log.flushFull.Load()
+	if w == nil {
+		return nil
+	}
+	return fmt.Errorf("sluice/backend/pebble: %s: %s: the disk is full (%s); writes fail until Pebble, which retries, flushes its memtable: %w",
+		op, s.dir, w.msg, backend.ErrNoSpace)
+}
+
 // unstick is called by every write before it enters: while the database is
 // stuck, it reopens it when the last attempt is reopenEvery old and the
 // disk has room, and returns nil once the database takes writes again, or
 // op's stuck error.
 func (s *Store) unstick(op string) error {
+	if err := s.flushError(op); err != nil {
+		return err
+	}
 	if s.log.stuck.Load() == nil {
 		return nil
 	}
