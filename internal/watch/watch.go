@@ -240,8 +240,16 @@ func (w *Watcher[T]) run(last os.FileInfo) {
 		force    bool             // a SIGHUP is among the causes
 		settling bool
 	)
-	// settleFrom reads now and waits Settle for the next read.
+	// settleFrom reads now and waits Settle for the next read. In
+	// directory mode it watches every subdirectory first, so that a file
+	// written into a new one after the read still makes an event (the
+	// watch added only once the configuration was in force missed those).
 	settleFrom := func() {
+		if w.dirMode {
+			for _, d := range w.dirs() {
+				w.fw.Add(d)
+			}
+		}
 		pending = w.read()
 		settling, settled = true, w.after(timer)
 	}
