@@ -210,7 +210,7 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 	if err != nil && ended(ctx, err) {
 		return Decided{Batch: b, Requests: reqs}, at, err // no one waits for the answer
 	}
-	if err != nil && isStoreError(err) {
+	if err != nil && engine.IsStoreError(err) {
 		c.storeError(b.name(at), policy, err)
 		if c.local == nil || policy != FailLocal || b.Rules == nil {
 			return Decided{Batch: b, Requests: reqs}, at, err
@@ -349,7 +349,7 @@ func (c *Decider) ErrVerdict(ctx context.Context, err error) Verdict {
 	switch {
 	case ended(ctx, err):
 		return Unavailable
-	case !isStoreError(err):
+	case !engine.IsStoreError(err):
 		return Failed
 	case c.local != nil || c.policy == FailClosed:
 		return Unavailable
@@ -362,7 +362,7 @@ func (c *Decider) ErrVerdict(ctx context.Context, err error) Verdict {
 // logged under name as Decide's are.
 func (c *Decider) Peek(ctx context.Context, name string, limit engine.Limit, key string, cost int64) (algo.Decision, error) {
 	d, err := c.eng.Peek(ctx, limit, key, cost)
-	if err != nil && !ended(ctx, err) && isStoreError(err) {
+	if err != nil && !ended(ctx, err) && engine.IsStoreError(err) {
 		c.storeError(name, c.policy, err)
 	}
 	return d, err
@@ -426,12 +426,6 @@ func Pick(n int, over bool, of func(i int) (d algo.Decision, ok bool)) int {
 func ended(ctx context.Context, err error) bool {
 	cerr := ctx.Err()
 	return cerr != nil && errors.Is(err, cerr)
-}
-
-// isStoreError reports an engine error that the store-error policy
-// applies to.
-func isStoreError(err error) bool {
-	return errors.Is(err, engine.ErrStore) || errors.Is(err, engine.ErrClosed)
 }
 
 // storeError counts a store error under the named limit and the policy

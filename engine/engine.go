@@ -44,6 +44,13 @@ var (
 	ErrContention = errors.New("sluice/engine: compare-and-swap kept failing under contention")
 )
 
+// IsStoreError reports whether err is the store's failure (ErrStore) or a
+// closed engine (ErrClosed), the errors a store-error policy answers,
+// rather than the request's own.
+func IsStoreError(err error) bool {
+	return errors.Is(err, ErrStore) || errors.Is(err, ErrClosed)
+}
+
 // DefaultStripes is the number of lock stripes when Options.Stripes is zero.
 const DefaultStripes = 256
 

@@ -176,7 +176,7 @@ func (p *perHandler) defaultError(w http.ResponseWriter, r *http.Request, err er
 	switch {
 	case errors.Is(err, identity.ErrBadIdentity):
 		http.Error(w, "bad caller identity", http.StatusBadRequest)
-	case isStoreError(err):
+	case engine.IsStoreError(err):
 		unavailable(w)
 	default:
 		p.log.Error("sluice/httplimit: cannot decide the request", "limiter", p.lim.Rule().Name(),
@@ -184,12 +184,6 @@ func (p *perHandler) defaultError(w http.ResponseWriter, r *http.Request, err er
 			"err", clip.String(err.Error(), maxLoggedError))
 		http.Error(w, internalErrorBody, http.StatusInternalServerError)
 	}
-}
-
-// isStoreError reports whether err is the store's failure rather than the
-// request's.
-func isStoreError(err error) bool {
-	return errors.Is(err, engine.ErrStore) || errors.Is(err, engine.ErrClosed)
 }
 
 // Decision is the rate-limit decision a request was answered with, as a
