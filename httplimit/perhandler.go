@@ -27,7 +27,10 @@ type PerHandlerConfig struct {
 	// address as package identity keys it ("ip:192.0.2.1", IPv6 grouped
 	// by a /64), from the connection's peer: no proxy is trusted. An
 	// error is answered by OnError, 400 by default when it matches
-	// identity.ErrBadIdentity.
+	// identity.ErrBadIdentity. A key is often chosen by the client (a
+	// header, a path segment): one longer than identity.MaxKeyLen bytes is
+	// refused as identity.ErrBadIdentity, so no client makes the store
+	// keep keys of any size.
 	Key func(r *http.Request) (string, error)
 	// Cost returns what r spends, at least 1 and at most the limiter's
 	// capacity; nil means 1. An error (or a cost out of that range) is
@@ -127,6 +130,9 @@ func PerHandler(cfg PerHandlerConfig) (func(http.Handler) http.Handler, error) {
 // serve decides r under the limiter and answers it.
 func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	key, err := p.key(r)
+	if err == nil && len(key) > identity.MaxKeyLen {
+		err = fmt.Errorf("%w: a key of %d bytes, over %d", identity.ErrBadIdentity, len(key), identity.MaxKeyLen)
+	}
 	if err != nil {
 		p.onError(w, r, fmt.Errorf("sluice/httplimit: key: %w", err))
 		return

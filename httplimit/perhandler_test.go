@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -278,5 +279,23 @@ func TestPerHandlerFieldsMatchNew(t *testing.T) {
 	}
 	if got := get(t, srv, "/other"); got.body != "no decision" {
 		t.Errorf("a request no rule covers: %q, want no decision", got.body)
+	}
+}
+
+// A key the client chooses (here a header) longer than identity.MaxKeyLen
+// is refused with 400 and spends nothing: the store never holds it.
+func TestPerHandlerRefusesLongKeys(t *testing.T) {
+	srv, _ := perHandlerServer(t, httplimit.PerHandlerConfig{Key: byUser}, decisionHandler)
+	long := strings.Repeat("x", identity.MaxKeyLen) // "user:" makes it 5 bytes over
+	for i := range 3 {
+		if got := get(t, srv, "/", "X-User", long); got.status != 400 || got.body != "bad caller identity\n" {
+			t.Fatalf("request %d with a %d-byte key: %d %q, want 400", i, len(long)+5, got.status, got.body)
+		}
+	}
+	fits := long[:identity.MaxKeyLen-len("user:")]
+	for i, want := range []int{200, 200, 429} {
+		if got := get(t, srv, "/", "X-User", fits); got.status != want {
+			t.Errorf("request %d with a key of MaxKeyLen bytes: %d, want %d", i, got.status, want)
+		}
 	}
 }
