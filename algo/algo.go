@@ -1,6 +1,7 @@
 package algo
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -391,8 +392,14 @@ var capacityOther = func(a Algorithm) int64 { return a.Params().Capacity() }
 // valid record. A rule whose algorithm changed finds the old algorithm's
 // records under its keys; those start fresh like absent ones, and are not
 // counted as corrupt.
+//
+// codec.Valid reaches a record's layout through a table of functions, to
+// which escape analysis must give up the bytes it is passed; it is given a
+// copy, so that a step's record may live on its caller's stack (the
+// engine's lock-free read steps a copy there). Only a record the step could
+// not read gets here.
 func isCorrupt(state []byte) bool {
-	return len(state) != 0 && !codec.Valid(state)
+	return len(state) != 0 && !codec.Valid(bytes.Clone(state))
 }
 
 // Quota returns the quota policy the IETF RateLimit-Policy field states for

@@ -26,7 +26,10 @@
 //     on the stack, looked up once under the shard lock, stepped where it
 //     lies by the algorithm's own step, and only its expiry written back
 //     through the table's Ref; the limit's capacity is read only to explain
-//     a denial. ApplyKeyInto decides a Key prepared once with Limit.Key
+//     a denial. Where the shard's last decision denied, a decision first
+//     reads the record without the lock (table.ReadUnlocked, on amd64): a
+//     denial is answered from that copy and writes nothing, not even the
+//     lock; a decision that would spend is made again under the lock. ApplyKeyInto decides a Key prepared once with Limit.Key
 //     exactly as Apply decides the rule and caller it was made from,
 //     without building or hashing the key again, into the caller's
 //     Decision. Any other Striped store, such as the memory store behind a

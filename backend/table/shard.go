@@ -42,8 +42,20 @@ type shard struct {
 	// them: when two cores take turns at a shard, only a line written
 	// since the other last read it has to move between them.
 
-	// Written by every call: the lock and the memo of the hot entry.
-	mu sync.Mutex // guards every field below but seed
+	// Written by every call that takes the lock: the lock, its sequence
+	// and the memo of the hot entry.
+	mu sync.Mutex // guards every field below but seed, seq, view and held
+
+	// seq is odd while the lock is held and even while it is not: lock
+	// and unlock each add one. A reader that takes no lock (ReadUnlocked)
+	// reads it, atomically, before and after reading an entry; the same
+	// even value both times means no holder of the lock came in between,
+	// so the bytes it read were whole. The holder writes it with plain
+	// stores, which Go's compiler keeps in program order and amd64 makes
+	// visible in that order: the only build with such readers (see
+	// unlocked.go). An atomic store would cost every locked call a
+	// locked instruction more.
+	seq uint64
 
 	// The engine reads a record with GetLocked and writes it back with
 	// PutLocked at once, and a hot key comes back again and again.
@@ -53,36 +65,77 @@ type shard struct {
 	// invalidates the memo; the key is still compared.
 	gen     uint64 // bumped by every structural change
 	hotGen  uint64 // gen when the hot entry was found
-	hotSlot int    // its slot
+	hotSlot uint32 // its slot
 	hotOff  uint32 // its offset
 	hotVal  uint32 // the offset of its value
 	hotVlen uint32 // its value length
 	hotVcap uint32 // its value reserve
 	hotFP   uint32 // its fingerprint
 	hotKlen uint32 // its key length
-	// held is count, stored at each change, so that Len reads every
-	// shard's without its lock: per-shard counts summed on read, rather
-	// than one counter that every new key in every shard would write.
-	held atomic.Int64
+	seed    uint32 // mixes fp into a home slot; fixed for the table's life
 
 	// Read by every call, written only when the index or arena is
 	// reallocated.
-	slots  []uint64 // the index; nil when count is zero
-	arena  []byte   // the entries; nil when count is zero
-	seed   uint32   // mixes fp into a home slot; fixed for the table's life
-	closed bool     // set by Close; every method then returns ErrClosed
-	_      [8]byte
+	slots []uint64 // the index; nil when count is zero
+	arena []byte   // the entries; nil when count is zero
+	// view is slots and arena (to its capacity) for readers that take no
+	// lock, published whenever either is reallocated; nil when the shard
+	// holds nothing.
+	view atomic.Pointer[view]
+	// denying is set when a decision under the lock denies and cleared
+	// when a decision read without it spends (see engine's decideMemory):
+	// a hint of which way to decide the shard's next key, stored only
+	// when it changes, so that a run of decisions of one kind leaves the
+	// line unwritten.
+	denying atomic.Bool
+	closed  bool // set by Close; every method then returns ErrClosed
 
 	// Written when keys come and go.
 	count  int   // live slots (keys held, expired or not)
 	dead   int   // bytes of arena held by replaced or deleted entries
 	cursor int   // next slot the sweeper examines
 	now    int64 // latest now passed to a read; used to reclaim when full
+	// held is count, stored at each change, so that Len reads every
+	// shard's without its lock: per-shard counts summed on read, rather
+	// than one counter that every new key in every shard would write.
+	held atomic.Int64
+	_    [24]byte
 
 	// Room for a key's first record, which LookupLocked lends and the
-	// table copies from; it also pads the shard to 192 bytes, so no two
-	// shards share a cache line.
+	// table copies from; with the padding above it makes the shard 256
+	// bytes, so no two shards share a cache line.
 	scratch [32]byte
+	_       [32]byte
+}
+
+// view is a shard's index and arena as a reader without the lock sees
+// them: published together, so that such a reader never pairs one
+// allocation's pointer with another's length.
+type view struct {
+	slots []uint64
+	arena []byte
+}
+
+// lock takes the shard's lock and makes seq odd.
+func (sh *shard) lock() {
+	sh.mu.Lock()
+	sh.seq++
+}
+
+// unlock makes seq even and releases the shard's lock.
+func (sh *shard) unlock() {
+	sh.seq++
+	sh.mu.Unlock()
+}
+
+// publish makes the shard's current index and arena the view readers
+// without the lock use. Every reallocation of either calls it.
+func (sh *shard) publish() {
+	if sh.slots == nil {
+		sh.view.Store(nil)
+		return
+	}
+	sh.view.Store(&view{slots: sh.slots, arena: sh.arena[:cap(sh.arena)]})
 }
 
 // isHot reports whether key is the entry the last GetLocked found and
@@ -344,7 +397,11 @@ func (sh *shard) appendEntry(key, value []byte, expiresAt int64, vcap uint32) (u
 	p = len(a)
 	a = a[:p+int(vcap)]
 	copy(a[p:], value)
+	grown := cap(a) != cap(sh.arena)
 	sh.arena = a
+	if grown {
+		sh.publish()
+	}
 	return off, nil
 }
 
@@ -418,6 +475,7 @@ func (sh *shard) resize(n int) {
 	}
 	sh.slots = slots
 	sh.gen++
+	sh.publish()
 }
 
 // needGrow reports whether adding one key would push the index's load
@@ -444,6 +502,7 @@ func (s *Table) tidy(sh *shard) {
 	if sh.count == 0 {
 		sh.slots, sh.arena, sh.dead, sh.cursor = nil, nil, 0, 0
 		sh.gen++
+		sh.publish()
 		return
 	}
 	if n := len(sh.slots); n > minSlots && sh.count*5 < n {
@@ -481,6 +540,7 @@ func (sh *shard) compact() {
 	sh.arena = a
 	sh.dead = 0
 	sh.gen++
+	sh.publish()
 }
 
 // sweep examines up to limit keys from the cursor and removes those expired
