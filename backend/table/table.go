@@ -525,7 +525,7 @@ func (s *Table) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 		if err != nil {
 			return err
 		}
-		sh.dead += entrySize(uint32(len(key)), vcap)
+		sh.dead += uint32(entrySize(uint32(len(key)), vcap))
 		sh.slots[slot] = uint64(fp)<<32 | uint64(noff)
 		sh.gen++
 		s.tidy(sh)
