@@ -24,14 +24,16 @@ import (
 // can take them back exactly, and nothing else, so that what a caller
 // spent never reads as less than the sum of its actual costs:
 //
-//   - token_bucket, leaky_bucket, gcra: the units not yet refilled (or
-//     drained) since the instant. The bucket has been refilling since the
-//     units were spent; a bucket that was full meanwhile stopped refilling,
-//     and what it would have refilled beyond full cannot be told from what
-//     it refilled for the units, so the refund counts every moment since as
-//     refilling them: n less the units the rate restores in that time
-//     (rounded against the caller), and never more than is spent, so that
-//     nobody is lifted above capacity.
+//   - token_bucket, leaky_bucket, gcra: what of the units has not refilled
+//     (or drained) since the instant. The bucket has been refilling since
+//     the units were spent; a bucket that was full meanwhile stopped
+//     refilling, and what it would have refilled beyond full cannot be told
+//     from what it refilled for the units, so the refund counts every
+//     moment since as refilling them: n less what the rate restores in that
+//     time (to the nano-token, to the nanosecond for gcra; the units
+//     reported are the whole ones), and never more than is spent, so that
+//     nobody is lifted above capacity. A refund settled at once gives back
+//     all n; one settled a window later, nothing.
 //   - fixed_window, sliding_counter: the units, when the instant falls in
 //     the current window (never into a window that has passed, whose count
 //     has become the previous one or is gone), at most the window's count.
@@ -158,8 +160,9 @@ func (r *rate) faded(at, now int64) uint64 {
 	return mulDivCeil(uint64(now-at), uint64(r.limit)*unit, uint64(r.window))
 }
 
-// refundable returns how many whole units of n spent at at a bucket holding
-// spent nano-tokens (after its refill to now) gives back.
+// refundable returns the nano-tokens of n units spent at at that a bucket
+// holding spent nano-tokens (after its refill to now) gives back: n less
+// what the rate restored since at, at most spent.
 func (r *rate) refundable(spent, at, now, n int64) int64 {
 	if n <= 0 || spent <= 0 {
 		return 0
@@ -169,8 +172,7 @@ func (r *rate) refundable(spent, at, now, n int64) int64 {
 	if f >= want {
 		return 0
 	}
-	back := min(want-f, uint64(spent))
-	return int64(back / unit)
+	return int64(min(want-f, uint64(spent)))
 }
 
 // readState returns the token bucket state the record stands for, and
@@ -214,15 +216,15 @@ func (a *TokenBucket) RefundInto(state []byte, now, at, n int64, d *Decision) ([
 	refilled, anchor := a.accrue(s.Updated, now, s.Spent)
 	s.Spent -= refilled
 	s.Updated = anchor
-	k := a.refundable(s.Spent, at, now, n)
-	if k == 0 {
+	back := a.refundable(s.Spent, at, now, n)
+	if back == 0 {
 		a.settledInto(d, corrupt, (full-s.Spent)/unit, a.after(s.Updated, s.Spent, now))
 		return nil, 0
 	}
-	s.Spent -= k * unit
+	s.Spent -= back
 	next := codec.AppendTokenBucket(state, s)
 	a.settledInto(d, corrupt, (full-s.Spent)/unit, a.after(s.Updated, s.Spent, now))
-	return next, k
+	return next, back / unit
 }
 
 // readState returns the leaky bucket state the record stands for, and
@@ -262,15 +264,15 @@ func (a *LeakyBucket) RefundInto(state []byte, now, at, n int64, d *Decision) ([
 	drained, anchor := a.accrue(s.Updated, now, s.Level)
 	s.Level -= drained
 	s.Updated = anchor
-	k := a.refundable(s.Level, at, now, n)
-	if k == 0 {
+	back := a.refundable(s.Level, at, now, n)
+	if back == 0 {
 		a.settledInto(d, corrupt, (full-s.Level)/unit, a.after(s.Updated, s.Level, now))
 		return nil, 0
 	}
-	s.Level -= k * unit
+	s.Level -= back
 	next := codec.AppendBucket(state, codec.TagLeakyBucket, s)
 	a.settledInto(d, corrupt, (full-s.Level)/unit, a.after(s.Updated, s.Level, now))
-	return next, k
+	return next, back / unit
 }
 
 // readTAT returns the record's TAT counted in a's interval, not before now
@@ -317,29 +319,26 @@ func (a *GCRA) ChargeInto(state []byte, now, n int64, d *Decision) ([]byte, int6
 	return next, c
 }
 
-// RefundInto is Refund for GCRA: n less the intervals passed since at
-// (rounded up), at most the whole intervals the TAT is ahead of now.
+// RefundInto is Refund for GCRA: n intervals less the time passed since
+// at, at most what the TAT is ahead of now.
 func (a *GCRA) RefundInto(state []byte, now, at, n int64, d *Decision) ([]byte, int64) {
 	tat, other, corrupt := a.readTAT(state, now)
 	debt := until(tat, now)
-	k := int64(0)
+	back := int64(0)
 	if n > 0 && debt > 0 {
-		faded := int64(0)
-		if now > at {
-			faded = clampI64(mulDivCeil(uint64(now-at), 1, uint64(a.interval)))
-		}
-		if faded < n {
-			k = min(n-faded, debt/a.interval)
+		want := min(n, 2*a.capacity) * a.interval
+		if since := until(now, at); since < want {
+			back = min(want-since, debt)
 		}
 	}
-	if k == 0 {
+	if back == 0 {
 		a.settledInto(d, corrupt, a.available(tat, now), debt)
 		return nil, 0
 	}
-	tat -= k * a.interval
+	tat -= back
 	next := a.write(state, tat, other)
 	a.settledInto(d, corrupt, a.available(tat, now), until(tat, now))
-	return next, k
+	return next, back / a.interval
 }
 
 // current returns the window record as of now: the current window's start
