@@ -82,12 +82,31 @@ func Charge(a Algorithm, state []byte, now, n int64, d *Decision) (next []byte, 
 	case *SlidingLog:
 		return a.ChargeInto(state, now, n, d)
 	}
-	if s, ok := a.(Settler); ok {
-		return s.ChargeInto(state, now, n, d)
-	}
-	*d = Decision{Allowed: true, Limit: capacityOther(a)}
-	return nil, 0
+	next, charged, *d = chargeOther(a, state, now, n)
+	return next, charged
 }
+
+// chargeOther and refundOther are Charge and Refund for an Algorithm of
+// another package's making. They return the decision rather than take d,
+// which would then escape to the heap on every path (see stepOther).
+var (
+	chargeOther = func(a Algorithm, state []byte, now, n int64) ([]byte, int64, Decision) {
+		var d Decision
+		if s, ok := a.(Settler); ok {
+			next, k := s.ChargeInto(state, now, n, &d)
+			return next, k, d
+		}
+		return nil, 0, Decision{Allowed: true, Limit: capacityOther(a)}
+	}
+	refundOther = func(a Algorithm, state []byte, now, at, n int64) ([]byte, int64, Decision) {
+		var d Decision
+		if s, ok := a.(Settler); ok {
+			next, k := s.RefundInto(state, now, at, n, &d)
+			return next, k, d
+		}
+		return nil, 0, Decision{Allowed: true, Limit: capacityOther(a)}
+	}
+)
 
 // Refund takes back up to n units spent at the instant at (Unix
 // nanoseconds; a time after now counts as now) from the record state at
@@ -110,11 +129,8 @@ func Refund(a Algorithm, state []byte, now, at, n int64, d *Decision) (next []by
 	case *SlidingLog:
 		return a.RefundInto(state, now, at, n, d)
 	}
-	if s, ok := a.(Settler); ok {
-		return s.RefundInto(state, now, at, n, d)
-	}
-	*d = Decision{Allowed: true, Limit: capacityOther(a)}
-	return nil, 0
+	next, refunded, *d = refundOther(a, state, now, at, n)
+	return next, refunded
 }
 
 // SpentAt returns the instant that the units of a request admitted at now,
