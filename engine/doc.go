@@ -171,8 +171,8 @@
 // # Context
 //
 // Every call that can reach a store (Apply, ApplyKeyInto, Peek, ApplyAll,
-// Reset, Record, Flush) takes the caller's context.Context first. What it
-// does depends on the path:
+// Reserve, Reservation.Settle, Reset, Record, Flush) takes the caller's
+// context.Context first. What it does depends on the path:
 //
 //   - over a backend.Striped store (the memory store), the context is
 //     never read: the decision is made in the process, with nothing to

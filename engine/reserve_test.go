@@ -187,3 +187,68 @@ func TestSettleTimeline(t *testing.T) {
 		t.Fatalf("Apply after RetryAfter = %+v; want allowed", d)
 	}
 }
+
+// TestConcurrentSettlesSumExactly: goroutines reserving and settling on one
+// key at once, on a frozen clock with room for every reservation, leave
+// the key holding exactly the sum of the actual costs, on every store:
+// settles interleave with each other and with reservations without losing
+// or doubling one.
+func TestConcurrentSettlesSumExactly(t *testing.T) {
+	const workers, each, capacity = 8, 25, 1_000_000
+	for _, bk := range settleStores(t) {
+		t.Run(bk.name, func(t *testing.T) {
+			clock := engine.NewFakeClock(t0)
+			e, err := engine.New(bk.open(clock), &engine.Options{Clock: clock, Stripes: 4, FlushInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			for _, name := range algo.Names {
+				p := algo.Params{Limit: capacity, Window: time.Hour}
+				if name == algo.SlidingLogName {
+					p.Limit = algo.MaxSlidingLogLimit
+				}
+				l := engine.Limit{Namespace: string(name), Algorithm: algo.MustNew(name, p)}
+				errs := make(chan error, workers)
+				var sum [workers]int64
+				for w := range workers {
+					go func() {
+						for i := range each {
+							est := int64(1 + (w+i)%7)
+							actual := int64((w*3 + i*5) % 11) // below, at and above the estimate
+							r, err := e.Reserve(context.Background(), l, "k", est)
+							if err == nil && !r.Decision.Allowed {
+								err = errors.New("denied")
+							}
+							if err == nil {
+								_, err = r.Settle(context.Background(), actual)
+							}
+							if err != nil {
+								errs <- err
+								return
+							}
+							sum[w] += actual
+						}
+						errs <- nil
+					}()
+				}
+				for range workers {
+					if err := <-errs; err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+				}
+				var total int64
+				for _, s := range sum {
+					total += s
+				}
+				d, err := e.Peek(context.Background(), l, "k", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := algo.Capacity(l.Algorithm) - total - 1; d.Remaining != want {
+					t.Fatalf("%s: after settles of %d in all, a request of 1 leaves %d; want %d", name, total, d.Remaining, want)
+				}
+			}
+		})
+	}
+}
