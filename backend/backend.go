@@ -219,8 +219,11 @@ type Swap struct {
 	// clients watching it (WatchDeletes) that Key changed, in the same
 	// atomic step: the engine sets it on a refund, whose record holds less
 	// spent than the one it replaces, so that no other process goes on
-	// answering a denial from the record it saw last. A store tells its own
-	// watchers nothing of its own announcements.
+	// answering a denial from the record it saw last. A store need not
+	// tell a client's own watch of the client's own announcements (Redis
+	// skips them); one that does must do so before the swap returns, since
+	// the engine remembers the record it wrote once the swap has returned.
+	// A Keep swap writes nothing and announces nothing.
 	Announce bool
 }
 
