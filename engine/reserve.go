@@ -68,13 +68,27 @@ type Settlement struct {
 // The errors are Apply's; on an error the Reservation is nil.
 //
 // Over a backend.Striped store (the memory store) Reserve takes the
-// striped path's general steps rather than Apply's devirtualised call, and
-// allocates the Reservation.
+// striped path's general steps rather than Apply's devirtualised call.
+// It allocates the Reservation; ReserveInto fills one of the caller's.
 func (e *Engine) Reserve(ctx context.Context, l Limit, key string, estimate int64) (*Reservation, error) {
-	if err := e.check(l, estimate); err != nil {
+	r := new(Reservation)
+	if err := e.ReserveInto(ctx, l, key, estimate, r); err != nil {
 		return nil, err
 	}
-	r := &Reservation{Limit: l, Key: key, Estimate: estimate, e: e}
+	return r, nil
+}
+
+// ReserveInto is Reserve filling *r, every field, rather than allocating
+// a Reservation: the same decision and errors, and on an error *r is a
+// reservation with nothing to settle. Reusing a Reservation for another
+// request is the caller's to order: the one it held must be settled (or
+// abandoned) first. r must not be nil.
+func (e *Engine) ReserveInto(ctx context.Context, l Limit, key string, estimate int64, r *Reservation) error {
+	r.Limit, r.Key, r.Estimate, r.At, r.Decision, r.e = l, key, estimate, 0, algo.Decision{}, e
+	r.settled.Store(true) // nothing to settle until the estimate is spent
+	if err := e.check(l, estimate); err != nil {
+		return err
+	}
 	var err error
 	var now int64
 	if p := e.store.swap; p != nil {
@@ -83,14 +97,13 @@ func (e *Engine) Reserve(ctx context.Context, l Limit, key string, estimate int6
 		now, err = e.applyStriped(ctx, l, key, estimate, true, &r.Decision)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if r.Decision.Allowed {
 		r.At = algo.SpentAt(l.Algorithm, now, &r.Decision)
-	} else {
-		r.settled.Store(true)
+		r.settled.Store(false)
 	}
-	return r, nil
+	return nil
 }
 
 // Settle settles the reservation with the request's actual cost (zero or

@@ -31,6 +31,19 @@ func BenchmarkReserveSettle(b *testing.B) {
 			name   string
 			actual int64
 		}{{"settle-equal", 10}, {"settle-refund", 4}, {"settle-charge", 12}} {
+			b.Run(string(name)+"/reserve-into+"+c.name, func(b *testing.B) {
+				e := benchEngine(b, engine.SystemClock{})
+				var r engine.Reservation
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := e.ReserveInto(ctx, l, key, 10, &r); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := r.Settle(ctx, c.actual); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 			b.Run(string(name)+"/reserve+"+c.name, func(b *testing.B) {
 				e := benchEngine(b, engine.SystemClock{})
 				b.ReportAllocs()
