@@ -96,7 +96,7 @@ var (
 			next, k := s.ChargeInto(state, now, n, &d)
 			return next, k, d
 		}
-		return nil, 0, Decision{Allowed: true, Limit: capacityOther(a)}
+		return nil, 0, Decision{Allowed: true, Limit: a.Params().Capacity()}
 	}
 	refundOther = func(a Algorithm, state []byte, now, at, n int64) ([]byte, int64, Decision) {
 		var d Decision
@@ -104,7 +104,7 @@ var (
 			next, k := s.RefundInto(state, now, at, n, &d)
 			return next, k, d
 		}
-		return nil, 0, Decision{Allowed: true, Limit: capacityOther(a)}
+		return nil, 0, Decision{Allowed: true, Limit: a.Params().Capacity()}
 	}
 )
 
