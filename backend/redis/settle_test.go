@@ -20,10 +20,16 @@ import (
 // announces it, so the second stops answering the denial locally and
 // allows the key again (it would otherwise deny it for most of the hour).
 func TestRefundReachesOthers(t *testing.T) {
-	addr := server(t).Addr
+	t.Run("standalone", func(t *testing.T) { refundReachesOthers(t, []string{server(t).Addr}) })
+	// On a Cluster the script runs on the key's node, and its PUBLISH
+	// reaches the watchers subscribed on the others.
+	t.Run("cluster", func(t *testing.T) { refundReachesOthers(t, cluster(t).Addrs()) })
+}
+
+func refundReachesOthers(t *testing.T, addrs []string) {
 	o := redis.Options{KeyPrefix: prefix(t)}
-	a := newEngine(t, open(t, []string{addr}, o), engine.Options{})
-	b := newEngine(t, open(t, []string{addr}, o), engine.Options{})
+	a := newEngine(t, open(t, addrs, o), engine.Options{})
+	b := newEngine(t, open(t, addrs, o), engine.Options{})
 	ctx := context.Background()
 	for _, name := range []algo.Name{algo.TokenBucketName, algo.FixedWindowName, algo.SlidingLogName} {
 		t.Run(string(name), func(t *testing.T) {
