@@ -33,7 +33,8 @@ import (
 //     time (to the nano-token, to the nanosecond for gcra; the units
 //     reported are the whole ones), and never more than is spent, so that
 //     nobody is lifted above capacity. A refund settled at once gives back
-//     all n; one settled a window later, nothing.
+//     all n; one settled when the rate has had time to restore n units,
+//     nothing (n units take n·window/limit).
 //   - fixed_window, sliding_counter: the units, when the instant falls in
 //     the current window (never into a window that has passed, whose count
 //     has become the previous one or is gone), at most the window's count.
