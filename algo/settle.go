@@ -34,7 +34,14 @@ import (
 //     reported are the whole ones), and never more than is spent, so that
 //     nobody is lifted above capacity. A refund settled at once gives back
 //     all n; one settled when the rate has had time to restore n units,
-//     nothing (n units take n·window/limit).
+//     nothing (n units take n·window/limit). (What the bucket held at the
+//     admission, less the refill since, would bound the units still there
+//     more tightly, but a refund of another reservation admitted earlier
+//     and settled since lowers what the bucket held then, after the fact,
+//     and the bound over-refunds: TestSettleModel finds such a trace.) The
+//     window algorithms refund exactly however long the request took,
+//     within its window: the better choice for costs settled after long
+//     requests.
 //   - fixed_window, sliding_counter: the units, when the instant falls in
 //     the current window (never into a window that has passed, whose count
 //     has become the previous one or is gone), at most the window's count.
