@@ -36,9 +36,9 @@ import (
 //     all n; one settled when the rate has had time to restore n units,
 //     nothing (n units take n·window/limit). (What the bucket held at the
 //     admission, less the refill since, would bound the units still there
-//     more tightly, but a refund of another reservation admitted earlier
-//     and settled since lowers what the bucket held then, after the fact,
-//     and the bound over-refunds: TestSettleModel finds such a trace.) The
+//     more tightly, but not safely: a reservation admitted before, and
+//     refunded since, lowers after the fact what the bucket held, and that
+//     bound then gives back more than the actual costs allow.) The
 //     window algorithms refund exactly however long the request took,
 //     within its window: the better choice for costs settled after long
 //     requests.

@@ -130,6 +130,8 @@ func ExampleEngine_ApplyKeyInto() {
 // A tokens-per-minute limit for a language-model API: each request
 // reserves what it may cost (the prompt's tokens plus its max_tokens),
 // and settles with what the response's usage.total_tokens says it cost.
+// A sliding counter refunds exactly within its window, however long the
+// request took.
 // A response that cost less gives the rest back; one that cost more
 // (the prompt was longer than estimated) puts the key in debt, and its
 // next request waits until the debt has refilled.
@@ -140,11 +142,11 @@ func ExampleEngine_Reserve() {
 	ctx := context.Background()
 	tpm := engine.Limit{
 		Namespace: "tokens-per-minute",
-		Algorithm: algo.MustNew(algo.TokenBucketName, algo.Params{Limit: 10_000, Window: time.Minute}),
+		Algorithm: algo.MustNew(algo.SlidingCounterName, algo.Params{Limit: 10_000, Window: time.Minute}),
 	}
 	for _, call := range []struct{ prompt, maxTokens, totalTokens int64 }{
 		{1000, 4000, 1800}, // used less than reserved: 3200 back
-		{1000, 4000, 9000}, // used more: 4000 more, 800 past the limit
+		{1000, 4000, 9000}, // used more: 4000 more, 800 past the limit, which weighs in the next window too
 		{1000, 4000, 0},
 	} {
 		r, err := e.Reserve(ctx, tpm, "api-key-1", call.prompt+call.maxTokens)
@@ -168,5 +170,5 @@ func ExampleEngine_Reserve() {
 	// Output:
 	// reserve 5000, used 1800: refunded 3200, charged 0, remaining 8200
 	// reserve 5000, used 9000: refunded 0, charged 4000, remaining 0
-	// reserve 5000: denied, retry after 34.8s
+	// reserve 5000: denied, retry after 1m32.222222223s
 }
