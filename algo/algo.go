@@ -43,9 +43,10 @@ type kind struct {
 }
 
 // kinds is the one table of algorithms, in the order Names lists them.
-// Adding an algorithm is a row here, its type with a StepInto method, and a
-// case in StepInto and Capacity (which TestFastPath checks are there), plus
-// its record's tag in package codec.
+// Adding an algorithm is a row here, its type with a StepInto method and
+// the Settler methods, and a case in StepInto and Capacity (which
+// TestFastPath checks are there) and in Charge and Refund, plus its
+// record's tag in package codec.
 var kinds = [...]kind{
 	{TokenBucketName, codec.TagTokenBucket, true, func(r rate) Algorithm { return &TokenBucket{rate: r} }},
 	{LeakyBucketName, codec.TagLeakyBucket, true, func(r rate) Algorithm { return &LeakyBucket{rate: r} }},
