@@ -116,6 +116,11 @@ type Rule struct {
 	// plan.go: ValidPlan, and Ruleset.AppendMatch for which rule wins).
 	// Empty means every caller.
 	Plan string
+	// Settle, when set, makes a request's cost under the rule an
+	// estimate, settled with its actual cost once the response has ended
+	// (see Settle); Cost is then the estimate when the request names none.
+	// Nil: the cost is final. A shadow rule cannot settle.
+	Settle *Settle
 }
 
 // RuleError reports what is wrong with one rule. It matches
@@ -187,6 +192,14 @@ func (r Rule) compile() (*CompiledRule, error) {
 	}
 	if r.Plan != "" && r.Shadow {
 		return nil, r.fail("plan", "a shadow rule applies to every caller and cannot name a plan, got %q", r.Plan)
+	}
+	if r.Settle != nil {
+		if r.Shadow {
+			return nil, r.fail("settle", "a shadow rule spends what it would have and settles nothing")
+		}
+		if field, reason := r.Settle.check(); reason != "" {
+			return nil, r.fail(field, "%s", reason)
+		}
 	}
 	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst})
 	if err != nil {
@@ -267,6 +280,9 @@ func (c *CompiledRule) Scope() Scope { return c.rule.Scope }
 
 // Cost returns what one request spends under the rule.
 func (c *CompiledRule) Cost() int64 { return c.rule.Cost }
+
+// Settle returns the rule's Settle: nil when its cost is final.
+func (c *CompiledRule) Settle() *Settle { return c.rule.Settle }
 
 // Shadow reports whether the rule is a shadow rule: decided and counted,
 // but never denying (Rule.Shadow).
