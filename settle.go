@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/engine"
 )
@@ -189,16 +190,19 @@ type Reserved struct {
 	// Reservations are their reservations, one each. Only those of rules
 	// with Settle are settled; the others' costs are final.
 	Reservations []engine.Reservation
+
+	done atomic.Bool // Door.Settle has been called
 }
 
 // Settle settles the reservations of out, an Allowed Outcome with
-// Reserved, under every rule of its batch that has Settle: actual returns
+// Reserved, once (a second call does nothing), under every rule of its
+// batch that has Settle: actual returns
 // a rule's actual cost, or false when the door found none (the estimate
 // then stands). ctx bounds the store calls: give one that outlives the
 // request's when the client may have gone (context.WithoutCancel).
 func (d *Door[R]) Settle(ctx context.Context, out *Outcome, actual func(*CompiledRule) (int64, bool)) {
 	res := out.Reserved
-	if res == nil || out.Verdict != Allowed {
+	if res == nil || out.Verdict != Allowed || !res.done.CompareAndSwap(false, true) {
 		return
 	}
 	for i, rule := range res.Rules {

@@ -81,7 +81,7 @@ func TestDoorSettlesTheActualCost(t *testing.T) {
 	d.Settle(ctx, &out, actual(0, false))
 	remaining("after an unsettled reservation", 100-5-20-20-20)
 
-	// 3. A settle a second time changes nothing.
+	// 3. A settle a second time changes nothing: the estimate stood.
 	d.Settle(ctx, &out, actual(0, true))
 	out = d.Decide(ctx, rs, "POST", "/v1/chat", call{user: "bob"})
 	d.Settle(ctx, &out, actual(150, true)) // bob: 150 > 100, in debt
