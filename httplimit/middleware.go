@@ -263,6 +263,12 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		if out.Delay > 0 && !l.wait(r.Context(), out.Delay) {
 			return // the client went away while waiting
 		}
+		if out.Reserved != nil { // settle.go
+			sw := newSettleWriter(w, out.Reserved)
+			next.ServeHTTP(sw, r)
+			sw.finish(r.Context(), l.door, &out)
+			return
+		}
 	case sluice.Denied:
 		l.setHeaders(w.Header(), out.Rule, out.Decision)
 		if l.problem {
@@ -303,6 +309,9 @@ func (l *limiter) callerError(r *http.Request, err error) (string, int) {
 	repanicAbort(err)
 	if errors.Is(err, identity.ErrBadIdentity) {
 		return "bad caller identity", http.StatusBadRequest
+	}
+	if errors.Is(err, ErrBodyTooLarge) {
+		return "request body too large", http.StatusRequestEntityTooLarge
 	}
 	var ke *sluice.KeyError
 	errors.As(err, &ke)
