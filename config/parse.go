@@ -428,6 +428,8 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			}
 		case "shadow":
 			r.Shadow, err = p.Bool(v, field)
+		case "settle":
+			r.Settle, err = p.settle(v, field, lines)
 		case "plan":
 			r.Plan, err = p.Str(v, field)
 			if err == nil && r.Plan == "" {
@@ -458,6 +460,37 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 		}
 	}
 	return r, lines, nil
+}
+
+// settle reads a rule's settle section (sluice.Settle), noting the line
+// of each of its keys in lines as "settle.key".
+func (p *parser) settle(n *yaml.Node, path string, lines map[string]int) (*sluice.Settle, error) {
+	s := &sluice.Settle{}
+	err := p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		lines["settle."+key] = v.Line
+		var err error
+		switch key {
+		case "estimate_field":
+			s.EstimateField, err = p.Str(v, field)
+		case "estimate_add":
+			s.EstimateAdd, err = p.Int(v, field)
+		case "max_body":
+			s.MaxBody, err = p.Int(v, field)
+			if err == nil && s.MaxBody <= 0 {
+				err = p.Errorf(v.Line, field, "must be positive when given, got %d", s.MaxBody)
+			}
+		case "actual_header":
+			s.ActualHeader, err = p.Str(v, field)
+		case "actual_trailer":
+			s.ActualTrailer, err = p.Str(v, field)
+		case "actual_field":
+			s.ActualField, err = p.Str(v, field)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+	return s, err
 }
 
 func (p *parser) store(n *yaml.Node, path string, s *Store) error {
