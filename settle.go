@@ -3,6 +3,8 @@ package sluice
 import (
 	"context"
 	"errors"
+	"math"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/engine"
@@ -129,6 +131,22 @@ func splitPath(p string) []string {
 // FieldPath returns the keys of a dotted field path (Settle.EstimateField,
 // Settle.ActualField).
 func FieldPath(p string) []string { return splitPath(p) }
+
+// ParseCost parses an actual cost as a door reads it from a response: a
+// whole number of zero or more, in decimal; one above the largest int64
+// is the largest (a settle charges it up to the rule's debt bound). ok is
+// false for anything else: a negative or fractional number, or not a
+// number.
+func ParseCost(s string) (n int64, ok bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err == nil:
+		return n, n >= 0
+	case errors.Is(err, strconv.ErrRange) && s != "" && s[0] != '-':
+		return math.MaxInt64, true
+	}
+	return 0, false
+}
 
 // isToken reports whether s is an HTTP token.
 func isToken(s string) bool {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/sluice-go/sluice"
@@ -117,20 +116,7 @@ func jsonInt(data []byte, path []string) (int64, bool) {
 		}
 		raw = v
 	}
-	return parseCost(string(bytes.TrimSpace(raw)))
-}
-
-// parseCost parses a whole number of zero or more; one above the largest
-// int64 is the largest.
-func parseCost(s string) (int64, bool) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	switch {
-	case err == nil:
-		return n, n >= 0
-	case errors.Is(err, strconv.ErrRange) && s != "" && s[0] != '-':
-		return math.MaxInt64, true
-	}
-	return 0, false
+	return sluice.ParseCost(string(bytes.TrimSpace(raw)))
 }
 
 // settleWriter is the ResponseWriter of a request with reservations: it
@@ -283,7 +269,7 @@ func headerCost(h http.Header, name string) int64 {
 	if len(v) != 1 {
 		return -1
 	}
-	n, ok := parseCost(strings.TrimSpace(v[0]))
+	n, ok := sluice.ParseCost(strings.TrimSpace(v[0]))
 	if !ok {
 		return -1
 	}
