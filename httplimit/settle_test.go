@@ -247,3 +247,63 @@ func TestSettleBodyTooLarge(t *testing.T) {
 		t.Fatalf("spent %d, want 0", got)
 	}
 }
+
+// BenchmarkSettle is a request under a tokens rule decided plainly, and
+// under the same rule settled after the response: a fixed estimate and a
+// header, and an estimate from a JSON body with the actual cost from the
+// JSON response body and from an event stream.
+func BenchmarkSettle(b *testing.B) {
+	const reqBody = `{"model":"m","max_tokens":30,"messages":[{"role":"user","content":"hello"}]}`
+	const respBody = `{"id":"c","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`
+	stream := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"total_tokens\":12}}\n\ndata: [DONE]\n\n"
+	for _, bc := range []struct {
+		name    string
+		settle  *sluice.Settle
+		handler http.HandlerFunc
+	}{
+		{"plain", nil, func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body); io.WriteString(w, respBody) }},
+		{"settled/header", &sluice.Settle{ActualHeader: "X-Tokens"}, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("X-Tokens", "12")
+			io.WriteString(w, respBody)
+		}},
+		{"settled/json", &sluice.Settle{EstimateField: "max_tokens", ActualField: "usage.total_tokens"}, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(w, respBody)
+		}},
+		{"settled/stream", &sluice.Settle{EstimateField: "max_tokens", ActualField: "usage.total_tokens"}, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, stream)
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			eng, err := engine.New(memory.New(nil), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer eng.Close()
+			rule := sluice.Rule{Name: "tokens", PathPrefix: "/v1", Scope: sluice.ScopeUser, Algorithm: "sliding_counter",
+				Limit: 1_000_000_000, Window: time.Minute, Cost: 30, Settle: bc.settle}
+			rs, err := sluice.NewRuleset([]sluice.Rule{rule}, nil, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			mw, err := New(Config{Engine: eng, Registry: sluice.NewRegistry(rs), Metrics: metrics.New(nil)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := mw(bc.handler)
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(reqBody))
+				r.Header.Set("X-User-ID", "bench")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != 200 {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+}
