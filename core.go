@@ -256,10 +256,15 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 // requests denied, until every one left allows or one not soft denies.
 func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, room *Room) (out Decided, err error) {
 	if b.Reserve != nil {
-		out.All, err = e.ReserveAll(ctx, reqs, b.Reserve)
 		if len(reqs) == 1 {
+			err = e.ReserveInto(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, &b.Reserve[0])
+			out.All = err == nil && b.Reserve[0].Decision.Allowed
 			out.Decisions = room.one[:]
 		} else {
+			// As for ApplyAll below: room's copy, so that reqs stays on
+			// the caller's stack.
+			room.again = append(room.again[:0], reqs...)
+			out.All, err = e.ReserveAll(ctx, room.again, b.Reserve)
 			out.Decisions = make([]algo.Decision, len(reqs))
 		}
 		for i := range reqs {

@@ -89,11 +89,14 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		return false
 	}
 	var room Room
-	b := Batch{Rules: keep}
+	// The reservations stay apart from the Batch: escape analysis sees a
+	// struct whole, and one of its fields kept past the call would take
+	// the rules' stack array along.
+	var reserve []engine.Reservation
 	if settles {
-		b.Reserve = make([]engine.Reservation, len(reqs))
+		reserve = make([]engine.Reservation, len(reqs))
 	}
-	res, at, err := d.core.Decide(ctx, b, reqs, &room)
+	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve}, reqs, &room)
 	if err != nil {
 		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(ctx, err), res.Rules[at], res.Requests[at].Key, err
 		if out.Verdict == Passed { // FailOpen: the request passes undecided
@@ -111,7 +114,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	}
 	out.Verdict = Allowed
 	if settles {
-		out.Reserved = &Reserved{Rules: append([]*CompiledRule(nil), res.Rules...), Reservations: b.Reserve}
+		out.Reserved = &Reserved{Rules: append([]*CompiledRule(nil), res.Rules...), Reservations: reserve}
 	}
 	for _, di := range ds {
 		out.Delay = max(out.Delay, di.Delay)
