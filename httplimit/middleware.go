@@ -276,8 +276,12 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 		if out.Reserved != nil { // settle.go
 			sw := newSettleWriter(w, out.Reserved)
+			// Deferred, so that a handler that aborts the response (as
+			// httputil.ReverseProxy does, panicking with
+			// http.ErrAbortHandler, when its client or upstream goes away
+			// mid-body) is settled too.
+			defer sw.finish(r.Context(), l.door, &out)
 			next.ServeHTTP(sw, r)
-			sw.finish(r.Context(), l.door, &out)
 			return
 		}
 	case sluice.Denied:

@@ -307,3 +307,31 @@ func BenchmarkSettle(b *testing.B) {
 		})
 	}
 }
+
+// TestSettleAbortedResponse: a handler that aborts its response
+// mid-stream (httputil.ReverseProxy panics with http.ErrAbortHandler when
+// a body cannot be copied) is settled all the same, and the panic goes on
+// up for net/http.
+func TestSettleAbortedResponse(t *testing.T) {
+	f := newSettleFixture(t, sluice.Settle{EstimateField: "max_tokens", ActualField: "usage.total_tokens"})
+	f.next = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{}]}\n\n")
+		panic(http.ErrAbortHandler)
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != http.ErrAbortHandler {
+				t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+			}
+		}()
+		f.do(context.Background(), "ann", `{"max_tokens":50}`)
+	}()
+	s, _ := f.metrics.Snapshot().Rule("tokens")
+	if s.Unsettled != 1 {
+		t.Fatalf("unsettled %d, want 1: the aborted stream's estimate stands", s.Unsettled)
+	}
+	if got := f.spent("ann"); got != 50 {
+		t.Fatalf("spent %d, want the estimate, 50", got)
+	}
+}

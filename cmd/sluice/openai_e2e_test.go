@@ -269,3 +269,126 @@ func TestOpenAINodeSDK(t *testing.T) {
 	}
 	t.Logf("retry phase: %d attempts, %d waits on Retry-After", len(res.Retry.Attempts), waits)
 }
+
+// TestServeSettleEdges puts serve in front of an upstream that streams
+// slowly, fails, or would take a body it may not: a client that hangs up
+// mid-stream keeps its estimate, an upstream error is settled at zero, and
+// a body over max_body is refused with 413 before the upstream sees it.
+func TestServeSettleEdges(t *testing.T) {
+	var upstreamCalls sync.Map // path → count
+	hung := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := upstreamCalls.LoadOrStore(r.URL.Path, new(int))
+		*n.(*int)++
+		io.Copy(io.Discard, r.Body)
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/fail"):
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		case strings.HasSuffix(r.URL.Path, "/hang"):
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+			w.(http.Flusher).Flush()
+			select { // the client hangs up; the usage never comes
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+			close(hung)
+		default:
+			io.WriteString(w, `{"usage":{"total_tokens":1}}`)
+		}
+	}))
+	t.Cleanup(up.Close)
+	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, cfgPath, `store:
+  backend: memory
+identity:
+  api_key_header: Authorization
+rules:
+  - name: tokens
+    method: POST
+    path_prefix: /v1/
+    scope: api_key
+    algorithm: sliding_counter
+    limit: 1000
+    window: 24h
+    settle:
+      estimate_field: max_tokens
+      max_body: 4096
+      actual_field: usage.total_tokens
+`)
+	s := startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--admin", "127.0.0.1:0")
+	base := "http://" + s.listen
+	send := func(path, key, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", key)
+		resp, err := testClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// remaining is what key has left, read from a request of estimate 1
+	// that the upstream settles at 1.
+	remaining := func(key string) string {
+		t.Helper()
+		resp := send("/v1/probe", key, `{"max_tokens":1}`)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("X-RateLimit-Remaining")
+	}
+
+	// A client that hangs up mid-stream: the estimate, 300, stands.
+	resp := send("/v1/hang", "Bearer a", `{"max_tokens":300}`)
+	buf := make([]byte, 16)
+	if _, err := io.ReadAtLeast(resp.Body, buf, 1); err != nil {
+		t.Fatalf("the stream's first event did not arrive unbuffered: %v", err)
+	}
+	resp.Body.Close() // hang up
+	select {
+	case <-hung:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream never saw the client go")
+	}
+	// The settle runs as serve's handler returns, after the upstream's:
+	// wait until the metrics count the estimate as stood, then read it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, metrics := get(t, "http://"+s.admin+"/metrics")
+		if strings.Contains(metrics, `sluice_settles_total{result="unsettled",rule="tokens"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hung-up stream's estimate never counted as stood:\n%s", metrics)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := remaining("Bearer a"); got != "699" { // 1000 - 300 (stood) - 1 (the probe's estimate)
+		t.Fatalf("remaining after a client hung up on a 300 estimate: %s, want 699", got)
+	}
+
+	// An upstream error: settled at zero.
+	resp = send("/v1/fail", "Bearer b", `{"max_tokens":300}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("upstream error: status %d", resp.StatusCode)
+	}
+	if got := remaining("Bearer b"); got != "999" {
+		t.Fatalf("remaining after an upstream error: %s, want 999 (nothing charged)", got)
+	}
+
+	// A body over max_body: 413, and the upstream never sees it.
+	resp = send("/v1/big", "Bearer c", `{"max_tokens":1,"pad":"`+strings.Repeat("x", 5000)+`"}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("big body: status %d, want 413", resp.StatusCode)
+	}
+	if _, seen := upstreamCalls.Load("/v1/big"); seen {
+		t.Fatal("the upstream saw the body refused")
+	}
+	if got := remaining("Bearer c"); got != "999" {
+		t.Fatalf("remaining after a refused body: %s, want 999", got)
+	}
+}
