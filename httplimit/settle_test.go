@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/backend/memory"
@@ -334,4 +337,50 @@ func TestSettleAbortedResponse(t *testing.T) {
 	if got := f.spent("ann"); got != 50 {
 		t.Fatalf("spent %d, want the estimate, 50", got)
 	}
+}
+
+// TestSettleStreamSplitAnyhow: however an event stream is cut into
+// writes, the client gets it whole and the settle reads the last usage it
+// holds.
+func TestSettleStreamSplitAnyhow(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		usage := rapid.Int64Range(0, 1<<40).Draw(rt, "usage")
+		crlf := rapid.Bool().Draw(rt, "crlf")
+		nl := "\n"
+		if crlf {
+			nl = "\r\n"
+		}
+		stream := "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"usage\":null}" + nl + nl +
+			": a comment" + nl +
+			"data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}" + nl + nl +
+			fmt.Sprintf("data: {\"choices\":[],\"usage\":{\"total_tokens\":%d}}", usage) + nl + nl +
+			"data: [DONE]" + nl + nl
+		cuts := rapid.SliceOfN(rapid.IntRange(0, len(stream)), 0, 20).Draw(rt, "cuts")
+		rec := httptest.NewRecorder()
+		res := &sluice.Reserved{Rules: []*sluice.CompiledRule{settleRule(rt)}}
+		sw := newSettleWriter(rec, res)
+		sw.Header().Set("Content-Type", "text/event-stream")
+		prev := 0
+		slices.Sort(cuts)
+		for _, c := range append(cuts, len(stream)) {
+			sw.Write([]byte(stream[prev:c]))
+			prev = c
+		}
+		if rec.Body.String() != stream {
+			rt.Fatalf("the client got %q", rec.Body.String())
+		}
+		if n, ok := sw.actual(res.Rules[0]); !ok || n != usage {
+			rt.Fatalf("actual = %d, %v; want %d", n, ok, usage)
+		}
+	})
+}
+
+// settleRule returns a compiled rule settled on usage.total_tokens.
+func settleRule(t interface{ Fatal(...any) }) *sluice.CompiledRule {
+	rs, err := sluice.NewRuleset([]sluice.Rule{{Name: "tokens", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: "fixed_window",
+		Limit: 10, Window: time.Minute, Settle: &sluice.Settle{ActualField: "usage.total_tokens"}}}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs.Rules()[0]
 }
