@@ -833,8 +833,9 @@ type overrideKey struct {
 	mult   uint32
 }
 
-// override returns the limit a descriptor's own limit field sets (Envoy's
-// dynamic limit override), and the descriptor's key under it. Its budget
+// override returns the limit o, a descriptor's own limit field, sets
+// (Envoy's dynamic limit override), and the key of the descriptor's
+// entries under it. Its budget
 // is a fixed window of its own, never a configured limit's, and it is
 // never in shadow mode, as in envoyproxy/ratelimit.
 func (s *Server) override(domain string, o *rlv3.RateLimitDescriptor_RateLimitOverride, entries []*rlv3.RateLimitDescriptor_Entry) (*Limit, string, string) {
