@@ -8,9 +8,14 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/envoyrls"
 )
 
 // The concurrency bypass reported against LiteLLM's proxy
@@ -155,6 +160,60 @@ func runSluiceTPM(t testing.TB, reqs []tpmRequest, poll bool) tpmResult {
 	})
 }
 
+// runRLSTPM plays the scenario through sluice rls's server, as Envoy's
+// rate-limit filter calls it under a limit marked settle_on_stream_done:
+// the request path with max_tokens as hits_addend, then, when the stream
+// ends, the stream-done call carrying the answer's handle and the usage.
+// A refused request's Retry-After is its duration_until_reset.
+func runRLSTPM(t testing.TB, reqs []tpmRequest, poll bool) tpmResult {
+	clock := engine.NewFakeClock(tpmT0)
+	e, err := engine.New(memory.New(nil), &engine.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	d, err := envoyrls.NewDomain("tpm", "llm", []envoyrls.Descriptor{{Key: "api_key", RateLimit: &envoyrls.RateLimit{
+		Unit: "minute", RequestsPerUnit: new(uint32(tpmLimit)), Algorithm: algo.SlidingCounterName, SettleOnStreamDone: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := envoyrls.NewConfig(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := envoyrls.NewServer(cfg, envoyrls.Options{Engine: e, Headers: envoyrls.HeadersNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	entry := &rlv3.RateLimitDescriptor_Entry{Key: "api_key", Value: "key-1"}
+	handles := make([]string, len(reqs))
+	at := func(now time.Duration) { clock.Set(tpmT0.Add(now)) }
+	return runTPM(reqs, func(i int, now time.Duration) (bool, time.Duration) {
+		at(now)
+		resp, err := srv.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "llm", Descriptors: []*rlv3.RateLimitDescriptor{
+			{Entries: []*rlv3.RateLimitDescriptor_Entry{entry}, HitsAddend: wrapperspb.UInt64(uint64(reqs[i].maxTokens))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
+			if poll {
+				return false, time.Second
+			}
+			return false, resp.GetStatuses()[0].GetDurationUntilReset().AsDuration()
+		}
+		handles[i] = resp.GetDynamicMetadata().GetFields()[envoyrls.SettleKey].GetStringValue()
+		return true, 0
+	}, func(i int, now time.Duration) {
+		at(now)
+		_, err := srv.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "llm", Descriptors: []*rlv3.RateLimitDescriptor{
+			{Entries: []*rlv3.RateLimitDescriptor_Entry{entry, {Key: envoyrls.SettleKey, Value: handles[i]}}, HitsAddend: wrapperspb.UInt64(uint64(reqs[i].used))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // runCheckThenCount plays the scenario on a model of a limiter that admits
 // while the tokens counted so far are under the limit and counts a
 // request's tokens when it ends: the check LiteLLM's proxy made when
@@ -192,6 +251,9 @@ func TestTPMConcurrencyBypass(t *testing.T) {
 			m := runCheckThenCount(reqs)
 			for _, poll := range []bool{false, true} {
 				s := runSluiceTPM(t, reqs, poll)
+				if r := runRLSTPM(t, reqs, poll); r != s {
+					t.Errorf("poll %v: through sluice rls's two calls %+v, through the library %+v", poll, r, s)
+				}
 				t.Logf("sluice (poll %v): %d admitted, %d refusals, %d tokens in the minute against a limit of %d (%.2f×), excess over estimates %d",
 					poll, s.admitted, s.refusals, s.tokens, tpmLimit, float64(s.tokens)/tpmLimit, s.excess)
 				if bound := tpmLimit + s.excess; s.tokens > bound {
@@ -278,6 +340,14 @@ func BenchmarkTPMScenario(b *testing.B) {
 				var r tpmResult
 				for b.Loop() {
 					r = runSluiceTPM(b, reqs, poll)
+				}
+				b.ReportMetric(float64(r.tokens), "tokens/min")
+				b.ReportMetric(float64(r.tokens)/tpmLimit, "x-limit")
+			})
+			b.Run("rls-"+name[len("sluice-"):], func(b *testing.B) {
+				var r tpmResult
+				for b.Loop() {
+					r = runRLSTPM(b, reqs, poll)
 				}
 				b.ReportMetric(float64(r.tokens), "tokens/min")
 				b.ReportMetric(float64(r.tokens)/tpmLimit, "x-limit")
