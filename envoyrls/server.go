@@ -346,12 +346,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			// Peeked for what the descriptor has (the IETF field's r);
 			// a cost above the capacity is refused without a reset or a
 			// Retry-After, as no wait lets it pass (see never).
-			d, err := s.core.Peek(ctx, l.Path, l.limit, it.key, 1)
+			d, err := s.has(ctx, l, it.key)
 			if err != nil {
 				return nil, s.storeError(ctx, err)
-			}
-			if d.Allowed {
-				d.Remaining++
 			}
 			it.d = d
 			if it.cost == 0 {
@@ -457,6 +454,16 @@ func (s *Server) spend(ctx context.Context, sc *scratch, items []item, active []
 		it.denied = !it.d.Allowed
 	}
 	return res.Over, nil
+}
+
+// has peeks what key has under l: a decision whose Remaining counts the
+// unit the peek asked for when it is allowed.
+func (s *Server) has(ctx context.Context, l *Limit, key string) (algo.Decision, error) {
+	d, err := s.core.Peek(ctx, l.Path, l.limit, key, 1)
+	if d.Allowed {
+		d.Remaining++
+	}
+	return d, err
 }
 
 // ctxEvery is how many descriptors a loop works through between two looks

@@ -104,12 +104,9 @@ func (s *Server) settle(ctx context.Context, it *item) error {
 	if it.d.Limit == 0 {
 		// Nothing to do (the actual cost was the estimate): what the
 		// descriptor has, for its status.
-		d, err := s.core.Peek(ctx, l.Path, l.limit, it.key, 1)
+		d, err := s.has(ctx, l, it.key)
 		if err != nil {
 			return err
-		}
-		if d.Allowed {
-			d.Remaining++
 		}
 		it.d = d
 	}
