@@ -374,27 +374,13 @@ func BenchmarkKeys100kRefilled(b *testing.B) {
 // BenchmarkParallel10k: b.RunParallel over 10,000 keys, each goroutine
 // walking them from its own offset, every call allowed.
 func BenchmarkParallel10k(b *testing.B) {
-	keys := Keys(10_000)
-	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}) {
-		b.Run(im.name, func(b *testing.B) {
-			l := open(b, im)
-			warm(b, l, keys)
-			runParallel(b, l, keys, true)
-		})
-	}
+	benchParallel(b, Keys(10_000), workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}, true)
 }
 
 // BenchmarkParallel10kDenied: Parallel10k with every key exhausted, every
 // call denied.
 func BenchmarkParallel10kDenied(b *testing.B) {
-	keys := Keys(10_000)
-	for _, im := range impls(workload{rate: Exhausted, fakeClock: true, variants: true}) {
-		b.Run(im.name, func(b *testing.B) {
-			l := open(b, im)
-			warm(b, l, keys)
-			runParallel(b, l, keys, false)
-		})
-	}
+	benchParallel(b, Keys(10_000), workload{rate: Exhausted, fakeClock: true, variants: true}, false)
 }
 
 // BenchmarkParallel10kShuffled is Parallel10k with the keys made and
@@ -404,25 +390,23 @@ func BenchmarkParallel10kDenied(b *testing.B) {
 // Parallel10k walks x/time/rate's limiters in the order they were
 // allocated (see PARALLEL.md).
 func BenchmarkParallel10kShuffled(b *testing.B) {
-	keys := Shuffled(Keys(10_000))
-	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}) {
-		b.Run(im.name, func(b *testing.B) {
-			l := open(b, im)
-			warm(b, l, keys)
-			runParallel(b, l, keys, true)
-		})
-	}
+	benchParallel(b, Shuffled(Keys(10_000)), workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}, true)
 }
 
 // BenchmarkParallel10kShuffledDenied is Parallel10kShuffled with every key
 // exhausted, every call denied.
 func BenchmarkParallel10kShuffledDenied(b *testing.B) {
-	keys := Shuffled(Keys(10_000))
-	for _, im := range impls(workload{rate: Exhausted, fakeClock: true, variants: true}) {
+	benchParallel(b, Shuffled(Keys(10_000)), workload{rate: Exhausted, fakeClock: true, variants: true}, false)
+}
+
+// benchParallel runs every implementation of w over keys, warmed in their
+// order, with runParallel.
+func benchParallel(b *testing.B, keys []string, w workload, wantAllowed bool) {
+	for _, im := range impls(w) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, keys)
-			runParallel(b, l, keys, false)
+			runParallel(b, l, keys, wantAllowed)
 		})
 	}
 }
