@@ -111,7 +111,15 @@ func TestServeProcessIdentityFloodIsBounded(t *testing.T) {
 	cfgPath := filepath.Join(dir, "sluice.yaml")
 	state := filepath.Join(dir, "state")
 	store := fmt.Sprintf("  backend: pebble\n  dir: %s\n  durability: interval\n  flush_interval: 1h", state)
-	writeFile(t, cfgPath, gatewayConfig(store, "10.0.0.0/8", 100))
+	// orders-write over a day, not a minute: a user's spent token then
+	// comes back in hours, so no record is complete again (and dropped)
+	// before SIGTERM flushes it, however long a loaded machine takes to
+	// send the flood.
+	cfg := strings.Replace(gatewayConfig(store, "10.0.0.0/8", 100), "    limit: 5\n    window: 1m\n", "    limit: 5\n    window: 24h\n", 1)
+	if !strings.Contains(cfg, "window: 24h") {
+		t.Fatal("gatewayConfig's orders-write rule is no longer 5 a minute: change the replacement")
+	}
+	writeFile(t, cfgPath, cfg)
 	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", "http://"+closedAddr(t))
 	base := "http://" + p.listen
 	path := "/api/orders/" + strings.Repeat("p", 64<<10)
