@@ -9,7 +9,7 @@ SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 ATTACKFLAGS ?=
 
-.PHONY: all build test fmt vet race fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test fmt vet race unlocked fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load accuracy clean
 
 all: build
 
@@ -35,14 +35,14 @@ build:
 ## corpora. (The binaries the process, flood, soak and docs tests build
 ## are normal builds, as an operator runs them.)
 ## The race build leaves out debug information (race reports name file and
-## line without it). Beside it, the fleet's normal build and then
-## bench-compile (CI runs bench-compile again after make test, which then
+## line without it). Beside it, the fleet's normal build, the unlocked
+## tests and then bench-compile (CI runs bench-compile again after make test, which then
 ## finds vet's results in the cache), so that they overlap the race run,
 ## whose last process tests mostly wait, instead of following it. Then the
 ## fleet's fault tests (a real toxiproxy between the Redis store and
 ## redis-server) alone, as they measure deadlines.
 test: fmt
-	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build bench-compile
+	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build unlocked bench-compile
 	@$(MAKE) --no-print-directory fleet
 
 fmt:
@@ -57,6 +57,12 @@ vet:
 race:
 	@command -v redis-server >/dev/null || echo "*** redis-server not found: the Redis tests are SKIPPED (install it: apt-get install -y redis-server) ***"
 	$(GO) test -race -count=1 -vet=all -ldflags=-w -gcflags=all=-dwarf=false ./...
+
+## unlocked: the memory store's reads without a lock (table.ReadUnlocked)
+## exist only without the race detector, so their tests, and the engine's
+## that decide through them, run once more in a normal build.
+unlocked:
+	$(GO) test -count=1 -run '^Test(ReadUnlocked|Unlocked|Denials|Model)' ./backend/table ./engine
 
 ## fleet-build: compiles bench/fleet's test and the toxiproxy server it
 ## runs, without running them.

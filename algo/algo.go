@@ -1,6 +1,7 @@
 package algo
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -42,9 +43,10 @@ type kind struct {
 }
 
 // kinds is the one table of algorithms, in the order Names lists them.
-// Adding an algorithm is a row here, its type with a StepInto method, and a
-// case in StepInto and Capacity (which TestFastPath checks are there), plus
-// its record's tag in package codec.
+// Adding an algorithm is a row here, its type with a StepInto method and
+// the Settler methods, and a case in StepInto and Capacity (which
+// TestFastPath checks are there) and in Charge and Refund, plus its
+// record's tag in package codec.
 var kinds = [...]kind{
 	{TokenBucketName, codec.TagTokenBucket, true, func(r rate) Algorithm { return &TokenBucket{rate: r} }},
 	{LeakyBucketName, codec.TagLeakyBucket, true, func(r rate) Algorithm { return &LeakyBucket{rate: r} }},
@@ -391,8 +393,14 @@ var capacityOther = func(a Algorithm) int64 { return a.Params().Capacity() }
 // valid record. A rule whose algorithm changed finds the old algorithm's
 // records under its keys; those start fresh like absent ones, and are not
 // counted as corrupt.
+//
+// codec.Valid reaches a record's layout through a table of functions, to
+// which escape analysis must give up the bytes it is passed; it is given a
+// copy, so that a step's record may live on its caller's stack (the
+// engine's lock-free read steps a copy there). Only a record the step could
+// not read gets here.
 func isCorrupt(state []byte) bool {
-	return len(state) != 0 && !codec.Valid(state)
+	return len(state) != 0 && !codec.Valid(bytes.Clone(state))
 }
 
 // Quota returns the quota policy the IETF RateLimit-Policy field states for

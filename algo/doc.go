@@ -55,6 +55,12 @@
 // GCRA's record names the interval its TAT was counted in, and keeps
 // refilling at that rate until an admission rewrites it in the new one.
 //
+// A cost known only after the request (tokens a language model used, rows a
+// query scanned) is settled with Charge and Refund: the request steps with
+// an estimate, then the difference is charged, even past the capacity into
+// a bounded debt, or refunded where the algorithm can take it back exactly.
+// settle.go states the bound and the refund rule of each algorithm.
+//
 // A clock that steps backwards is treated as not having moved: nothing is
 // refunded. The record only knows the times of admitted requests (a denial
 // writes nothing), so "not moved" is measured from those.

@@ -11,15 +11,24 @@ import (
 // the slow path.
 type otherAlgorithm struct{ Algorithm }
 
-// TestFastPath: every algorithm in the table is stepped, and its capacity
-// read, by StepInto's and Capacity's own cases, never through the interface
-// (a forgotten case would cost every decision an interface call and a
-// copied Decision, and nothing else would notice). An algorithm of another
+// TestFastPath: every algorithm in the table is stepped, charged and
+// refunded, and its capacity read, by StepInto's, Charge's, Refund's and
+// Capacity's own cases, never through the interface (a forgotten case
+// would cost every decision an interface call and a copied Decision, and
+// nothing else would notice). An algorithm of another
 // package's making does take the slow path, which shows the hooks work.
 func TestFastPath(t *testing.T) {
-	step, capacity := stepOther, capacityOther
-	t.Cleanup(func() { stepOther, capacityOther = step, capacity })
+	step, capacity, charge, refund := stepOther, capacityOther, chargeOther, refundOther
+	t.Cleanup(func() { stepOther, capacityOther, chargeOther, refundOther = step, capacity, charge, refund })
 	var slow []string
+	chargeOther = func(a Algorithm, state []byte, now, n int64) ([]byte, int64, Decision) {
+		slow = append(slow, "Charge "+string(a.Name()))
+		return charge(a, state, now, n)
+	}
+	refundOther = func(a Algorithm, state []byte, now, at, n int64) ([]byte, int64, Decision) {
+		slow = append(slow, "Refund "+string(a.Name()))
+		return refund(a, state, now, at, n)
+	}
 	stepOther = func(a Algorithm, state []byte, now, cost int64) ([]byte, Decision) {
 		slow = append(slow, "StepInto "+string(a.Name()))
 		return step(a, state, now, cost)
@@ -32,9 +41,13 @@ func TestFastPath(t *testing.T) {
 	for _, k := range kinds {
 		a := MustNew(k.name, p)
 		var d Decision
-		StepInto(a, nil, 1_700_000_000e9, 1, &d)
+		state := StepInto(a, nil, 1_700_000_000e9, 1, &d)
 		if !d.Allowed || Capacity(a) != 3 {
 			t.Errorf("%s: StepInto %+v, Capacity %d", k.name, d, Capacity(a))
+		}
+		state, charged := Charge(a, state, 1_700_000_000e9, 1, &d)
+		if _, refunded := Refund(a, state, 1_700_000_000e9, 1_700_000_000e9, 2, &d); charged != 1 || refunded != 2 {
+			t.Errorf("%s: Charge(1) = %d, Refund(2) = %d", k.name, charged, refunded)
 		}
 	}
 	if len(slow) != 0 {
@@ -44,8 +57,12 @@ func TestFastPath(t *testing.T) {
 	var d Decision
 	StepInto(other, nil, 1_700_000_000e9, 1, &d)
 	Capacity(other)
-	if len(slow) != 2 {
-		t.Fatalf("an algorithm of another package: slow path taken %v, want StepInto and Capacity", slow)
+	if _, charged := Charge(other, nil, 1_700_000_000e9, 1, &d); charged != 0 || !d.Allowed || d.Limit != 3 {
+		t.Errorf("an algorithm of another package, not a Settler: Charge = %d, %+v", charged, d)
+	}
+	Refund(other, nil, 1_700_000_000e9, 1_700_000_000e9, 1, &d)
+	if len(slow) != 4 {
+		t.Fatalf("an algorithm of another package: slow path taken %v, want StepInto, Capacity, Charge, Refund", slow)
 	}
 }
 

@@ -215,6 +215,16 @@ type Swap struct {
 	// from the commit: then it is kept until then (a denial's record must
 	// outlive the wait it told its caller; see Striped.ExtendLocked).
 	Keep bool
+	// Announce asks the store, when the swap writes, to tell the other
+	// clients watching it (WatchDeletes) that Key changed, in the same
+	// atomic step: the engine sets it on a refund, whose record holds less
+	// spent than the one it replaces, so that no other process goes on
+	// answering a denial from the record it saw last. A store need not
+	// tell a client's own watch of the client's own announcements (Redis
+	// skips them); one that does must do so before the swap returns, since
+	// the engine remembers the record it wrote once the swap has returned.
+	// A Keep swap writes nothing and announces nothing.
+	Announce bool
 }
 
 // Swapper is the compare-and-swap path: a store that cannot lend the
@@ -271,11 +281,13 @@ type Swapper interface {
 
 	// WatchDeletes calls fn, from a goroutine of the store's, with the key
 	// of every record deleted by Delete, through this store or another
-	// client of the same one, as the store learns of it: a Reset in one
-	// process then reaches the last-seen records and standing denials the
-	// others keep (see the engine's package doc). A delete made while the
-	// watch was broken (the store unreachable) may be missed. stop ends
-	// the watch; fn is not called after stop returns.
+	// client of the same one, and of every record written by another
+	// client's swap with Swap.Announce, as the store learns of it: a Reset
+	// or a refund in one process then reaches the last-seen records and
+	// standing denials the others keep (see the engine's package doc). A
+	// delete or an announcement made while the watch was broken (the store
+	// unreachable) may be missed. stop ends the watch; fn is not called
+	// after stop returns.
 	WatchDeletes(fn func(key []byte)) (stop func(), err error)
 
 	// Range is Durable.Range: every record whose key is >= start, in key

@@ -26,7 +26,10 @@
 //     on the stack, looked up once under the shard lock, stepped where it
 //     lies by the algorithm's own step, and only its expiry written back
 //     through the table's Ref; the limit's capacity is read only to explain
-//     a denial. ApplyKeyInto decides a Key prepared once with Limit.Key
+//     a denial. Where the shard's last decision denied, a decision first
+//     reads the record without the lock (table.ReadUnlocked, on amd64): a
+//     denial is answered from that copy and writes nothing, not even the
+//     lock; a decision that would spend is made again under the lock. ApplyKeyInto decides a Key prepared once with Limit.Key
 //     exactly as Apply decides the rule and caller it was made from,
 //     without building or hashing the key again, into the caller's
 //     Decision. Any other Striped store, such as the memory store behind a
@@ -84,9 +87,23 @@
 //     a conflict means another process wrote (or the store forgot a
 //     record within a reply's travel of when the engine reckoned it would).
 //   - A request that the key's last-seen record already denies is denied
-//     from it, with no round trip: spending never refunds, and a record
+//     from it, with no round trip: a decision never refunds, and a record
 //     only moves towards "more spent" except by time, which the step
-//     accounts for, so the store's record denies it too. A caller hammering
+//     accounts for, and by a refund (a Reservation settled below its
+//     estimate), which announces itself, so the store's record denies it
+//     too. A refund's compare-and-swap carries backend.Swap.Announce: the
+//     store tells the other processes watching it (Redis: a PUBLISH in the
+//     same script as the write, so no round trip of its own), and each
+//     forgets the key's last-seen record, as after a Reset, so that its
+//     next request goes to the store. That keeps the cache for every
+//     limit, refunding or not, rather than only for limits that never
+//     refund: a limit cannot tell whether a caller will settle below its
+//     estimate, and a refund is rarer than a denial. Until the
+//     announcement arrives (Pub/Sub's travel, or never for a watcher whose
+//     connection was down), a process may deny from its stale record what
+//     the store would allow, for at most that denial's RetryAfter; it
+//     never allows anything the store denies. The refunding process keeps
+//     its own record: it wrote it. A caller hammering
 //     a denied key costs the store nothing until its RetryAfter passes,
 //     but for one round trip when the store would forget the record
 //     before its caller is full again (a rule whose rate was lowered since
@@ -111,6 +128,12 @@
 //     the store's record) is confirmed against the store by a compare-only
 //     swap (backend.Swap.Keep), in the same round trip as the batch's
 //     writes.
+//   - A Reservation's settle is one more request in the key's queue: a
+//     charge or a refund stepped on the key's record in order with the
+//     decisions queued with it, and committed by their compare-and-swap.
+//     Settles queued behind a swap in flight cost no round trip of their
+//     own; a settle on an idle key costs one (it is not held back to wait
+//     for a later decision: a settle returns once it is committed).
 //   - Time is the store's: each reply carries the store's clock, the
 //     engine keeps the offset to its own and steps with the store's time
 //     (learned by an empty compare-and-swap before the first decision).
@@ -136,11 +159,23 @@
 //     beyond any limit. Reset deletes the record and forgets the
 //     last-seen one.
 //
+// # Reservations
+//
+// Reserve decides a request on an estimate of its cost, as Apply does, and
+// returns a Reservation; its Settle, once the actual cost is known,
+// charges the difference (even past the limit, into a debt bounded per
+// algorithm) or refunds it where the algorithm can take it back exactly
+// (package algo's Charge and Refund say per algorithm). A settle is a
+// read-step-write of the key like a decision, on every path: under the
+// stripe lock over the memory store and the durable tier (whose
+// Durability applies to it as to a decision), through the key's queue
+// over a backend.Swapper. A reservation never settled keeps its estimate.
+//
 // # Context
 //
 // Every call that can reach a store (Apply, ApplyKeyInto, Peek, ApplyAll,
-// Reset, Record, Flush) takes the caller's context.Context first. What it
-// does depends on the path:
+// Reserve, Reservation.Settle, Reset, Record, Flush) takes the caller's
+// context.Context first. What it does depends on the path:
 //
 //   - over a backend.Striped store (the memory store), the context is
 //     never read: the decision is made in the process, with nothing to

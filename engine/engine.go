@@ -424,8 +424,15 @@ func (e *Engine) apply(ctx context.Context, l Limit, key string, cost int64, spe
 	if e.store.swap != nil {
 		return e.store.swap.apply(ctx, e, l, key, cost, spend, d)
 	}
+	_, err := e.applyStriped(ctx, l, key, cost, spend, d)
+	return err
+}
+
+// applyStriped is apply on the striped path, returning the time it decided
+// at.
+func (e *Engine) applyStriped(ctx context.Context, l Limit, key string, cost int64, spend bool, d *algo.Decision) (int64, error) {
 	if err := e.done(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	var buf [128]byte
 	k := AppendKey(buf[:0], l.Namespace, key)
@@ -441,7 +448,7 @@ func (e *Engine) apply(ctx context.Context, l Limit, key string, cost int64, spe
 	state, err := e.get(st, h, k, now)
 	if err != nil {
 		e.unlock(i)
-		return e.storeError("read", err)
+		return 0, e.storeError("read", err)
 	}
 	switch {
 	case !spend:
@@ -474,9 +481,9 @@ func (e *Engine) apply(ctx context.Context, l Limit, key string, cost int64, spe
 	}
 	if err != nil {
 		*d = algo.Decision{}
-		return e.storeError("write", err)
+		return 0, e.storeError("write", err)
 	}
-	return nil
+	return now, nil
 }
 
 // Request is one part of an ApplyAll call.

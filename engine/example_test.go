@@ -126,3 +126,49 @@ func ExampleEngine_ApplyKeyInto() {
 	// request 3: allowed false, retry after 500ms
 	// by Apply: false
 }
+
+// A tokens-per-minute limit for a language-model API: each request
+// reserves what it may cost (the prompt's tokens plus its max_tokens),
+// and settles with what the response's usage.total_tokens says it cost.
+// A sliding counter refunds exactly within its window, however long the
+// request took.
+// A response that cost less gives the rest back; one that cost more
+// (the prompt was longer than estimated) puts the key in debt, and its
+// next request waits until the debt has refilled.
+func ExampleEngine_Reserve() {
+	clock := engine.NewFakeClock(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	e, _ := engine.New(memory.New(nil), &engine.Options{Clock: clock})
+	defer e.Close()
+	ctx := context.Background()
+	tpm := engine.Limit{
+		Namespace: "tokens-per-minute",
+		Algorithm: algo.MustNew(algo.SlidingCounterName, algo.Params{Limit: 10_000, Window: time.Minute}),
+	}
+	for _, call := range []struct{ prompt, maxTokens, totalTokens int64 }{
+		{1000, 4000, 1800}, // used less than reserved: 3200 back
+		{1000, 4000, 9000}, // used more: 4000 more, 800 past the limit, which weighs in the next window too
+		{1000, 4000, 0},
+	} {
+		r, err := e.Reserve(ctx, tpm, "api-key-1", call.prompt+call.maxTokens)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if !r.Decision.Allowed {
+			fmt.Printf("reserve %d: denied, retry after %v\n", r.Estimate, r.Decision.RetryAfter)
+			continue
+		}
+		// ... call the model, read usage.total_tokens from the response ...
+		s, err := r.Settle(ctx, call.totalTokens)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("reserve %d, used %d: refunded %d, charged %d, remaining %d\n",
+			r.Estimate, call.totalTokens, s.Refunded, s.Charged, s.Decision.Remaining)
+	}
+	// Output:
+	// reserve 5000, used 1800: refunded 3200, charged 0, remaining 8200
+	// reserve 5000, used 9000: refunded 0, charged 4000, remaining 0
+	// reserve 5000: denied, retry after 1m32.222222223s
+}

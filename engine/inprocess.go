@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend/table"
 )
 
 // The in-process decision: Apply over a bare memory store, the path every
@@ -52,35 +53,85 @@ func (e *Engine) decideMemory(a algo.Algorithm, k []byte, h uint64, cost int64, 
 	}
 	m := e.store.table
 	i := int(h & e.mask)
+	if table.UnlockedReads && m.Denying(h) {
+		// A decision whose caller is denied writes nothing, so where the
+		// shard's last decisions were denials, the record is read without
+		// the lock (table.ReadUnlocked): a denial then writes nothing at
+		// all, not even the lock's line. A decision that turns out to
+		// spend, or cannot be read so, is made under the lock, as every
+		// decision is where the shard's decisions spend.
+		var buf [table.MaxUnlocked]byte
+		if state, x, ok := m.ReadUnlocked(h, k, buf[:], now); ok {
+			next, fixed := stepFixed(a, state, now, cost, d)
+			switch {
+			case !fixed || d.CorruptState || cost > d.Limit:
+				// A sliding log or an algorithm of another package (whose
+				// step may keep the record, which is on this stack), a
+				// corrupt record (removed under the lock) or a refused
+				// cost (refused there).
+			case next == nil && !d.Allowed:
+				// A denial holds unless the record's expiry must be
+				// lengthened (decideLocked says why).
+				if x <= 0 || x >= addSat(now, d.Reset) {
+					return nil
+				}
+			}
+		}
+	}
 	m.Lock(i)
+	return e.decideLocked(a, k, h, cost, now, i, d)
+}
+
+// stepFixed is step for package algo's algorithms of fixed-size records
+// only, whose steps keep nothing of the record they are given (so that it
+// may live on the caller's stack): fixed is false, and nothing is stepped,
+// for any other.
+func stepFixed(a algo.Algorithm, state []byte, now, cost int64, d *algo.Decision) (next []byte, own bool) {
+	switch a := a.(type) {
+	case *algo.GCRA:
+		return a.StepInto(state, now, cost, d), true
+	case *algo.TokenBucket:
+		return a.StepInto(state, now, cost, d), true
+	case *algo.FixedWindow:
+		return a.StepInto(state, now, cost, d), true
+	case *algo.SlidingCounter:
+		return a.StepInto(state, now, cost, d), true
+	case *algo.LeakyBucket:
+		return a.StepInto(state, now, cost, d), true
+	}
+	return nil, false
+}
+
+// step steps state by a's own step function where a is one of package
+// algo's (own reports it), or by algo.StepInto. It is algo.StepInto's
+// dispatch, here so that the step is called directly: one call fewer on
+// every decision. An algorithm of another package takes algo.StepInto
+// (stepOther); TestOneDispatch fails for one of package algo's that is
+// missing here.
+func step(a algo.Algorithm, state []byte, now, cost int64, d *algo.Decision) (next []byte, own bool) {
+	if next, fixed := stepFixed(a, state, now, cost, d); fixed {
+		return next, true
+	}
+	if a, ok := a.(*algo.SlidingLog); ok {
+		return a.StepInto(state, now, cost, d), true
+	}
+	next, *d = stepOther(a, state, now, cost)
+	return next, false
+}
+
+// decideLocked is decideMemory's decision under the lock of shard i, which
+// the caller holds and which it releases.
+func (e *Engine) decideLocked(a algo.Algorithm, k []byte, h uint64, cost, now int64, i int, d *algo.Decision) error {
+	m := e.store.table
 	state, ref, err := m.LookupLocked(h, k, now)
 	if err != nil {
 		m.Unlock(i)
 		*d = algo.Decision{}
 		return e.storeError("read", err)
 	}
-	// algo.StepInto's dispatch, here so that the step is called directly:
-	// one call fewer on every decision. An algorithm of another package
-	// takes algo.StepInto (stepOther); TestOneDispatch fails for one of
-	// package algo's that is missing here.
-	var next []byte
-	own := true // one of package algo's, whose decisions carry the capacity as Limit
-	switch a := a.(type) {
-	case *algo.GCRA:
-		next = a.StepInto(state, now, cost, d)
-	case *algo.TokenBucket:
-		next = a.StepInto(state, now, cost, d)
-	case *algo.FixedWindow:
-		next = a.StepInto(state, now, cost, d)
-	case *algo.SlidingCounter:
-		next = a.StepInto(state, now, cost, d)
-	case *algo.LeakyBucket:
-		next = a.StepInto(state, now, cost, d)
-	case *algo.SlidingLog:
-		next = a.StepInto(state, now, cost, d)
-	default:
-		next, *d = stepOther(a, state, now, cost)
-		own = false
+	next, own := step(a, state, now, cost, d)
+	if table.UnlockedReads {
+		m.SetDenying(h, !d.Allowed)
 	}
 	if !d.Allowed && (own && cost > d.Limit || !own && cost > algo.Capacity(a)) {
 		// Refused, not denied: nothing is written, not even the removal

@@ -31,7 +31,8 @@ type SwapOptions struct {
 	CacheSize int
 	// ConfirmDenials makes every denial a round trip: by default a request
 	// that the key's last-seen record already denies is answered from it,
-	// since spending never refunds, unless the store would forget the
+	// since a decision never refunds (and a settle's refund announces
+	// itself to the other processes), unless the store would forget the
 	// record before its caller is full again (see the package doc for what
 	// that promises, and for a Reset in another process).
 	ConfirmDenials bool
@@ -48,7 +49,7 @@ type SwapOptions struct {
 // A request that the last-seen record denies is answered from it, with no
 // round trip: a record only moves towards "more spent" except by time, which
 // the step accounts for, so the store's record denies it too (unless the key
-// was deleted, which the store's watch of deletions reports). The exception is a denial
+// was deleted or refunded, which the store's watch reports). The exception is a denial
 // whose caller is full again only after the store would forget the record
 // (a rule whose rate was lowered since it was written): it goes to the
 // store once, whose compare-only swap keeps the record that long

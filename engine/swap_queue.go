@@ -34,9 +34,15 @@ type waiter struct {
 	key   string
 	cost  int64
 	spend bool
-	d     algo.Decision // the decision, or zero with err
-	err   error
-	wake  chan bool // receives true to lead the next batch (or, multi, to own the key), false once decided
+	// settle, when not settleNone, makes the waiter a settle rather than a
+	// request: it charges cost, or refunds cost spent at at, and reports
+	// the units it did in settled.
+	settle  settleKind
+	at      int64 // a refund's instant; for a spending request, the time it was stepped at
+	settled int64
+	d       algo.Decision // the decision, or zero with err
+	err     error
+	wake    chan bool // receives true to lead the next batch (or, multi, to own the key), false once decided
 	// multi marks an ApplyAll waiting to own the key: it is no part of a
 	// leader's batch, and is woken, off the queue, once the batch before
 	// it is done.
@@ -50,8 +56,15 @@ type waiter struct {
 
 // apply decides one request through the key's queue.
 func (p *swapPath) apply(ctx context.Context, e *Engine, l Limit, key string, cost int64, spend bool, d *algo.Decision) error {
+	_, err := p.applyAt(ctx, e, l, key, cost, spend, d)
+	return err
+}
+
+// applyAt is apply returning the store's time the request was stepped at
+// when it spent (zero when it did not).
+func (p *swapPath) applyAt(ctx context.Context, e *Engine, l Limit, key string, cost int64, spend bool, d *algo.Decision) (int64, error) {
 	if err := p.enter(ctx, e); err != nil {
-		return err
+		return 0, err
 	}
 	defer p.life.RUnlock()
 	k := AppendKey(make([]byte, 0, binary.MaxVarintLen64+len(l.Namespace)+len(key)), l.Namespace, key)
@@ -62,9 +75,16 @@ func (p *swapPath) apply(ctx context.Context, e *Engine, l Limit, key string, co
 	if spend && !p.confirm {
 		denied, err := p.deniedLocally(ctx, e, sh, k, l.Algorithm, cost, d, w.buf[:0])
 		if denied || err != nil {
-			return err
+			return 0, err
 		}
 	}
+	err := p.queue(ctx, e, sh, k, w, d)
+	return w.at, err
+}
+
+// queue decides w through k's queue: it joins the queue, and leads the
+// next batch when its turn comes.
+func (p *swapPath) queue(ctx context.Context, e *Engine, sh *swapShard, k []byte, w *waiter, d *algo.Decision) error {
 	sh.mu.Lock()
 	f := sh.flights[string(k)]
 	if f == nil {
@@ -305,6 +325,21 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 		}
 		swap := backend.Swap{Key: k, Expected: expected, Keep: true}
 		for _, w := range batch {
+			if w.settle != settleNone {
+				var next []byte
+				if w.settle == settleCharge {
+					next, w.settled = algo.Charge(w.limit, state, now, w.cost, &w.d)
+				} else {
+					next, w.settled = algo.Refund(w.limit, state, now, w.at, w.cost, &w.d)
+					swap.Announce = swap.Announce || w.settled > 0
+				}
+				if next != nil || w.d.CorruptState {
+					state = next
+					swap.Keep, swap.Value, swap.TTL = false, next, w.d.TTL
+				}
+				continue
+			}
+			w.at = now
 			if !w.spend {
 				peek = append(peek[:0], state...)
 				algo.StepInto(w.limit, peek, now, w.cost, &w.d)

@@ -35,6 +35,7 @@ type SwapStore struct {
 	watchSeq int
 
 	calls, mismatches atomic.Int64
+	announced         atomic.Uint64
 	evicted           atomic.Uint64
 }
 
@@ -188,7 +189,9 @@ func (s *SwapStore) SwapGroup(key []byte) string {
 }
 
 // WatchDeletes implements backend.Swapper: fn is called, under the store's
-// lock, before Delete returns.
+// lock, before Delete returns, and before a swap with Swap.Announce returns
+// (the announcing engine's own watcher included: it remembers the record it
+// wrote after that).
 func (s *SwapStore) WatchDeletes(fn func(key []byte)) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -314,9 +317,19 @@ func (s *SwapStore) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (b
 		default:
 			s.recs[string(w.Key)] = swapRecord{append([]byte{}, w.Value...), now + int64(w.TTL)}
 		}
+		if w.Announce && !w.Keep {
+			s.announced.Add(1)
+			for _, fn := range s.watchers {
+				fn(bytes.Clone(w.Key))
+			}
+		}
 	}
 	return true, nil, reply, nil
 }
+
+// Announced returns how many swaps with Swap.Announce the store has
+// written.
+func (s *SwapStore) Announced() uint64 { return s.announced.Load() }
 
 // Close empties the store; later calls return backend.ErrClosed.
 func (s *SwapStore) Close() error {

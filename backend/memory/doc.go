@@ -44,9 +44,11 @@
 //
 // A Store is safe for concurrent use. Get, Put and Delete take their shard's
 // lock themselves; the *Locked methods of backend.Striped expect the caller
-// to hold it. A decision on a key the store holds writes only its shard's
-// lock line (the lock and the memo of the entry last found share it) and
-// the record's own bytes: no count shared by the shards (keys are counted
+// to hold it. A decision on a key the store holds that spends writes only
+// its shard's lock line (the lock, its sequence and the memo of the entry
+// last found share it) and the record's own bytes; one that denies writes
+// nothing at all on amd64, where it reads the record without the lock
+// (table.ReadUnlocked); and no decision writes a count shared by the shards (keys are counted
 // per shard and summed by Len; only a store bounded by MaxKeys also keeps
 // the store-wide count it reserves room with, which only new keys write). Close is idempotent, waits for the sweeper to stop and frees
 // every shard; all later calls return backend.ErrClosed.

@@ -134,6 +134,9 @@ type Store struct {
 	// timed out or lost its connection: the pool drops the connections
 	// made before (see lateConn.SyscallConn).
 	stale *atomic.Int64
+	// origin prefixes the store's announcements (Swap.Announce), so that
+	// its own watch skips them.
+	origin string
 }
 
 // timeEvery is how often a swap must carry the server's time: a fresh
@@ -165,7 +168,7 @@ func newStore(c goredis.UniversalClient, opts *Options, own bool) (*Store, error
 	if c == nil {
 		return nil, errors.New("sluice/backend/redis: nil client")
 	}
-	s := &Store{c: c, base: c, own: own, prefix: o.KeyPrefix, timeout: o.Timeout, noClock: o.EngineClock}
+	s := &Store{c: c, base: c, own: own, prefix: o.KeyPrefix, timeout: o.Timeout, noClock: o.EngineClock, origin: newOrigin()}
 	switch cc := c.(type) {
 	case *goredis.Client:
 		if !cc.Options().ContextTimeoutEnabled {
@@ -429,9 +432,11 @@ func (s *Store) Client() goredis.UniversalClient { return s.base }
 // than 40 bytes); ARGV[3i-1] what to do when every key holds what it
 // should: "" leave the key as it is, "+" and milliseconds leave it but
 // keep it at least that long (PEXPIRE when its PTTL is shorter), "0" delete
-// it, or a TTL in milliseconds to SET ARGV[3i] with. The reply is {1, µs} with the
-// server's TIME in microseconds when it wrote, or {0, µs, current
-// records...} (false for an absent one) when it wrote nothing.
+// it, or a TTL in milliseconds to SET ARGV[3i] with. ARGV past 3·#KEYS,
+// when there are any, are a channel and the messages to PUBLISH on it once
+// everything is written (the announcements of Swap.Announce). The reply is
+// {1, µs} with the server's TIME in microseconds when it wrote, or {0, µs,
+// current records...} (false for an absent one) when it wrote nothing.
 var casScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local cur, ok = {}, true
@@ -466,6 +471,10 @@ for i = 1, #KEYS do
   elseif ttl ~= '' then
     redis.call('SET', KEYS[i], ARGV[3*i], 'PX', ttl)
   end
+end
+local n = 3 * #KEYS
+for j = n + 2, #ARGV do
+  redis.call('PUBLISH', ARGV[n + 1], ARGV[j])
 end
 return {1, now}
 `)
@@ -524,11 +533,17 @@ func (s *Store) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (bool,
 	if err := ctx.Err(); err != nil {
 		return false, nil, 0, fmt.Errorf("sluice/backend/redis: %w", err)
 	}
-	if len(swaps) == 1 {
+	announce := 0
+	for i := range swaps {
+		if swaps[i].Announce && !swaps[i].Keep {
+			announce++
+		}
+	}
+	if len(swaps) == 1 && announce == 0 {
 		return s.compareAndSwapOne(ctx, &swaps[0])
 	}
 	keys := make([]string, len(swaps))
-	args := make([]any, 0, 3*len(swaps))
+	args := make([]any, 0, 3*len(swaps)+1+announce)
 	for i, w := range swaps {
 		if len(w.Key) == 0 {
 			return false, nil, 0, backend.ErrEmptyKey
@@ -549,6 +564,14 @@ func (s *Store) CompareAndSwap(ctx context.Context, swaps []backend.Swap) (bool,
 			// A copy: a call its caller stopped waiting for may be sent
 			// after the engine has reused the swap's Value.
 			args = append(args, pxMillis(w.TTL, s.noClock), bytes.Clone(w.Value))
+		}
+	}
+	if announce > 0 {
+		args = append(args, s.changeChannel())
+		for _, w := range swaps {
+			if w.Announce && !w.Keep {
+				args = append(args, s.origin+string(w.Key))
+			}
 		}
 	}
 	var reply []any

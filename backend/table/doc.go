@@ -67,4 +67,27 @@
 // expired records a bounded batch at a time (see package memory for the
 // promise). Close is idempotent, waits for the sweeper to stop and frees
 // every shard; all later calls return backend.ErrClosed.
+//
+// ReadUnlocked copies a record without the lock, for a decision that
+// expects to deny and so to write nothing. Each shard keeps a sequence
+// (odd while its lock is held: lock and unlock add one) and a view of its
+// index and arena published whenever either is reallocated; the copy
+// counts when the sequence read before and after it is the same even
+// value, and every offset it follows is checked against the view's bounds
+// first, so a read racing a writer is refused, never torn. It exists on
+// amd64 without the race detector (UnlockedReads); elsewhere every
+// decision takes the lock. What a decision writes and reads:
+//
+//	spends (under the lock)   writes: the shard's lock line (lock, sequence,
+//	                                  memo) and the record's bytes
+//	                          reads:  the view line, an index slot, the entry
+//	denies (read unlocked)    writes: nothing
+//	                          reads:  the lock line (the sequence, twice),
+//	                                  the view line, an index slot, the entry
+//
+// Which way a decision goes is a hint per shard (Denying, SetDenying) on
+// the view's line, stored only when the outcome of the shard's decisions
+// changes: after a denial the shard's next decision is read unlocked,
+// after a spend it takes the lock at once, so a shard whose callers are
+// being allowed never reads the lock's line before writing it.
 package table

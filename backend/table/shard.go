@@ -40,10 +40,24 @@ const (
 type shard struct {
 	// The fields are grouped by cache line, by how often a decision writes
 	// them: when two cores take turns at a shard, only a line written
-	// since the other last read it has to move between them.
+	// since the other last read it has to move between them. A shard is
+	// three lines: an odd number, so that the same line of consecutive
+	// shards falls in every set of a cache rather than in a few.
 
-	// Written by every call: the lock and the memo of the hot entry.
-	mu sync.Mutex // guards every field below but seed
+	// Written by every call that takes the lock: the lock, its sequence
+	// and the memo of the hot entry.
+	mu sync.Mutex // guards every field below but seq, view, denying and held
+
+	// seq is odd while the lock is held and even while it is not: lock
+	// and unlock each add one. A reader that takes no lock (ReadUnlocked)
+	// reads it, atomically, before and after reading an entry; the same
+	// even value both times means no holder of the lock came in between,
+	// so the bytes it read were whole. The holder writes it with plain
+	// stores, which Go's compiler keeps in program order and amd64 makes
+	// visible in that order: the only build with such readers (see
+	// unlocked.go). An atomic store would cost every locked call a
+	// locked instruction more.
+	seq uint64
 
 	// The engine reads a record with GetLocked and writes it back with
 	// PutLocked at once, and a hot key comes back again and again.
@@ -53,36 +67,73 @@ type shard struct {
 	// invalidates the memo; the key is still compared.
 	gen     uint64 // bumped by every structural change
 	hotGen  uint64 // gen when the hot entry was found
-	hotSlot int    // its slot
+	hotSlot uint32 // its slot
 	hotOff  uint32 // its offset
 	hotVal  uint32 // the offset of its value
 	hotVlen uint32 // its value length
 	hotVcap uint32 // its value reserve
 	hotFP   uint32 // its fingerprint
 	hotKlen uint32 // its key length
+	closed  bool   // set by Close; every method then returns ErrClosed
+
+	// Read by every call, written only when the index or arena is
+	// reallocated (or the hint changes).
+	slots []uint64 // the index; nil when count is zero
+	arena []byte   // the entries; nil when count is zero
+	// view is slots and arena (to its capacity) for readers that take no
+	// lock, published whenever either is reallocated; nil when the shard
+	// holds nothing.
+	view atomic.Pointer[view]
+	seed uint32 // mixes fp into a home slot; fixed for the table's life
+	// denying is set when a decision under the lock denies and cleared
+	// when one spends (see engine's decideMemory): a hint of which way to
+	// decide the shard's next key, stored only when it changes, so that a
+	// run of decisions of one kind leaves the line unwritten.
+	denying atomic.Bool
+
+	// Written when keys come and go.
+	count  int    // live slots (keys held, expired or not)
+	dead   uint32 // bytes of arena held by replaced or deleted entries
+	cursor uint32 // next slot the sweeper examines
+	now    int64  // latest now passed to a read; used to reclaim when full
 	// held is count, stored at each change, so that Len reads every
 	// shard's without its lock: per-shard counts summed on read, rather
 	// than one counter that every new key in every shard would write.
 	held atomic.Int64
 
-	// Read by every call, written only when the index or arena is
-	// reallocated.
-	slots  []uint64 // the index; nil when count is zero
-	arena  []byte   // the entries; nil when count is zero
-	seed   uint32   // mixes fp into a home slot; fixed for the table's life
-	closed bool     // set by Close; every method then returns ErrClosed
-	_      [8]byte
-
-	// Written when keys come and go.
-	count  int   // live slots (keys held, expired or not)
-	dead   int   // bytes of arena held by replaced or deleted entries
-	cursor int   // next slot the sweeper examines
-	now    int64 // latest now passed to a read; used to reclaim when full
-
 	// Room for a key's first record, which LookupLocked lends and the
-	// table copies from; it also pads the shard to 192 bytes, so no two
-	// shards share a cache line.
+	// table copies from.
 	scratch [32]byte
+}
+
+// view is a shard's index and arena as a reader without the lock sees
+// them: published together, so that such a reader never pairs one
+// allocation's pointer with another's length.
+type view struct {
+	slots []uint64
+	arena []byte
+}
+
+// lock takes the shard's lock and makes seq odd.
+func (sh *shard) lock() {
+	sh.mu.Lock()
+	sh.seq++
+}
+
+// unlock makes seq even and releases the shard's lock.
+func (sh *shard) unlock() {
+	sh.seq++
+	sh.mu.Unlock()
+}
+
+// publish makes the shard's current index and arena the view readers
+// without the lock use. Every reallocation of either calls it.
+func (sh *shard) publish() {
+	if sh.slots == nil {
+		sh.view.Store(nil)
+		return
+	}
+	sh.view.Store(&view{slots: sh.slots, arena: sh.arena[:cap(sh.arena)]})
 }
 
 // isHot reports whether key is the entry the last GetLocked found and
@@ -344,7 +395,11 @@ func (sh *shard) appendEntry(key, value []byte, expiresAt int64, vcap uint32) (u
 	p = len(a)
 	a = a[:p+int(vcap)]
 	copy(a[p:], value)
+	grown := cap(a) != cap(sh.arena)
 	sh.arena = a
+	if grown {
+		sh.publish()
+	}
 	return off, nil
 }
 
@@ -357,7 +412,7 @@ func (sh *shard) removeSlot(i int) {
 	off := uint32(slots[i])
 	klen, p := uvarintAt(sh.arena, off+8)
 	vcap, _ := uvarintAt(sh.arena, p)
-	sh.dead += entrySize(klen, vcap)
+	sh.dead += uint32(entrySize(klen, vcap))
 	sh.count--
 	sh.held.Store(int64(sh.count))
 	sh.gen++
@@ -412,12 +467,13 @@ func (sh *shard) resize(n int) {
 		}
 	}
 	if len(old) > 0 {
-		sh.cursor = int(uint64(sh.cursor) * uint64(n) / uint64(len(old)))
+		sh.cursor = uint32(uint64(sh.cursor) * uint64(n) / uint64(len(old)))
 	} else {
 		sh.cursor = 0
 	}
 	sh.slots = slots
 	sh.gen++
+	sh.publish()
 }
 
 // needGrow reports whether adding one key would push the index's load
@@ -444,12 +500,13 @@ func (s *Table) tidy(sh *shard) {
 	if sh.count == 0 {
 		sh.slots, sh.arena, sh.dead, sh.cursor = nil, nil, 0, 0
 		sh.gen++
+		sh.publish()
 		return
 	}
 	if n := len(sh.slots); n > minSlots && sh.count*5 < n {
 		sh.resize(max(minSlots, sh.count*2))
 	}
-	if sh.dead > s.minDead && sh.dead*2 > len(sh.arena) {
+	if int(sh.dead) > s.minDead && int(sh.dead)*2 > len(sh.arena) {
 		sh.compact()
 		s.compactions.Add(1)
 	}
@@ -460,7 +517,7 @@ func (s *Table) tidy(sh *shard) {
 // the sweeper's cursor stays valid. The work is bounded by the shard's size.
 func (sh *shard) compact() {
 	old := sh.arena
-	live := len(old) - 1 - sh.dead
+	live := len(old) - 1 - int(sh.dead)
 	a := make([]byte, 1, 1+live)
 	for i, s := range sh.slots {
 		if s == 0 {
@@ -481,6 +538,7 @@ func (sh *shard) compact() {
 	sh.arena = a
 	sh.dead = 0
 	sh.gen++
+	sh.publish()
 }
 
 // sweep examines up to limit keys from the cursor and removes those expired
@@ -491,7 +549,7 @@ func (sh *shard) sweep(now int64, limit int) (examined, removed int) {
 	if sh.count == 0 || n == 0 || limit <= 0 {
 		return 0, 0
 	}
-	c := sh.cursor
+	c := int(sh.cursor)
 	if c >= n {
 		c = 0
 	}
@@ -515,6 +573,6 @@ func (sh *shard) sweep(now int64, limit int) (examined, removed int) {
 		}
 		advanced++
 	}
-	sh.cursor = c
+	sh.cursor = uint32(c)
 	return examined, removed
 }

@@ -44,7 +44,7 @@ func checkInvariants(t *testing.T, s *Table) {
 		if n > 0 && sh.count*5 > n*4 {
 			t.Errorf("shard %d: load %d/%d above 4/5", si, sh.count, n)
 		}
-		if sh.dead > s.minDead && sh.dead*2 > len(sh.arena) {
+		if int(sh.dead) > s.minDead && int(sh.dead)*2 > len(sh.arena) {
 			t.Errorf("shard %d: %d dead bytes of %d not compacted", si, sh.dead, len(sh.arena))
 		}
 		if sh.count == 0 && (sh.slots != nil || sh.arena != nil) {
@@ -264,7 +264,7 @@ func TestShardSize(t *testing.T) {
 		line       uintptr
 	}{
 		{"lock and memo", unsafe.Offsetof(sh.mu), unsafe.Offsetof(sh.hotKlen) + 4, 0},
-		{"index and arena", unsafe.Offsetof(sh.slots), unsafe.Offsetof(sh.closed) + 1, 1},
+		{"index and arena", unsafe.Offsetof(sh.slots), unsafe.Offsetof(sh.denying) + 4, 1},
 		{"counts", unsafe.Offsetof(sh.count), unsafe.Offsetof(sh.now) + 8, 2},
 	}
 	for _, l := range lines {

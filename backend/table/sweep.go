@@ -40,16 +40,16 @@ func (s *Table) sweep(now int64, budget int) (examined, removed int) {
 		i := s.sweepNext
 		s.sweepNext = (i + 1) & int(s.mask)
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		sh.lock()
 		if sh.closed {
-			sh.mu.Unlock()
+			sh.unlock()
 			return examined, removed
 		}
 		e, r := sh.sweep(now, min(budget, s.batch))
 		if r > 0 {
 			s.tidy(sh)
 		}
-		sh.mu.Unlock()
+		sh.unlock()
 		budget -= e
 		examined += e
 		removed += r
@@ -100,9 +100,9 @@ func (s *Table) tick() {
 				return
 			default:
 			}
-			sh.mu.Lock()
+			sh.lock()
 			if sh.closed {
-				sh.mu.Unlock()
+				sh.unlock()
 				return
 			}
 			if target < 0 {
@@ -113,7 +113,7 @@ func (s *Table) tick() {
 			if removed > 0 {
 				s.tidy(sh)
 			}
-			sh.mu.Unlock()
+			sh.unlock()
 			done += examined
 			if removed > 0 {
 				s.release(removed)

@@ -203,12 +203,12 @@ func (s *Table) Get(key []byte, now int64) ([]byte, error) {
 	}
 	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
-	sh.mu.Lock()
+	sh.lock()
 	v, err := s.getLocked(sh, hash, key, now)
 	if v != nil {
 		v = append(make([]byte, 0, len(v)), v...)
 	}
-	sh.mu.Unlock()
+	sh.unlock()
 	return v, err
 }
 
@@ -221,9 +221,9 @@ func (s *Table) Put(key, value []byte, expiresAt int64) error {
 	}
 	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
-	sh.mu.Lock()
+	sh.lock()
 	err := s.putLocked(sh, hash, key, value, expiresAt)
-	sh.mu.Unlock()
+	sh.unlock()
 	return err
 }
 
@@ -234,9 +234,9 @@ func (s *Table) Delete(key []byte) error {
 	}
 	hash := backend.Hash(key)
 	sh := &s.shards[hash&s.mask]
-	sh.mu.Lock()
+	sh.lock()
 	err := s.deleteLocked(sh, hash, key)
-	sh.mu.Unlock()
+	sh.unlock()
 	return err
 }
 
@@ -244,10 +244,10 @@ func (s *Table) Delete(key []byte) error {
 func (s *Table) Stripes() int { return len(s.shards) }
 
 // Lock acquires the lock of shard i, 0 <= i < Stripes().
-func (s *Table) Lock(i int) { s.shards[i].mu.Lock() }
+func (s *Table) Lock(i int) { s.shards[i].lock() }
 
 // Unlock releases the lock of shard i.
-func (s *Table) Unlock(i int) { s.shards[i].mu.Unlock() }
+func (s *Table) Unlock(i int) { s.shards[i].unlock() }
 
 // GetLocked is Get for a caller holding the lock of shard hash&(Stripes()-1),
 // where hash is backend.Hash(key). The returned slice aliases the stored
@@ -320,7 +320,7 @@ func (s *Table) LookupLocked(hash uint64, key []byte, now int64) (record []byte,
 			return sh.scratch[:0], Ref{}, nil
 		}
 		off, val, n = o, v, vn
-		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, slot, off, val
+		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, uint32(slot), off, val
 		sh.hotVlen, sh.hotVcap, sh.hotFP, sh.hotKlen = n, vcap, fp, uint32(len(key))
 	}
 	a := sh.arena
@@ -439,13 +439,14 @@ func (s *Table) Close() error {
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		sh.lock()
 		sh.closed = true
 		sh.gen++
 		s.release(sh.count)
 		sh.slots, sh.arena, sh.count, sh.dead, sh.cursor = nil, nil, 0, 0, 0
+		sh.publish()
 		sh.held.Store(0)
-		sh.mu.Unlock()
+		sh.unlock()
 	}
 	return nil
 }
@@ -468,7 +469,7 @@ func (s *Table) getLocked(sh *shard, hash uint64, key []byte, now int64) ([]byte
 			return nil, nil
 		}
 		off, val, vlen = o, v, n
-		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, slot, off, val
+		sh.hotGen, sh.hotSlot, sh.hotOff, sh.hotVal = sh.gen, uint32(slot), off, val
 		sh.hotVlen, sh.hotVcap, sh.hotFP, sh.hotKlen = vlen, vcap, fp, uint32(len(key))
 	}
 	if expired(sh.expiresAt(off), now) {
@@ -492,7 +493,7 @@ func (s *Table) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 	)
 	if sh.isHotWrite(fp, key, value) {
 		// Written back right after GetLocked: no probe.
-		slot, off, val, vlen, vcap, ok = sh.hotSlot, sh.hotOff, sh.hotVal, sh.hotVlen, sh.hotVcap, true
+		slot, off, val, vlen, vcap, ok = int(sh.hotSlot), sh.hotOff, sh.hotVal, sh.hotVlen, sh.hotVcap, true
 	} else {
 		slot, off, val, vlen, vcap, ok = sh.find(fp, key)
 	}
@@ -524,7 +525,7 @@ func (s *Table) putLocked(sh *shard, hash uint64, key, value []byte, expiresAt i
 		if err != nil {
 			return err
 		}
-		sh.dead += entrySize(uint32(len(key)), vcap)
+		sh.dead += uint32(entrySize(uint32(len(key)), vcap))
 		sh.slots[slot] = uint64(fp)<<32 | uint64(noff)
 		sh.gen++
 		s.tidy(sh)

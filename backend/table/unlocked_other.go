@@ -1,0 +1,5 @@
+//go:build !amd64 || race
+
+package table
+
+const unlockedReads = false

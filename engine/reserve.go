@@ -1,0 +1,259 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
+)
+
+// Errors returned by Reservation.Settle.
+var (
+	// ErrSettled is returned by Settle on a reservation settled already:
+	// a reservation settles once.
+	ErrSettled = errors.New("sluice/engine: reservation settled already")
+	// ErrNotReserved is returned by Settle on a reservation whose request
+	// was denied: nothing was spent, so there is nothing to settle.
+	ErrNotReserved = errors.New("sluice/engine: the request was denied, nothing was reserved")
+)
+
+// Reservation is a request decided on an estimate of its cost, whose
+// actual cost is settled once it is known: the tokens a language model
+// used, the rows a query scanned. Reserve makes it; Settle settles it.
+//
+// A reservation never settled keeps its estimate: a process that crashes
+// mid-request costs its caller the estimate, not more. A Reservation is
+// safe for concurrent use; it settles once.
+type Reservation struct {
+	// Limit and Key are what the request was decided under.
+	Limit Limit
+	Key   string
+	// Estimate is the cost the request was decided on, and spent when it
+	// was allowed.
+	Estimate int64
+	// At is the instant the estimate was spent at, in Unix nanoseconds by
+	// the store's clock (the engine's, but over a backend.Swapper the
+	// store's): the instant a refund names.
+	At int64
+	// Decision is the request's decision on its estimate.
+	Decision algo.Decision
+
+	e       *Engine
+	settled atomic.Bool
+}
+
+// Settlement is what a Settle did.
+type Settlement struct {
+	// Charged is the units charged beyond the estimate: the actual cost
+	// less the estimate, or less when that would take the caller's debt
+	// past its bound (see package algo's Charge).
+	Charged int64
+	// Refunded is the units of the estimate taken back: the estimate less
+	// the actual cost, or less where the algorithm cannot take them back
+	// exactly (see package algo's Refund).
+	Refunded int64
+	// Decision is the key's state after the settle: its Remaining (zero
+	// in debt) and Reset. It is zero when the settle had nothing to do
+	// (the actual cost was the estimate).
+	Decision algo.Decision
+}
+
+// Reserve decides a request of cost estimate by key under l, as Apply
+// does, spending the estimate when it is allowed, and returns the
+// reservation to settle with the actual cost once it is known. A denied
+// request's reservation has Decision.Allowed false and nothing to settle.
+// The errors are Apply's; on an error the Reservation is nil.
+//
+// Over a backend.Striped store (the memory store) Reserve takes the
+// striped path's general steps rather than Apply's devirtualised call.
+// It allocates the Reservation; ReserveInto fills one of the caller's.
+func (e *Engine) Reserve(ctx context.Context, l Limit, key string, estimate int64) (*Reservation, error) {
+	r := new(Reservation)
+	if err := e.ReserveInto(ctx, l, key, estimate, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ReserveInto is Reserve filling *r, every field, rather than allocating
+// a Reservation: the same decision and errors, and on an error *r is a
+// reservation with nothing to settle. Reusing a Reservation for another
+// request is the caller's to order: the one it held must be settled (or
+// abandoned) first. r must not be nil.
+func (e *Engine) ReserveInto(ctx context.Context, l Limit, key string, estimate int64, r *Reservation) error {
+	r.Limit, r.Key, r.Estimate, r.At, r.Decision, r.e = l, key, estimate, 0, algo.Decision{}, e
+	r.settled.Store(true) // nothing to settle until the estimate is spent
+	if err := e.check(l, estimate); err != nil {
+		return err
+	}
+	var err error
+	var now int64
+	if p := e.store.swap; p != nil {
+		now, err = p.applyAt(ctx, e, l, key, estimate, true, &r.Decision)
+	} else {
+		now, err = e.applyStriped(ctx, l, key, estimate, true, &r.Decision)
+	}
+	if err != nil {
+		return err
+	}
+	if r.Decision.Allowed {
+		r.At = algo.SpentAt(l.Algorithm, now, &r.Decision)
+		r.settled.Store(false)
+	}
+	return nil
+}
+
+// Settle settles the reservation with the request's actual cost (zero or
+// more): above the estimate it charges the difference, even past the
+// limit (the caller is then in debt, denied until the debt has refilled,
+// and a denial's RetryAfter says when; the debt is bounded per algorithm:
+// see package algo); below it, it refunds the difference where the
+// algorithm can take it back exactly (never lifting the caller above its
+// capacity, never into a window that has passed). Equal to it, it does
+// nothing and reaches no store.
+//
+// A reservation settles once: a second Settle returns ErrSettled, and
+// Settle on a denied request's reservation ErrNotReserved, each changing
+// nothing. A negative actual cost returns an error wrapping
+// ErrInvalidCost. Otherwise the errors are Apply's: ErrClosed, ErrStore
+// (a settle that failed with it may have been written, as any write, and
+// the reservation may be settled again: a retry may then settle twice),
+// or ctx's (nothing was written; the reservation may be settled again).
+//
+// Over a backend.Swapper (Redis) a settle is one more compare-and-swap on
+// the key, through the key's queue: queued behind a swap in flight, it is
+// committed with the decisions queued with it, in one round trip; on an
+// idle key it costs a round trip of its own. A refund announces itself to
+// the other processes sharing the store (backend.Swap.Announce), which
+// stop answering denials of the key from their last-seen records (see the
+// package doc).
+func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, error) {
+	if actual < 0 {
+		return Settlement{}, fmt.Errorf("%w: actual cost %d", ErrInvalidCost, actual)
+	}
+	if !r.settled.CompareAndSwap(false, true) {
+		if !r.Decision.Allowed {
+			return Settlement{}, ErrNotReserved
+		}
+		return Settlement{}, ErrSettled
+	}
+	delta := actual - r.Estimate
+	if delta == 0 {
+		return Settlement{}, nil
+	}
+	e := r.e
+	op := settleOp{kind: settleCharge, n: delta, at: r.At}
+	if delta < 0 {
+		op.kind, op.n = settleRefund, -delta
+	}
+	var s Settlement
+	var err error
+	if e.closed.Load() {
+		err = ErrClosed
+	} else if p := e.store.swap; p != nil {
+		err = p.settle(ctx, e, r.Limit, r.Key, op, &s)
+	} else {
+		err = e.settleStriped(ctx, r.Limit, r.Key, op, &s)
+	}
+	if err != nil {
+		r.settled.Store(false)
+		return Settlement{}, err
+	}
+	return s, nil
+}
+
+// settleKind says what a settle does.
+type settleKind uint8
+
+const (
+	settleNone   settleKind = iota // not a settle: a request
+	settleCharge                   // charge n more units
+	settleRefund                   // refund n units spent at at
+)
+
+// settleOp is one settle: a charge of n, or a refund of n spent at at.
+type settleOp struct {
+	kind settleKind
+	n    int64
+	at   int64
+}
+
+// step applies op to state at now.
+func (op settleOp) step(a algo.Algorithm, state []byte, now int64, s *Settlement) []byte {
+	var next []byte
+	var k int64
+	if op.kind == settleCharge {
+		next, k = algo.Charge(a, state, now, op.n, &s.Decision)
+		s.Charged = k
+	} else {
+		next, k = algo.Refund(a, state, now, op.at, op.n, &s.Decision)
+		s.Refunded = k
+	}
+	return next
+}
+
+// settleStriped is a settle on the striped path: under the key's stripe,
+// read, settle and write, as a decision is made.
+func (e *Engine) settleStriped(ctx context.Context, l Limit, key string, op settleOp, s *Settlement) error {
+	if err := e.done(ctx); err != nil {
+		return err
+	}
+	var buf [128]byte
+	k := AppendKey(buf[:0], l.Namespace, key)
+	now := e.now()
+	h := backend.Hash(k)
+	i := int(h & e.mask)
+
+	e.lock(i)
+	st := &e.stripes[i]
+	state, err := e.get(st, h, k, now)
+	if err != nil {
+		e.unlock(i)
+		return e.storeError("read", err)
+	}
+	if state == nil {
+		state = st.fresh[:0]
+	}
+	next := op.step(l.Algorithm, state, now, s)
+	wrote := next != nil || s.Decision.CorruptState
+	if wrote {
+		err = e.write(st, h, k, next, now, s.Decision.TTL)
+	}
+	ticket := e.ticket(i)
+	e.unlock(i)
+	if wrote && err == nil {
+		err = e.settle(ticket)
+	}
+	if s.Decision.CorruptState {
+		e.noteCorrupt(l.Namespace, key)
+	}
+	if err != nil {
+		return e.storeError("write", err)
+	}
+	return nil
+}
+
+// settle is a settle on the swap path: one more request in the key's
+// queue, committed with whatever is queued with it.
+func (p *swapPath) settle(ctx context.Context, e *Engine, l Limit, key string, op settleOp, s *Settlement) error {
+	if err := p.enter(ctx, e); err != nil {
+		return err
+	}
+	defer p.life.RUnlock()
+	k := AppendKey(nil, l.Namespace, key)
+	sh := p.shard(k)
+	w := &waiter{ctx: ctx, limit: l.Algorithm, ns: l.Namespace, key: key, cost: op.n, spend: true, settle: op.kind, at: op.at}
+	err := p.queue(ctx, e, sh, k, w, &s.Decision)
+	if err != nil {
+		return err
+	}
+	if op.kind == settleCharge {
+		s.Charged = w.settled
+	} else {
+		s.Refunded = w.settled
+	}
+	return nil
+}
