@@ -36,11 +36,11 @@ build:
 ## are normal builds, as an operator runs them.)
 ## The race build leaves out debug information (race reports name file and
 ## line without it). Beside it, the fleet's normal build, the unlocked
-## tests and then bench-compile (CI runs bench-compile again after make test, which then
-## finds vet's results in the cache), so that they overlap the race run,
-## whose last process tests mostly wait, instead of following it. Then the
-## fleet's fault tests (a real toxiproxy between the Redis store and
-## redis-server) alone, as they measure deadlines.
+## tests and then bench-compile (CI runs bench-compile again after make
+## test, which then finds vet's results in the cache), so that they overlap
+## the race run, whose last process tests mostly wait, instead of following
+## it. Then the fleet's fault tests (a real toxiproxy between the Redis
+## store and redis-server) alone, as they measure deadlines.
 test: fmt
 	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build unlocked bench-compile
 	@$(MAKE) --no-print-directory fleet
