@@ -344,7 +344,7 @@ func BenchmarkTPMScenario(b *testing.B) {
 				b.ReportMetric(float64(r.tokens), "tokens/min")
 				b.ReportMetric(float64(r.tokens)/tpmLimit, "x-limit")
 			})
-			b.Run("rls-"+name[len("sluice-"):], func(b *testing.B) {
+			b.Run("sluice-rls-"+name[len("sluice-"):], func(b *testing.B) {
 				var r tpmResult
 				for b.Loop() {
 					r = runRLSTPM(b, reqs, poll)
