@@ -3,7 +3,6 @@ package httplimit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -101,22 +100,14 @@ func estimate(r *http.Request, s *sluice.Settle) (int64, error) {
 }
 
 // jsonInt returns the whole number of zero or more at path in the JSON
-// object data, and whether there is one. A number above the largest int64
-// is the largest.
+// object data, and whether there is one (jsonpath.go). A number above the
+// largest int64 is the largest.
 func jsonInt(data []byte, path []string) (int64, bool) {
-	raw := json.RawMessage(data)
-	for _, k := range path {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return 0, false
-		}
-		v, ok := obj[k]
-		if !ok {
-			return 0, false
-		}
-		raw = v
+	raw, ok := jsonField(data, path)
+	if !ok {
+		return 0, false
 	}
-	return sluice.ParseCost(string(bytes.TrimSpace(raw)))
+	return sluice.ParseCost(string(raw))
 }
 
 // settleWriter is the ResponseWriter of a request with reservations: it
