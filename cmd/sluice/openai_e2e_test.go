@@ -391,4 +391,19 @@ rules:
 	if got := remaining("Bearer c"); got != "999" {
 		t.Fatalf("remaining after a refused body: %s, want 999", got)
 	}
+
+	// A reload with a wrong settle section is refused whole, naming the
+	// rule and the field; the rule in force goes on settling.
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, cfgPath, strings.Replace(string(cfg), "      max_body: 4096\n", "      max_body: 4096\n      actual_header: X-Tokens\n", 1))
+	waitMetric(t, s.admin, `sluice_config_reloads_total{result="error"}`, 1)
+	if !strings.Contains(s.stderr.String(), "rules[0].settle") || !strings.Contains(s.stderr.String(), `rule \"tokens\"`) && !strings.Contains(s.stderr.String(), "rule tokens") {
+		t.Errorf("the refused reload's log names no rule and field:\n%s", s.stderr)
+	}
+	if got := remaining("Bearer c"); got != "998" {
+		t.Fatalf("remaining after a refused reload: %s, want 998 (the probe before settled at 1)", got)
+	}
 }
