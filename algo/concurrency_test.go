@@ -31,7 +31,7 @@ func TestConcurrencyModel(t *testing.T) {
 		issued := map[int64]bool{}
 		var ids []int64
 		var evicted int64 = -1 << 62 // when the store last forgot the record
-		var wrote int64 = -1 << 62 // the record's latest write: a clock behind it has not moved
+		var wrote int64 = -1 << 62   // the record's latest write: a clock behind it has not moved
 		liveModel := func() int64 {
 			n := int64(0)
 			for _, e := range model {
