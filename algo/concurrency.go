@@ -32,8 +32,11 @@ const MaxConcurrencyLimit = 1000
 // the lease was taken (Unix nanoseconds), or, when that is not after the
 // greatest id issued (several leases in one nanosecond, or a clock that
 // stepped back), the next nanosecond after it: ids are unique in the
-// record and rise, and the record is kept until the greatest id issued has
-// passed, so an id is never issued twice for a key. A release naming a
+// record and rise, and the record is kept (its TTL) until its last lease
+// expires and at least a hold after its greatest id, so an id is never
+// issued twice for a key (unless the clock steps back behind a record the
+// store has forgotten). A release ends its lease in place, so a key
+// taking and giving back slots rewrites one record of one size. A release naming a
 // lease no longer held (released, or expired) matches nothing: a release
 // is idempotent.
 //
@@ -85,10 +88,13 @@ func live(l codec.Leases, ok bool, t int64) (n int64, latest int64) {
 	return n, latest
 }
 
-// leasesTTL is the record's TTL: until its last lease expires and its greatest
-// id has passed, whichever is later.
-func leasesTTL(now, latest, last int64) int64 {
-	return max(until(latest, now), until(satAdd(last, 1), now))
+// ttl is the record's TTL: until its last lease expires, and at least
+// a hold after its greatest id, so that a key taking and giving back
+// slots keeps its record (rewritten in place) rather than having it
+// forgotten and made anew at every release. (Until the greatest id has
+// passed, the record must be kept for ids to stay unique.)
+func (a *Concurrency) ttl(now, latest, last int64) int64 {
+	return until(max(latest, satAdd(last, a.window)), now)
 }
 
 // StepInto is Step writing the decision to *d.
@@ -123,7 +129,7 @@ func (a *Concurrency) StepInto(state []byte, now, cost int64, d *Decision) []byt
 	}
 	latest = max(latest, exp)
 	a.allowInto(d, corrupt, a.capacity-n-cost, until(latest, now), 0)
-	d.TTL = time.Duration(leasesTTL(now, latest, last))
+	d.TTL = time.Duration(a.ttl(now, latest, last))
 	return l.Bytes()
 }
 
@@ -179,29 +185,30 @@ func (a *Concurrency) RefundInto(state []byte, now, at, n int64, d *Decision) ([
 }
 
 // Release gives back the lease whose id is id, when the record holds it
-// live at now: it returns the record without it (and without the leases
-// expired by now) and 1. A lease released already, or expired, or never
+// live at now: it returns the record with the lease ended (its expiry
+// set to now, in place; the next acquisition prunes it) and 1. A lease released already, or expired, or never
 // issued, frees nothing: it returns nil and 0. It writes the key's state
 // after the release to *d, as Charge does: Allowed true, Remaining the
 // slots free.
 func (a *Concurrency) Release(state []byte, now, id int64, d *Decision) ([]byte, int64) {
 	l, ok, corrupt := a.read(state)
 	t := at(l, ok, now)
-	found := false
 	for j := range l.Len() {
-		if l.ID(j) == id {
-			found = l.Expiry(j) > t
+		if l.ID(j) != id {
+			continue
+		}
+		if l.Expiry(j) <= t {
 			break
 		}
+		// The lease ends now: in place, so that the record keeps its
+		// size; the next acquisition prunes it.
+		l.SetExpiry(j, t)
+		l.SetAt(t)
+		a.stateInto(d, l, true, corrupt, now)
+		return l.Bytes(), 1
 	}
-	if !found {
-		a.stateInto(d, l, ok, corrupt, now)
-		return nil, 0
-	}
-	l = l.Keep(func(x, e int64) bool { return x != id && e > t })
-	l.SetAt(t)
-	a.stateInto(d, l, true, corrupt, now)
-	return l.Bytes(), 1
+	a.stateInto(d, l, ok, corrupt, now)
+	return nil, 0
 }
 
 // stateInto writes the key's state at now to *d, as a settle does.
@@ -212,7 +219,7 @@ func (a *Concurrency) stateInto(d *Decision, l codec.Leases, ok, corrupt bool, n
 		last = l.Last()
 	}
 	a.settledInto(d, corrupt, a.capacity-n, until(latest, now))
-	d.TTL = time.Duration(leasesTTL(now, latest, last))
+	d.TTL = time.Duration(a.ttl(now, latest, last))
 }
 
 // LeaseOf returns the id and expiry of the lease a step of a concurrency

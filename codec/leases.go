@@ -94,6 +94,9 @@ func (l Leases) ID(i int) int64 { return i64(l.b[LeasesHeaderSize+i*LeaseSize:])
 // Expiry returns the expiry of lease i.
 func (l Leases) Expiry(i int) int64 { return i64(l.b[LeasesHeaderSize+i*LeaseSize+8:]) }
 
+// SetExpiry sets the expiry of lease i, in place.
+func (l Leases) SetExpiry(i int, expiry int64) { put64(l.b[LeasesHeaderSize+i*LeaseSize+8:], expiry) }
+
 // Keep keeps only the leases for which keep returns true, in order,
 // moving them down in place, and returns the record.
 func (l Leases) Keep(keep func(id, expiry int64) bool) Leases {
