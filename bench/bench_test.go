@@ -3,8 +3,10 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -372,25 +374,82 @@ func BenchmarkKeys100kRefilled(b *testing.B) {
 // BenchmarkParallel10k: b.RunParallel over 10,000 keys, each goroutine
 // walking them from its own offset, every call allowed.
 func BenchmarkParallel10k(b *testing.B) {
-	keys := Keys(10_000)
-	for _, im := range impls(workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}) {
-		b.Run(im.name, func(b *testing.B) {
-			l := open(b, im)
-			warm(b, l, keys)
-			runParallel(b, l, keys, true)
-		})
-	}
+	benchParallel(b, Keys(10_000), workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}, true)
 }
 
 // BenchmarkParallel10kDenied: Parallel10k with every key exhausted, every
 // call denied.
 func BenchmarkParallel10kDenied(b *testing.B) {
-	keys := Keys(10_000)
-	for _, im := range impls(workload{rate: Exhausted, fakeClock: true, variants: true}) {
+	benchParallel(b, Keys(10_000), workload{rate: Exhausted, fakeClock: true, variants: true}, false)
+}
+
+// BenchmarkParallel10kShuffled is Parallel10k with the keys made and
+// walked in a random order (the same for every implementation), as
+// callers' requests arrive: each limiter's records then lie in memory in
+// an order unrelated to the walk, as they do in a server, where
+// Parallel10k walks x/time/rate's limiters in the order they were
+// allocated (see PARALLEL.md).
+func BenchmarkParallel10kShuffled(b *testing.B) {
+	benchParallel(b, Shuffled(Keys(10_000)), workload{rate: Unlimited, fakeClock: true, floor: true, variants: true}, true)
+}
+
+// BenchmarkParallel10kShuffledDenied is Parallel10kShuffled with every key
+// exhausted, every call denied.
+func BenchmarkParallel10kShuffledDenied(b *testing.B) {
+	benchParallel(b, Shuffled(Keys(10_000)), workload{rate: Exhausted, fakeClock: true, variants: true}, false)
+}
+
+// benchParallel runs every implementation of w over keys, warmed in their
+// order, with runParallel.
+func benchParallel(b *testing.B, keys []string, w workload, wantAllowed bool) {
+	for _, im := range impls(w) {
 		b.Run(im.name, func(b *testing.B) {
 			l := open(b, im)
 			warm(b, l, keys)
-			runParallel(b, l, keys, false)
+			runParallel(b, l, keys, wantAllowed)
+		})
+	}
+}
+
+// BenchmarkLineTransfer is the floor under every parallel workload on the
+// machine it runs on: one atomic add per call on one of 10,000 cache lines,
+// each goroutine walking them from its own offset as runParallel does, so
+// that every line was last written by the other core. In order, the lines
+// are walked in the order they lie in memory (as Parallel10k walks
+// x/time/rate's limiters, allocated in key order); random, in an order
+// unrelated to it (as a hash table places records). The difference is
+// what a layout in walk order saves the hardware prefetchers; the random
+// figure is the least a decision that writes one record placed by a hash
+// can cost on this machine.
+func BenchmarkLineTransfer(b *testing.B) {
+	type line struct {
+		v atomic.Uint64
+		_ [56]byte
+	}
+	const n = 10_000
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	random := slices.Clone(order)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { random[i], random[j] = random[j], random[i] })
+	for _, c := range []struct {
+		name string
+		walk []int
+	}{{"in-order", order}, {"random", random}} {
+		b.Run(c.name, func(b *testing.B) {
+			lines := make([]line, n)
+			var goroutines atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(goroutines.Add(1)-1) * 2503 % n
+				for pb.Next() {
+					lines[c.walk[i]].v.Add(1)
+					if i++; i == n {
+						i = 0
+					}
+				}
+			})
 		})
 	}
 }

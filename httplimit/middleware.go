@@ -68,6 +68,13 @@ type Config struct {
 	// application/problem+json body naming the rule, its limit and the
 	// retry, in place of the one-line text body.
 	ProblemDetails bool
+	// DecisionInContext, when true, puts each allowed request's decision
+	// in the context its handler sees, for DecisionFrom. Changing a
+	// request's context copies the request (about 300 ns and 400 bytes a
+	// request on a 2-vCPU VM, half again the middleware's own cost), so it
+	// is off by default: the decision is in the response's rate-limit
+	// headers either way. PerHandler always puts it there.
+	DecisionInContext bool
 	// ResetAsUnixTime, when true, sends X-RateLimit-Reset as the Unix
 	// time (seconds) at which the capacity is whole again, as GitHub and
 	// ulule/limiter do, in place of the seconds from now.
@@ -110,6 +117,7 @@ type limiter struct {
 	shadowH  bool         // ShadowHeaders
 	deny     int          // DenyStatus
 	problem  bool         // ProblemDetails
+	inCtx    bool         // DecisionInContext
 	unix     bool         // ResetAsUnixTime
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
@@ -194,6 +202,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		identify: cfg.Identity,
 		cost:     cfg.Cost,
 		shadowH:  cfg.ShadowHeaders,
+		inCtx:    cfg.DecisionInContext,
 		deny:     cfg.DenyStatus,
 		problem:  cfg.ProblemDetails,
 		unix:     cfg.ResetAsUnixTime,
@@ -259,7 +268,9 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	case sluice.Passed:
 	case sluice.Allowed:
 		l.setHeaders(w.Header(), out.Rule, out.Decision)
-		r = withDecision(r, out.Rule, out.Decision) // perhandler.go: DecisionFrom
+		if l.inCtx {
+			r = withDecision(r, out.Rule, out.Decision) // perhandler.go: DecisionFrom
+		}
 		if out.Delay > 0 && !l.wait(r.Context(), out.Delay) {
 			return // the client went away while waiting
 		}

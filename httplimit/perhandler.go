@@ -228,10 +228,11 @@ func withDecision(r *http.Request, rule *sluice.CompiledRule, d algo.Decision) *
 }
 
 // DecisionFrom returns the rate-limit decision of the request whose
-// context ctx is (or derives from), as New's middleware or PerHandler
-// made it: a handler reads what the caller has left (Remaining) and when
+// context ctx is (or derives from), as PerHandler made it, or New's
+// middleware with Config.DecisionInContext: a handler reads what the caller has left (Remaining) and when
 // the budget is whole again (Reset). ok is false for a request no rule
-// decided (none covered it, or the store failed and it was let through).
+// decided (none covered it, or the store failed and it was let through),
+// and under New's middleware without Config.DecisionInContext.
 func DecisionFrom(ctx context.Context) (d Decision, ok bool) {
 	p, ok := ctx.Value(decisionKey{}).(*Decision)
 	if !ok {

@@ -248,7 +248,7 @@ func TestPerHandlerFieldsMatchNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := httplimit.New(httplimit.Config{Engine: eng, Registry: sluice.NewRegistry(rs)})
+	rules, err := httplimit.New(httplimit.Config{Engine: eng, Registry: sluice.NewRegistry(rs), DecisionInContext: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,5 +297,38 @@ func TestPerHandlerRefusesLongKeys(t *testing.T) {
 		if got := get(t, srv, "/", "X-User", fits); got.status != want {
 			t.Errorf("request %d with a key of MaxKeyLen bytes: %d, want %d", i, got.status, want)
 		}
+	}
+}
+
+// TestNewLeavesTheContextByDefault: without Config.DecisionInContext the
+// rules middleware hands its handler the request it was given (no copy),
+// so DecisionFrom finds nothing, while the headers carry the decision.
+func TestNewLeavesTheContextByDefault(t *testing.T) {
+	eng, err := engine.New(memory.New(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	rs, err := sluice.NewRuleset([]sluice.Rule{{Name: "api", PathPrefix: "/", Scope: sluice.ScopeIP, Algorithm: "gcra", Limit: 5, Window: time.Minute}}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Engine: eng, Registry: sluice.NewRegistry(rs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/", nil)
+	var seen *http.Request
+	var found bool
+	rec := httptest.NewRecorder()
+	mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r
+		_, found = httplimit.DecisionFrom(r.Context())
+	})).ServeHTTP(rec, req)
+	if seen != req || found {
+		t.Errorf("the handler got a copy of the request (%v) or a decision in its context (%v)", seen != req, found)
+	}
+	if rec.Header().Get("RateLimit") == "" {
+		t.Error("no RateLimit header")
 	}
 }
