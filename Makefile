@@ -35,11 +35,14 @@ build:
 ## corpora. (The binaries the process, flood, soak and docs tests build
 ## are normal builds, as an operator runs them.)
 ## The race build leaves out debug information (race reports name file and
-## line without it). Beside it, the fleet's normal build; then the fleet's
-## fault tests (a real toxiproxy between the Redis store and redis-server)
-## alone, as they measure deadlines. CI runs bench-compile besides.
+## line without it). Beside it, the fleet's normal build, the unlocked
+## tests and then bench-compile (CI runs bench-compile again after make
+## test, which then finds vet's results in the cache), so that they overlap
+## the race run, whose last process tests mostly wait, instead of following
+## it. Then the fleet's fault tests (a real toxiproxy between the Redis
+## store and redis-server) alone, as they measure deadlines.
 test: fmt
-	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build unlocked
+	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build unlocked bench-compile
 	@$(MAKE) --no-print-directory fleet
 
 fmt:
@@ -67,8 +70,8 @@ fleet-build:
 	cd bench && $(GO) test -c -o /dev/null ./fleet/ && $(GO) build -o /dev/null github.com/Shopify/toxiproxy/v2/cmd/server
 
 ## bench-compile: the bench module (its peers' libraries included)
-## type-checks and passes vet, tests and benchmarks included; run by CI
-## beside make test.
+## type-checks and passes vet, tests and benchmarks included; make test
+## runs it beside the race run, and CI after make test.
 bench-compile:
 	cd bench && $(GO) vet ./...
 

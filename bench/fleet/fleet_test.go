@@ -75,29 +75,55 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "building toxiproxy-server: %v\n%s", err, out)
 			return 1
 		}
-		addr, err := freeAddr()
+		stop, err := startToxiproxy(bin)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		host, port, _ := net.SplitHostPort(addr)
-		srv := exec.Command(bin, "-host", host, "-port", port)
-		if err := srv.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer func() { srv.Process.Kill(); srv.Wait() }()
-		toxics = toxiproxy.NewClient(addr)
-		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-			if _, err := toxics.Proxies(); err == nil {
-				break
-			} else if time.Since(start) > 20*time.Second {
-				fmt.Fprintf(os.Stderr, "toxiproxy-server did not answer on %s: %v\n", addr, err)
-				return 1
-			}
-		}
+		defer stop()
 		return m.Run()
 	}())
+}
+
+// startToxiproxy runs the toxiproxy server bin on a free loopback port,
+// points toxics at it and returns, once it answers, what stops it. A server
+// that exits first, such as one whose port another process took between
+// freeAddr and its own listen, is started again on another port, up to
+// three times; its output is in the error of the last.
+func startToxiproxy(bin string) (stop func(), err error) {
+	for range 3 {
+		var addr string
+		if addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		srv := exec.Command(bin, "-host", host, "-port", port)
+		var out strings.Builder
+		srv.Stdout, srv.Stderr = &out, &out
+		if err = srv.Start(); err != nil {
+			return nil, err
+		}
+		exited := make(chan struct{})
+		go func() { srv.Wait(); close(exited) }()
+		toxics = toxiproxy.NewClient(addr)
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			if _, perr := toxics.Proxies(); perr == nil {
+				return func() { srv.Process.Kill(); <-exited }, nil
+			} else if time.Since(start) > 20*time.Second {
+				srv.Process.Kill()
+				<-exited
+				return nil, fmt.Errorf("toxiproxy-server did not answer on %s within 20s: %v\n%s", addr, perr, out.String())
+			}
+			select {
+			case <-exited:
+				err = fmt.Errorf("toxiproxy-server on %s exited: %v\n%s", addr, srv.ProcessState, out.String())
+			default:
+				continue
+			}
+			break
+		}
+	}
+	return nil, err
 }
 
 // toxics is the client of the package's toxiproxy server.

@@ -48,6 +48,7 @@ func adminRequest(t *testing.T, method, addr, host, path, body string, hdr ...st
 // blocked caller stays blocked. curl (no Origin), a same-origin page and a
 // probe naming the pod's address are answered.
 func TestServeProcessAdminRefusesCrossSite(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	up := upstream(t)
 	cfgPath := filepath.Join(t.TempDir(), "gateway.yaml")

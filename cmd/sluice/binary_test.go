@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +27,36 @@ var sluiceBin struct {
 	err  error
 }
 
+// parallelPerCPU is how many of the package's parallel tests run at once,
+// per CPU, where the command line does not say (-parallel): most of them
+// spend their time waiting on real processes (a server starting, a reload
+// being picked up, a deadline running out, Redis refusing a dial) rather
+// than on a CPU, so go test's default of one per CPU leaves the machine
+// idle for most of the package's run. Tests that judge a deadline against
+// the machine's load are not parallel: they run before all of these.
+const parallelPerCPU = 4
+
+// raiseParallel sets -test.parallel to parallelPerCPU per CPU unless the
+// command line set it. It runs in TestMain, after flag.Parse and before
+// m.Run reads the flag.
+func raiseParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(parallelPerCPU*runtime.GOMAXPROCS(0)))
+	}
+}
+
+// testCommit is the commit stamped into the shared binary, as `make build`
+// stamps the real one (-ldflags -X main.stampedCommit).
+const testCommit = "abc"
+
 // buildBinary returns the path of the shared sluice binary, building it on
-// first use, as an operator would (go build, no race detector).
+// first use as `make build` builds it (go build, no race detector, the
+// commit stamped with -X main.stampedCommit) where the environment leaves
+// the version control information out (-buildvcs=false): a normal build
+// whose `sluice version` names testCommit, so that one link serves both
+// the process tests and TestVersionNamesStampedCommit.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -44,7 +75,7 @@ func buildBinary(t *testing.T) string {
 		}
 		sluiceBin.dir = dir
 		path := filepath.Join(dir, "sluice")
-		if out, err := exec.Command(goTool, "build", "-o", path, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command(goTool, "build", "-buildvcs=false", "-ldflags", "-X main.stampedCommit="+testCommit, "-o", path, ".").CombinedOutput(); err != nil {
 			sluiceBin.err = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}

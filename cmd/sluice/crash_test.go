@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -34,6 +35,8 @@ import (
 // Interval's flushes run on wall time.
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	raiseParallel()
 	code := m.Run()
 	if sluiceBin.dir != "" {
 		os.RemoveAll(sluiceBin.dir)

@@ -31,6 +31,7 @@ func TestServeProcessFullDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	t.Parallel()
 	bin := buildBinary(t)
 	for _, backendName := range []string{"pebble", "bolt"} {
 		t.Run(backendName, func(t *testing.T) {
@@ -176,6 +177,7 @@ func TestRLSProcessFullDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	t.Parallel()
 	root := fulldisk.Mount(t, fulldisk.Size)
 	state := filepath.Join(root, "state")
 	p := startRLS(t, "--config", "testdata/rls/sluice", "--backend", "pebble", "--dir", state)

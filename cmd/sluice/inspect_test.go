@@ -79,6 +79,12 @@ func inspectJSON(t *testing.T, args ...string) []recordView {
 	if code != 0 {
 		t.Fatalf("inspect %q: exit %d; stderr:\n%s", args, code, stderr)
 	}
+	return parseInspectJSON(t, stdout)
+}
+
+// parseInspectJSON returns the records of inspect --json's output.
+func parseInspectJSON(t *testing.T, stdout string) []recordView {
+	t.Helper()
 	var views []recordView
 	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
 		if line == "" {

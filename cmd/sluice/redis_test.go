@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -79,18 +78,6 @@ func testPrefix(t *testing.T) string {
 func redisKeys(t *testing.T, s *redistest.Server, prefix string) []string {
 	t.Helper()
 	return strings.Fields(s.Do(t, "--scan", "--pattern", prefix+"*"))
-}
-
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // simTrace is a trace of n requests over a few keys: times that mostly move

@@ -300,6 +300,7 @@ func TestServeForwardedFor(t *testing.T) {
 // In "all" mode a request spends nothing unless every matching rule allows
 // it; a reload that raises a limit keeps what was spent.
 func TestServeAllMode(t *testing.T) {
+	t.Parallel()
 	up := upstream(t)
 	cfgPath := filepath.Join(t.TempDir(), "all.yaml")
 	cfg := func(global int) string {
@@ -347,6 +348,7 @@ rules:
 // A reload takes effect within a second with no restart; an invalid file
 // keeps the rules in force; the identity section reloads too.
 func TestServeReload(t *testing.T) {
+	t.Parallel()
 	up := upstream(t)
 	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, cfgPath, gatewayConfig(memoryStore, "10.0.0.0/8", 3))

@@ -145,6 +145,7 @@ func TestServeProcessPathSpellings(t *testing.T) {
 // HEAD spends on a GET rule, and path_case: insensitive matches a path in
 // any case; both through serve, reloading the file.
 func TestServeHeadAndPathCase(t *testing.T) {
+	t.Parallel()
 	up := newRecordingUpstream(t)
 	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, cfgPath, gatewayConfig(memoryStore, "10.0.0.0/8", 1000))

@@ -47,6 +47,7 @@ rules:
 // Two in-process gateways on one Redis share each user's budget: the
 // store section of the file, or the store flags over a memory file.
 func TestServeRedisSharesTheBudget(t *testing.T) {
+	t.Parallel()
 	s := redisServer(t)
 	waitAwayFromDayBoundary(t)
 	up := upstream(t)

@@ -63,6 +63,7 @@ func TestServeReloadIsOneSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reloads a few dozen times under load")
 	}
+	t.Parallel()
 	waitAwayFromDayBoundary(t) // the fixed window is a day
 	const limitA, limitB = 1_000_000, 2_000_000
 	confA, confB := snapshotConfig(limitA, true, true), snapshotConfig(limitB, false, false)

@@ -163,6 +163,7 @@ func countStatus(codes []int, want int) int {
 }
 
 func TestServe(t *testing.T) {
+	t.Parallel()
 	up := upstream(t)
 	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, cfgPath, serveConfig(memoryStore, 5))
@@ -252,6 +253,7 @@ func readRules(t *testing.T, admin string) rulesJSON {
 }
 
 func TestServeRestartKeepsBudget(t *testing.T) {
+	t.Parallel()
 	up := upstream(t)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "sluice.yaml")

@@ -2,36 +2,27 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // A binary built as `make build` builds it where the environment leaves
 // the version control information out (-buildvcs=false), with the commit
-// stamped by -ldflags -X main.stampedCommit, names that commit in
-// `sluice version`.
+// stamped by -ldflags -X main.stampedCommit (the shared binary is built so:
+// see buildBinary), names that commit in `sluice version`.
 func TestVersionNamesStampedCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH to build the binary with")
-	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	build := exec.Command(goTool, "build", "-buildvcs=false", "-ldflags", "-X main.stampedCommit=abc", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	for _, arg := range []string{"version", "--version"} {
 		out, err := exec.Command(bin, arg).Output()
 		if err != nil {
 			t.Fatalf("sluice %s: %v", arg, err)
 		}
-		if line := strings.TrimSpace(string(out)); !strings.HasPrefix(line, "sluice ") || !strings.Contains(line, "(commit abc)") {
-			t.Errorf("sluice %s: %q, want the stamped commit (commit abc)", arg, line)
+		if line := strings.TrimSpace(string(out)); !strings.HasPrefix(line, "sluice ") || !strings.Contains(line, "(commit "+testCommit+")") {
+			t.Errorf("sluice %s: %q, want the stamped commit (commit %s)", arg, line, testCommit)
 		}
 	}
 }
