@@ -18,6 +18,8 @@ import (
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/logpace"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // InFlightConfig configures the interceptors of NewInFlight.
@@ -53,14 +55,14 @@ type InFlightConfig struct {
 // its context end). A call finding every slot taken ends at once with
 // codes.ResourceExhausted and the configured retry-after: nothing queues.
 type InFlight struct {
-	eng      *engine.Engine
-	limit    engine.Limit
-	key      func(context.Context, string) (string, error)
-	retry    string
-	closed   bool
-	log      *slog.Logger
-	held     atomic.Int64
-	lastWarn atomic.Int64
+	eng    *engine.Engine
+	limit  engine.Limit
+	key    func(context.Context, string) (string, error)
+	retry  string
+	closed bool
+	log    *slog.Logger
+	held   atomic.Int64
+	pace   logpace.Pace // store errors' log lines
 }
 
 // NewInFlight returns the interceptors' state. It fails when Engine is
@@ -87,7 +89,7 @@ func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
 	if retry == 0 {
 		retry = sluice.DefaultRetryAfter
 	}
-	f.retry = strconv.FormatInt(int64((retry+time.Second-1)/time.Second), 10)
+	f.retry = strconv.FormatInt(ratefield.RetryAfterSeconds(algo.Decision{RetryAfter: retry}), 10)
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {
@@ -176,10 +178,7 @@ func (f *InFlight) acquire(ctx context.Context, method string, header func(metad
 
 // warn logs a store error, at most a line a second.
 func (f *InFlight) warn(err error) {
-	now := time.Now().UnixNano()
-	last := f.lastWarn.Load()
-	if now-last < int64(time.Second) || !f.lastWarn.CompareAndSwap(last, now) {
-		return
+	if ok, suppressed := f.pace.Let(time.Now().UnixNano()); ok {
+		f.log.Warn("sluice/grpclimit: in-flight store error", "err", err, "suppressed", suppressed)
 	}
-	f.log.Warn("sluice/grpclimit: in-flight store error", "err", err)
 }

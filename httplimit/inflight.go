@@ -15,6 +15,8 @@ import (
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/logpace"
+	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // InFlightConfig configures the middleware NewInFlight returns.
@@ -52,14 +54,14 @@ type InFlightConfig struct {
 // every slot taken is answered at once, 429 Too Many Requests with the
 // configured Retry-After: nothing queues.
 type InFlight struct {
-	eng      *engine.Engine
-	limit    engine.Limit
-	key      func(*http.Request) (string, error)
-	retry    string
-	closed   bool // OnStoreError is FailClosed
-	log      *slog.Logger
-	held     atomic.Int64
-	lastWarn atomic.Int64
+	eng    *engine.Engine
+	limit  engine.Limit
+	key    func(*http.Request) (string, error)
+	retry  string
+	closed bool // OnStoreError is FailClosed
+	log    *slog.Logger
+	held   atomic.Int64
+	pace   logpace.Pace // store errors' log lines
 }
 
 // NewInFlight returns the middleware. It fails when Engine is missing,
@@ -86,7 +88,7 @@ func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
 	if retry == 0 {
 		retry = sluice.DefaultRetryAfter
 	}
-	f.retry = strconv.FormatInt(int64((retry+time.Second-1)/time.Second), 10)
+	f.retry = strconv.FormatInt(ratefield.RetryAfterSeconds(algo.Decision{RetryAfter: retry}), 10)
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {
@@ -166,10 +168,7 @@ const releaseTimeout = 5 * time.Second
 
 // warn logs a store error, at most a line a second.
 func (f *InFlight) warn(err error) {
-	now := time.Now().UnixNano()
-	last := f.lastWarn.Load()
-	if now-last < int64(time.Second) || !f.lastWarn.CompareAndSwap(last, now) {
-		return
+	if ok, suppressed := f.pace.Let(time.Now().UnixNano()); ok {
+		f.log.Warn("sluice/httplimit: in-flight store error", "err", err, "suppressed", suppressed)
 	}
-	f.log.Warn("sluice/httplimit: in-flight store error", "err", err)
 }
