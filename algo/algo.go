@@ -30,7 +30,7 @@ const (
 // Known reports whether n is one of Names.
 func (n Name) Known() bool {
 	_, ok := kindOf(n)
-	return ok || n == ConcurrencyName
+	return ok
 }
 
 // kind is one row of the table of algorithms: everything the package, and

@@ -10,8 +10,9 @@ import (
 
 // ConcurrencyName names the concurrency limit: at most Limit requests of a
 // key in flight at once, each holding a slot for at most Window (its
-// maximum hold). It is not one of Names, which are rate algorithms: New
-// accepts it, and Known reports it.
+// maximum hold). It is not one of Names, which are rate algorithms (and
+// Known reports those only): New accepts it, and a door that cannot hold a
+// slot until its request ends refuses it.
 const ConcurrencyName Name = "concurrency"
 
 // MaxConcurrencyLimit is the largest limit of a concurrency limit. Its

@@ -154,7 +154,7 @@ func TestConcurrencyParams(t *testing.T) {
 	if len(rec) != 17+16*algo.MaxConcurrencyLimit {
 		t.Fatalf("a full record is %d bytes", len(rec))
 	}
-	if !algo.ConcurrencyName.Known() {
-		t.Fatal("not Known")
+	if algo.ConcurrencyName.Known() {
+		t.Fatal("Known, as a rate algorithm")
 	}
 }
