@@ -210,7 +210,7 @@ func (r Rule) compile() (*CompiledRule, error) {
 		window = r.MaxHold
 		if _, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window}); err == nil {
 			// The fields are right; the doors cannot serve it yet.
-			return nil, r.fail("algorithm", "concurrency: the doors do not hold a request's slot until its response ends yet; take slots with engine.Engine.Acquire")
+			return nil, r.fail("algorithm", "concurrency: rules do not hold a request's slot until its response ends; hold slots with httplimit.NewInFlight, grpclimit.NewInFlight or engine.Engine.Acquire")
 		}
 	} else if r.MaxHold != 0 || r.RetryAfter != 0 {
 		field := "max_hold"

@@ -28,7 +28,7 @@ func TestConcurrencyRuleFields(t *testing.T) {
 		{"retry_after on a rate rule", "    algorithm: gcra\n    limit: 4\n    window: 1s\n    retry_after: 2s\n",
 			`c.yaml:8: rules[0].retry_after: rule "inflight": only a concurrency rule takes it, not gcra`},
 		{"well formed", "    algorithm: concurrency\n    limit: 4\n    max_hold: 30s\n    retry_after: 1s\n",
-			`c.yaml:5: rules[0].algorithm: rule "inflight": concurrency: the doors do not hold a request's slot until its response ends yet; take slots with engine.Engine.Acquire`},
+			`c.yaml:5: rules[0].algorithm: rule "inflight": concurrency: rules do not hold a request's slot until its response ends; hold slots with httplimit.NewInFlight, grpclimit.NewInFlight or engine.Engine.Acquire`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
