@@ -416,6 +416,16 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			r.Limit, err = p.Int(v, field)
 		case "window":
 			r.Window, err = p.Duration(v, field)
+		case "max_hold":
+			r.MaxHold, err = p.Duration(v, field)
+			if err == nil && r.MaxHold <= 0 {
+				err = p.Errorf(v.Line, field, "must be positive, got %v", r.MaxHold)
+			}
+		case "retry_after":
+			r.RetryAfter, err = p.Duration(v, field)
+			if err == nil && r.RetryAfter <= 0 {
+				err = p.Errorf(v.Line, field, "must be positive when given, got %v", r.RetryAfter)
+			}
 		case "burst":
 			r.Burst, err = p.Int(v, field)
 			if err == nil && r.Burst <= 0 {
@@ -454,7 +464,11 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, "path_prefix"), "%s", required)
 		}
 	}
-	for _, req := range []string{"name", "scope", "algorithm", "limit", "window"} {
+	period := "window"
+	if r.Algorithm == algo.ConcurrencyName {
+		period = "max_hold" // the longest a request holds its slot
+	}
+	for _, req := range []string{"name", "scope", "algorithm", "limit", period} {
 		if _, given := lines[req]; !given {
 			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, req), "%s", required)
 		}

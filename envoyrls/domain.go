@@ -240,6 +240,11 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 		}
 		return l, nil
 	}
+	if l.Algorithm == algo.ConcurrencyName {
+		// Envoy's calls share no handle with the request's end: no slot
+		// taken here could be given back.
+		return nil, b.errorf(configerr.Join(field, "algorithm"), "must be one of %v, got %q: the rate-limit service cannot hold a slot until a request ends", algo.Names, l.Algorithm)
+	}
 	a, err := algo.New(l.Algorithm, algo.Params{Limit: int64(l.RequestsPerUnit), Window: l.Window, Burst: l.Burst})
 	if err != nil {
 		var pe *algo.ParamError
