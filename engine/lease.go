@@ -50,7 +50,7 @@ type Lease struct {
 // most the limit between them. It allocates the Lease; AcquireInto fills
 // one of the caller's.
 //
-// Apply, ApplyAll and Reserve on a concurrency limit take slots too, but
+// Apply and ApplyAll on a concurrency limit take slots too, but
 // return no lease id to release them by: those slots come back only at
 // the maximum hold.
 func (e *Engine) Acquire(ctx context.Context, l Limit, key string) (*Lease, error) {
