@@ -49,6 +49,10 @@ type Lease struct {
 // compare-and-swap, so a fleet of processes sharing the store holds at
 // most the limit between them. It allocates the Lease; AcquireInto fills
 // one of the caller's.
+//
+// Apply and ApplyAll on a concurrency limit take slots too, but
+// return no lease id to release them by: those slots come back only at
+// the maximum hold.
 func (e *Engine) Acquire(ctx context.Context, l Limit, key string) (*Lease, error) {
 	ls := new(Lease)
 	if err := e.AcquireInto(ctx, l, key, ls); err != nil {
