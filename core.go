@@ -42,6 +42,7 @@ type Decider struct {
 	metrics   Observer       // nil: nothing observes
 	localObs  LocalObserver  // metrics, when it is one
 	shadowObs ShadowObserver // metrics, when it is one
+	settleObs SettleObserver // metrics, when it is one
 	policy    StoreErrorPolicy
 	local     *LocalFallback // with policy FailLocal
 	log       *slog.Logger
@@ -90,6 +91,7 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 	c := &Decider{name: name, eng: cfg.Engine, metrics: cfg.Metrics, policy: cfg.OnStoreError, log: cfg.Logger, tally: cfg.Tally}
 	c.localObs, _ = cfg.Metrics.(LocalObserver)
 	c.shadowObs, _ = cfg.Metrics.(ShadowObserver)
+	c.settleObs, _ = cfg.Metrics.(SettleObserver)
 	switch c.policy {
 	case "":
 		c.policy = FailOpen
@@ -139,6 +141,13 @@ type Batch struct {
 	// their denials told as would-be denials (ShadowObserver), a store
 	// error under them FailOpen's unless the policy is FailLocal.
 	Shadow bool
+	// Reserve, when not nil, decides the batch on estimates (the
+	// requests' costs): engine.Engine.ReserveAll, all or nothing as any
+	// batch that is not Partial, filling Reserve (one per request) with
+	// the reservations that Decider.Settle settles once the actual cost
+	// is known. Under FailLocal they are the Local's. Neither a Partial
+	// nor a Shadow batch reserves.
+	Reserve []engine.Reservation
 }
 
 // soft reports whether a denial under request i of b leaves the request to
@@ -246,6 +255,24 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 // room, ApplyAll for several; in a Partial batch, again without the soft
 // requests denied, until every one left allows or one not soft denies.
 func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, room *Room) (out Decided, err error) {
+	if b.Reserve != nil {
+		if len(reqs) == 1 {
+			err = e.ReserveInto(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, &b.Reserve[0])
+			out.All = err == nil && b.Reserve[0].Decision.Allowed
+			out.Decisions = room.one[:]
+		} else {
+			// As for ApplyAll below: room's copy, so that reqs stays on
+			// the caller's stack.
+			room.again = append(room.again[:0], reqs...)
+			out.All, err = e.ReserveAll(ctx, room.again, b.Reserve)
+			out.Decisions = make([]algo.Decision, len(reqs))
+		}
+		for i := range reqs {
+			out.Decisions[i] = b.Reserve[i].Decision
+		}
+		out.Over = !out.All
+		return out, err
+	}
 	if len(reqs) == 1 {
 		room.one[0], err = e.Apply(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
 		out.Decisions, out.All = room.one[:], room.one[0].Allowed

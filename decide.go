@@ -65,6 +65,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		reqs = many[:0]
 	}
 	keep := rules[:0]
+	settles := false
 	for _, c := range rules {
 		key, cost, err := d.keyOf(req, c)
 		if err != nil {
@@ -75,6 +76,11 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 			continue // no rule limits this caller under c
 		}
 		c = rs.Override(c, key)
+		if c.rule.Settle != nil {
+			// An estimate above the capacity could never pass: it is
+			// taken as the capacity, and the settle charges the rest.
+			settles, cost = true, min(cost, c.limit.Algorithm.Params().Capacity())
+		}
 		keep = append(keep, c)
 		reqs = append(reqs, engine.Request{Limit: c.limit, Key: key, Cost: cost})
 	}
@@ -83,7 +89,14 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		return false
 	}
 	var room Room
-	res, at, err := d.core.Decide(ctx, Batch{Rules: keep}, reqs, &room)
+	// The reservations stay apart from the Batch: escape analysis sees a
+	// struct whole, and one of its fields kept past the call would take
+	// the rules' stack array along.
+	var reserve []engine.Reservation
+	if settles {
+		reserve = make([]engine.Reservation, len(reqs))
+	}
+	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve}, reqs, &room)
 	if err != nil {
 		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(ctx, err), res.Rules[at], res.Requests[at].Key, err
 		if out.Verdict == Passed { // FailOpen: the request passes undecided
@@ -100,6 +113,9 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		return false
 	}
 	out.Verdict = Allowed
+	if settles {
+		out.Reserved = &Reserved{Rules: append([]*CompiledRule(nil), res.Rules...), Reservations: reserve}
+	}
 	for _, di := range ds {
 		out.Delay = max(out.Delay, di.Delay)
 	}

@@ -310,6 +310,12 @@ type Outcome struct {
 	// ShadowDenied reports that a shadow rule would have denied the
 	// request.
 	ShadowDenied bool
+	// Reserved, for an Allowed request decided under a rule with Settle,
+	// holds the batch's reservations: the door settles them once the
+	// response has ended (Door.Settle), or leaves their estimates
+	// standing. Nil otherwise.
+	Reserved *Reserved
+
 	// ShadowErr is the door's Key error that kept the shadow rules from
 	// deciding the request; it went on all the same. A door logs what is
 	// not the client's fault.

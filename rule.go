@@ -116,7 +116,26 @@ type Rule struct {
 	// plan.go: ValidPlan, and Ruleset.AppendMatch for which rule wins).
 	// Empty means every caller.
 	Plan string
+	// Settle, when set, makes a request's cost under the rule an
+	// estimate, settled with its actual cost once the response has ended
+	// (see Settle); Cost is then the estimate when the request names none.
+	// Nil: the cost is final. A shadow rule cannot settle.
+	Settle *Settle
+	// MaxHold is, for a concurrency rule (Algorithm algo.ConcurrencyName:
+	// at most Limit requests in flight at once), the longest a request
+	// holds its slot: a slot not given back by then comes back by
+	// itself. Required for a concurrency rule, which takes no Window;
+	// refused on any other.
+	MaxHold time.Duration
+	// RetryAfter is, for a concurrency rule, the wait a denied request is
+	// told (no exact wait exists: a slot comes back when a request ends).
+	// Zero means DefaultRetryAfter; refused on any other rule.
+	RetryAfter time.Duration
 }
+
+// DefaultRetryAfter is the wait a concurrency rule tells a denied request
+// when its RetryAfter is not set.
+const DefaultRetryAfter = time.Second
 
 // RuleError reports what is wrong with one rule. It matches
 // ErrInvalidRule and unwraps to the cause (an *algo.ParamError,
@@ -188,11 +207,40 @@ func (r Rule) compile() (*CompiledRule, error) {
 	if r.Plan != "" && r.Shadow {
 		return nil, r.fail("plan", "a shadow rule applies to every caller and cannot name a plan, got %q", r.Plan)
 	}
-	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst})
+	if r.Settle != nil {
+		if r.Shadow {
+			return nil, r.fail("settle", "a shadow rule spends what it would have and settles nothing")
+		}
+		if field, reason := r.Settle.check(); reason != "" {
+			return nil, r.fail(field, "%s", reason)
+		}
+	}
+	window := r.Window
+	if r.Algorithm == algo.ConcurrencyName {
+		if err := r.checkConcurrency(); err != nil {
+			return nil, err
+		}
+		window = r.MaxHold
+		if _, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window}); err == nil {
+			// The fields are right; the doors cannot serve it yet.
+			return nil, r.fail("algorithm", "concurrency: rules do not hold a request's slot until its response ends; hold slots with httplimit.NewInFlight, grpclimit.NewInFlight or engine.Engine.Acquire")
+		}
+	} else if r.MaxHold != 0 || r.RetryAfter != 0 {
+		field := "max_hold"
+		if r.MaxHold == 0 {
+			field = "retry_after"
+		}
+		return nil, r.fail(field, "only a concurrency rule takes it, not %s", r.Algorithm)
+	}
+	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window, Burst: r.Burst})
 	if err != nil {
 		var pe *algo.ParamError
 		if errors.As(err, &pe) {
-			return nil, &RuleError{Rule: r.Name, Field: pe.Field, Reason: pe.Reason, Err: pe, Index: -1}
+			field := pe.Field
+			if field == "window" && r.Algorithm == algo.ConcurrencyName {
+				field = "max_hold"
+			}
+			return nil, &RuleError{Rule: r.Name, Field: field, Reason: pe.Reason, Err: pe, Index: -1}
 		}
 		return nil, &RuleError{Rule: r.Name, Field: "algorithm", Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, r.Algorithm), Err: err, Index: -1}
 	}
@@ -208,6 +256,23 @@ func (r Rule) compile() (*CompiledRule, error) {
 	c := &CompiledRule{rule: r, prefix: r.PathPrefix, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
 	c.compileFields() // fields.go
 	return c, nil
+}
+
+// checkConcurrency checks the fields of a concurrency rule.
+func (r Rule) checkConcurrency() error {
+	switch {
+	case r.MaxHold <= 0:
+		return r.fail("max_hold", "a concurrency rule needs the longest a request holds its slot, such as 30s; got %v", r.MaxHold)
+	case r.Window != 0:
+		return r.fail("window", "a concurrency rule takes max_hold, the longest a request holds its slot, not a window; got %v", r.Window)
+	case r.RetryAfter < 0:
+		return r.fail("retry_after", "must be positive when given, got %v", r.RetryAfter)
+	case r.Cost != 1:
+		return r.fail("cost", "a request of a concurrency rule takes one slot; got %d", r.Cost)
+	case r.Shadow:
+		return r.fail("shadow", "a concurrency rule cannot be a shadow rule")
+	}
+	return nil
 }
 
 // isMethod reports whether m is an HTTP method token (RFC 9110) without
@@ -267,6 +332,9 @@ func (c *CompiledRule) Scope() Scope { return c.rule.Scope }
 
 // Cost returns what one request spends under the rule.
 func (c *CompiledRule) Cost() int64 { return c.rule.Cost }
+
+// Settle returns the rule's Settle: nil when its cost is final.
+func (c *CompiledRule) Settle() *Settle { return c.rule.Settle }
 
 // Shadow reports whether the rule is a shadow rule: decided and counted,
 // but never denying (Rule.Shadow).

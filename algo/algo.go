@@ -192,9 +192,15 @@ type Algorithm interface {
 // New builds the algorithm named name from p,
 // validating the parameters. Errors name the field: see ParamError.
 func New(name Name, p Params) (Algorithm, error) {
+	if name == ConcurrencyName {
+		if err := validate(name, p, false); err != nil {
+			return nil, err
+		}
+		return &Concurrency{rate: newRate(p)}, nil
+	}
 	k, ok := kindOf(name)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q (want one of %v)", ErrUnknownAlgorithm, name, Names)
+		return nil, fmt.Errorf("%w: %q (want one of %v, or %s)", ErrUnknownAlgorithm, name, Names, ConcurrencyName)
 	}
 	if err := validate(name, p, k.bucket); err != nil {
 		return nil, err
@@ -230,6 +236,8 @@ func validate(name Name, p Params, bucket bool) error {
 		return &ParamError{"burst", fmt.Sprintf("must be at most %d, got %d", MaxLimit, p.Burst)}
 	case name == GCRAName && int64(p.Window) < p.Limit:
 		return &ParamError{"limit", fmt.Sprintf("gcra counts time in whole nanoseconds per token; at most one per nanosecond of window (%d), got %d", int64(p.Window), p.Limit)}
+	case name == ConcurrencyName && p.Limit > MaxConcurrencyLimit:
+		return &ParamError{"limit", fmt.Sprintf("a concurrency limit keeps one lease per slot; at most %d, got %d", MaxConcurrencyLimit, p.Limit)}
 	case name == SlidingLogName && p.Limit > MaxSlidingLogLimit:
 		return &ParamError{"limit", fmt.Sprintf("a sliding_log keeps one entry per unit of limit; at most %d, got %d", MaxSlidingLogLimit, p.Limit)}
 	}
@@ -350,6 +358,8 @@ func StepInto(a Algorithm, state []byte, now, cost int64, d *Decision) []byte {
 		return a.StepInto(state, now, cost, d)
 	case *SlidingLog:
 		return a.StepInto(state, now, cost, d)
+	case *Concurrency:
+		return a.StepInto(state, now, cost, d)
 	}
 	next, dd := stepOther(a, state, now, cost)
 	*d = dd
@@ -379,6 +389,8 @@ func Capacity(a Algorithm) int64 {
 	case *SlidingCounter:
 		return a.capacity
 	case *SlidingLog:
+		return a.capacity
+	case *Concurrency:
 		return a.capacity
 	}
 	return capacityOther(a)

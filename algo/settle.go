@@ -89,6 +89,8 @@ func Charge(a Algorithm, state []byte, now, n int64, d *Decision) (next []byte, 
 		return a.ChargeInto(state, now, n, d)
 	case *SlidingLog:
 		return a.ChargeInto(state, now, n, d)
+	case *Concurrency:
+		return a.ChargeInto(state, now, n, d)
 	}
 	next, charged, *d = chargeOther(a, state, now, n)
 	return next, charged
@@ -135,6 +137,8 @@ func Refund(a Algorithm, state []byte, now, at, n int64, d *Decision) (next []by
 	case *SlidingCounter:
 		return a.RefundInto(state, now, at, n, d)
 	case *SlidingLog:
+		return a.RefundInto(state, now, at, n, d)
+	case *Concurrency:
 		return a.RefundInto(state, now, at, n, d)
 	}
 	next, refunded, *d = refundOther(a, state, now, at, n)

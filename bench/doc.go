@@ -30,6 +30,15 @@
 //     call allowed (respectively denied).
 //   - BytesPerKey: heap retained per key after 1,000,000 distinct keys,
 //     reported as the B/key metric; its ns/op means nothing.
+//   - TPMScenario: the tokens-per-minute scenario of BerriAI/litellm#18730
+//     (tpm_test.go, TPM.md), one play of a minute per op: twenty
+//     concurrent streaming requests on 100 tokens a minute, reported as
+//     the tokens admitted (tokens/min) and their ratio to the limit
+//     (x-limit). Sluice reserves and settles through the library
+//     (sluice-…) and through sluice rls's two calls (sluice-rls-…);
+//     checkthencount is a model of a limiter that checks the tokens
+//     counted so far and counts a request's when it ends, not a library:
+//     its ns/op means nothing.
 //   - IndexLayout: no limiter, a model of a keyed store's lookup over
 //     100,000 keys in two layouts (two-miss, the memory store's index of
 //     slots pointing into an arena; one-miss, each entry whole in a 64-byte

@@ -22,6 +22,7 @@ const (
 	TagSlidingLog     Tag = 4
 	TagSlidingCounter Tag = 5
 	TagGCRA           Tag = 6
+	TagConcurrency    Tag = 7
 )
 
 // layout is what the codec knows about one tag: its name, the version this
@@ -44,6 +45,7 @@ var layouts = [16]layout{
 	TagSlidingLog:     {"sliding_log", 4, func(b []byte) error { _, err := DecodeLog(b); return err }, describeLog},
 	TagSlidingCounter: {"sliding_counter", 1, func(b []byte) error { _, err := DecodeCounter(b); return err }, describeCounter},
 	TagGCRA:           {"gcra", 2, func(b []byte) error { _, err := DecodeGCRA(b); return err }, describeGCRA},
+	TagConcurrency:    {"concurrency", 1, func(b []byte) error { _, err := ReadLeases(b); return err }, describeLeases},
 }
 
 // String returns the algorithm name the tag stands for.

@@ -416,6 +416,16 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			r.Limit, err = p.Int(v, field)
 		case "window":
 			r.Window, err = p.Duration(v, field)
+		case "max_hold":
+			r.MaxHold, err = p.Duration(v, field)
+			if err == nil && r.MaxHold <= 0 {
+				err = p.Errorf(v.Line, field, "must be positive, got %v", r.MaxHold)
+			}
+		case "retry_after":
+			r.RetryAfter, err = p.Duration(v, field)
+			if err == nil && r.RetryAfter <= 0 {
+				err = p.Errorf(v.Line, field, "must be positive when given, got %v", r.RetryAfter)
+			}
 		case "burst":
 			r.Burst, err = p.Int(v, field)
 			if err == nil && r.Burst <= 0 {
@@ -428,6 +438,8 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			}
 		case "shadow":
 			r.Shadow, err = p.Bool(v, field)
+		case "settle":
+			r.Settle, err = p.settle(v, field, lines)
 		case "plan":
 			r.Plan, err = p.Str(v, field)
 			if err == nil && r.Plan == "" {
@@ -452,12 +464,47 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, "path_prefix"), "%s", required)
 		}
 	}
-	for _, req := range []string{"name", "scope", "algorithm", "limit", "window"} {
+	period := "window"
+	if r.Algorithm == algo.ConcurrencyName {
+		period = "max_hold" // the longest a request holds its slot
+	}
+	for _, req := range []string{"name", "scope", "algorithm", "limit", period} {
 		if _, given := lines[req]; !given {
 			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, req), "%s", required)
 		}
 	}
 	return r, lines, nil
+}
+
+// settle reads a rule's settle section (sluice.Settle), noting the line
+// of each of its keys in lines as "settle.key".
+func (p *parser) settle(n *yaml.Node, path string, lines map[string]int) (*sluice.Settle, error) {
+	s := &sluice.Settle{}
+	err := p.Fields(n, path, func(key string, v *yaml.Node, field string) (bool, error) {
+		lines["settle."+key] = v.Line
+		var err error
+		switch key {
+		case "estimate_field":
+			s.EstimateField, err = p.Str(v, field)
+		case "estimate_add":
+			s.EstimateAdd, err = p.Int(v, field)
+		case "max_body":
+			s.MaxBody, err = p.Int(v, field)
+			if err == nil && s.MaxBody <= 0 {
+				err = p.Errorf(v.Line, field, "must be positive when given, got %d", s.MaxBody)
+			}
+		case "actual_header":
+			s.ActualHeader, err = p.Str(v, field)
+		case "actual_trailer":
+			s.ActualTrailer, err = p.Str(v, field)
+		case "actual_field":
+			s.ActualField, err = p.Str(v, field)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+	return s, err
 }
 
 func (p *parser) store(n *yaml.Node, path string, s *Store) error {

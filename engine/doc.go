@@ -90,7 +90,7 @@
 //     from it, with no round trip: a decision never refunds, and a record
 //     only moves towards "more spent" except by time, which the step
 //     accounts for, and by a refund (a Reservation settled below its
-//     estimate), which announces itself, so the store's record denies it
+//     estimate, or a Lease released), which announces itself, so the store's record denies it
 //     too. A refund's compare-and-swap carries backend.Swap.Announce: the
 //     store tells the other processes watching it (Redis: a PUBLISH in the
 //     same script as the write, so no round trip of its own), and each
@@ -170,6 +170,19 @@
 // stripe lock over the memory store and the durable tier (whose
 // Durability applies to it as to a decision), through the key's queue
 // over a backend.Swapper. A reservation never settled keeps its estimate.
+//
+// # Leases
+//
+// Acquire takes a slot of a concurrency limit (algo.ConcurrencyName) as a
+// lease, by a step of the limit like a decision, and Lease.Release (or
+// Release by the lease's id) gives it back by a settle-like step, a
+// refund of the lease: on every path, under the stripe lock or through the
+// key's queue. A release frees a slot, so over a backend.Swapper it
+// announces itself as a refund does, and the other processes stop
+// answering the key's denials from their last-seen records; a lease that
+// expires needs nothing announced, since every process steps the record at
+// the store's time and sees it gone. A release that meets a store error may
+// be retried: it names its lease, and frees it at most once.
 //
 // # Context
 //

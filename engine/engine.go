@@ -163,6 +163,10 @@ type Stats struct {
 	// LocalDenials counts requests over a backend.Swapper denied from the
 	// key's last-seen record, with no round trip.
 	LocalDenials uint64
+	// LeasesExpired counts the leases of concurrency limits released
+	// through a Lease after their maximum hold had passed: their slots
+	// had come back by themselves, and the release freed nothing.
+	LeasesExpired uint64
 }
 
 // stripe is the engine's own per-stripe state on the striped path, guarded
@@ -195,6 +199,8 @@ type Engine struct {
 	corrupt  atomic.Uint64
 	storeErr atomic.Uint64
 	lastWarn atomic.Int64 // Unix ns of the last corrupt-record warning
+
+	leasesExpired atomic.Uint64 // leases released after their hold (Stats.LeasesExpired)
 }
 
 // New returns an engine over b, choosing once, by the path interface b
@@ -260,7 +266,7 @@ func (e *Engine) Backend() backend.Backend { return e.b }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{CorruptRecords: e.corrupt.Load(), StoreErrors: e.storeErr.Load(), Keys: e.Len()}
+	s := Stats{CorruptRecords: e.corrupt.Load(), StoreErrors: e.storeErr.Load(), Keys: e.Len(), LeasesExpired: e.leasesExpired.Load()}
 	if t := e.store.tier; t != nil {
 		s.Flushes, s.FlushErrors = t.flushes.Load(), t.flushErrors.Load()
 		s.FlushTime = time.Duration(t.flushNanos.Load())
@@ -461,6 +467,7 @@ func (e *Engine) applyStriped(ctx context.Context, l Limit, key string, cost int
 		state = st.fresh[:0]
 	}
 	next := algo.StepInto(l.Algorithm, state, now, cost, d)
+	at := spentAt(l.Algorithm, now, spend, next)
 	wrote := spend && (next != nil || d.CorruptState)
 	if wrote {
 		err = e.write(st, h, k, next, now, d.TTL)
@@ -483,7 +490,7 @@ func (e *Engine) applyStriped(ctx context.Context, l Limit, key string, cost int
 		*d = algo.Decision{}
 		return 0, e.storeError("write", err)
 	}
-	return now, nil
+	return at, nil
 }
 
 // Request is one part of an ApplyAll call.

@@ -172,3 +172,37 @@ func ExampleEngine_Reserve() {
 	// reserve 5000, used 9000: refunded 0, charged 4000, remaining 0
 	// reserve 5000: denied, retry after 1m32.222222223s
 }
+
+// At most two requests of a key in flight at once: Acquire takes a slot as
+// a lease, Release gives it back, and a lease never released (its holder
+// crashed or hung) gives its slot back by itself after the maximum hold.
+func ExampleEngine_Acquire() {
+	clock := engine.NewFakeClock(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	e, _ := engine.New(memory.New(nil), &engine.Options{Clock: clock})
+	defer e.Close()
+	ctx := context.Background()
+	inFlight := engine.Limit{
+		Namespace: "in-flight",
+		Algorithm: algo.MustNew(algo.ConcurrencyName, algo.Params{Limit: 2, Window: 30 * time.Second}),
+	}
+	a, _ := e.Acquire(ctx, inFlight, "api-key-1")
+	b, _ := e.Acquire(ctx, inFlight, "api-key-1")
+	c, _ := e.Acquire(ctx, inFlight, "api-key-1")
+	fmt.Println("a:", a.Decision.Allowed, "b:", b.Decision.Allowed, "c:", c.Decision.Allowed, "(c may retry within", c.Decision.RetryAfter, "at most)")
+
+	freed, _ := a.Release(ctx) // a's response ended
+	again, _ := a.Release(ctx) // a second release does nothing
+	fmt.Println("a released:", freed, "again:", again)
+	d, _ := e.Acquire(ctx, inFlight, "api-key-1")
+	fmt.Println("d:", d.Decision.Allowed, "remaining", d.Decision.Remaining)
+
+	clock.Advance(30 * time.Second) // b and d hung: their leases end
+	late, _ := b.Release(ctx)
+	f, _ := e.Acquire(ctx, inFlight, "api-key-1")
+	fmt.Println("b's late release freed:", late, "f:", f.Decision.Allowed, "remaining", f.Decision.Remaining)
+	// Output:
+	// a: true b: true c: false (c may retry within 30s at most)
+	// a released: true again: false
+	// d: true remaining 0
+	// b's late release freed: false f: true remaining 1
+}

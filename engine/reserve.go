@@ -257,3 +257,44 @@ func (p *swapPath) settle(ctx context.Context, e *Engine, l Limit, key string, o
 	}
 	return nil
 }
+
+// ReserveAll is ApplyAll deciding on estimates: it decides reqs as one,
+// every one allowed and spent or none, the requests' costs being their
+// estimates, and fills rs (one per request, len(rs) >= len(reqs)) with
+// each request's reservation to settle once its actual cost is known. It
+// reports whether all were allowed; when one is denied, no reservation
+// has anything to settle. The errors are ApplyAll's; on an error no
+// reservation has anything to settle.
+//
+// A batch of one is ReserveInto. In a batch of several, each
+// reservation's instant (At) is the engine's clock (over a
+// backend.Swapper, the store's as estimated) read before the decision,
+// not the instant each record was stepped at: a settle charges exactly as
+// ReserveInto's would, and a refund takes back what it would at that
+// earlier instant, which is never more (a bucket counts more refill since
+// it, a window may have turned since it, a sliding log finds no entry at
+// it and refunds nothing).
+func (e *Engine) ReserveAll(ctx context.Context, reqs []Request, rs []Reservation) (bool, error) {
+	if len(reqs) == 1 {
+		err := e.ReserveInto(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, &rs[0])
+		return err == nil && rs[0].Decision.Allowed, err
+	}
+	at := e.now()
+	if p := e.store.swap; p != nil {
+		at += p.offset.Load()
+	}
+	for i, q := range reqs {
+		r := &rs[i]
+		r.Limit, r.Key, r.Estimate, r.At, r.Decision, r.e = q.Limit, q.Key, q.Cost, at, algo.Decision{}, e
+		r.settled.Store(true)
+	}
+	ds, all, err := e.ApplyAll(ctx, reqs)
+	if err != nil {
+		return false, err
+	}
+	for i := range reqs {
+		rs[i].Decision = ds[i]
+		rs[i].settled.Store(!all)
+	}
+	return all, nil
+}

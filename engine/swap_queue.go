@@ -346,6 +346,7 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 				continue
 			}
 			next := algo.StepInto(w.limit, state, now, w.cost, &w.d)
+			w.at = spentAt(w.limit, now, true, next)
 			switch {
 			case next != nil || w.d.CorruptState:
 				state = next

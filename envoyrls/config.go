@@ -79,6 +79,10 @@ type Limit struct {
 	// is rate_limit.burst, zero when absent.
 	Algorithm algo.Name
 	Burst     int64
+	// Settle is rate_limit.settle_on_stream_done: the request path spends
+	// an estimate and answers with a handle of it, which the call made
+	// when the stream is done settles with the actual cost.
+	Settle bool
 
 	limit  engine.Limit // nil Algorithm when unlimited or RequestsPerUnit is 0
 	proto  *rlspb.RateLimitResponse_RateLimit

@@ -55,6 +55,20 @@
 // answered UNAVAILABLE (the Decider's FailClosed), which Envoy decides by
 // its failure_mode_deny.
 //
+// # Settling
+//
+// A limit marked settle_on_stream_done (RateLimit.SettleOnStreamDone) takes
+// costs known when the stream is done, from the call Envoy's rate-limit
+// filter makes then (a rate_limits entry with apply_on_stream_done). The
+// request path spends an estimate, as any request; an allowed request's
+// answer carries a handle of it in its dynamic metadata (the field
+// SettleKey), and the stream-done call's descriptor brings the handle back
+// as its last entry, with the actual cost as its hits_addend: the limit
+// settles the difference through engine.Engine.Resume, charged even past
+// the limit or refunded where the algorithm can (see SettleKey). Such a
+// call is never denied. A descriptor with is_negative_hits is refused
+// InvalidArgument: it names no instant to refund at.
+//
 // # Bounds
 //
 // A request past Options.MaxDescriptors, MaxEntries or MaxValueBytes is

@@ -69,6 +69,12 @@ type RateLimit struct {
 	// Burst is Sluice's "burst", the capacity of a bucket algorithm; 0 for
 	// none.
 	Burst int64
+	// SettleOnStreamDone is Sluice's "settle_on_stream_done": the limit's
+	// cost is an estimate on the request path, settled with the actual
+	// cost by a call Envoy makes when the stream is done (see the package
+	// doc's Settling). It takes no sliding_log, whose refund needs the
+	// exact instant of the spend, and no unlimited limit.
+	SettleOnStreamDone bool
 }
 
 // NewDomain builds the domain name from its descriptors, checked as
@@ -178,6 +184,9 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 		if rl.Algorithm != "" || rl.Burst != 0 {
 			return nil, b.errorf(field, "an unlimited rate_limit takes no algorithm or burst")
 		}
+		if rl.SettleOnStreamDone {
+			return nil, b.errorf(configerr.Join(field, "settle_on_stream_done"), "an unlimited rate_limit spends nothing to settle")
+		}
 		l.policy, l.metric = l.Path, strings.TrimPrefix(l.Path, b.domain+".")
 		return l, nil
 	}
@@ -201,9 +210,15 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 		return nil, b.errorf(configerr.Join(field, "unit_multiplier"), "a window of %d %ss is longer than %s", l.UnitMultiplier, strings.ToLower(rl.Unit), algo.MaxWindow)
 	}
 	l.Window = u.d * time.Duration(l.UnitMultiplier)
-	l.Algorithm, l.Burst = rl.Algorithm, rl.Burst
+	l.Algorithm, l.Burst, l.Settle = rl.Algorithm, rl.Burst, rl.SettleOnStreamDone
 	if l.Algorithm == "" {
 		l.Algorithm = algo.FixedWindowName
+	}
+	if l.Settle && l.Algorithm == algo.SlidingLogName {
+		// A refund of a sliding log takes back the entries of the exact
+		// instant of the spend, which the request path's answer does not
+		// know to the nanosecond (it reads the clock before deciding).
+		return nil, b.errorf(configerr.Join(field, "settle_on_stream_done"), "a sliding_log cannot be settled on stream done (its refund needs the exact instant of the spend): use sliding_counter, which refunds within its window")
 	}
 	l.proto = &rlspb.RateLimitResponse_RateLimit{Name: rl.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
 	if rl.UnitMultiplier != nil {
@@ -224,6 +239,11 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 			return nil, b.errorf(configerr.Join(field, "algorithm"), "must be one of %v, got %q", algo.Names, l.Algorithm)
 		}
 		return l, nil
+	}
+	if l.Algorithm == algo.ConcurrencyName {
+		// Envoy's calls share no handle with the request's end: no slot
+		// taken here could be given back.
+		return nil, b.errorf(configerr.Join(field, "algorithm"), "must be one of %v, got %q: the rate-limit service cannot hold a slot until a request ends", algo.Names, l.Algorithm)
 	}
 	a, err := algo.New(l.Algorithm, algo.Params{Limit: int64(l.RequestsPerUnit), Window: l.Window, Burst: l.Burst})
 	if err != nil {

@@ -37,6 +37,7 @@ type Metrics struct {
 	count  atomic.Int64 // series in the map
 
 	unknownDomain, storeErrors atomic.Uint64
+	charged, refunded          atomic.Uint64 // units settled on stream done
 }
 
 // MaxSeries bounds the series built from request values
@@ -127,6 +128,10 @@ type Counts struct {
 	// StoreErrors counts the requests the store failed (answered
 	// UNAVAILABLE).
 	StoreErrors uint64
+	// SettledCharged and SettledRefunded are the units the calls made on
+	// stream done charged beyond the estimates, and took back of them
+	// (see SettleKey).
+	SettledCharged, SettledRefunded uint64
 }
 
 // Counts reads every count now. Each counter is read atomically, the whole
@@ -154,6 +159,7 @@ func (m *Metrics) Counts() Counts {
 			NearLimit: c.near.Load(), WithinLimit: c.within.Load(), ShadowMode: c.shadow.Load()})
 	}
 	out.UnknownDomain, out.StoreErrors = m.unknownDomain.Load(), m.storeErrors.Load()
+	out.SettledCharged, out.SettledRefunded = m.charged.Load(), m.refunded.Load()
 	return out
 }
 

@@ -154,10 +154,11 @@ type Server struct {
 
 	nearRatio float32 // Options.NearLimitRatio, as envoyproxy/ratelimit holds it
 
-	overrides sync.Map // overrideKey → *Limit, the limits requests bring
-	nOverride atomic.Int64
-	core      *sluice.Decider // decides each request's batch
-	neverLog  logpace.Pace    // paces the lines of costs that never pass
+	overrides   sync.Map // overrideKey → *Limit, the limits requests bring
+	nOverride   atomic.Int64
+	core        *sluice.Decider // decides each request's batch
+	neverLog    logpace.Pace    // paces the lines of costs that never pass
+	noHandleLog logpace.Pace    // paces the lines of requests given no settle handle
 }
 
 // maxOverrides bounds the request-borne limits a Server keeps built.
@@ -232,6 +233,11 @@ type item struct {
 	quota   bool // quota_mode, its own or QuotaMode's: never denies, OK past its quota
 	spent   bool
 	checkOK bool // hits_addend 0: checked, never denied
+	// settle: a descriptor of the call Envoy makes when the stream is
+	// done (its last entry is SettleKey's): it settles estimate, spent at
+	// at, with cost, the actual cost, and is never denied; settled: it was.
+	settle, settled bool
+	estimate, at    int64
 	// never: a cost above the limit's capacity, which no wait lets pass.
 	// It is denied with no duration_until_reset and no reset or
 	// Retry-After header, as serve answers such a cost 500 and the
@@ -280,13 +286,27 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		if h := desc.GetHitsAddend(); h != nil {
 			it.cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		if desc.GetIsNegativeHits() || !known {
-			continue // spending never refunds: a negative hit changes nothing
+		if desc.GetIsNegativeHits() {
+			// A refund must name the instant of the spend it takes back,
+			// which a bare negative hit does not: see settle.
+			return nil, status.Errorf(codes.InvalidArgument, "rate limit descriptor %d has is_negative_hits, which sluice rls does not take: a refund needs the instant of the spend; settle the cost on stream done with a %s entry (see settle_on_stream_done)", i, SettleKey)
+		}
+		entries := desc.GetEntries()
+		if n := len(entries); n > 0 && entries[n-1].GetKey() == SettleKey {
+			var err error
+			if it.estimate, it.at, err = parseSettle(entries[n-1].GetValue()); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "rate limit descriptor %d: its %s entry: %v", i, SettleKey, err)
+			}
+			it.settle = true
+			entries = entries[:n-1]
+		}
+		if !known {
+			continue
 		}
 		if desc.GetLimit() != nil {
-			it.limit, it.key, it.metric = s.override(domain, desc)
+			it.limit, it.key, it.metric = s.override(domain, desc.GetLimit(), entries)
 		} else {
-			m := cfg.Match(domain, desc.GetEntries())
+			m := cfg.Match(domain, entries)
 			it.limit, it.key, it.metric = m.Limit, m.Key, m.Metric
 		}
 		if it.limit != nil && len(it.limit.Replaces) > 0 {
@@ -301,6 +321,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	// candidates for one ApplyAll.
 	now := s.eng.Clock().Now()
 	active := sc.active[:0]
+	settles := false
 	for i := range items {
 		if i%ctxEvery == ctxEvery-1 && ctx.Err() != nil {
 			return nil, ctxError(ctx.Err())
@@ -312,6 +333,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 		it.shadow = l.Shadow || s.opts.ShadowMode
 		it.quota = l.Quota || s.opts.QuotaMode
+		if it.settle {
+			settles = true
+			continue
+		}
 		switch {
 		case l.RequestsPerUnit == 0:
 			w := int64(l.Window)
@@ -321,12 +346,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			// Peeked for what the descriptor has (the IETF field's r);
 			// a cost above the capacity is refused without a reset or a
 			// Retry-After, as no wait lets it pass (see never).
-			d, err := s.core.Peek(ctx, l.Path, l.limit, it.key, 1)
+			d, err := s.has(ctx, l, it.key)
 			if err != nil {
 				return nil, s.storeError(ctx, err)
-			}
-			if d.Allowed {
-				d.Remaining++
 			}
 			it.d = d
 			if it.cost == 0 {
@@ -353,6 +375,17 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	}
 
 	sc.active = active
+	if settles {
+		// Envoy acts on no answer to this call: what it settles is
+		// settled whatever the request's other descriptors answer.
+		for i := range items {
+			if it := &items[i]; it.settle && it.limit != nil && !it.limit.Unlimited {
+				if err := s.settle(ctx, it); err != nil {
+					return nil, s.storeError(ctx, err)
+				}
+			}
+		}
+	}
 	over := fatal()
 	if !over && len(active) > 0 {
 		// Nothing is spent once the caller has gone: the engine is asked
@@ -384,6 +417,14 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	if s.opts.DynamicMetadata {
 		resp.DynamicMetadata = requestMetadata(req, items)
 	}
+	if !over {
+		if h := s.settleHandle(items, now); h != "" {
+			if resp.DynamicMetadata == nil {
+				resp.DynamicMetadata = &structpb.Struct{Fields: make(map[string]*structpb.Value, 1)}
+			}
+			resp.DynamicMetadata.Fields[SettleKey] = structpb.NewStringValue(h)
+		}
+	}
 	return resp, nil
 }
 
@@ -413,6 +454,16 @@ func (s *Server) spend(ctx context.Context, sc *scratch, items []item, active []
 		it.denied = !it.d.Allowed
 	}
 	return res.Over, nil
+}
+
+// has peeks what key has under l: a decision whose Remaining counts the
+// unit the peek asked for when it is allowed.
+func (s *Server) has(ctx context.Context, l *Limit, key string) (algo.Decision, error) {
+	d, err := s.core.Peek(ctx, l.Path, l.limit, key, 1)
+	if d.Allowed {
+		d.Remaining++
+	}
+	return d, err
 }
 
 // ctxEvery is how many descriptors a loop works through between two looks
@@ -503,6 +554,14 @@ func (s *Server) answer(domain string, known bool, items []item, over bool) *rls
 		st.Code = rlspb.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		if l == nil {
+			continue
+		}
+		if it.settle {
+			// Not a request: nothing to count as a hit, and no wait.
+			st.CurrentLimit = l.proto
+			if it.settled {
+				st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
+			}
 			continue
 		}
 		var c *counters
@@ -605,7 +664,7 @@ func headerSlots(blk *respBlock, n int) ([]corev3.HeaderValue, []*corev3.HeaderV
 // is one not allowed, and a cost that never passes waits the longest of
 // all.
 func (s *Server) pickable(it *item) (algo.Decision, bool) {
-	if it.limit == nil || it.limit.Unlimited || (it.shadow && !s.opts.ShadowHeaders) {
+	if it.limit == nil || it.limit.Unlimited || it.settle || (it.shadow && !s.opts.ShadowHeaders) {
 		return algo.Decision{}, false
 	}
 	d := it.d
@@ -781,15 +840,15 @@ type overrideKey struct {
 	mult   uint32
 }
 
-// override returns the limit a descriptor's own limit field sets (Envoy's
-// dynamic limit override), and the descriptor's key under it. Its budget
+// override returns the limit o, a descriptor's own limit field, sets
+// (Envoy's dynamic limit override), and the key of the descriptor's
+// entries under it. Its budget
 // is a fixed window of its own, never a configured limit's, and it is
 // never in shadow mode, as in envoyproxy/ratelimit.
-func (s *Server) override(domain string, desc *rlv3.RateLimitDescriptor) (*Limit, string, string) {
-	o := desc.GetLimit()
+func (s *Server) override(domain string, o *rlv3.RateLimitDescriptor_RateLimitOverride, entries []*rlv3.RateLimitDescriptor_Entry) (*Limit, string, string) {
 	k := overrideKey{domain: domain, rpu: o.GetRequestsPerUnit(), unit: rlspb.RateLimitResponse_RateLimit_Unit(o.GetUnit()), mult: max(1, o.GetUnitMultiplier().GetValue())}
 	var key []byte
-	for _, e := range desc.GetEntries() {
+	for _, e := range entries {
 		key = appendKeyField(key, e.GetKey())
 		key = appendKeyField(key, e.GetValue())
 	}

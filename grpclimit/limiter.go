@@ -241,7 +241,7 @@ func New(cfg Config) (*Limiter, error) {
 // for grpc.UnaryInterceptor or grpc.ChainUnaryInterceptor.
 func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, delay, err := l.decide(ctx, info.FullMethod)
+		md, delay, res, err := l.decide(ctx, info.FullMethod)
 		if md != nil {
 			grpc.SetHeader(ctx, md)
 		}
@@ -251,7 +251,13 @@ func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		if delay > 0 && !l.wait(ctx, delay) {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		return handler(ctx, req)
+		if res == nil {
+			return handler(ctx, req)
+		}
+		ts := &trailerStream{ServerTransportStream: grpc.ServerTransportStreamFromContext(ctx)} // settle.go
+		resp, err := handler(grpc.NewContextWithServerTransportStream(ctx, ts), req)
+		l.settle(ctx, res, ts.trailer(), err)
+		return resp, err
 	}
 }
 
@@ -261,7 +267,7 @@ func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		md, delay, err := l.decide(ctx, info.FullMethod)
+		md, delay, res, err := l.decide(ctx, info.FullMethod)
 		if md != nil {
 			ss.SetHeader(md)
 		}
@@ -271,7 +277,13 @@ func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		if delay > 0 && !l.wait(ctx, delay) {
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		return handler(srv, ss)
+		if res == nil {
+			return handler(srv, ss)
+		}
+		ts := &trailerServerStream{ServerStream: ss} // settle.go
+		err = handler(srv, ts)
+		l.settle(ctx, res, ts.trailer(), err)
+		return err
 	}
 }
 
@@ -292,7 +304,7 @@ func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // the status as this package documents it.
 func (l *Limiter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	md, delay, err := l.decide(ctx, method)
+	md, delay, _, err := l.decide(ctx, method) // no settle: the call's end is not seen here
 	if md != nil {
 		grpc.SetHeader(ctx, md)
 	}
@@ -307,8 +319,19 @@ func (l *Limiter) Limit(ctx context.Context) error {
 
 // decide decides a call of the given method. It returns the response
 // metadata to set (nil for none), the delay to wait before the handler,
-// and the status error to end the call with (nil to let it through).
-func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.Duration, error) {
+// the outcome to settle once the call has ended (nil for none: no rule
+// with Settle decided it), and the status error to end the call with
+// (nil to let it through).
+func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.Duration, *sluice.Outcome, error) {
+	md, delay, out, err := l.decideOutcome(ctx, method)
+	if err != nil || out.Reserved == nil {
+		return md, delay, nil, err
+	}
+	return md, delay, &out, nil
+}
+
+// decideOutcome is decide, returning the Door's Outcome.
+func (l *Limiter) decideOutcome(ctx context.Context, method string) (metadata.MD, time.Duration, sluice.Outcome, error) {
 	rs := l.reg.Ruleset()
 	// gRPC calls have no HTTP method: "" matches the rules of AnyMethod
 	// only. The path is the full method name.
@@ -321,29 +344,29 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.
 	switch out.Verdict {
 	case sluice.Unlimited:
 		if out.Shadow != nil && l.shadowMD && !l.denialMD {
-			return decisionMD(l.infos.get(rs, out.Shadow), out.Shadow, out.ShadowDecision), 0, nil
+			return decisionMD(l.infos.get(rs, out.Shadow), out.Shadow, out.ShadowDecision), 0, out, nil
 		}
-		return nil, 0, nil
+		return nil, 0, out, nil
 	case sluice.Passed:
-		return nil, 0, nil
+		return nil, 0, out, nil
 	case sluice.Allowed:
 		if l.denialMD {
-			return nil, out.Delay, nil
+			return nil, out.Delay, out, nil
 		}
-		return decisionMD(l.infos.get(rs, out.Rule), out.Rule, out.Decision), out.Delay, nil
+		return decisionMD(l.infos.get(rs, out.Rule), out.Rule, out.Decision), out.Delay, out, nil
 	case sluice.Denied:
 		ri := l.infos.get(rs, out.Rule)
-		return decisionMD(ri, out.Rule, out.Decision), 0, denial(ri, out.Decision)
+		return decisionMD(ri, out.Rule, out.Decision), 0, out, denial(ri, out.Decision)
 	case sluice.Unidentified:
-		return nil, 0, l.callerError(out.Err, method)
+		return nil, 0, out, l.callerError(out.Err, method)
 	case sluice.Unavailable:
 		if ctx.Err() != nil && errors.Is(out.Err, ctx.Err()) {
 			// The call ended before it was decided: its own status.
-			return nil, 0, status.FromContextError(ctx.Err()).Err()
+			return nil, 0, out, status.FromContextError(ctx.Err()).Err()
 		}
-		return nil, 0, status.Error(codes.Unavailable, unavailable)
+		return nil, 0, out, status.Error(codes.Unavailable, unavailable)
 	}
-	return nil, 0, status.Error(codes.Internal, "rate limiter error") // sluice.Failed, logged by the Door
+	return nil, 0, out, status.Error(codes.Internal, "rate limiter error") // sluice.Failed, logged by the Door
 }
 
 // grpcKeyNames lower-cases the header names in msg that follow "once: ",

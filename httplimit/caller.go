@@ -49,12 +49,20 @@ func callerKey(id *identity.Identifier, fn IdentityFunc, r *http.Request, scope 
 }
 
 // key is the Door's Key: the key r's caller is counted under by rule
-// (callerKey), and what Config.Cost says r spends under it. The Door
-// contains a panic in the IdentityFunc or the Cost function.
+// (callerKey), and what r spends under it: for a rule with Settle, its
+// estimate (settle.go), else what Config.Cost says. The Door contains a
+// panic in the IdentityFunc or the Cost function.
 func (l *limiter) key(r *http.Request, rule *sluice.CompiledRule) (string, int64, error) {
 	key, err := callerKey(l.id, l.identify, r, rule.Scope())
-	if err != nil || l.cost == nil {
+	if err != nil {
 		return key, 0, err
+	}
+	if s := rule.Settle(); s != nil {
+		n, err := estimate(r, s)
+		return key, n, err
+	}
+	if l.cost == nil {
+		return key, 0, nil
 	}
 	return key, l.cost(r, rule), nil
 }

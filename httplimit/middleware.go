@@ -274,6 +274,16 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		if out.Delay > 0 && !l.wait(r.Context(), out.Delay) {
 			return // the client went away while waiting
 		}
+		if out.Reserved != nil { // settle.go
+			sw := newSettleWriter(w, out.Reserved)
+			// Deferred, so that a handler that aborts the response (as
+			// httputil.ReverseProxy does, panicking with
+			// http.ErrAbortHandler, when its client or upstream goes away
+			// mid-body) is settled too.
+			defer sw.finish(r.Context(), l.door, &out)
+			next.ServeHTTP(sw, r)
+			return
+		}
 	case sluice.Denied:
 		l.setHeaders(w.Header(), out.Rule, out.Decision)
 		if l.problem {
@@ -314,6 +324,9 @@ func (l *limiter) callerError(r *http.Request, err error) (string, int) {
 	repanicAbort(err)
 	if errors.Is(err, identity.ErrBadIdentity) {
 		return "bad caller identity", http.StatusBadRequest
+	}
+	if errors.Is(err, ErrBodyTooLarge) {
+		return "request body too large", http.StatusRequestEntityTooLarge
 	}
 	var ke *sluice.KeyError
 	errors.As(err, &ke)

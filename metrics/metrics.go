@@ -30,6 +30,7 @@ type Options struct {
 var (
 	_ sluice.LocalObserver  = (*Metrics)(nil)
 	_ sluice.ShadowObserver = (*Metrics)(nil)
+	_ sluice.SettleObserver = (*Metrics)(nil)
 )
 
 // Metrics counts what a gateway decides: per rule, the allowed and denied
@@ -70,6 +71,7 @@ type ruleMetrics struct {
 	storeErrOpen, storeErrClosed, storeErrLocal atomic.Uint64
 	localAllowed, localDenied                   atomic.Uint64       // decisions made in-process (sluice.FailLocal)
 	shadowDenied                                atomic.Uint64       // would-be denials of a shadow rule
+	settled, unsettled, charged, refunded       atomic.Uint64       // settles after the response (sluice.Settle)
 	latency                                     prometheus.Observer // the rule's child of Metrics.latency
 }
 
@@ -223,6 +225,29 @@ func (m *Metrics) ObserveShadowDenial(rule string, cost int64, d time.Duration) 
 	r.latency.Observe(d.Seconds())
 }
 
+// ObserveSettle records a settle after the response under the named rule
+// (sluice.Rule.Settle): the units charged beyond the estimate or refunded
+// of it, or, stands true, a reservation left unsettled, its estimate
+// standing. It takes no lock and does not allocate once the rule has been
+// seen.
+func (m *Metrics) ObserveSettle(rule string, charged, refunded int64, stands bool) {
+	if m == nil {
+		return
+	}
+	r := m.rule(rule)
+	if stands {
+		r.unsettled.Add(1)
+		return
+	}
+	r.settled.Add(1)
+	if charged > 0 {
+		r.charged.Add(uint64(charged))
+	}
+	if refunded > 0 {
+		r.refunded.Add(uint64(refunded))
+	}
+}
+
 // ObserveReload records a configuration reload: a success when err is nil,
 // a failure (the previous configuration stays in force) otherwise.
 func (m *Metrics) ObserveReload(err error) {
@@ -271,6 +296,11 @@ type RuleSnapshot struct {
 	// ShadowDenied counts the requests a shadow rule would have denied,
 	// which passed; they are not counted in Denied.
 	ShadowDenied uint64
+	// Settled counts the reservations settled after the response,
+	// Unsettled those whose estimate stood; Charged and Refunded the
+	// units the settles charged beyond the estimates and refunded of
+	// them.
+	Settled, Unsettled, Charged, Refunded uint64
 }
 
 // StoreErrors returns the store errors of every rule, whatever the policy.
@@ -312,6 +342,10 @@ func (m *Metrics) Snapshot() Snapshot {
 			LocalAllowed:      r.localAllowed.Load(),
 			LocalDenied:       r.localDenied.Load(),
 			ShadowDenied:      r.shadowDenied.Load(),
+			Settled:           r.settled.Load(),
+			Unsettled:         r.unsettled.Load(),
+			Charged:           r.charged.Load(),
+			Refunded:          r.refunded.Load(),
 		}
 		if n := rs.Allowed + rs.Denied; n > 0 {
 			rs.DeniedRatio = float64(rs.Denied) / float64(n)
@@ -349,6 +383,9 @@ func (m *Metrics) sortedRules() []*ruleMetrics {
 //	shadow_denials_total{rule}                       counter, once the rule has been seen: the requests
 //	                                                 a shadow rule (shadow: true) would have denied; they
 //	                                                 passed and are not in decisions_total
+//	settles_total{rule,result="settled|unsettled"}   counter, once the rule has settled: reservations
+//	                                                 settled after the response, or whose estimate stood
+//	settled_units_total{rule,kind="charged|refunded"}  counter, once the rule has settled
 //	config_reloads_total{result="ok|error"}          counter
 //	keys                                             gauge (left out when the backend cannot count)
 //	evictions_total                                  counter
@@ -382,6 +419,12 @@ var (
 	descShadow = prometheus.NewDesc("sluice_shadow_denials_total",
 		"Requests a shadow rule (shadow: true) would have denied; they passed, spent nothing under the rule and are not counted in sluice_decisions_total.",
 		[]string{"rule"}, nil)
+	descSettles = prometheus.NewDesc("sluice_settles_total",
+		"Reservations of rules with settle, settled with the actual cost after the response, or left at their estimate (unsettled: no actual cost found, or the client went away).",
+		[]string{"rule", "result"}, nil)
+	descSettledUnits = prometheus.NewDesc("sluice_settled_units_total",
+		"Units the settles after the response charged beyond the estimates, or refunded of them.",
+		[]string{"rule", "kind"}, nil)
 	descReloads = prometheus.NewDesc("sluice_config_reloads_total",
 		"Configuration reloads, by result; a failed reload keeps the previous configuration.", []string{"result"}, nil)
 	descKeys = prometheus.NewDesc("sluice_keys",
@@ -418,7 +461,7 @@ type collector struct {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descLocal, descShadow, descReloads} {
+	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descLocal, descShadow, descSettles, descSettledUnits, descReloads} {
 		ch <- d
 	}
 	c.m.latency.Describe(ch)
@@ -453,6 +496,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if n := r.storeErrLocal.Load(); n > 0 {
 			counter(descStoreErrors, float64(n), r.name, string(sluice.FailLocal))
+		}
+		if s, u := r.settled.Load(), r.unsettled.Load(); s+u > 0 {
+			counter(descSettles, float64(s), r.name, "settled")
+			counter(descSettles, float64(u), r.name, "unsettled")
+			counter(descSettledUnits, float64(r.charged.Load()), r.name, "charged")
+			counter(descSettledUnits, float64(r.refunded.Load()), r.name, "refunded")
 		}
 		if a, d := r.localAllowed.Load(), r.localDenied.Load(); a+d > 0 {
 			counter(descLocal, float64(a), r.name, "allowed")

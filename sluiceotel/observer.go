@@ -38,6 +38,12 @@ const (
 	// MetricShadowDenials counts the would-be denials of shadow rules, per
 	// rule.
 	MetricShadowDenials = "sluice.rate_limiting.shadow_denials"
+	// MetricSettles counts the reservations of rules with settle
+	// (sluice.Rule.Settle), per rule and AttrSettleResult.
+	MetricSettles = "sluice.rate_limiting.settles"
+	// MetricSettledUnits sums the units the settles charged beyond the
+	// estimates or refunded of them, per rule and AttrSettleKind.
+	MetricSettledUnits = "sluice.rate_limiting.settled_units"
 )
 
 // The attributes' keys. Policy and Result are ASP.NET Core's.
@@ -49,6 +55,11 @@ const (
 	// AttrOnStoreError is the store-error policy that applied to a store
 	// error: "open", "closed" or "local" (sluice.StoreErrorPolicy).
 	AttrOnStoreError attribute.Key = "sluice.rate_limiting.on_store_error"
+	// AttrSettleResult is "settled" for a reservation settled with the
+	// actual cost, "unsettled" for one whose estimate stood.
+	AttrSettleResult attribute.Key = "sluice.rate_limiting.settle_result"
+	// AttrSettleKind is "charged" or "refunded".
+	AttrSettleKind attribute.Key = "sluice.rate_limiting.settle_kind"
 
 	// AttrVerdict is the span event's sluice.Verdict: "unlimited",
 	// "passed", "allowed", "denied", "unidentified", "unavailable",
@@ -109,8 +120,8 @@ type Options struct {
 	Next sluice.Observer
 }
 
-// Observer is a sluice.Observer, LocalObserver, ShadowObserver and
-// ContextObserver that records what a door decides through OpenTelemetry.
+// Observer is a sluice.Observer, LocalObserver, ShadowObserver,
+// SettleObserver and ContextObserver that records what a door decides through OpenTelemetry.
 //
 // Its metrics, each with AttrPolicy (the rule's name):
 //
@@ -120,6 +131,8 @@ type Options struct {
 //	sluice.rate_limiting.store_errors        counter   {error}    + AttrOnStoreError
 //	sluice.rate_limiting.local_decisions     counter   {request}  + AttrResult
 //	sluice.rate_limiting.shadow_denials      counter   {request}
+//	sluice.rate_limiting.settles             counter   {reservation}  + AttrSettleResult
+//	sluice.rate_limiting.settled_units       counter   {cost}     + AttrSettleKind
 //
 // They count what package metrics counts for Prometheus, the same way:
 // one decision per rule (in all mode, a request two rules admit counts
@@ -150,6 +163,7 @@ type Observer struct {
 	mu    sync.Mutex                            // serialises additions to rules
 
 	requests, spent, storeErrors, local, shadow metric.Int64Counter
+	settles, settledUnits                       metric.Int64Counter
 	duration                                    metric.Float64Histogram
 
 	spans bool
@@ -158,6 +172,7 @@ type Observer struct {
 	nextLocal  sluice.LocalObserver
 	nextShadow sluice.ShadowObserver
 	nextCtx    sluice.ContextObserver
+	nextSettle sluice.SettleObserver
 }
 
 // Observer is every kind of observer a door knows.
@@ -165,6 +180,7 @@ var (
 	_ sluice.LocalObserver   = (*Observer)(nil)
 	_ sluice.ShadowObserver  = (*Observer)(nil)
 	_ sluice.ContextObserver = (*Observer)(nil)
+	_ sluice.SettleObserver  = (*Observer)(nil)
 )
 
 // ruleAttrs are one rule's measurement options, made once.
@@ -172,6 +188,8 @@ type ruleAttrs struct {
 	name                     string
 	policy, acquired, denied []metric.AddOption
 	storeErr                 [3][]metric.AddOption // by storeErrIndex
+	settled, unsettled       []metric.AddOption    // AttrSettleResult
+	charged, refunded        []metric.AddOption    // AttrSettleKind
 	record                   []metric.RecordOption // AttrPolicy alone
 }
 
@@ -194,6 +212,7 @@ func New(opts *Options) (*Observer, error) {
 	o.nextLocal, _ = opts.Next.(sluice.LocalObserver)
 	o.nextShadow, _ = opts.Next.(sluice.ShadowObserver)
 	o.nextCtx, _ = opts.Next.(sluice.ContextObserver)
+	o.nextSettle, _ = opts.Next.(sluice.SettleObserver)
 	var err error
 	if o.requests, err = m.Int64Counter(MetricRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("Number of requests decided under a rate limiting rule (policy), by result.")); err != nil {
@@ -218,6 +237,14 @@ func New(opts *Options) (*Observer, error) {
 	}
 	if o.shadow, err = m.Int64Counter(MetricShadowDenials, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests a shadow rule would have denied; they passed.")); err != nil {
+		return nil, err
+	}
+	if o.settles, err = m.Int64Counter(MetricSettles, metric.WithUnit("{reservation}"),
+		metric.WithDescription("Reservations of rules with settle, settled with the actual cost after the response, or whose estimate stood.")); err != nil {
+		return nil, err
+	}
+	if o.settledUnits, err = m.Int64Counter(MetricSettledUnits, metric.WithUnit("{cost}"),
+		metric.WithDescription("Units the settles after the response charged beyond the estimates, or refunded of them.")); err != nil {
 		return nil, err
 	}
 	empty := map[string]*ruleAttrs{}
@@ -246,6 +273,11 @@ func (o *Observer) rule(name string) *ruleAttrs {
 		acquired: add(p, AttrResult.String(ResultAcquired)),
 		denied:   add(p, AttrResult.String(ResultEndpointLimiter)),
 		record:   []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(p))},
+
+		settled:   add(p, AttrSettleResult.String("settled")),
+		unsettled: add(p, AttrSettleResult.String("unsettled")),
+		charged:   add(p, AttrSettleKind.String("charged")),
+		refunded:  add(p, AttrSettleKind.String("refunded")),
 	}
 	for i, policy := range []sluice.StoreErrorPolicy{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
 		r.storeErr[i] = add(p, AttrOnStoreError.String(string(policy)))
@@ -324,6 +356,26 @@ func (o *Observer) ObserveShadowDenial(rule string, cost int64, d time.Duration)
 	r := o.rule(rule)
 	o.shadow.Add(context.Background(), 1, r.policy...)
 	o.duration.Record(context.Background(), d.Seconds(), r.record...)
+}
+
+// ObserveSettle records a settle under the named rule in MetricSettles,
+// by result, and the units it charged or refunded in MetricSettledUnits.
+func (o *Observer) ObserveSettle(rule string, charged, refunded int64, stands bool) {
+	if o.nextSettle != nil {
+		o.nextSettle.ObserveSettle(rule, charged, refunded, stands)
+	}
+	r, ctx := o.rule(rule), context.Background()
+	if stands {
+		o.settles.Add(ctx, 1, r.unsettled...)
+		return
+	}
+	o.settles.Add(ctx, 1, r.settled...)
+	if charged > 0 {
+		o.settledUnits.Add(ctx, charged, r.charged...)
+	}
+	if refunded > 0 {
+		o.settledUnits.Add(ctx, refunded, r.refunded...)
+	}
 }
 
 // ObserveOutcome adds the event EventDecision, telling of out, to the span

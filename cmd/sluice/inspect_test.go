@@ -438,7 +438,7 @@ func TestInspectCorrupt(t *testing.T) {
 				backend.Record{Key: engine.AppendKey(nil, "simulate", "version"), Value: append([]byte{0x31}, make([]byte, 16)...), ExpiresAt: exp},
 				backend.Record{Key: engine.AppendKey(nil, "simulate", "tag"), Value: []byte{0x1f, 0xee}, ExpiresAt: exp},
 				backend.Record{Key: engine.AppendKey(nil, "simulate", "negative"), Value: codec.AppendBucket(nil, codec.TagTokenBucket, codec.Bucket{Level: -1}), ExpiresAt: exp},
-				backend.Record{Key: engine.AppendKey(nil, "simulate", "garbage"), Value: []byte("garbage!"), ExpiresAt: exp},
+				backend.Record{Key: engine.AppendKey(nil, "simulate", "garbage"), Value: []byte("hogwash!"), ExpiresAt: exp},
 				backend.Record{Key: []byte{0xff, 0xff}, Value: codec.AppendGCRA(nil, codec.GCRA{TAT: 1}), ExpiresAt: exp},
 			)
 			views := inspectJSON(t, "--backend", b, "--dir", dir)
@@ -453,7 +453,7 @@ func TestInspectCorrupt(t *testing.T) {
 				{"version", "token_bucket", "unknown version 3", "31" + strings.Repeat("00", 16)},
 				{"tag", "", "unknown algorithm tag 15", "1fee"},
 				{"negative", "token_bucket", "invalid field", ""},
-				{"garbage", "", "unknown algorithm tag 7", hex.EncodeToString([]byte("garbage!"))},
+				{"garbage", "", "unknown algorithm tag 8", hex.EncodeToString([]byte("hogwash!"))},
 			} {
 				v, ok := byKey[c.key]
 				if !ok {

@@ -38,6 +38,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad bool", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: yes please\n", `f.yaml:4: descriptors[0].shadow_mode: want true or false, got "yes please"`},
 		{"nested error", "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: x}\n", `f.yaml:6: descriptors[0].descriptors[0].rate_limit.requests_per_unit: want an integer`},
 		{"unknown algorithm", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      algorithm: magic\n", `f.yaml:7: descriptors[0].rate_limit.algorithm: must be one of`},
+		{"concurrency", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      algorithm: concurrency\n", `f.yaml:7: descriptors[0].rate_limit.algorithm: must be one of`},
 		{"burst on a window", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burst: 5\n", `f.yaml:7: descriptors[0].rate_limit.burst:`},
 		{"multiplier 0", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      unit_multiplier: 0\n", `f.yaml:7: descriptors[0].rate_limit.unit_multiplier: must be at least 1`},
 		{"window too long", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: year\n      requests_per_unit: 1\n      unit_multiplier: 11\n", `f.yaml:7: descriptors[0].rate_limit.unit_multiplier: a window of 11 years`},

@@ -247,6 +247,8 @@ func (p *parser) rateLimit(n *yaml.Node, field string) (*envoyrls.RateLimit, err
 			var b uint64
 			b, err = p.Uint(v, f, math.MaxInt64)
 			rl.Burst = int64(b)
+		case "settle_on_stream_done":
+			rl.SettleOnStreamDone, err = p.Bool(v, f)
 		default:
 			return false, nil
 		}

@@ -22,6 +22,7 @@ import (
 //	sluice_rls_requests_total{domain,code}            requests answered, by overall code (ok, over_limit)
 //	sluice_rls_unknown_domain_total                   requests naming a domain not configured
 //	sluice_rls_store_errors_total                     requests the store failed (answered UNAVAILABLE)
+//	sluice_rls_settled_units_total{kind}              units settled on stream done (charged, refunded)
 //
 // The labels are bounded as envoyrls.Metrics bounds them. Safe for
 // concurrent use.
@@ -52,11 +53,13 @@ var (
 		"ShouldRateLimit requests naming a domain no file configures (answered OK).", nil, nil)
 	descStoreErrors = prometheus.NewDesc("sluice_rls_store_errors_total",
 		"ShouldRateLimit requests the store failed (answered UNAVAILABLE).", nil, nil)
+	descSettled = prometheus.NewDesc("sluice_rls_settled_units_total",
+		"Units the calls made on stream done charged beyond the estimates (kind=charged) or took back of them (kind=refunded).", []string{"kind"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHits, descOver, descNear, descWithin, descShadow, descRequests, descUnknown, descStoreErrors} {
+	for _, d := range []*prometheus.Desc{descHits, descOver, descNear, descWithin, descShadow, descRequests, descUnknown, descStoreErrors, descSettled} {
 		ch <- d
 	}
 }
@@ -80,4 +83,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descUnknown, counts.UnknownDomain)
 	counter(descStoreErrors, counts.StoreErrors)
+	counter(descSettled, counts.SettledCharged, "charged")
+	counter(descSettled, counts.SettledRefunded, "refunded")
 }

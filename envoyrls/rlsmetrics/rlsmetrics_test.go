@@ -67,6 +67,10 @@ sluice_rls_over_limit_total{descriptor="user",domain="api"} 1
 # TYPE sluice_rls_requests_total counter
 sluice_rls_requests_total{code="ok",domain="api"} 5
 sluice_rls_requests_total{code="over_limit",domain="api"} 1
+# HELP sluice_rls_settled_units_total Units the calls made on stream done charged beyond the estimates (kind=charged) or took back of them (kind=refunded).
+# TYPE sluice_rls_settled_units_total counter
+sluice_rls_settled_units_total{kind="charged"} 0
+sluice_rls_settled_units_total{kind="refunded"} 0
 # HELP sluice_rls_shadow_mode_total Hits a shadow_mode limit was over and answered OK.
 # TYPE sluice_rls_shadow_mode_total counter
 sluice_rls_shadow_mode_total{descriptor="plan",domain="api"} 1

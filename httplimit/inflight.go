@@ -1,0 +1,174 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/identity"
+	"github.com/sluice-go/sluice/internal/logpace"
+	"github.com/sluice-go/sluice/internal/ratefield"
+)
+
+// InFlightConfig configures the middleware NewInFlight returns.
+type InFlightConfig struct {
+	// Engine holds the slots. Required. Over Redis the limit is the
+	// fleet's: every process sharing the store shares it.
+	Engine *engine.Engine
+	// Limit is a concurrency limit (algo.ConcurrencyName): at most its
+	// Limit requests of a key in flight, each holding its slot for at
+	// most its Window (the maximum hold). Required.
+	Limit engine.Limit
+	// Key returns the key whose slots r takes; nil means the client's IP
+	// address as package identity keys it, from the connection's peer. A
+	// key longer than identity.MaxKeyLen, or an error matching
+	// identity.ErrBadIdentity, is answered 400.
+	Key func(r *http.Request) (string, error)
+	// RetryAfter is the wait a denied request is told (no exact wait
+	// exists: a slot comes back when a request ends); zero means
+	// sluice.DefaultRetryAfter. It is sent in whole seconds, at least 1.
+	RetryAfter time.Duration
+	// OnStoreError is what happens to a request when the store fails:
+	// sluice.FailOpen (the default when empty) lets it through holding no
+	// slot, sluice.FailClosed answers 503.
+	OnStoreError sluice.StoreErrorPolicy
+	// Logger receives store errors under FailOpen (at most a line a
+	// second) and the errors answered 500; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// InFlight is middleware holding a slot of a concurrency limit for the
+// whole of each request it passes: taken before the handler runs, given
+// back when the handler returns (the response has ended, or the client
+// has gone away and the handler has seen its context end), so a handler
+// that streams keeps its slot until its last byte. A request finding
+// every slot taken is answered at once, 429 Too Many Requests with the
+// configured Retry-After: nothing queues.
+type InFlight struct {
+	eng    *engine.Engine
+	limit  engine.Limit
+	key    func(*http.Request) (string, error)
+	retry  string
+	closed bool // OnStoreError is FailClosed
+	log    *slog.Logger
+	held   atomic.Int64
+	pace   logpace.Pace // store errors' log lines
+}
+
+// NewInFlight returns the middleware. It fails when Engine is missing,
+// Limit is not a concurrency limit, RetryAfter is negative or OnStoreError
+// is not FailOpen or FailClosed.
+func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
+	switch {
+	case cfg.Engine == nil:
+		return nil, errors.New("sluice/httplimit: InFlightConfig.Engine is required")
+	case cfg.Limit.Algorithm == nil || cfg.Limit.Algorithm.Name() != algo.ConcurrencyName:
+		return nil, fmt.Errorf("sluice/httplimit: InFlightConfig.Limit: want a %s limit", algo.ConcurrencyName)
+	case cfg.RetryAfter < 0:
+		return nil, fmt.Errorf("sluice/httplimit: InFlightConfig.RetryAfter: must not be negative, got %v", cfg.RetryAfter)
+	}
+	f := &InFlight{eng: cfg.Engine, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger}
+	switch cfg.OnStoreError {
+	case "", sluice.FailOpen:
+	case sluice.FailClosed:
+		f.closed = true
+	default:
+		return nil, fmt.Errorf("sluice/httplimit: InFlightConfig.OnStoreError %q: want %q or %q", cfg.OnStoreError, sluice.FailOpen, sluice.FailClosed)
+	}
+	retry := cfg.RetryAfter
+	if retry == 0 {
+		retry = sluice.DefaultRetryAfter
+	}
+	f.retry = strconv.FormatInt(ratefield.RetryAfterSeconds(algo.Decision{RetryAfter: retry}), 10)
+	if f.key == nil {
+		id, err := identity.New(identity.Config{})
+		if err != nil {
+			return nil, err
+		}
+		f.key = func(r *http.Request) (string, error) { return callerKey(id, nil, r, sluice.ScopeIP) }
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	return f, nil
+}
+
+// Held returns the slots this middleware holds now: the requests it has
+// passed whose handlers have not returned (a gauge for metrics).
+func (f *InFlight) Held() int64 { return f.held.Load() }
+
+// Wrap returns next behind the middleware.
+func (f *InFlight) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, next) })
+}
+
+func (f *InFlight) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key, err := f.key(r)
+	if err == nil && len(key) > identity.MaxKeyLen {
+		err = fmt.Errorf("%w: a key of %d bytes, over %d", identity.ErrBadIdentity, len(key), identity.MaxKeyLen)
+	}
+	if err != nil {
+		if errors.Is(err, identity.ErrBadIdentity) {
+			http.Error(w, "bad caller identity", http.StatusBadRequest)
+			return
+		}
+		f.log.Error("sluice/httplimit: in-flight key", "err", err)
+		http.Error(w, internalErrorBody, http.StatusInternalServerError)
+		return
+	}
+	var ls engine.Lease
+	if err := f.eng.AcquireInto(r.Context(), f.limit, key, &ls); err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away before a slot was taken
+		}
+		if engine.IsStoreError(err) && !f.closed {
+			f.warn(err)
+			next.ServeHTTP(w, r)
+			return
+		}
+		if engine.IsStoreError(err) {
+			unavailable(w)
+			return
+		}
+		f.log.Error("sluice/httplimit: in-flight slot", "err", err)
+		http.Error(w, internalErrorBody, http.StatusInternalServerError)
+		return
+	}
+	if !ls.Decision.Allowed {
+		w.Header().Set("Retry-After", f.retry)
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, "too many requests in flight\n")
+		return
+	}
+	f.held.Add(1)
+	defer func() {
+		f.held.Add(-1)
+		// The request's context may have ended (the client went away):
+		// the release must still reach the store.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+		defer cancel()
+		if _, err := ls.Release(ctx); err != nil {
+			f.warn(err) // the lease ends by itself at its maximum hold
+		}
+	}()
+	next.ServeHTTP(w, r)
+}
+
+// releaseTimeout bounds a release whose request's context has ended.
+const releaseTimeout = 5 * time.Second
+
+// warn logs a store error, at most a line a second.
+func (f *InFlight) warn(err error) {
+	if ok, suppressed := f.pace.Let(time.Now().UnixNano()); ok {
+		f.log.Warn("sluice/httplimit: in-flight store error", "err", err, "suppressed", suppressed)
+	}
+}
