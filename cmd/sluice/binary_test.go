@@ -32,9 +32,12 @@ var sluiceBin struct {
 // spend their time waiting on real processes (a server starting, a reload
 // being picked up, a deadline running out, Redis refusing a dial) rather
 // than on a CPU, so go test's default of one per CPU leaves the machine
-// idle for most of the package's run. Tests that judge a deadline against
-// the machine's load are not parallel: they run before all of these.
-const parallelPerCPU = 4
+// idle for most of the package's run. Two, not more: at four, a machine
+// loaded besides (a load average of 10 to 20 on two CPUs) starved the
+// heaviest tests past their bounds on waits. Tests that judge a deadline
+// against the machine's load are not parallel: they run before all of
+// these.
+const parallelPerCPU = 2
 
 // raiseParallel sets -test.parallel to parallelPerCPU per CPU unless the
 // command line set it. It runs in TestMain, after flag.Parse and before

@@ -126,6 +126,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the OpenAI SDK with npm")
 	}
+	t.Parallel()
 	node, errNode := exec.LookPath("node")
 	npm, errNPM := exec.LookPath("npm")
 	if errNode != nil || errNPM != nil {

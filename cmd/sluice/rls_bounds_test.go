@@ -45,25 +45,31 @@ func rssBytes(t *testing.T, pid int) int64 {
 // the process's RSS grows by far less than the values' 200 MB.
 func TestRLSProcessHostileRequests(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	// Each call gets a minute, the whole test no bound of its own: on a
+	// loaded machine the 220 MB the race-instrumented client marshals can
+	// take longer than a minute in all.
+	call := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	p := startRLS(t, "--config", "testdata/rls/sluice")
 	many := &rlspb.RateLimitRequest{Domain: "api"}
 	for i := range 100_000 {
 		many.Descriptors = append(many.Descriptors, rd("tenant", strconv.Itoa(i)))
 	}
-	_, err := p.client.ShouldRateLimit(ctx, many)
+	_, err := p.client.ShouldRateLimit(call(), many)
 	if st, _ := status.FromError(err); st.Code() != grpccodes.InvalidArgument || !strings.Contains(st.Message(), "100000 descriptors, over the 64 allowed") {
 		t.Fatalf("100,000 descriptors: %v, want INVALID_ARGUMENT naming the bound", err)
 	}
 	// Metadata past 64 KiB is refused; the process serves on.
-	big := metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("m", 100<<10))
+	big := metadata.AppendToOutgoingContext(call(), "x-pad", strings.Repeat("m", 100<<10))
 	if _, err := p.client.ShouldRateLimit(big, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", "m")}}); err == nil {
 		t.Fatal("a call with 100 KiB of metadata was answered")
 	}
 	p.ask(t, "api", 0, rd("tenant", "m"))
 	mb := strings.Repeat("v", 1<<20)
-	_, err = p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", mb)}})
+	_, err = p.client.ShouldRateLimit(call(), &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", mb)}})
 	if st, _ := status.FromError(err); st.Code() != grpccodes.InvalidArgument || len(st.Message()) > 300 {
 		t.Fatalf("a 1 MB value: %v, want a short INVALID_ARGUMENT", err)
 	}
@@ -74,7 +80,10 @@ func TestRLSProcessHostileRequests(t *testing.T) {
 	flood := func(from, to int) {
 		for i := from; i < to; i++ {
 			copy(v, fmt.Sprintf("%08d", i))
-			if _, err := raised.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", string(v))}}); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := raised.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", string(v))}})
+			cancel()
+			if err != nil {
 				t.Fatalf("value %d: %v", i, err)
 			}
 		}
