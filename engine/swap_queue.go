@@ -417,6 +417,8 @@ func backoff(attempt int) {
 	if attempt == 0 {
 		return
 	}
-	ceiling := min(25*time.Microsecond<<(attempt-1), 2*time.Millisecond)
+	// The doubling stops at 2ms; the shift is capped first, so that a
+	// large attempt (Retries may be set high) cannot overflow it.
+	ceiling := min(25*time.Microsecond<<min(attempt-1, 7), 2*time.Millisecond)
 	time.Sleep(rand.N(ceiling) + 1)
 }
