@@ -247,11 +247,19 @@ func (o *Options) check() error {
 // tries; it returns fn's last error.
 func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 	wait := 10 * time.Millisecond
+	var last error // the failure of the attempt before, which says why
 	for {
 		err := fn(ctx)
+		if last != nil && err != nil && ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)) {
+			// The deadline ended this attempt midway: the one before it
+			// failed for a reason (a refused connection), which this
+			// attempt had no time to meet or clear.
+			return last
+		}
 		if err == nil || !isFailure(err) || isTLSRefusal(err) || ctx.Err() != nil {
 			return err // a certificate that does not verify will not later
 		}
+		last = err
 		select {
 		case <-ctx.Done():
 			return err
