@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-go/sluice/internal/inflight"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -15,11 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/internal/logpace"
-	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // InFlightConfig configures the interceptors of NewInFlight.
@@ -69,27 +67,11 @@ type InFlight struct {
 // missing, Limit is not a concurrency limit, RetryAfter is negative or
 // OnStoreError is not FailOpen or FailClosed.
 func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
-	switch {
-	case cfg.Engine == nil:
-		return nil, errors.New("sluice/grpclimit: InFlightConfig.Engine is required")
-	case cfg.Limit.Algorithm == nil || cfg.Limit.Algorithm.Name() != algo.ConcurrencyName:
-		return nil, fmt.Errorf("sluice/grpclimit: InFlightConfig.Limit: want a %s limit", algo.ConcurrencyName)
-	case cfg.RetryAfter < 0:
-		return nil, fmt.Errorf("sluice/grpclimit: InFlightConfig.RetryAfter: must not be negative, got %v", cfg.RetryAfter)
+	closed, retry, err := inflight.Check("sluice/grpclimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError)
+	if err != nil {
+		return nil, err
 	}
-	f := &InFlight{eng: cfg.Engine, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger}
-	switch cfg.OnStoreError {
-	case "", sluice.FailOpen:
-	case sluice.FailClosed:
-		f.closed = true
-	default:
-		return nil, fmt.Errorf("sluice/grpclimit: InFlightConfig.OnStoreError %q: want %q or %q", cfg.OnStoreError, sluice.FailOpen, sluice.FailClosed)
-	}
-	retry := cfg.RetryAfter
-	if retry == 0 {
-		retry = sluice.DefaultRetryAfter
-	}
-	f.retry = strconv.FormatInt(ratefield.RetryAfterSeconds(algo.Decision{RetryAfter: retry}), 10)
+	f := &InFlight{eng: cfg.Engine, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, closed: closed, retry: retry}
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {

@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-go/sluice/internal/inflight"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/internal/logpace"
-	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
 // InFlightConfig configures the middleware NewInFlight returns.
@@ -68,27 +66,11 @@ type InFlight struct {
 // Limit is not a concurrency limit, RetryAfter is negative or OnStoreError
 // is not FailOpen or FailClosed.
 func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
-	switch {
-	case cfg.Engine == nil:
-		return nil, errors.New("sluice/httplimit: InFlightConfig.Engine is required")
-	case cfg.Limit.Algorithm == nil || cfg.Limit.Algorithm.Name() != algo.ConcurrencyName:
-		return nil, fmt.Errorf("sluice/httplimit: InFlightConfig.Limit: want a %s limit", algo.ConcurrencyName)
-	case cfg.RetryAfter < 0:
-		return nil, fmt.Errorf("sluice/httplimit: InFlightConfig.RetryAfter: must not be negative, got %v", cfg.RetryAfter)
+	closed, retry, err := inflight.Check("sluice/httplimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError)
+	if err != nil {
+		return nil, err
 	}
-	f := &InFlight{eng: cfg.Engine, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger}
-	switch cfg.OnStoreError {
-	case "", sluice.FailOpen:
-	case sluice.FailClosed:
-		f.closed = true
-	default:
-		return nil, fmt.Errorf("sluice/httplimit: InFlightConfig.OnStoreError %q: want %q or %q", cfg.OnStoreError, sluice.FailOpen, sluice.FailClosed)
-	}
-	retry := cfg.RetryAfter
-	if retry == 0 {
-		retry = sluice.DefaultRetryAfter
-	}
-	f.retry = strconv.FormatInt(ratefield.RetryAfterSeconds(algo.Decision{RetryAfter: retry}), 10)
+	f := &InFlight{eng: cfg.Engine, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, closed: closed, retry: retry}
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {
