@@ -196,6 +196,20 @@ type limiter struct {
 // rule is counted as FailOpen's (decided locally under FailLocal) and the
 // request goes on.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
+	l, err := newLimiter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			l.serve(w, r, next)
+		})
+	}, nil
+}
+
+// newLimiter returns the state behind New's middleware (and NewUsage's
+// reader) for cfg, or New's errors.
+func newLimiter(cfg Config) (*limiter, error) {
 	l := &limiter{
 		reg:      cfg.Registry,
 		id:       cfg.Identifier,
@@ -246,11 +260,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	if l.wait == nil {
 		l.wait = sluice.WaitDelay
 	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			l.serve(w, r, next)
-		})
-	}, nil
+	return l, nil
 }
 
 // serve decides r and answers it from the outcome: the request reaches
