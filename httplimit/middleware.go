@@ -87,6 +87,10 @@ type Config struct {
 	// panics of the IdentityFunc and other internal errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Watch, when not nil, is told of each rule's decision that denied a
+	// caller or left it near its limit (sluice.Watcher): package
+	// throttled's Tracker keeps a bounded live list of them.
+	Watch sluice.Watcher
 
 	// wait, when set (by tests), replaces sluice.WaitDelay.
 	wait func(ctx context.Context, d time.Duration) bool
@@ -235,6 +239,7 @@ func newLimiter(cfg Config) (*limiter, error) {
 		OnStoreError: cfg.OnStoreError,
 		Local:        cfg.Local,
 		Logger:       cfg.Logger,
+		Watch:        cfg.Watch,
 	})
 	if err != nil {
 		return nil, err
