@@ -137,6 +137,15 @@ type Rule struct {
 // when its RetryAfter is not set.
 const DefaultRetryAfter = time.Second
 
+// retryAfter returns the wait a concurrency rule tells a denied request:
+// its RetryAfter, or DefaultRetryAfter.
+func (r *Rule) retryAfter() time.Duration {
+	if r.RetryAfter > 0 {
+		return r.RetryAfter
+	}
+	return DefaultRetryAfter
+}
+
 // RuleError reports what is wrong with one rule. It matches
 // ErrInvalidRule and unwraps to the cause (an *algo.ParamError,
 // algo.ErrUnknownAlgorithm, algo.ErrCostExceedsCapacity, …) where there is
@@ -221,10 +230,6 @@ func (r Rule) compile() (*CompiledRule, error) {
 			return nil, err
 		}
 		window = r.MaxHold
-		if _, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window}); err == nil {
-			// The fields are right; the doors cannot serve it yet.
-			return nil, r.fail("algorithm", "concurrency: rules do not hold a request's slot until its response ends; hold slots with httplimit.NewInFlight, grpclimit.NewInFlight or engine.Engine.Acquire")
-		}
 	} else if r.MaxHold != 0 || r.RetryAfter != 0 {
 		field := "max_hold"
 		if r.MaxHold == 0 {
@@ -270,7 +275,11 @@ func (r Rule) checkConcurrency() error {
 	case r.Cost != 1:
 		return r.fail("cost", "a request of a concurrency rule takes one slot; got %d", r.Cost)
 	case r.Shadow:
+		// A shadow rule spends and never refuses: its slots would be
+		// held with no answer to tell, and counted by no one.
 		return r.fail("shadow", "a concurrency rule cannot be a shadow rule")
+	case r.Settle != nil:
+		return r.fail("settle", "a concurrency rule holds a slot, it has no cost to settle; settle on a rate rule beside it (match: all)")
 	}
 	return nil
 }
