@@ -48,6 +48,7 @@ type Decider struct {
 	local     *LocalFallback // with policy FailLocal
 	log       *slog.Logger
 	tally     func(*CompiledRule, string, int64, bool)
+	watch     Watcher // nil: no one watches
 
 	storeLog logpace.Pace // paces the store errors' log lines
 }
@@ -77,6 +78,9 @@ type DeciderConfig struct {
 	// Tally, when set, is told each rule's part in every decision of a
 	// batch of rules (Batch.Rules): see DoorConfig.Tally.
 	Tally func(rule *CompiledRule, key string, cost int64, allowed bool)
+	// Watch, when not nil, is told each rule's decision in a batch of
+	// rules that denied or left the caller near its limit (Watcher).
+	Watch Watcher
 }
 
 // NewDecider returns a Decider. It fails when Engine is missing,
@@ -89,7 +93,7 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 	if cfg.Engine == nil {
 		return nil, fmt.Errorf("%s: Config.Engine is required", name)
 	}
-	c := &Decider{name: name, eng: cfg.Engine, metrics: cfg.Metrics, policy: cfg.OnStoreError, log: cfg.Logger, tally: cfg.Tally}
+	c := &Decider{name: name, eng: cfg.Engine, metrics: cfg.Metrics, policy: cfg.OnStoreError, log: cfg.Logger, tally: cfg.Tally, watch: cfg.Watch}
 	c.localObs, _ = cfg.Metrics.(LocalObserver)
 	c.shadowObs, _ = cfg.Metrics.(ShadowObserver)
 	c.settleObs, _ = cfg.Metrics.(SettleObserver)
@@ -269,6 +273,9 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 		}
 		if c.tally != nil && b.Rules != nil {
 			c.tally(b.Rules[i].configured(), reqs[i].Key, reqs[i].Cost, di.Allowed)
+		}
+		if c.watch != nil && b.Rules != nil && Near(di) {
+			c.watch.Watch(b.Rules[i].configured(), reqs[i].Key, di)
 		}
 	}
 	return out, 0, nil

@@ -205,6 +205,10 @@ type DoorConfig[R any] struct {
 	// program that keeps its own account per rule and caller (package
 	// replay's report); Metrics counts for an operator.
 	Tally func(rule *CompiledRule, key string, cost int64, allowed bool)
+	// Watch, when not nil, is told each rule's decision, enforced or
+	// shadow, that denied or left the caller near its limit (Watcher):
+	// for a live list of who is being throttled.
+	Watch Watcher
 }
 
 // NewDoor returns a Door. It fails when Engine or Key is missing,
@@ -221,7 +225,7 @@ func NewDoor[R any](cfg DoorConfig[R]) (*Door[R], error) {
 		return nil, fmt.Errorf("%s: DoorConfig.Key is required", name)
 	}
 	core, err := NewDecider(DeciderConfig{Name: name, Engine: cfg.Engine, Metrics: cfg.Metrics,
-		OnStoreError: cfg.OnStoreError, Local: cfg.Local, Logger: cfg.Logger, Tally: cfg.Tally})
+		OnStoreError: cfg.OnStoreError, Local: cfg.Local, Logger: cfg.Logger, Tally: cfg.Tally, Watch: cfg.Watch})
 	if err != nil {
 		return nil, err
 	}
