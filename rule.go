@@ -131,6 +131,17 @@ type Rule struct {
 	// told (no exact wait exists: a slot comes back when a request ends).
 	// Zero means DefaultRetryAfter; refused on any other rule.
 	RetryAfter time.Duration
+
+	// Calendar, when set, aligns a fixed_window or sliding_counter rule's
+	// windows to the calendar: "day", "week", "month" or "year", of the
+	// time zone Timezone (an IANA name such as "Europe/Berlin"; empty
+	// means UTC), each window starting at Anchor (empty: midnight of the
+	// first day; see rule_calendar.go for its forms, such as "15" for a
+	// billing day). Window is then left out: the calendar's windows vary
+	// in length. Empty: windows of Window's length from the Unix epoch.
+	Calendar string
+	Timezone string
+	Anchor   string
 }
 
 // DefaultRetryAfter is the wait a concurrency rule tells a denied request
@@ -237,7 +248,11 @@ func (r Rule) compile() (*CompiledRule, error) {
 		}
 		return nil, r.fail(field, "only a concurrency rule takes it, not %s", r.Algorithm)
 	}
-	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window, Burst: r.Burst})
+	cal, err := r.calendar() // rule_calendar.go
+	if err != nil {
+		return nil, err
+	}
+	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window, Burst: r.Burst, Calendar: cal})
 	if err != nil {
 		var pe *algo.ParamError
 		if errors.As(err, &pe) {
