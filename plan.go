@@ -89,7 +89,7 @@ func (rs *Ruleset) indexPlans() {
 		// Stable: at equal specificity the plan's own rules, appended
 		// first, stay first (they can tie only with a rule of another
 		// match, which never covers the same request).
-		slices.SortStableFunc(list, moreSpecific)
+		slices.SortStableFunc(list, rs.moreSpecific)
 		rs.plans[p] = list
 	}
 }
@@ -97,7 +97,7 @@ func (rs *Ruleset) indexPlans() {
 // replaces reports whether the plan rule o stands in for the plan-less
 // rule c, for o's plan's callers.
 func (rs *Ruleset) replaces(o, c *CompiledRule) bool {
-	same := o.rule.Method == c.rule.Method && o.prefix == c.prefix && o.rule.Host == c.rule.Host
+	same := o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host
 	if rs.mode == MatchAll {
 		return same && o.rule.Scope == c.rule.Scope
 	}
