@@ -50,6 +50,7 @@ type Ruleset struct {
 	heads     bool                       // a rule names HEAD (a GET rule covers HEAD requests unless one does: rule.go's covers)
 	fold      bool                       // PathCaseInsensitive: paths and prefixes are compared case-folded
 	patterns  bool                       // a rule has a path pattern (Rule.Path)
+	groups    bool                       // a rule is in a group (Rule.Group)
 }
 
 // RulesetOptions are the settings of a ruleset besides its rules. The zero
@@ -124,9 +125,13 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 			return nil, i, r.fail("name", "duplicate: rules[%d] has the same name", j)
 		}
 		seen[r.Name] = i
+		if err := checkGroup(rs.all, c); err != nil {
+			return nil, i, err
+		}
 		if mode == MatchMostSpecific {
 			for _, o := range rs.all {
-				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan {
+				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan &&
+					o.rule.Group == "" && c.rule.Group == "" {
 					kind := ""
 					if c.rule.Shadow {
 						kind = "shadow "
@@ -147,6 +152,7 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		rs.hosts = rs.hosts || c.rule.Host != ""
 		rs.heads = rs.heads || c.rule.Method == methodHead
 		rs.patterns = rs.patterns || c.pattern != nil
+		rs.groups = rs.groups || c.rule.Group != ""
 	}
 	slices.SortStableFunc(rs.all, rs.moreSpecific)
 	for _, c := range rs.all {
@@ -162,6 +168,9 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		d.Method, d.PathPrefix, d.Host = AnyMethod, "/", ""
 		if d.Plan != "" {
 			return nil, -1, d.fail("plan", "not allowed on the default, which covers every caller; write a rule with path_prefix \"/\" and this plan")
+		}
+		if d.Group != "" {
+			return nil, -1, d.fail("group", "not allowed on the default, which covers what no rule does; write a rule with path_prefix \"/\" in the group")
 		}
 		c, err := d.compile()
 		if err != nil {

@@ -213,6 +213,13 @@ type Rule struct {
 	// changes what the enforced rules decide: the way to roll out a new
 	// limit, or a tighter one, and watch what it would do first.
 	Shadow bool
+	// Group, when set, names a group of rules decided together, such as
+	// a hierarchy organisation → team → user, each level a budget (see
+	// group.go): in most_specific mode, every rule of a group covering a
+	// request applies to it, beside the most specific rule outside
+	// groups, and nothing is spent unless every one allows. Empty: the
+	// rule competes for most specific.
+	Group string
 	// Plan, when set, limits the rule to callers of that plan (see
 	// plan.go: ValidPlan, and Ruleset.AppendMatch for which rule wins).
 	// Empty means every caller.
@@ -324,6 +331,14 @@ func (r Rule) compile() (*CompiledRule, error) {
 	}
 	if r.Plan != "" && !ValidPlan(r.Plan) {
 		return nil, r.fail("plan", planSyntax+", got %q", r.Plan)
+	}
+	if r.Group != "" {
+		switch {
+		case !ValidPlan(r.Group):
+			return nil, r.fail("group", "want a group name of 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit, got %s", clip.Quote(r.Group, clip.Max))
+		case r.Shadow:
+			return nil, r.fail("group", "a shadow rule is matched apart from the enforced ones and cannot be in a group")
+		}
 	}
 	if r.Plan != "" && r.Shadow {
 		return nil, r.fail("plan", "a shadow rule applies to every caller and cannot name a plan, got %q", r.Plan)
