@@ -401,3 +401,33 @@ func ratFloor(r *big.Rat) int64 {
 	q := new(big.Int).Div(r.Num(), r.Denom()) // Euclidean: floor for a positive denominator
 	return q.Int64()
 }
+
+// TestCalendarMemoConcurrent: goroutines asking one calendar about
+// instants of different windows at once each get their own instant's
+// windows, whatever the memo holds (run under -race).
+func TestCalendarMemoConcurrent(t *testing.T) {
+	c := newCalendar(Calendar{Unit: CalendarDay, Location: mustZone(t, "America/New_York")})
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, c.loc).UnixNano() // a 25-hour day
+	want := make([]windowSpan, 6)
+	for i := range want {
+		want[i] = c.compute(base + int64(i)*int64(13*time.Hour))
+	}
+	done := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for n := range 2000 {
+				i := (n + g) % len(want)
+				if got := c.span(base + int64(i)*int64(13*time.Hour)); got != want[i] {
+					done <- fmt.Sprintf("instant %d: %v, want %v", i, got, want[i])
+					return
+				}
+			}
+			done <- ""
+		}()
+	}
+	for range 4 {
+		if msg := <-done; msg != "" {
+			t.Error(msg)
+		}
+	}
+}
