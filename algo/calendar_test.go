@@ -431,3 +431,29 @@ func TestCalendarMemoConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarClockStepsBack: a clock that steps back over a calendar
+// boundary stays in the later window, as with windows of one length:
+// nothing spent there is handed back, and the reset is still the later
+// window's end.
+func TestCalendarClockStepsBack(t *testing.T) {
+	berlin := mustZone(t, "Europe/Berlin")
+	cal := Calendar{Unit: CalendarMonth, Location: berlin}
+	turn := time.Date(2026, 11, 1, 0, 0, 0, 0, berlin).UnixNano()
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, berlin).UnixNano()
+	for _, name := range []Name{FixedWindowName, SlidingCounterName} {
+		a := MustNew(name, Params{Limit: 2, Calendar: cal})
+		state, d := a.Step(nil, turn+int64(time.Minute), 2)
+		if !d.Allowed {
+			t.Fatalf("%s: the first request denied: %+v", name, d)
+		}
+		back := turn - int64(time.Hour) // October, an hour before the turn
+		_, d = a.Step(state, back, 1)
+		if d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: an hour back into October: %+v, want November's spent count to stand", name, d)
+		}
+		if want := time.Duration(end - back); name == FixedWindowName && d.Reset != want {
+			t.Errorf("%s: Reset %v, want November's end, %v away", name, d.Reset, want)
+		}
+	}
+}
