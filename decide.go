@@ -65,7 +65,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		reqs = many[:0]
 	}
 	keep := rules[:0]
-	settles := false
+	settles, slots := false, 0
 	for _, c := range rules {
 		key, cost, err := d.keyOf(req, c, path)
 		if err != nil {
@@ -81,12 +81,20 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 			// taken as the capacity, and the settle charges the rest.
 			settles, cost = true, min(cost, c.limit.Algorithm.Params().Capacity())
 		}
+		if isSlots(c.limit) {
+			slots++
+		}
 		keep = append(keep, c)
 		reqs = append(reqs, engine.Request{Limit: c.limit, Key: key, Cost: cost})
 	}
 	if len(reqs) == 0 {
 		out.Verdict = Passed // the caller is exempt under every rule
 		return false
+	}
+	var leases []engine.Lease
+	if slots > 0 {
+		slotsFirst(keep, reqs)
+		leases = make([]engine.Lease, slots)
 	}
 	var room Room
 	// The reservations stay apart from the Batch: escape analysis sees a
@@ -96,7 +104,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	if settles {
 		reserve = make([]engine.Reservation, len(reqs))
 	}
-	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve}, reqs, &room)
+	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve, Leases: leases}, reqs, &room)
 	if err != nil {
 		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(ctx, err), res.Rules[at], res.Requests[at].Key, err
 		if out.Verdict == Passed { // FailOpen: the request passes undecided
@@ -106,20 +114,45 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		return false
 	}
 	ds := res.Decisions
-	i := Pick(len(ds), res.Over, func(i int) (algo.Decision, bool) { return ds[i], true })
+	i := Pick(len(ds), res.Over, func(i int) (algo.Decision, bool) { return ds[i], res.Tried(i) })
 	out.Rule, out.Key, out.Decision = res.Rules[i], res.Requests[i].Key, ds[i]
 	if res.Over {
 		out.Verdict, out.Decision.Allowed = Denied, false // rule i denies; be explicit all the same
+		if i < slots {
+			// No exact wait exists: a slot comes back when a request
+			// ends. The operator says what to tell.
+			out.Decision.RetryAfter = out.Rule.rule.retryAfter()
+		}
 		return false
 	}
 	out.Verdict = Allowed
 	if settles {
 		out.Reserved = &Reserved{Rules: append([]*CompiledRule(nil), res.Rules...), Reservations: reserve}
 	}
+	if slots > 0 {
+		out.Held = &Held{Rules: append([]*CompiledRule(nil), res.Rules[:slots]...), Leases: leases}
+	}
 	for _, di := range ds {
 		out.Delay = max(out.Delay, di.Delay)
 	}
 	return true
+}
+
+// slotsFirst moves the requests of concurrency limits, and their rules, to
+// the front of reqs and rules, keeping the order of each kind: a batch
+// takes its slots first (Batch.Leases).
+func slotsFirst(rules []*CompiledRule, reqs []engine.Request) {
+	n := 0
+	for j := range reqs {
+		if !isSlots(reqs[j].Limit) {
+			continue
+		}
+		r, q := rules[j], reqs[j]
+		copy(rules[n+1:j+1], rules[n:j])
+		copy(reqs[n+1:j+1], reqs[n:j])
+		rules[n], reqs[n] = r, q
+		n++
+	}
 }
 
 // shadow decides the request under rules, the shadow rules covering it

@@ -250,11 +250,31 @@ type Rule struct {
 	// told (no exact wait exists: a slot comes back when a request ends).
 	// Zero means DefaultRetryAfter; refused on any other rule.
 	RetryAfter time.Duration
+
+	// Calendar, when set, aligns a fixed_window or sliding_counter rule's
+	// windows to the calendar: "day", "week", "month" or "year", of the
+	// time zone Timezone (an IANA name such as "Europe/Berlin"; empty
+	// means UTC), each window starting at Anchor (empty: midnight of the
+	// first day; see rule_calendar.go for its forms, such as "15" for a
+	// billing day). Window is then left out: the calendar's windows vary
+	// in length. Empty: windows of Window's length from the Unix epoch.
+	Calendar string
+	Timezone string
+	Anchor   string
 }
 
 // DefaultRetryAfter is the wait a concurrency rule tells a denied request
 // when its RetryAfter is not set.
 const DefaultRetryAfter = time.Second
+
+// retryAfter returns the wait a concurrency rule tells a denied request:
+// its RetryAfter, or DefaultRetryAfter.
+func (r *Rule) retryAfter() time.Duration {
+	if r.RetryAfter > 0 {
+		return r.RetryAfter
+	}
+	return DefaultRetryAfter
+}
 
 // RuleError reports what is wrong with one rule. It matches
 // ErrInvalidRule and unwraps to the cause (an *algo.ParamError,
@@ -368,10 +388,6 @@ func (r Rule) compile() (*CompiledRule, error) {
 			return nil, err
 		}
 		window = r.MaxHold
-		if _, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window}); err == nil {
-			// The fields are right; the doors cannot serve it yet.
-			return nil, r.fail("algorithm", "concurrency: rules do not hold a request's slot until its response ends; hold slots with httplimit.NewInFlight, grpclimit.NewInFlight or engine.Engine.Acquire")
-		}
 	} else if r.MaxHold != 0 || r.RetryAfter != 0 {
 		field := "max_hold"
 		if r.MaxHold == 0 {
@@ -379,7 +395,11 @@ func (r Rule) compile() (*CompiledRule, error) {
 		}
 		return nil, r.fail(field, "only a concurrency rule takes it, not %s", r.Algorithm)
 	}
-	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window, Burst: r.Burst})
+	cal, err := r.calendar() // rule_calendar.go
+	if err != nil {
+		return nil, err
+	}
+	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window, Burst: r.Burst, Calendar: cal})
 	if err != nil {
 		var pe *algo.ParamError
 		if errors.As(err, &pe) {
@@ -425,7 +445,11 @@ func (r Rule) checkConcurrency() error {
 	case r.Cost != 1:
 		return r.fail("cost", "a request of a concurrency rule takes one slot; got %d", r.Cost)
 	case r.Shadow:
+		// A shadow rule spends and never refuses: its slots would be
+		// held with no answer to tell, and counted by no one.
 		return r.fail("shadow", "a concurrency rule cannot be a shadow rule")
+	case r.Settle != nil:
+		return r.fail("settle", "a concurrency rule holds a slot, it has no cost to settle; settle on a rate rule beside it (match: all)")
 	}
 	return nil
 }

@@ -438,6 +438,12 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			if err == nil && r.Cost <= 0 {
 				err = p.Errorf(v.Line, field, "must be positive when given, got %d", r.Cost)
 			}
+		case "calendar":
+			r.Calendar, err = p.Str(v, field)
+		case "timezone":
+			r.Timezone, err = p.Str(v, field)
+		case "anchor":
+			r.Anchor, err = p.Str(v, field)
 		case "shadow":
 			r.Shadow, err = p.Bool(v, field)
 		case "settle":
@@ -480,6 +486,9 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 	period := "window"
 	if r.Algorithm == algo.ConcurrencyName {
 		period = "max_hold" // the longest a request holds its slot
+	}
+	if _, given := lines["calendar"]; given {
+		period = "calendar" // whose windows vary in length
 	}
 	for _, req := range []string{"name", "scope", "algorithm", "limit", period} {
 		if _, given := lines[req]; !given {
