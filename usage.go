@@ -140,8 +140,9 @@ func (d *Door[R]) Usage(ctx context.Context, rs *Ruleset, method, path string, r
 // UsageAll is Usage for every rule that applies to the caller whatever its
 // request: each enforced rule of its plan (the plan's own rules, and the
 // plan-less rules they do not replace) whatever their method, path or
-// host, each shadow rule, and the default; a rule counted by a parameter of
-// its path (scope param:NAME) is left out, as no path names its key.
+// host, each shadow rule, and the default; but the rules scoped
+// param:NAME, whose key is a parameter of a request's path (Usage of that
+// path answers for them).
 func (d *Door[R]) UsageAll(ctx context.Context, rs *Ruleset, req R) (Usage, error) {
 	return d.usage(ctx, rs, req, nil)
 }
@@ -178,7 +179,7 @@ func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape
 	}
 	for _, c := range append(rules, shadows...) {
 		if q == nil && c.rule.Scope.Param() != "" {
-			continue // keyed by a parameter of a path: no path, no key
+			continue // counted by a path parameter: only a path's usage has a key under it
 		}
 		key, _, err := d.keyOf(req, c, path)
 		if err != nil {
