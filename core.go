@@ -43,6 +43,7 @@ type Decider struct {
 	localObs  LocalObserver  // metrics, when it is one
 	shadowObs ShadowObserver // metrics, when it is one
 	settleObs SettleObserver // metrics, when it is one
+	slotObs   SlotObserver   // metrics, when it is one
 	policy    StoreErrorPolicy
 	local     *LocalFallback // with policy FailLocal
 	log       *slog.Logger
@@ -96,6 +97,7 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 	c.localObs, _ = cfg.Metrics.(LocalObserver)
 	c.shadowObs, _ = cfg.Metrics.(ShadowObserver)
 	c.settleObs, _ = cfg.Metrics.(SettleObserver)
+	c.slotObs, _ = cfg.Metrics.(SlotObserver)
 	switch c.policy {
 	case "":
 		c.policy = FailOpen
@@ -152,6 +154,14 @@ type Batch struct {
 	// is known. Under FailLocal they are the Local's. Neither a Partial
 	// nor a Shadow batch reserves.
 	Reserve []engine.Reservation
+	// Leases, when not nil, says that the batch's first len(Leases)
+	// requests are of concurrency limits (algo.ConcurrencyName): each
+	// takes a slot into its Lease first, and the other requests are
+	// decided after, as a batch of their own; when any is refused, the
+	// slots taken are given back at once (see slots.go). An allowed
+	// batch's slots are the caller's to give back (Decider.Release).
+	// Neither a Partial nor a Shadow batch takes slots.
+	Leases []engine.Lease
 }
 
 // soft reports whether a denial under request i of b leaves the request to
@@ -186,7 +196,14 @@ type Decided struct {
 	// Local reports that the Local decided the batch, the store having
 	// failed (FailLocal).
 	Local bool
+
+	tried int // with Leases, a slot refused: the requests from it on were not decided; 0: all were
 }
+
+// Tried reports whether request i was decided: every request is, but in a
+// batch with Leases where a slot was refused, those after it are not (and
+// their decisions are zero).
+func (d *Decided) Tried(i int) bool { return d.tried == 0 || i < d.tried }
 
 // Spent reports whether request i spent.
 func (d *Decided) Spent(i int) bool {
@@ -245,6 +262,12 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 		elapsed = time.Since(start)
 	}
 	for i, di := range out.Decisions {
+		if !out.Tried(i) {
+			break
+		}
+		if c.slotObs != nil && out.All && i < len(b.Leases) {
+			c.slotObs.ObserveSlots(b.name(i), 1)
+		}
 		if c.metrics != nil {
 			c.observe(b.name(i), out.Spent(i), di.Allowed, b.soft(i), reqs[i].Cost, elapsed, out.Local)
 		}
@@ -262,6 +285,9 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 // room, ApplyAll for several; in a Partial batch, again without the soft
 // requests denied, until every one left allows or one not soft denies.
 func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, room *Room) (out Decided, err error) {
+	if b.Leases != nil {
+		return c.spendSlots(ctx, e, b, reqs, room) // slots.go
+	}
 	if b.Reserve != nil {
 		if len(reqs) == 1 {
 			err = e.ReserveInto(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, &b.Reserve[0])

@@ -282,6 +282,12 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 	case sluice.Passed:
 	case sluice.Allowed:
+		if out.Held != nil {
+			// Deferred, so that the slots come back when the handler
+			// returns, aborts the response, or the client goes away
+			// while the request waits its delay.
+			defer l.door.Release(r.Context(), out.Held)
+		}
 		l.setHeaders(w.Header(), out.Rule, out.Decision)
 		if l.inCtx {
 			r = withDecision(r, out.Rule, out.Decision) // perhandler.go: DecisionFrom

@@ -200,6 +200,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return status
 	}
 	defer g.close()
+	warnEvictingRedis(ctx, p.log, p.eng.Backend(), rs) // serve_calendar.go
 	w, err := config.Watch(f.config, nil, config.WatchOptions{
 		Initial:  cfg,
 		Logger:   p.log,
