@@ -180,6 +180,35 @@ func TestPeekStateConcurrency(t *testing.T) {
 	}
 }
 
+// A concurrency rule's usage through a Door: the slots the caller's
+// requests hold, and those a release gives back.
+func TestUsageConcurrencyRule(t *testing.T) {
+	e := newTestEngine(t)
+	d := newTestDoor(t, e, nil)
+	rs := mustRuleset(t, []sluice.Rule{{Name: "uploads", PathPrefix: "/up", Scope: sluice.ScopeUser, Algorithm: algo.ConcurrencyName, Limit: 3, MaxHold: time.Minute}}, nil, "")
+	ctx := context.Background()
+	alice := call{user: "alice"}
+	var held []*sluice.Held
+	for i := range 2 {
+		out := d.Decide(ctx, rs, "POST", "/up", alice)
+		if out.Verdict != sluice.Allowed || out.Held == nil {
+			t.Fatalf("upload %d: %v, want allowed, holding a slot", i, out.Verdict)
+		}
+		held = append(held, out.Held)
+	}
+	u, err := d.Usage(ctx, rs, "POST", "/up", alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := u.Limits[0]; l.InUse != 2 || l.Remaining != 1 || l.Limit != 3 || !l.Allowed {
+		t.Errorf("two uploads held: %+v, want 2 in use, 1 free", l.LimitState)
+	}
+	d.Release(ctx, held[0])
+	if u, _ := d.Usage(ctx, rs, "POST", "/up", alice); u.Limits[0].InUse != 1 {
+		t.Errorf("after a release: %+v, want 1 in use", u.Limits[0].LimitState)
+	}
+}
+
 // equalUsage reports whether two readings of the same state agree.
 func equalUsage(a, b sluice.Usage) bool {
 	if len(a.Limits) != len(b.Limits) {
