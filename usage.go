@@ -46,7 +46,9 @@ type LimitUsage struct {
 // it.
 type LimitState struct {
 	// Limit is the capacity: what a full caller may spend at once
-	// (algo.Capacity). Window is the limit's quota window (algo.Quota).
+	// (algo.Capacity). Window is the limit's quota window (algo.Quota):
+	// for a calendar limit the longest of its windows, Reset saying when
+	// the caller's ends.
 	Limit  int64
 	Window time.Duration
 	// Cost is the cost of the request Allowed and RetryAfter are of.

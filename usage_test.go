@@ -209,6 +209,24 @@ func TestUsageConcurrencyRule(t *testing.T) {
 	}
 }
 
+// A calendar rule's usage resets at its real boundary: a month in Berlin
+// ends at midnight there, 23:00 UTC on the last day of January.
+func TestUsageCalendar(t *testing.T) {
+	e := newTestEngine(t)
+	d := newTestDoor(t, e, nil)
+	rs := mustRuleset(t, []sluice.Rule{{Name: "monthly", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: algo.FixedWindowName, Limit: 1000, Calendar: "month", Timezone: "Europe/Berlin"}}, nil, "")
+	ctx := context.Background()
+	d.Decide(ctx, rs, "GET", "/", call{user: "acme"})
+	u, err := d.Usage(ctx, rs, "GET", "/", call{user: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Date(2025, 1, 31, 23, 0, 0, 0, time.UTC)
+	if l := u.Limits[0]; l.Remaining != 999 || !u.At.Add(l.Reset).Equal(end) {
+		t.Errorf("monthly: %+v, resets at %v, want 999 left until %v", l.LimitState, u.At.Add(l.Reset), end)
+	}
+}
+
 // equalUsage reports whether two readings of the same state agree.
 func equalUsage(a, b sluice.Usage) bool {
 	if len(a.Limits) != len(b.Limits) {
