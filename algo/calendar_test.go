@@ -3,6 +3,7 @@ package algo
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"testing"
 	"time"
@@ -456,4 +457,35 @@ func TestCalendarClockStepsBack(t *testing.T) {
 			t.Errorf("%s: Reset %v, want November's end, %v away", name, d.Reset, want)
 		}
 	}
+}
+
+// TestCalendarExtremeInstants: a calendar step at the ends of the int64
+// nanosecond range, where windows are cut short by the range, answers
+// without panicking and with no negative duration.
+func TestCalendarExtremeInstants(t *testing.T) {
+	nows := []int64{math.MinInt64, math.MinInt64 + 1, -1, 0, math.MaxInt64 - 1, math.MaxInt64}
+	for _, unit := range Units {
+		for _, zone := range calendarZones {
+			for _, name := range []Name{FixedWindowName, SlidingCounterName} {
+				a := MustNew(name, Params{Limit: 3, Calendar: Calendar{Unit: unit, Location: mustZone(t, zone), Day: 31 * int(btoi(unit == CalendarMonth))}})
+				var state []byte
+				for _, now := range append(nows, nows...) {
+					next, d := a.Step(state, now, 2)
+					if d.RetryAfter < 0 || d.Reset < 0 || d.TTL < 0 || d.Remaining < 0 {
+						t.Errorf("%s %s %s at %d: %+v", name, unit, zone, now, d)
+					}
+					if next != nil {
+						state = next
+					}
+				}
+			}
+		}
+	}
+}
+
+func btoi(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
