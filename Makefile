@@ -9,7 +9,7 @@ SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 ATTACKFLAGS ?=
 
-.PHONY: all build test fmt vet race unlocked full fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load accuracy clean
+.PHONY: all build test fmt vet race unlocked full fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
 
 all: build
 
@@ -175,6 +175,13 @@ accuracy:
 load:
 	mkdir -p bench/out
 	cd bench && $(GO) run ./cmd/loadtest -out out/load.md
+
+## mwload: Sluice's per-handler middleware, httprate and go-limiter on
+## loopback, 64 callers in flight beside two CPU burners: exactness and
+## throughput in interleaved rounds, a few minutes; bench/out/mwload.md.
+mwload:
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/mwload -out out/mwload.md
 
 ## bench-report: regenerate bench/RESULTS.md and bench/plots/ from bench/out/.
 bench-report:

@@ -437,8 +437,18 @@ func (e *Engine) apply(ctx context.Context, l Limit, key string, cost int64, spe
 // applyStriped is apply on the striped path, returning the time it decided
 // at.
 func (e *Engine) applyStriped(ctx context.Context, l Limit, key string, cost int64, spend bool, d *algo.Decision) (int64, error) {
+	at, _, err := e.stepStriped(ctx, l, key, settleOp{n: cost}, spend, d)
+	return at, err
+}
+
+// stepStriped is a request (op.kind settleNone, of cost op.n, spent when
+// spend) or a settle (spend true) on the striped path: under the key's
+// stripe, read the record, step it, write it. It returns the time a
+// request decided at (see spentAt) and the units a settle charged or
+// refunded.
+func (e *Engine) stepStriped(ctx context.Context, l Limit, key string, op settleOp, spend bool, d *algo.Decision) (at, settled int64, err error) {
 	if err := e.done(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var buf [128]byte
 	k := AppendKey(buf[:0], l.Namespace, key)
@@ -454,7 +464,7 @@ func (e *Engine) applyStriped(ctx context.Context, l Limit, key string, cost int
 	state, err := e.get(st, h, k, now)
 	if err != nil {
 		e.unlock(i)
-		return 0, e.storeError("read", err)
+		return 0, 0, e.storeError("read", err)
 	}
 	switch {
 	case !spend:
@@ -466,12 +476,17 @@ func (e *Engine) applyStriped(ctx context.Context, l Limit, key string, cost int
 		// the store: no allocation for a key's first request.
 		state = st.fresh[:0]
 	}
-	next := algo.StepInto(l.Algorithm, state, now, cost, d)
-	at := spentAt(l.Algorithm, now, spend, next)
+	var next []byte
+	if op.kind == settleNone {
+		next = algo.StepInto(l.Algorithm, state, now, op.n, d)
+		at = spentAt(l.Algorithm, now, spend, next)
+	} else {
+		next, settled = op.step(l.Algorithm, state, now, d)
+	}
 	wrote := spend && (next != nil || d.CorruptState)
 	if wrote {
 		err = e.write(st, h, k, next, now, d.TTL)
-	} else if spend && !d.Allowed {
+	} else if spend && !d.Allowed && op.kind == settleNone {
 		// Nothing is written, but the record is kept until its caller is
 		// full again (see backend.Striped.ExtendLocked); a longer expiry is a write,
 		// which Sync mode commits before answering.
@@ -488,9 +503,9 @@ func (e *Engine) applyStriped(ctx context.Context, l Limit, key string, cost int
 	}
 	if err != nil {
 		*d = algo.Decision{}
-		return 0, e.storeError("write", err)
+		return 0, 0, e.storeError("write", err)
 	}
-	return at, nil
+	return at, settled, nil
 }
 
 // Request is one part of an ApplyAll call.

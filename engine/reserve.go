@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/algo"
-	"github.com/sluice-go/sluice/backend"
 )
 
 // Errors returned by Reservation.Settle.
@@ -181,59 +180,25 @@ type settleOp struct {
 	at   int64
 }
 
-// step applies op to state at now.
-func (op settleOp) step(a algo.Algorithm, state []byte, now int64, s *Settlement) []byte {
-	var next []byte
-	var k int64
+// step applies op, a settle, to state at now, returning the next state
+// and the units charged or refunded.
+func (op settleOp) step(a algo.Algorithm, state []byte, now int64, d *algo.Decision) ([]byte, int64) {
 	if op.kind == settleCharge {
-		next, k = algo.Charge(a, state, now, op.n, &s.Decision)
-		s.Charged = k
-	} else {
-		next, k = algo.Refund(a, state, now, op.at, op.n, &s.Decision)
-		s.Refunded = k
+		return algo.Charge(a, state, now, op.n, d)
 	}
-	return next
+	return algo.Refund(a, state, now, op.at, op.n, d)
 }
 
 // settleStriped is a settle on the striped path: under the key's stripe,
 // read, settle and write, as a decision is made.
 func (e *Engine) settleStriped(ctx context.Context, l Limit, key string, op settleOp, s *Settlement) error {
-	if err := e.done(ctx); err != nil {
-		return err
+	_, k, err := e.stepStriped(ctx, l, key, op, true, &s.Decision)
+	if op.kind == settleCharge {
+		s.Charged = k
+	} else {
+		s.Refunded = k
 	}
-	var buf [128]byte
-	k := AppendKey(buf[:0], l.Namespace, key)
-	now := e.now()
-	h := backend.Hash(k)
-	i := int(h & e.mask)
-
-	e.lock(i)
-	st := &e.stripes[i]
-	state, err := e.get(st, h, k, now)
-	if err != nil {
-		e.unlock(i)
-		return e.storeError("read", err)
-	}
-	if state == nil {
-		state = st.fresh[:0]
-	}
-	next := op.step(l.Algorithm, state, now, s)
-	wrote := next != nil || s.Decision.CorruptState
-	if wrote {
-		err = e.write(st, h, k, next, now, s.Decision.TTL)
-	}
-	ticket := e.ticket(i)
-	e.unlock(i)
-	if wrote && err == nil {
-		err = e.settle(ticket)
-	}
-	if s.Decision.CorruptState {
-		e.noteCorrupt(l.Namespace, key)
-	}
-	if err != nil {
-		return e.storeError("write", err)
-	}
-	return nil
+	return err
 }
 
 // settle is a settle on the swap path: one more request in the key's

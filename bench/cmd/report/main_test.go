@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -518,5 +519,34 @@ func TestBestSluice(t *testing.T) {
 		if got := Variant(impl); got != want {
 			t.Errorf("Variant(%q) = %q, want %q", impl, got, want)
 		}
+	}
+}
+
+// TestModelIsNoPeer checks that TPMScenario's model row is shown as a
+// model beside Sluice's rows, and never taken for the fastest peer,
+// though it takes fewer ns/op.
+func TestModelIsNoPeer(t *testing.T) {
+	const sample = "BenchmarkTPMScenario/sluice-retryafter/covers-2 	100	 9000 ns/op	 100 tokens/min	 1.00 x-limit	 0 B/op	 0 allocs/op\n" +
+		"BenchmarkTPMScenario/checkthencount/covers-2 	100	 4000 ns/op	 260 tokens/min	 2.60 x-limit	 0 B/op	 0 allocs/op\n"
+	res, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	Write(&b, res, Options{Sources: []string{"x"}})
+	out := b.String()
+	if strings.Contains(out, "Fastest peer: checkthencount") || strings.Contains(out, "| TPMScenario/covers | ns/op | checkthencount") {
+		t.Errorf("the model taken for a peer:\n%s", out)
+	}
+	for _, row := range []string{
+		"| sluice-retryafter | **Sluice** | 9000 | ±0%* | 0 | 0 | 100 | 1.00 | 1 |",
+		"| checkthencount | model | 4000 | ±0%* | 0 | 0 | 260 | 2.60 | 1 |",
+	} {
+		if !strings.Contains(out, row) {
+			t.Errorf("TPMScenario table lacks %q:\n%s", row, out)
+		}
+	}
+	if got, want := seriesOrder([]string{"checkthencount", "floor", "golimiter", "sluice-gcra"}), []string{"sluice-gcra", "golimiter", "floor", "checkthencount"}; !slices.Equal(got, want) {
+		t.Errorf("seriesOrder = %q, want %q", got, want)
 	}
 }

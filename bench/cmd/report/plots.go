@@ -195,10 +195,10 @@ var floorGreys = []color.Color{
 }
 
 // seriesOrder sorts implementation names: Sluice first, then peers, then
-// the floor, each in order of appearance.
+// the floor, then models, each in order of appearance.
 func seriesOrder(impls []string) []string {
 	var out []string
-	for _, k := range []Kind{KindSluice, KindPeer, KindFloor} {
+	for _, k := range []Kind{KindSluice, KindPeer, KindFloor, KindModel} {
 		for _, im := range impls {
 			if kindOf(im) == k && !slices.Contains(out, im) {
 				out = append(out, im)
