@@ -40,12 +40,12 @@ func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, 
 		q.Host = requestHost(d.host(req))
 	}
 	var stack [maxStackRules]*CompiledRule
-	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(ctx, &out, rs, req, rules) {
+	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(ctx, &out, rs, req, q.Path, rules) {
 		return out
 	}
 	if rs.hasShadow() {
 		if rules := rs.appendMatchShadow(stack[:0], q); len(rules) > 0 {
-			d.shadow(ctx, &out, rs, req, rules)
+			d.shadow(ctx, &out, rs, req, q.Path, rules)
 		}
 	}
 	return out
@@ -55,7 +55,7 @@ func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, 
 // (the caller's own slice), into out. It reports whether the shadow rules
 // decide the request too: when it passes, decided or undecided by a store
 // error under FailOpen.
-func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) bool {
+func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R, path string, rules []*CompiledRule) bool {
 	// The engine's requests, in an array of this frame: one, or up to
 	// maxStackRules.
 	var one [1]engine.Request
@@ -67,7 +67,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	keep := rules[:0]
 	settles, slots := false, 0
 	for _, c := range rules {
-		key, cost, err := d.keyOf(req, c)
+		key, cost, err := d.keyOf(req, c, path)
 		if err != nil {
 			out.Verdict, out.Err = Unidentified, &KeyError{Rule: c, Err: err}
 			return false
@@ -158,7 +158,7 @@ func slotsFirst(rules []*CompiledRule, reqs []engine.Request) {
 // shadow decides the request under rules, the shadow rules covering it
 // (the caller's own slice), into out's Shadow fields. Nothing it meets
 // refuses the request.
-func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) {
+func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, path string, rules []*CompiledRule) {
 	var one [1]engine.Request
 	reqs := one[:0]
 	if len(rules) > 1 {
@@ -166,7 +166,7 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 		reqs = many[:0]
 	}
 	for i, c := range rules {
-		key, cost, err := d.keyOf(req, c)
+		key, cost, err := d.keyOf(req, c, path)
 		if err != nil {
 			out.ShadowErr = &KeyError{Rule: c, Err: err}
 			return
@@ -187,8 +187,10 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 }
 
 // keyOf is the door's Key, with the rule's own cost for none and a panic
-// returned as a *PanicError.
-func (d *Door[R]) keyOf(req R, rule *CompiledRule) (key string, cost int64, err error) {
+// returned as a *PanicError. Under a rule scoped param:NAME the key is the
+// parameter's, from path (the request's, in match form), and the door's
+// key is not read.
+func (d *Door[R]) keyOf(req R, rule *CompiledRule, path string) (key string, cost int64, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v}
@@ -196,6 +198,11 @@ func (d *Door[R]) keyOf(req R, rule *CompiledRule) (key string, cost int64, err 
 	}()
 	if key, cost, err = d.key(req, rule); err != nil {
 		return "", 0, err
+	}
+	if rule.pattern != nil && rule.rule.Scope.Param() != "" {
+		if key, err = rule.paramKey(path); err != nil {
+			return "", 0, err
+		}
 	}
 	if cost <= 0 {
 		cost = rule.rule.Cost

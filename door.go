@@ -162,7 +162,10 @@ type DoorConfig[R any] struct {
 	// error refuses the request (Unidentified) when rule is enforced; when
 	// it is a shadow rule, the shadow rules do not decide the request
 	// (Outcome.ShadowErr), which goes on. A panic in Key is recovered and
-	// returned as a *PanicError. Required.
+	// returned as a *PanicError. Under a rule scoped param:NAME the Door
+	// makes the key itself, "param:" and the value of the parameter in the
+	// path it matched, and takes only the cost of Key's answer (package
+	// identity's Key answers "" for such a scope). Required.
 	Key func(req R, rule *CompiledRule) (key string, cost int64, err error)
 	// Host returns req's host as the door received it (the Host header,
 	// the :authority); the door matches its name, without the port and in

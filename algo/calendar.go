@@ -415,3 +415,20 @@ func validateCalendar(name Name, p Params) error {
 	}
 	return p.Calendar.check()
 }
+
+// WindowOf returns the window of a, a fixed_window or sliding_counter,
+// holding the instant t (Unix nanoseconds): [start, end), by its calendar
+// or in whole windows from the epoch. ok is false for the other algorithms.
+func WindowOf(a Algorithm, t int64) (start, end int64, ok bool) {
+	var r *rate
+	switch a := a.(type) {
+	case *FixedWindow:
+		r = &a.rate
+	case *SlidingCounter:
+		r = &a.rate
+	default:
+		return 0, 0, false
+	}
+	s := r.span(t)
+	return s.start, s.end, true
+}

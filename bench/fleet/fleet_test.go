@@ -376,24 +376,33 @@ func wantNoOverAdmission(t *testing.T, l *load) {
 }
 
 // wantExact fails t unless every one of users got exactly the limit, and
-// no call failed. Where the load is not judged (the gateway itself ran
-// too late for it to tell), the failures are logged, not judged, and
-// each user must have got the limit less at most its failed decisions (a
-// failed one may have spent in Redis), never more.
-func wantExact(t *testing.T, l *load, users int) {
+// no call failed. Two things other than the store can fail decisions, and
+// then the failures are logged, not judged, and each user must have got
+// the limit less at most its failed decisions (a failed one may have
+// spent in Redis), never more: the gateway itself running too late to
+// tell (the load is not judged), or the link leaving requests unanswered
+// for the deadline (r counts them), each of which fails at most the
+// decisions of the callers, those in its call and those queued before it
+// was sent (see the store's batcher).
+func wantExact(t *testing.T, l *load, users int, r *replies) {
 	t.Helper()
 	failed := map[string]int{}
 	errs := l.errors()
 	for _, c := range errs {
 		failed[c.user]++
 	}
+	unanswered := r.unansweredCount()
 	if len(errs) > 0 {
-		if l.judged() {
-			t.Errorf("%d of %d decisions failed while Redis answered within the deadline (the gateway's timers were at most %v late); the first: %v (after %v)",
-				len(errs), len(l.calls), l.late, errs[0].err, errs[0].took)
-		} else {
+		switch {
+		case !l.judged():
 			t.Logf("%d of %d decisions failed, not judged: the gateway's timers were up to %v late, which leaves less than half the %v deadline to Redis; the first: %v (after %v)",
 				len(errs), len(l.calls), l.late, redis.DefaultTimeout, errs[0].err, errs[0].took)
+		case unanswered > 0 && len(errs) <= unanswered*callers:
+			t.Logf("%d of %d decisions failed, not judged: the link left %d requests unanswered for the %v deadline (%s); the first: %v (after %v)",
+				len(errs), len(l.calls), unanswered, redis.DefaultTimeout, r, errs[0].err, errs[0].took)
+		default:
+			t.Errorf("%d of %d decisions failed while Redis answered within the deadline (the gateway's timers were at most %v late; %s); the first: %v (after %v)",
+				len(errs), len(l.calls), l.late, r, errs[0].err, errs[0].took)
 		}
 	}
 	got := l.allowed()
@@ -403,6 +412,126 @@ func wantExact(t *testing.T, l *load, users int) {
 			t.Errorf("%s admitted %d times with %d failed decisions, want exactly 20", user, n, failed[user])
 		}
 	}
+}
+
+// replies records, through a go-redis dial hook wrapping each connection
+// the store makes, how the link answered the requests written on it: the
+// time from a request's write to its reply's first byte, on a new
+// connection (its first request: the handshake) and on the others, and
+// the requests it left unanswered for the deadline (a read that timed out,
+// nothing come, at least the deadline after the request was written: the
+// store's rule, see Options.Timeout). A userspace proxy such as toxiproxy
+// accepts a connection and dials upstream one at a time, so a new
+// connection's first reply waits behind the others opened with it: the
+// 40 or so a gateway opens at once at 64 callers measured 25-85 ms to
+// their first reply through 13 ms ± 7 ms of latency on a loaded 2-core
+// machine, against 14-16 ms (p50) for the requests that followed.
+type replies struct {
+	mu           sync.Mutex
+	first, later []time.Duration
+	unanswered   int
+}
+
+// watchReplies returns a replies recording the connections s makes from
+// now on.
+func watchReplies(s *redis.Store) *replies {
+	r := &replies{}
+	s.Client().AddHook(r)
+	return r
+}
+
+// DialHook implements goredis.Hook.
+func (r *replies) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return c, err
+		}
+		return &replyConn{Conn: c, r: r}, nil
+	}
+}
+
+// ProcessHook implements goredis.Hook.
+func (r *replies) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+// ProcessPipelineHook implements goredis.Hook.
+func (r *replies) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// unansweredCount returns the requests the link left unanswered for the
+// deadline.
+func (r *replies) unansweredCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unanswered
+}
+
+// String gives the replies' figures for a log line.
+func (r *replies) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	figures := func(d []time.Duration) string {
+		if len(d) == 0 {
+			return "none"
+		}
+		d = slices.Sorted(slices.Values(d))
+		return fmt.Sprintf("%d, p50 %v, slowest %v", len(d), d[len(d)/2].Round(time.Millisecond/10), d[len(d)-1].Round(time.Millisecond/10))
+	}
+	return fmt.Sprintf("first replies on new connections: %s; other replies: %s; unanswered for the deadline: %d",
+		figures(r.first), figures(r.later), r.unanswered)
+}
+
+// replyConn is a connection whose requests' replies r records. The pool
+// gives a connection to one call at a time.
+type replyConn struct {
+	net.Conn
+	r       *replies
+	wrote   time.Time // the last write
+	pending bool      // a request written, its reply not yet begun
+	used    bool      // a reply came before
+}
+
+// Write implements net.Conn.
+func (c *replyConn) Write(b []byte) (int, error) {
+	c.wrote, c.pending = time.Now(), true
+	return c.Conn.Write(b)
+}
+
+// Read implements net.Conn.
+func (c *replyConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if !c.pending {
+		return n, err
+	}
+	waited := time.Since(c.wrote)
+	switch {
+	case n > 0:
+		c.r.mu.Lock()
+		if c.used {
+			c.r.later = append(c.r.later, waited)
+		} else {
+			c.r.first = append(c.r.first, waited)
+		}
+		c.r.mu.Unlock()
+		c.pending, c.used = false, true
+	case errors.Is(err, os.ErrDeadlineExceeded) && waited >= redis.DefaultTimeout:
+		c.r.mu.Lock()
+		c.r.unanswered++
+		c.r.mu.Unlock()
+		c.pending = false
+	}
+	return n, err
+}
+
+// SyscallConn gives the wrapped connection's, through which the pool
+// checks a connection before reusing it.
+func (c *replyConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // wantWithinDeadlineAcross is wantWithinDeadline for a fault that began and
@@ -566,18 +695,20 @@ func busy(t *testing.T, n int) {
 	}
 }
 
-// Latency with jitter inside the deadline (10ms ± 8ms each way) costs
-// nothing: 64 callers over 50 users get exactly the limit each, with no
-// store error.
+// Latency with jitter inside the deadline (10ms ± 5ms downstream, 3ms ±
+// 2ms upstream) costs nothing: 64 callers over 50 users get exactly the
+// limit each, with no store error while the link answers within the
+// deadline.
 func TestLatencyWithJitter(t *testing.T) {
 	rs := redistest.Start(t)
 	px := startProxy(t, rs.Addr)
 	px.add(t, "down", "latency", "downstream", toxiproxy.Attributes{"latency": 10, "jitter": 5})
 	px.add(t, "up", "latency", "upstream", toxiproxy.Attributes{"latency": 3, "jitter": 2})
-	_, e := gateway(t, px.Addr, redis.Options{})
+	s, e := gateway(t, px.Addr, redis.Options{})
+	r := watchReplies(s)
 	l := drive(e, 50, 40)
-	wantExact(t, l, 50)
-	t.Logf("latency 13ms ± 7ms: %d decisions, p99 %v, slowest %v, %d errors", len(l.calls), l.p99(), l.slowest(), len(l.errors()))
+	wantExact(t, l, 50, r)
+	t.Logf("latency 13ms ± 7ms: %d decisions, p99 %v, slowest %v, %d errors; %s", len(l.calls), l.p99(), l.slowest(), len(l.errors()), r)
 }
 
 // A narrow link (256 KB/s each way) that still answers within the
@@ -587,10 +718,11 @@ func TestBandwidth(t *testing.T) {
 	px := startProxy(t, rs.Addr)
 	px.add(t, "down", "bandwidth", "downstream", toxiproxy.Attributes{"rate": 256})
 	px.add(t, "up", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 256})
-	_, e := gateway(t, px.Addr, redis.Options{})
+	s, e := gateway(t, px.Addr, redis.Options{})
+	r := watchReplies(s)
 	l := drive(e, 50, 40)
-	wantExact(t, l, 50)
-	t.Logf("bandwidth 256 KB/s: %d decisions, p99 %v, slowest %v", len(l.calls), l.p99(), l.slowest())
+	wantExact(t, l, 50, r)
+	t.Logf("bandwidth 256 KB/s: %d decisions, p99 %v, slowest %v; %s", len(l.calls), l.p99(), l.slowest(), r)
 }
 
 // A gateway short of CPU (a busy loop beside it on a 2-core machine, and
@@ -600,11 +732,12 @@ func TestCPUStarvedGateway(t *testing.T) {
 	rs := redistest.Start(t)
 	px := startProxy(t, rs.Addr)
 	px.add(t, "down", "latency", "downstream", toxiproxy.Attributes{"latency": 5})
-	_, e := gateway(t, px.Addr, redis.Options{})
+	s, e := gateway(t, px.Addr, redis.Options{})
+	r := watchReplies(s)
 	busy(t, 1)
 	l := drive(e, 50, 40)
-	wantExact(t, l, 50)
-	t.Logf("a busy loop, 5ms away: %d decisions, p99 %v, slowest %v", len(l.calls), l.p99(), l.slowest())
+	wantExact(t, l, 50, r)
+	t.Logf("a busy loop, 5ms away: %d decisions, p99 %v, slowest %v; %s", len(l.calls), l.p99(), l.slowest(), r)
 }
 
 // faultFor runs the load with a fault present for d, then removed, and
