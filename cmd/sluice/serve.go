@@ -759,6 +759,7 @@ type ruleJSON struct {
 	Cost       int64  `json:"cost"`
 	Plan       string `json:"plan,omitempty"`
 	Shadow     bool   `json:"shadow,omitempty"`
+	Calendar   string `json:"calendar,omitempty"` // the windows of a calendar rule: "month in Europe/Berlin from day 15"
 }
 
 // rulesJSON is the body of /rules: the ruleset in force.
@@ -783,6 +784,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Cost:       r.Cost,
 		Plan:       r.Plan,
 		Shadow:     r.Shadow,
+		Calendar:   calendarOf(c),
 	}
 }
 
