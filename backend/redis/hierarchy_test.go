@@ -32,7 +32,7 @@ func scriptCalls(t *testing.T, c *redistest.Cluster) int64 {
 // caller key (one slot) take one.
 func TestClusterHierarchyAcrossSlots(t *testing.T) {
 	c := cluster(t)
-	s := open(t, c.Addrs(), redis.Options{KeyPrefix: "tree:"})
+	s := open(t, c.Addrs(), redis.Options{})
 	e := newEngine(t, s, engine.Options{})
 	limit := func(ns string, n int64) engine.Limit {
 		return engine.Limit{Namespace: ns, Algorithm: algo.MustNew(algo.FixedWindowName, algo.Params{Limit: n, Window: time.Hour})}
