@@ -212,6 +212,9 @@ func checkCounter(before []*CompiledRule, c *CompiledRule) error {
 			return c.rule.fail("counter", "shares counter %q with rule %q under %s: a shared counter carries what was spent for the window algorithms (%s, %s), whose record is a count; a bucket's record is its level, which another rate would read as another amount", ns, o.rule.Name, c.rule.Algorithm, algo.FixedWindowName, algo.SlidingCounterName)
 		case o.rule.Window != c.rule.Window:
 			return c.rule.fail("counter", "shares counter %q with rule %q, whose window is %v, not %v: rules sharing a counter count in the same windows", ns, o.rule.Name, o.rule.Window, c.rule.Window)
+		case o.rule.Calendar != c.rule.Calendar || o.rule.Timezone != c.rule.Timezone || o.rule.Anchor != c.rule.Anchor:
+			return c.rule.fail("counter", "shares counter %q with rule %q, whose calendar, time zone and anchor are %q %q %q, not %q %q %q: rules sharing a counter count in the same windows",
+				ns, o.rule.Name, o.rule.Calendar, o.rule.Timezone, o.rule.Anchor, c.rule.Calendar, c.rule.Timezone, c.rule.Anchor)
 		}
 	}
 	return nil
