@@ -32,6 +32,15 @@ func (m MatchMode) valid() bool { return m == MatchMostSpecific || m == MatchAll
 
 // Ruleset is an immutable, validated set of rules: what a Registry holds.
 //
+// Its rules match a path by prefix (Rule.PathPrefix) or by pattern
+// (Rule.Path), and the most specific covering rule wins: a rule naming a
+// host first, then the more specific path — two paths compared from the
+// left, a literal character beating a parameter, a parameter beating a
+// {rest...} or a prefix's end, a pattern's end beating a {rest...}, and
+// of two prefixes the longer (pattern.go) — then an exact method. In
+// MatchMostSpecific mode the rules of a group (Rule.Group) apply beside
+// the most specific rule outside groups, all or nothing (group.go).
+//
 // Its shadow rules (Rule.Shadow) are kept apart from the enforced ones:
 // AppendMatch returns enforced rules only, chosen as if there were no
 // shadow rules, and AppendMatchShadow returns the shadow rules, chosen
