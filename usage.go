@@ -46,7 +46,9 @@ type LimitUsage struct {
 // it.
 type LimitState struct {
 	// Limit is the capacity: what a full caller may spend at once
-	// (algo.Capacity). Window is the limit's quota window (algo.Quota).
+	// (algo.Capacity). Window is the limit's quota window (algo.Quota):
+	// for a calendar limit the longest of its windows, Reset saying when
+	// the caller's ends.
 	Limit  int64
 	Window time.Duration
 	// Cost is the cost of the request Allowed and RetryAfter are of.
@@ -140,9 +142,9 @@ func (d *Door[R]) Usage(ctx context.Context, rs *Ruleset, method, path string, r
 // UsageAll is Usage for every rule that applies to the caller whatever its
 // request: each enforced rule of its plan (the plan's own rules, and the
 // plan-less rules they do not replace) whatever their method, path or
-// host, each shadow rule, and the default; but the rules scoped
-// param:NAME, whose key is a parameter of a request's path (Usage of that
-// path answers for them).
+// host, each shadow rule, and the default. A rule that counts by a path
+// parameter (ScopeParam) is left out: its key is the request's, so ask
+// Usage with the path.
 func (d *Door[R]) UsageAll(ctx context.Context, rs *Ruleset, req R) (Usage, error) {
 	return d.usage(ctx, rs, req, nil)
 }
@@ -179,7 +181,7 @@ func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape
 	}
 	for _, c := range append(rules, shadows...) {
 		if q == nil && c.rule.Scope.Param() != "" {
-			continue // counted by a path parameter: only a path's usage has a key under it
+			continue // counted by a path parameter: per request, asked with its path
 		}
 		key, _, err := d.keyOf(req, c, path)
 		if err != nil {

@@ -180,6 +180,53 @@ func TestPeekStateConcurrency(t *testing.T) {
 	}
 }
 
+// A concurrency rule's usage through a Door: the slots the caller's
+// requests hold, and those a release gives back.
+func TestUsageConcurrencyRule(t *testing.T) {
+	e := newTestEngine(t)
+	d := newTestDoor(t, e, nil)
+	rs := mustRuleset(t, []sluice.Rule{{Name: "uploads", PathPrefix: "/up", Scope: sluice.ScopeUser, Algorithm: algo.ConcurrencyName, Limit: 3, MaxHold: time.Minute}}, nil, "")
+	ctx := context.Background()
+	alice := call{user: "alice"}
+	var held []*sluice.Held
+	for i := range 2 {
+		out := d.Decide(ctx, rs, "POST", "/up", alice)
+		if out.Verdict != sluice.Allowed || out.Held == nil {
+			t.Fatalf("upload %d: %v, want allowed, holding a slot", i, out.Verdict)
+		}
+		held = append(held, out.Held)
+	}
+	u, err := d.Usage(ctx, rs, "POST", "/up", alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := u.Limits[0]; l.InUse != 2 || l.Remaining != 1 || l.Limit != 3 || !l.Allowed {
+		t.Errorf("two uploads held: %+v, want 2 in use, 1 free", l.LimitState)
+	}
+	d.Release(ctx, held[0])
+	if u, _ := d.Usage(ctx, rs, "POST", "/up", alice); u.Limits[0].InUse != 1 {
+		t.Errorf("after a release: %+v, want 1 in use", u.Limits[0].LimitState)
+	}
+}
+
+// A calendar rule's usage resets at its real boundary: a month in Berlin
+// ends at midnight there, 23:00 UTC on the last day of January.
+func TestUsageCalendar(t *testing.T) {
+	e := newTestEngine(t)
+	d := newTestDoor(t, e, nil)
+	rs := mustRuleset(t, []sluice.Rule{{Name: "monthly", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: algo.FixedWindowName, Limit: 1000, Calendar: "month", Timezone: "Europe/Berlin"}}, nil, "")
+	ctx := context.Background()
+	d.Decide(ctx, rs, "GET", "/", call{user: "acme"})
+	u, err := d.Usage(ctx, rs, "GET", "/", call{user: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Date(2025, 1, 31, 23, 0, 0, 0, time.UTC)
+	if l := u.Limits[0]; l.Remaining != 999 || !u.At.Add(l.Reset).Equal(end) {
+		t.Errorf("monthly: %+v, resets at %v, want 999 left until %v", l.LimitState, u.At.Add(l.Reset), end)
+	}
+}
+
 // equalUsage reports whether two readings of the same state agree.
 func equalUsage(a, b sluice.Usage) bool {
 	if len(a.Limits) != len(b.Limits) {

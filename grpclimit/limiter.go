@@ -73,6 +73,10 @@ type Config struct {
 	// panics of the IdentityFunc and Cost, and other internal errors; nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// Watch, when not nil, is told of each rule's decision that denied a
+	// caller or left it near its limit (sluice.Watcher): package
+	// throttled's Tracker keeps a bounded live list of them.
+	Watch sluice.Watcher
 
 	// wait, when set (by tests), replaces waitDelay.
 	wait func(ctx context.Context, d time.Duration) bool
@@ -216,6 +220,7 @@ func New(cfg Config) (*Limiter, error) {
 		OnStoreError: cfg.OnStoreError,
 		Local:        cfg.Local,
 		Logger:       cfg.Logger,
+		Watch:        cfg.Watch,
 	})
 	if err != nil {
 		return nil, err

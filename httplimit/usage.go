@@ -204,9 +204,15 @@ type LimitBody struct {
 	Exempt    bool   `json:"exempt"`
 	Algorithm string `json:"algorithm"`
 	// Limit is the capacity, what a full caller may spend at once, over
-	// WindowSeconds (the quota window).
+	// WindowSeconds (the quota window; for a calendar rule the longest of
+	// its windows: ResetAt says when this one ends).
 	Limit         int64   `json:"limit"`
 	WindowSeconds float64 `json:"window_seconds"`
+	// Calendar, Timezone and Anchor are a calendar rule's (sluice.Rule's):
+	// its windows are the calendar's days, weeks, months or years.
+	Calendar string `json:"calendar,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	Anchor   string `json:"anchor,omitempty"`
 	// Cost is what one request spends under the rule.
 	Cost int64 `json:"cost"`
 	// Remaining is what the caller may spend now; InUse, for a
@@ -231,7 +237,8 @@ func NewUsageBody(u sluice.Usage) UsageBody {
 		out.Limits = append(out.Limits, LimitBody{
 			Rule: r.Name, Method: r.Method, PathPrefix: r.PathPrefix, Host: r.Host, Scope: string(r.Scope),
 			Shadow: r.Shadow, Key: identity.ShowKey(l.Key), Override: l.Override, Exempt: l.Exempt,
-			Algorithm: string(r.Algorithm), Limit: l.Limit, WindowSeconds: l.Window.Seconds(), Cost: l.Cost,
+			Algorithm: string(r.Algorithm), Limit: l.Limit, WindowSeconds: l.Window.Seconds(),
+			Calendar: r.Calendar, Timezone: r.Timezone, Anchor: r.Anchor, Cost: l.Cost,
 			Remaining: l.Remaining, InUse: l.InUse, Allowed: l.Allowed,
 			RetryAfterSeconds: l.RetryAfter.Seconds(), ResetSeconds: l.Reset.Seconds(),
 			ResetAt: u.At.Add(l.Reset).UTC().Format(time.RFC3339Nano),

@@ -276,3 +276,34 @@ func TestTrackerThroughDoor(t *testing.T) {
 		t.Errorf("an allowed decision allocates %v times with a Tracker, %v without", with, without)
 	}
 }
+
+// Watch and List from many goroutines at once (run under -race): every
+// table stays within its bound and consistent.
+func TestTrackerConcurrent(t *testing.T) {
+	tr, err := New(&Options{PerRule: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := rules(t, "a", "b")
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 2000 {
+				r := rs[[]string{"a", "b"}[i%2]]
+				tr.Watch(r, fmt.Sprintf("user:%d-%d", g, i%100), denied(time.Second))
+				if i%100 == 0 {
+					if _, err := tr.List("", 10, ""); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	for _, tb := range tr.rules {
+		checkIndex(t, tb)
+	}
+}

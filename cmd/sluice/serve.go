@@ -106,6 +106,16 @@ Admin endpoints (on --admin only, never on --listen):
 KEY is a caller as written in overrides: user:ID, key:API_KEY (the raw
 key), keyhash:HEX, ip:ADDRESS or global. Every reset is logged with the
 remote address and whether a token was given.
+  GET  /v1/usage?user=ID&api_key=K&ip=ADDR&plan=P[&method=M&path=/P&host=H]:
+            what the caller has left under every rule that applies to
+            it (or, with path, that request's rules); nothing spent
+  GET  /v1/throttled?rule=NAME&limit=N&cursor=C: the callers this
+            process denied or found near their limit, per rule, at most
+            --throttled-per-rule kept per rule, in pages
+
+--usage-listen ADDR serves GET /v1/usage for the request's own caller
+only, identified as the proxy identifies it (a query naming a caller is
+refused): for customers, behind the same authenticating proxy as the API.
 
 The admin listener binds to loopback by default (--admin :9090 is
 127.0.0.1:9090). On any other address serve refuses to start without
