@@ -21,7 +21,9 @@ import (
 //  1. spends on the engine: engine.Engine.Apply for one request, ApplyAll
 //     for several (nothing is spent unless every one allows); in a
 //     Partial batch a denial under a soft request leaves the others to be
-//     decided again without it;
+//     decided again without it; in a batch with Leases, the concurrency
+//     requests take their slots first, and give them back at once when
+//     the batch is refused (slots.go);
 //  2. on a store error, follows the policy: FailOpen and FailClosed return
 //     the error (ErrVerdict says what becomes of the request), FailLocal
 //     decides the batch again on the Local, under each rule's share;

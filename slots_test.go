@@ -308,3 +308,26 @@ func TestSlotsAllOrNothing(t *testing.T) {
 		}
 	})
 }
+
+// A reload while a request holds a slot: the request gives its slot back
+// under the rules it was admitted by (its lease names the old limit), into
+// the record the new rules count, so the slot is free under them too.
+func TestDoorSlotAcrossAReload(t *testing.T) {
+	d := newTestDoor(t, newTestEngine(t), nil)
+	before := mustRuleset(t, []sluice.Rule{slotRule("chat", "/chat", 1, time.Minute)}, nil, "")
+	after := mustRuleset(t, []sluice.Rule{slotRule("chat", "/chat", 2, time.Minute)}, nil, "")
+	old := d.Decide(context.Background(), before, "POST", "/chat", call{user: "alice"})
+	if old.Verdict != sluice.Allowed || old.Held.Leases[0].Limit.Algorithm.Params().Limit != 1 {
+		t.Fatalf("under the old rules: %v, want allowed holding a slot of the old limit", old.Verdict)
+	}
+	if out := d.Decide(context.Background(), after, "POST", "/chat", call{user: "alice"}); out.Verdict != sluice.Allowed || out.Decision.Remaining != 0 {
+		t.Fatalf("under the new rules, beside the old request: %v remaining %d, want allowed, 0 left", out.Verdict, out.Decision.Remaining)
+	}
+	if out := d.Decide(context.Background(), after, "POST", "/chat", call{user: "alice"}); out.Verdict != sluice.Denied {
+		t.Fatalf("a third: %v, want denied (the old request counts under the new limit)", out.Verdict)
+	}
+	d.Release(context.Background(), old.Held)
+	if out := d.Decide(context.Background(), after, "POST", "/chat", call{user: "alice"}); out.Verdict != sluice.Allowed {
+		t.Fatalf("once the old request has ended: %v, want allowed", out.Verdict)
+	}
+}

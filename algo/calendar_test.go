@@ -9,6 +9,8 @@ import (
 	_ "time/tzdata" // the zones below, on a host without a zone database
 
 	"pgregory.net/rapid"
+
+	"github.com/sluice-go/sluice/codec"
 )
 
 // The calendar's windows, checked against a brute-force model that knows
@@ -371,6 +373,10 @@ func checkCalendarTrace(t *rapid.T, name Name) {
 			t.Fatalf("%s: Remaining %d, want %d", call, d.Remaining, want)
 		}
 		if d.Allowed {
+			// The record is the window's own, whatever the calendar.
+			if size := map[Name]int{FixedWindowName: codec.WindowSize, SlidingCounterName: codec.CounterSize}[name]; len(next) != size {
+				t.Fatalf("%s: a record of %d bytes, want %d", call, len(next), size)
+			}
 			state = next
 			m.times = append(m.times, now)
 			m.costs = append(m.costs, cost)

@@ -79,7 +79,14 @@ func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) 
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	sp := a.span(now)
+	var sp windowSpan
+	if a.cal == nil { // rate.span, written out: a call here costs the common path
+		start := align(now, a.window)
+		end := satAdd(start, a.window)
+		sp = windowSpan{prev: start - a.window, start: start, end: end, next: satAdd(end, a.window)}
+	} else {
+		sp = a.cal.span(now)
+	}
 	s, err := codec.DecodeCounter(state)
 	corrupt := err != nil && isCorrupt(state)
 	switch {

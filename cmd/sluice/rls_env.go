@@ -117,6 +117,13 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 			return e, fmt.Errorf("%s=true: not supported by sluice rls yet (see the migration table in docs/rls.md)", name)
 		}
 	}
+	if on, err := isTrue("USE_CALENDAR_MONTH_RATE_LIMIT"); err != nil {
+		return e, err
+	} else if on {
+		// A month of 30 days or a calendar month: the answers differ,
+		// so the setting is not ignored.
+		return e, fmt.Errorf("USE_CALENDAR_MONTH_RATE_LIMIT=true: sluice rls counts calendar months per limit: add calendar: true (and timezone:, UTC when left out) to each rate_limit of unit month (see docs/rls.md)")
+	}
 	if t := getenv("BACKEND_TYPE"); t != "" && !strings.EqualFold(t, "redis") {
 		return e, fmt.Errorf("BACKEND_TYPE=%s: sluice rls keeps its budgets in memory, Pebble, bbolt or Redis (--backend, or --store)", t)
 	}

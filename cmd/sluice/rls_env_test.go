@@ -126,6 +126,7 @@ func TestRLSEnvEveryEnvoySetting(t *testing.T) {
 		{"REDIS_SENTINEL_AUTH=pw", "REDIS_AUTH"},
 		{"REDIS_TIMEOUT=soon", "--redis-timeout"},
 		{"GRPC_CLIENT_TLS_SAN=envoy", "--tls-client-ca"},
+		{"USE_CALENDAR_MONTH_RATE_LIMIT=true", "calendar: true"},
 	} {
 		k, v, _ := strings.Cut(c.env, "=")
 		env := map[string]string{k: v, "REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp", "GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c.pem", "GRPC_SERVER_TLS_KEY": "k.pem"}
