@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/internal/clip"
 )
 
@@ -125,6 +126,9 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 			return nil, i, r.fail("name", "duplicate: rules[%d] has the same name", j)
 		}
 		seen[r.Name] = i
+		if err := checkCounter(rs.all, c); err != nil {
+			return nil, i, err
+		}
 		if err := checkGroup(rs.all, c); err != nil {
 			return nil, i, err
 		}
@@ -176,12 +180,41 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		if err != nil {
 			return nil, -1, err
 		}
+		if err := checkCounter(rs.all, c); err != nil {
+			return nil, -1, err
+		}
 		if j, dup := seen[d.Name]; dup {
 			return nil, -1, d.fail("name", "duplicate: rules[%d] has the same name", j)
 		}
 		rs.def = c
 	}
 	return rs, -1, nil
+}
+
+// checkCounter says what is wrong with c sharing its counter (its limit's
+// namespace) with a rule before it: rules share one only when one names
+// the other's (Rule.Counter), with the same window algorithm, window and
+// scope.
+func checkCounter(before []*CompiledRule, c *CompiledRule) error {
+	ns := c.limit.Namespace
+	for _, o := range before {
+		if o.limit.Namespace != ns {
+			continue
+		}
+		switch {
+		case o.rule.Counter == "" && c.rule.Counter == "":
+			continue // the same name: refused as such
+		case o.rule.Algorithm != c.rule.Algorithm:
+			return c.rule.fail("counter", "shares counter %q with rule %q, whose algorithm is %s, not %s: rules sharing a counter keep one record", ns, o.rule.Name, o.rule.Algorithm, c.rule.Algorithm)
+		case o.rule.Scope != c.rule.Scope:
+			return c.rule.fail("counter", "shares counter %q with rule %q, scoped %s, not %s: rules sharing a counter count the same callers", ns, o.rule.Name, o.rule.Scope, c.rule.Scope)
+		case c.rule.Algorithm != algo.FixedWindowName && c.rule.Algorithm != algo.SlidingCounterName:
+			return c.rule.fail("counter", "shares counter %q with rule %q under %s: a shared counter carries what was spent for the window algorithms (%s, %s), whose record is a count; a bucket's record is its level, which another rate would read as another amount", ns, o.rule.Name, c.rule.Algorithm, algo.FixedWindowName, algo.SlidingCounterName)
+		case o.rule.Window != c.rule.Window:
+			return c.rule.fail("counter", "shares counter %q with rule %q, whose window is %v, not %v: rules sharing a counter count in the same windows", ns, o.rule.Name, o.rule.Window, c.rule.Window)
+		}
+	}
+	return nil
 }
 
 // moreSpecific orders the ruleset's rules most specific first.

@@ -166,8 +166,19 @@ func validAttrName(s string) bool { return ValidPlan(s) }
 // The window algorithms refuse a burst.
 type Rule struct {
 	// Name identifies the rule in errors, headers and metrics, and is the
-	// namespace of its counters: two rules never share one. Required.
+	// namespace of its counters unless Counter says otherwise. Required.
 	Name string
+	// Counter, when set, is the namespace of the rule's counters in place
+	// of its Name, so that rules naming one counter count in one budget:
+	// the plan variants of one limit (free 100 a month, pro 10,000), so
+	// that a caller moved to another plan mid-window keeps what it has
+	// spent instead of starting afresh. Rules sharing a counter must have
+	// the same window algorithm (fixed_window or sliding_counter, whose
+	// record is the count spent), window and scope: one record, under the
+	// same keys. Their limits may differ, each deciding on the amount spent
+	// under its own. Empty means Name: rules never share a counter unless
+	// they say so.
+	Counter string
 	// Method is the HTTP method the rule covers, exactly as sent (upper
 	// case, such as "GET"), or AnyMethod. Empty means AnyMethod. A GET
 	// rule covers HEAD requests too, unless a HEAD rule of the same path
@@ -409,7 +420,14 @@ func (r Rule) compile() (*CompiledRule, error) {
 		}
 		return nil, &RuleError{Rule: r.Name, Field: "cost", Reason: reason, Err: err, Index: -1}
 	}
-	c := &CompiledRule{rule: r, prefix: r.PathPrefix, pattern: pat, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
+	ns := r.Name
+	if r.Counter != "" {
+		if !ValidPlan(r.Counter) {
+			return nil, r.fail("counter", "want a counter name of 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit, got %s", clip.Quote(r.Counter, clip.Max))
+		}
+		ns = r.Counter
+	}
+	c := &CompiledRule{rule: r, prefix: r.PathPrefix, pattern: pat, limit: engine.Limit{Namespace: ns, Algorithm: a}}
 	c.toks = c.pathTokens()
 	c.compileFields() // fields.go
 	return c, nil
@@ -506,7 +524,8 @@ func (c *CompiledRule) Settle() *Settle { return c.rule.Settle }
 func (c *CompiledRule) Shadow() bool { return c.rule.Shadow }
 
 // Limit returns the engine limit that enforces the rule: its namespace is
-// the rule's name, its algorithm the rule's. Rules that keep their name and
+// the rule's counter (Rule.Counter) or else its name, its algorithm the
+// rule's. Rules that keep their name and
 // algorithm across a reload keep their callers' spent budget; a changed
 // algorithm writes a record of another kind, so its keys start fresh.
 func (c *CompiledRule) Limit() engine.Limit { return c.limit }

@@ -448,6 +448,11 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			r.Shadow, err = p.Bool(v, field)
 		case "settle":
 			r.Settle, err = p.settle(v, field, lines)
+		case "counter":
+			r.Counter, err = p.Str(v, field)
+			if err == nil && r.Counter == "" {
+				err = p.Errorf(v.Line, field, "must not be empty (leave it out for the rule's own counter)")
+			}
 		case "group":
 			r.Group, err = p.Str(v, field)
 			if err == nil && r.Group == "" {
