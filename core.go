@@ -21,7 +21,9 @@ import (
 //  1. spends on the engine: engine.Engine.Apply for one request, ApplyAll
 //     for several (nothing is spent unless every one allows); in a
 //     Partial batch a denial under a soft request leaves the others to be
-//     decided again without it;
+//     decided again without it; in a batch with Leases, the concurrency
+//     requests take their slots first, and give them back at once when
+//     the batch is refused (slots.go);
 //  2. on a store error, follows the policy: FailOpen and FailClosed return
 //     the error (ErrVerdict says what becomes of the request), FailLocal
 //     decides the batch again on the Local, under each rule's share;
@@ -43,10 +45,16 @@ type Decider struct {
 	localObs  LocalObserver  // metrics, when it is one
 	shadowObs ShadowObserver // metrics, when it is one
 	settleObs SettleObserver // metrics, when it is one
+	slotObs   SlotObserver   // metrics, when it is one
+	// releaseCtx is how a slot's release gets its context (slots.go):
+	// the engine's store's way, or Redis' when a LocalFallback may hold
+	// slots too (its memory store takes any context).
+	releaseCtx int
 	policy    StoreErrorPolicy
 	local     *LocalFallback // with policy FailLocal
 	log       *slog.Logger
 	tally     func(*CompiledRule, string, int64, bool)
+	watch     Watcher // nil: no one watches
 
 	storeLog logpace.Pace // paces the store errors' log lines
 }
@@ -76,6 +84,9 @@ type DeciderConfig struct {
 	// Tally, when set, is told each rule's part in every decision of a
 	// batch of rules (Batch.Rules): see DoorConfig.Tally.
 	Tally func(rule *CompiledRule, key string, cost int64, allowed bool)
+	// Watch, when not nil, is told each rule's decision in a batch of
+	// rules that denied or left the caller near its limit (Watcher).
+	Watch Watcher
 }
 
 // NewDecider returns a Decider. It fails when Engine is missing,
@@ -88,10 +99,12 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 	if cfg.Engine == nil {
 		return nil, fmt.Errorf("%s: Config.Engine is required", name)
 	}
-	c := &Decider{name: name, eng: cfg.Engine, metrics: cfg.Metrics, policy: cfg.OnStoreError, log: cfg.Logger, tally: cfg.Tally}
+	c := &Decider{name: name, eng: cfg.Engine, metrics: cfg.Metrics, policy: cfg.OnStoreError, log: cfg.Logger, tally: cfg.Tally, watch: cfg.Watch}
 	c.localObs, _ = cfg.Metrics.(LocalObserver)
 	c.shadowObs, _ = cfg.Metrics.(ShadowObserver)
 	c.settleObs, _ = cfg.Metrics.(SettleObserver)
+	c.slotObs, _ = cfg.Metrics.(SlotObserver)
+	c.releaseCtx = releaseCtxOf(cfg.Engine.Backend())
 	switch c.policy {
 	case "":
 		c.policy = FailOpen
@@ -148,6 +161,14 @@ type Batch struct {
 	// is known. Under FailLocal they are the Local's. Neither a Partial
 	// nor a Shadow batch reserves.
 	Reserve []engine.Reservation
+	// Leases, when not nil, says that the batch's first len(Leases)
+	// requests are of concurrency limits (algo.ConcurrencyName): each
+	// takes a slot into its Lease first, and the other requests are
+	// decided after, as a batch of their own; when any is refused, the
+	// slots taken are given back at once (see slots.go). An allowed
+	// batch's slots are the caller's to give back (Decider.Release).
+	// Neither a Partial nor a Shadow batch takes slots.
+	Leases []engine.Lease
 }
 
 // soft reports whether a denial under request i of b leaves the request to
@@ -182,7 +203,14 @@ type Decided struct {
 	// Local reports that the Local decided the batch, the store having
 	// failed (FailLocal).
 	Local bool
+
+	tried int // with Leases, a slot refused: the requests from it on were not decided; 0: all were
 }
+
+// Tried reports whether request i was decided: every request is, but in a
+// batch with Leases where a slot was refused, those after it are not (and
+// their decisions are zero).
+func (d *Decided) Tried(i int) bool { return d.tried == 0 || i < d.tried }
 
 // Spent reports whether request i spent.
 func (d *Decided) Spent(i int) bool {
@@ -241,11 +269,20 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 		elapsed = time.Since(start)
 	}
 	for i, di := range out.Decisions {
+		if !out.Tried(i) {
+			break
+		}
+		if c.slotObs != nil && out.All && i < len(b.Leases) {
+			c.slotObs.ObserveSlots(b.name(i), 1)
+		}
 		if c.metrics != nil {
 			c.observe(b.name(i), out.Spent(i), di.Allowed, b.soft(i), reqs[i].Cost, elapsed, out.Local)
 		}
 		if c.tally != nil && b.Rules != nil {
 			c.tally(b.Rules[i].configured(), reqs[i].Key, reqs[i].Cost, di.Allowed)
+		}
+		if c.watch != nil && b.Rules != nil && Near(di) {
+			c.watch.Watch(b.Rules[i].configured(), reqs[i].Key, di)
 		}
 	}
 	return out, 0, nil
@@ -255,6 +292,9 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 // room, ApplyAll for several; in a Partial batch, again without the soft
 // requests denied, until every one left allows or one not soft denies.
 func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, room *Room) (out Decided, err error) {
+	if b.Leases != nil {
+		return c.spendSlots(ctx, e, b, reqs, room) // slots.go
+	}
 	if b.Reserve != nil {
 		if len(reqs) == 1 {
 			err = e.ReserveInto(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, &b.Reserve[0])

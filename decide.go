@@ -40,12 +40,12 @@ func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, 
 		q.Host = requestHost(d.host(req))
 	}
 	var stack [maxStackRules]*CompiledRule
-	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(ctx, &out, rs, req, rules) {
+	if rules := rs.appendMatch(stack[:0], q); len(rules) > 0 && !d.enforce(ctx, &out, rs, req, q.Path, rules) {
 		return out
 	}
 	if rs.hasShadow() {
 		if rules := rs.appendMatchShadow(stack[:0], q); len(rules) > 0 {
-			d.shadow(ctx, &out, rs, req, rules)
+			d.shadow(ctx, &out, rs, req, q.Path, rules)
 		}
 	}
 	return out
@@ -55,7 +55,7 @@ func (d *Door[R]) Decide(ctx context.Context, rs *Ruleset, method, path string, 
 // (the caller's own slice), into out. It reports whether the shadow rules
 // decide the request too: when it passes, decided or undecided by a store
 // error under FailOpen.
-func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) bool {
+func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R, path string, rules []*CompiledRule) bool {
 	// The engine's requests, in an array of this frame: one, or up to
 	// maxStackRules.
 	var one [1]engine.Request
@@ -65,9 +65,9 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		reqs = many[:0]
 	}
 	keep := rules[:0]
-	settles := false
+	settles, slots := false, 0
 	for _, c := range rules {
-		key, cost, err := d.keyOf(req, c)
+		key, cost, err := d.keyOf(req, c, path)
 		if err != nil {
 			out.Verdict, out.Err = Unidentified, &KeyError{Rule: c, Err: err}
 			return false
@@ -81,12 +81,20 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 			// taken as the capacity, and the settle charges the rest.
 			settles, cost = true, min(cost, c.limit.Algorithm.Params().Capacity())
 		}
+		if isSlots(c.limit) {
+			slots++
+		}
 		keep = append(keep, c)
 		reqs = append(reqs, engine.Request{Limit: c.limit, Key: key, Cost: cost})
 	}
 	if len(reqs) == 0 {
 		out.Verdict = Passed // the caller is exempt under every rule
 		return false
+	}
+	var leases []engine.Lease
+	if slots > 0 {
+		slotsFirst(keep, reqs)
+		leases = make([]engine.Lease, slots)
 	}
 	var room Room
 	// The reservations stay apart from the Batch: escape analysis sees a
@@ -96,7 +104,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	if settles {
 		reserve = make([]engine.Reservation, len(reqs))
 	}
-	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve}, reqs, &room)
+	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve, Leases: leases}, reqs, &room)
 	if err != nil {
 		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(ctx, err), res.Rules[at], res.Requests[at].Key, err
 		if out.Verdict == Passed { // FailOpen: the request passes undecided
@@ -106,15 +114,23 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		return false
 	}
 	ds := res.Decisions
-	i := Pick(len(ds), res.Over, func(i int) (algo.Decision, bool) { return ds[i], true })
+	i := Pick(len(ds), res.Over, func(i int) (algo.Decision, bool) { return ds[i], res.Tried(i) })
 	out.Rule, out.Key, out.Decision = res.Rules[i], res.Requests[i].Key, ds[i]
 	if res.Over {
 		out.Verdict, out.Decision.Allowed = Denied, false // rule i denies; be explicit all the same
+		if i < slots {
+			// No exact wait exists: a slot comes back when a request
+			// ends. The operator says what to tell.
+			out.Decision.RetryAfter = out.Rule.rule.retryAfter()
+		}
 		return false
 	}
 	out.Verdict = Allowed
 	if settles {
 		out.Reserved = &Reserved{Rules: append([]*CompiledRule(nil), res.Rules...), Reservations: reserve}
+	}
+	if slots > 0 {
+		out.Held = &Held{Rules: append([]*CompiledRule(nil), res.Rules[:slots]...), Leases: leases}
 	}
 	for _, di := range ds {
 		out.Delay = max(out.Delay, di.Delay)
@@ -122,10 +138,27 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	return true
 }
 
+// slotsFirst moves the requests of concurrency limits, and their rules, to
+// the front of reqs and rules, keeping the order of each kind: a batch
+// takes its slots first (Batch.Leases).
+func slotsFirst(rules []*CompiledRule, reqs []engine.Request) {
+	n := 0
+	for j := range reqs {
+		if !isSlots(reqs[j].Limit) {
+			continue
+		}
+		r, q := rules[j], reqs[j]
+		copy(rules[n+1:j+1], rules[n:j])
+		copy(reqs[n+1:j+1], reqs[n:j])
+		rules[n], reqs[n] = r, q
+		n++
+	}
+}
+
 // shadow decides the request under rules, the shadow rules covering it
 // (the caller's own slice), into out's Shadow fields. Nothing it meets
 // refuses the request.
-func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, rules []*CompiledRule) {
+func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, path string, rules []*CompiledRule) {
 	var one [1]engine.Request
 	reqs := one[:0]
 	if len(rules) > 1 {
@@ -133,7 +166,7 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 		reqs = many[:0]
 	}
 	for i, c := range rules {
-		key, cost, err := d.keyOf(req, c)
+		key, cost, err := d.keyOf(req, c, path)
 		if err != nil {
 			out.ShadowErr = &KeyError{Rule: c, Err: err}
 			return
@@ -154,8 +187,10 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 }
 
 // keyOf is the door's Key, with the rule's own cost for none and a panic
-// returned as a *PanicError.
-func (d *Door[R]) keyOf(req R, rule *CompiledRule) (key string, cost int64, err error) {
+// returned as a *PanicError. Under a rule scoped param:NAME the key is the
+// parameter's, from path (the request's, in match form), and the door's
+// key is not read.
+func (d *Door[R]) keyOf(req R, rule *CompiledRule, path string) (key string, cost int64, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v}
@@ -163,6 +198,11 @@ func (d *Door[R]) keyOf(req R, rule *CompiledRule) (key string, cost int64, err 
 	}()
 	if key, cost, err = d.key(req, rule); err != nil {
 		return "", 0, err
+	}
+	if rule.pattern != nil && rule.rule.Scope.Param() != "" {
+		if key, err = rule.paramKey(path); err != nil {
+			return "", 0, err
+		}
 	}
 	if cost <= 0 {
 		cost = rule.rule.Cost

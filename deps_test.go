@@ -185,6 +185,7 @@ var layout = []struct {
 	{"config", []string{"", "algo", "engine", "identity", "internal/configerr", "internal/watch", "internal/yamlnode"}},
 	{"metrics", []string{"", "engine"}},
 	{"sluiceotel", []string{""}},
+	{"throttled", []string{"", "algo"}},
 	{"httplimit", []string{"", "algo", "engine", "identity", "internal/clip", "internal/inflight", "internal/logpace", "internal/ratefield"}},
 	{"grpclimit", []string{"", "algo", "engine", "identity", "internal/clip", "internal/inflight", "internal/logpace", "internal/ratefield"}},
 	{"envoyrls", []string{"", "algo", "engine", "internal/configerr", "internal/logpace", "internal/ratefield"}},

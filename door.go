@@ -112,7 +112,9 @@ type ContextObserver interface {
 //     rule by the caller's override (Ruleset.Override);
 //  3. decides on the engine: engine.Engine.Apply for one rule, ApplyAll
 //     for several (nothing is spent unless every one allows), with the
-//     request's context;
+//     request's context; a concurrency rule's slot is taken first
+//     (engine.Engine.AcquireInto), and given back at once when another
+//     rule refuses the request (slots.go);
 //  4. on a store error, follows the policy: FailOpen lets the request pass
 //     undecided, FailClosed refuses it, FailLocal decides it again on the
 //     Local, under each rule's share;
@@ -129,7 +131,9 @@ type ContextObserver interface {
 //     the policy is FailLocal;
 //  8. tells a ContextObserver of the Outcome, with the request's context.
 //
-// It returns an Outcome, which the door turns into its answer.
+// It returns an Outcome, which the door turns into its answer; the slots
+// of an Allowed Outcome's Held are the door's to give back (Door.Release)
+// once the response has ended.
 //
 // A Door is safe for concurrent use when its DoorConfig's functions are.
 // It keeps no state between requests but its store-error log's pace.
@@ -160,7 +164,10 @@ type DoorConfig[R any] struct {
 	// error refuses the request (Unidentified) when rule is enforced; when
 	// it is a shadow rule, the shadow rules do not decide the request
 	// (Outcome.ShadowErr), which goes on. A panic in Key is recovered and
-	// returned as a *PanicError. Required.
+	// returned as a *PanicError. Under a rule scoped param:NAME the Door
+	// makes the key itself, "param:" and the value of the parameter in the
+	// path it matched, and takes only the cost of Key's answer (package
+	// identity's Key answers "" for such a scope). Required.
 	Key func(req R, rule *CompiledRule) (key string, cost int64, err error)
 	// Host returns req's host as the door received it (the Host header,
 	// the :authority); the door matches its name, without the port and in
@@ -203,6 +210,10 @@ type DoorConfig[R any] struct {
 	// program that keeps its own account per rule and caller (package
 	// replay's report); Metrics counts for an operator.
 	Tally func(rule *CompiledRule, key string, cost int64, allowed bool)
+	// Watch, when not nil, is told each rule's decision, enforced or
+	// shadow, that denied or left the caller near its limit (Watcher):
+	// for a live list of who is being throttled.
+	Watch Watcher
 }
 
 // NewDoor returns a Door. It fails when Engine or Key is missing,
@@ -219,7 +230,7 @@ func NewDoor[R any](cfg DoorConfig[R]) (*Door[R], error) {
 		return nil, fmt.Errorf("%s: DoorConfig.Key is required", name)
 	}
 	core, err := NewDecider(DeciderConfig{Name: name, Engine: cfg.Engine, Metrics: cfg.Metrics,
-		OnStoreError: cfg.OnStoreError, Local: cfg.Local, Logger: cfg.Logger, Tally: cfg.Tally})
+		OnStoreError: cfg.OnStoreError, Local: cfg.Local, Logger: cfg.Logger, Tally: cfg.Tally, Watch: cfg.Watch})
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +326,11 @@ type Outcome struct {
 	// response has ended (Door.Settle), or leaves their estimates
 	// standing. Nil otherwise.
 	Reserved *Reserved
+	// Held, for an Allowed request decided under concurrency rules,
+	// holds the slots it took: the door gives them back once the response
+	// has ended or the client has gone (Door.Release); left alone, they
+	// come back at their rules' MaxHold. Nil otherwise.
+	Held *Held
 
 	// ShadowErr is the door's Key error that kept the shadow rules from
 	// deciding the request; it went on all the same. A door logs what is

@@ -39,7 +39,9 @@ func requestHost(host string) string {
 
 // AppendMatch appends to dst the enforced rules that apply to a request of
 // shape q, and returns the extended slice: in MatchMostSpecific mode the
-// most specific enforced rule covering it, in MatchAll mode every enforced
+// most specific enforced rule covering it outside groups and every rule
+// of a group covering it (Rule.Group), most specific first, in MatchAll
+// mode every enforced
 // rule covering it, most specific first; in both, when no enforced rule
 // covers it, the default alone if it is an enforced one, and otherwise
 // nothing. The rules considered are those of q.Plan's caller (plan.go: a
@@ -83,14 +85,22 @@ func (rs *Ruleset) appendMatchShadow(dst []*CompiledRule, q RequestShape) []*Com
 	return dst
 }
 
-// appendCovering appends the rules of from that cover a request: the
-// first only in MatchMostSpecific mode.
+// appendCovering appends the rules of from that cover a request: in
+// MatchMostSpecific mode the first outside groups, and those of groups
+// (group.go).
 func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, q RequestShape) []*CompiledRule {
+	single := false // in MatchMostSpecific mode, the rule outside groups is found
 	for _, c := range from {
+		if rs.mode == MatchMostSpecific && single && c.rule.Group == "" {
+			continue
+		}
 		if rs.covers(from, c, q) {
 			dst = append(dst, c)
-			if rs.mode == MatchMostSpecific {
-				return dst
+			if rs.mode == MatchMostSpecific && c.rule.Group == "" {
+				if !rs.groups {
+					return dst
+				}
+				single = true
 			}
 		}
 	}

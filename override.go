@@ -26,7 +26,10 @@ type Override struct {
 	// Key is the caller's key as the doors build it. Required. Under a user
 	// rule it is "user:…", or "ip:…" for the anonymous callers of an
 	// address; under an api_key rule "key:…" or "ip:…"; under an ip rule
-	// "ip:…". A global rule has one budget for all and takes no override.
+	// "ip:…"; under a header:NAME, attr:NAME or param:NAME rule
+	// "header:…", "attr:…" or "param:…" and the value (an org's id, say),
+	// or "ip:…" but under param:NAME. A global rule has one budget for all
+	// and takes no override.
 	Key string
 	// Limit replaces the rule's Limit; zero keeps it.
 	Limit int64
@@ -154,30 +157,32 @@ func (rs *Ruleset) WithOverrides(ovs []Override) (*Ruleset, error) {
 func keyFitsScope(key string, scope Scope) string {
 	kind, id, ok := strings.Cut(key, ":")
 	if key == "" {
-		return "required: user:ID, key:API_KEY or ip:ADDRESS"
+		return "required: " + overrideForms
 	}
 	if scope == ScopeGlobal {
 		return "a global rule has one budget shared by every caller; change the rule's own limit"
 	}
 	if !ok || id == "" {
-		return fmt.Sprintf("want user:ID, key:API_KEY or ip:ADDRESS, got %q", key)
+		return fmt.Sprintf("want %s, got %q", overrideForms, key)
 	}
+	want, _, _ := strings.Cut(string(scope), ":")
 	switch kind {
 	case "ip":
-		return "" // an ip rule's callers, and the anonymous callers of user and api_key rules
-	case "user":
-		if scope == ScopeUser {
-			return ""
+		if scope.Param() == "" {
+			return "" // an ip rule's callers, and the anonymous callers of the others
 		}
-	case "key":
-		if scope == ScopeAPIKey {
+	case "user", "key", "header", "attr", "param":
+		if want == "api_"+kind || want == kind {
 			return ""
 		}
 	default:
-		return fmt.Sprintf("want user:ID, key:API_KEY or ip:ADDRESS, got %q", key)
+		return fmt.Sprintf("want %s, got %q", overrideForms, key)
 	}
 	return fmt.Sprintf("a %s: caller is never counted by a rule scoped %s", kind, scope)
 }
+
+// overrideForms lists the caller keys of an override, for errors.
+const overrideForms = "user:ID, key:API_KEY, ip:ADDRESS, header:VALUE, attr:VALUE or param:VALUE"
 
 // Override returns the rule a caller with the given key is decided under
 // when c applies to it: c with the caller's own limit, window or burst when

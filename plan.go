@@ -10,8 +10,9 @@ import "slices"
 //
 //	A rule of plan P replaces, for P's callers, every plan-less rule it
 //	stands in for: in MatchMostSpecific mode the plan-less rule with the
-//	same method and path prefix; in MatchAll mode the plan-less rules with
-//	the same method, path prefix and scope. The rules P's callers are
+//	same method and path prefix outside groups; in MatchAll mode, and in a
+//	group (Rule.Group), the plan-less rules of the same group with the same
+//	method, path prefix and scope (one level of a hierarchy). The rules P's callers are
 //	matched against are P's rules and the plan-less rules not replaced,
 //	and among those the usual order decides: the longest path prefix, then
 //	an exact method over AnyMethod (MatchMostSpecific), or every covering
@@ -89,7 +90,7 @@ func (rs *Ruleset) indexPlans() {
 		// Stable: at equal specificity the plan's own rules, appended
 		// first, stay first (they can tie only with a rule of another
 		// match, which never covers the same request).
-		slices.SortStableFunc(list, moreSpecific)
+		slices.SortStableFunc(list, rs.moreSpecific)
 		rs.plans[p] = list
 	}
 }
@@ -97,8 +98,8 @@ func (rs *Ruleset) indexPlans() {
 // replaces reports whether the plan rule o stands in for the plan-less
 // rule c, for o's plan's callers.
 func (rs *Ruleset) replaces(o, c *CompiledRule) bool {
-	same := o.rule.Method == c.rule.Method && o.prefix == c.prefix && o.rule.Host == c.rule.Host
-	if rs.mode == MatchAll {
+	same := o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Group == c.rule.Group
+	if rs.mode == MatchAll || o.rule.Group != "" {
 		return same && o.rule.Scope == c.rule.Scope
 	}
 	return same

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/internal/clip"
 )
 
@@ -30,6 +32,15 @@ func (m MatchMode) valid() bool { return m == MatchMostSpecific || m == MatchAll
 
 // Ruleset is an immutable, validated set of rules: what a Registry holds.
 //
+// Its rules match a path by prefix (Rule.PathPrefix) or by pattern
+// (Rule.Path), and the most specific covering rule wins: a rule naming a
+// host first, then the more specific path — two paths compared from the
+// left, a literal character beating a parameter, a parameter beating a
+// {rest...} or a prefix's end, a pattern's end beating a {rest...}, and
+// of two prefixes the longer (pattern.go) — then an exact method. In
+// MatchMostSpecific mode the rules of a group (Rule.Group) apply beside
+// the most specific rule outside groups, all or nothing (group.go).
+//
 // Its shadow rules (Rule.Shadow) are kept apart from the enforced ones:
 // AppendMatch returns enforced rules only, chosen as if there were no
 // shadow rules, and AppendMatchShadow returns the shadow rules, chosen
@@ -48,6 +59,8 @@ type Ruleset struct {
 	hosts     bool                       // a rule names a host
 	heads     bool                       // a rule names HEAD (a GET rule covers HEAD requests unless one does: rule.go's covers)
 	fold      bool                       // PathCaseInsensitive: paths and prefixes are compared case-folded
+	patterns  bool                       // a rule has a path pattern (Rule.Path)
+	groups    bool                       // a rule is in a group (Rule.Group)
 }
 
 // RulesetOptions are the settings of a ruleset besides its rules. The zero
@@ -113,31 +126,48 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		}
 		if rs.fold {
 			c.prefix = foldCase(c.prefix)
+			if c.pattern != nil {
+				c.pattern.fold()
+			}
+			c.toks = c.pathTokens()
 		}
 		if j, dup := seen[r.Name]; dup {
 			return nil, i, r.fail("name", "duplicate: rules[%d] has the same name", j)
 		}
 		seen[r.Name] = i
+		if err := checkCounter(rs.all, c); err != nil {
+			return nil, i, err
+		}
+		if err := checkGroup(rs.all, c); err != nil {
+			return nil, i, err
+		}
 		if mode == MatchMostSpecific {
 			for _, o := range rs.all {
-				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.prefix == c.prefix && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan {
+				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan &&
+					o.rule.Group == "" && c.rule.Group == "" {
 					kind := ""
 					if c.rule.Shadow {
 						kind = "shadow "
 					}
-					same := "method and path prefix"
-					if c.rule.Host != "" {
-						same = "method, path prefix and host"
+					same, field := "method and path prefix", "path_prefix"
+					if c.pattern != nil {
+						same, field = "method and path", "path"
 					}
-					return nil, i, r.fail("path_prefix", "%srule %q has the same %s and always wins in %s mode", kind, o.rule.Name, same, mode)
+					if c.rule.Host != "" {
+						same += " and host"
+						same = strings.Replace(same, " and ", ", ", 1)
+					}
+					return nil, i, r.fail(field, "%srule %q has the same %s and always wins in %s mode", kind, o.rule.Name, same, mode)
 				}
 			}
 		}
 		rs.all = append(rs.all, c)
 		rs.hosts = rs.hosts || c.rule.Host != ""
 		rs.heads = rs.heads || c.rule.Method == methodHead
+		rs.patterns = rs.patterns || c.pattern != nil
+		rs.groups = rs.groups || c.rule.Group != ""
 	}
-	slices.SortStableFunc(rs.all, moreSpecific)
+	slices.SortStableFunc(rs.all, rs.moreSpecific)
 	for _, c := range rs.all {
 		if c.rule.Shadow {
 			rs.shadow = append(rs.shadow, c)
@@ -152,8 +182,14 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		if d.Plan != "" {
 			return nil, -1, d.fail("plan", "not allowed on the default, which covers every caller; write a rule with path_prefix \"/\" and this plan")
 		}
+		if d.Group != "" {
+			return nil, -1, d.fail("group", "not allowed on the default, which covers what no rule does; write a rule with path_prefix \"/\" in the group")
+		}
 		c, err := d.compile()
 		if err != nil {
+			return nil, -1, err
+		}
+		if err := checkCounter(rs.all, c); err != nil {
 			return nil, -1, err
 		}
 		if j, dup := seen[d.Name]; dup {
@@ -163,6 +199,38 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 	}
 	return rs, -1, nil
 }
+
+// checkCounter says what is wrong with c sharing its counter (its limit's
+// namespace) with a rule before it: rules share one only when one names
+// the other's (Rule.Counter), with the same window algorithm, window and
+// scope.
+func checkCounter(before []*CompiledRule, c *CompiledRule) error {
+	ns := c.limit.Namespace
+	for _, o := range before {
+		if o.limit.Namespace != ns {
+			continue
+		}
+		switch {
+		case o.rule.Counter == "" && c.rule.Counter == "":
+			continue // the same name: refused as such
+		case o.rule.Algorithm != c.rule.Algorithm:
+			return c.rule.fail("counter", "shares counter %q with rule %q, whose algorithm is %s, not %s: rules sharing a counter keep one record", ns, o.rule.Name, o.rule.Algorithm, c.rule.Algorithm)
+		case o.rule.Scope != c.rule.Scope:
+			return c.rule.fail("counter", "shares counter %q with rule %q, scoped %s, not %s: rules sharing a counter count the same callers", ns, o.rule.Name, o.rule.Scope, c.rule.Scope)
+		case c.rule.Algorithm != algo.FixedWindowName && c.rule.Algorithm != algo.SlidingCounterName:
+			return c.rule.fail("counter", "shares counter %q with rule %q under %s: a shared counter carries what was spent for the window algorithms (%s, %s), whose record is a count; a bucket's record is its level, which another rate would read as another amount", ns, o.rule.Name, c.rule.Algorithm, algo.FixedWindowName, algo.SlidingCounterName)
+		case o.rule.Window != c.rule.Window:
+			return c.rule.fail("counter", "shares counter %q with rule %q, whose window is %v, not %v: rules sharing a counter count in the same windows", ns, o.rule.Name, o.rule.Window, c.rule.Window)
+		case o.rule.Calendar != c.rule.Calendar || o.rule.Timezone != c.rule.Timezone || o.rule.Anchor != c.rule.Anchor:
+			return c.rule.fail("counter", "shares counter %q with rule %q, whose calendar, time zone and anchor are %q %q %q, not %q %q %q: rules sharing a counter count in the same windows",
+				ns, o.rule.Name, o.rule.Calendar, o.rule.Timezone, o.rule.Anchor, c.rule.Calendar, c.rule.Timezone, c.rule.Anchor)
+		}
+	}
+	return nil
+}
+
+// moreSpecific orders the ruleset's rules most specific first.
+func (rs *Ruleset) moreSpecific(a, b *CompiledRule) int { return moreSpecific(a, b, rs.patterns) }
 
 // Mode returns the ruleset's match mode.
 func (rs *Ruleset) Mode() MatchMode { return rs.mode }

@@ -3,11 +3,14 @@ package sluice
 import (
 	"errors"
 	"fmt"
+	"net/textproto"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/clip"
 	"github.com/sluice-go/sluice/internal/ratefield"
 )
 
@@ -48,17 +51,109 @@ const (
 	ScopeGlobal Scope = "global"
 )
 
-// Scopes lists every valid Scope, in a stable order.
+// Scopes lists the four fixed scopes, in a stable order. A scope may
+// also count by a caller attribute: ScopeHeader, ScopeAttr, ScopeParam.
 var Scopes = []Scope{ScopeUser, ScopeAPIKey, ScopeIP, ScopeGlobal}
 
-// valid reports whether s is one of Scopes.
-func (s Scope) valid() bool {
+// The prefixes of the scopes of a caller attribute.
+const (
+	scopeHeader = "header:"
+	scopeAttr   = "attr:"
+	scopeParam  = "param:"
+)
+
+// ScopeHeader returns the scope "header:" + name, counting per value of
+// the request header name (such as X-Org-ID), set by a trusted
+// authenticating proxy: the header is believed only on a request whose
+// peer is a trusted proxy, as the plan header is (package identity). A
+// caller without the header, or whose peer is not trusted, falls back to
+// its IP address, as an anonymous caller of a user rule does.
+func ScopeHeader(name string) Scope { return Scope(scopeHeader + name) }
+
+// ScopeAttr returns the scope "attr:" + name, counting per value of the
+// caller attribute name (an organisation, a team, a claim of a verified
+// token) that the program's identity function returns
+// (identity.Caller.With). A caller without the attribute falls back to
+// its IP address.
+func ScopeAttr(name string) Scope { return Scope(scopeAttr + name) }
+
+// ScopeParam returns the scope "param:" + name, counting per value of the
+// parameter {name} of the rule's path pattern (Rule.Path): the Door makes
+// the key, "param:" and the value, from the path it matched. A parameter
+// is never missing: the pattern matched a segment for it (a {name...} may
+// match an empty rest, and its key is then "param:").
+func ScopeParam(name string) Scope { return Scope(scopeParam + name) }
+
+// Header returns the header a scope "header:NAME" counts by, or "".
+func (s Scope) Header() string { return s.attribute(scopeHeader) }
+
+// Attr returns the attribute a scope "attr:NAME" counts by, or "".
+func (s Scope) Attr() string { return s.attribute(scopeAttr) }
+
+// Param returns the path parameter a scope "param:NAME" counts by, or "".
+func (s Scope) Param() string { return s.attribute(scopeParam) }
+
+func (s Scope) attribute(prefix string) string {
+	if len(s) > len(prefix) && string(s[:len(prefix)]) == prefix {
+		return string(s[len(prefix):])
+	}
+	return ""
+}
+
+// MaxAttrLen is the longest value, in bytes, of a header, attribute or
+// path parameter a rule counts by (ScopeHeader, ScopeAttr, ScopeParam),
+// as of a user id: a longer one is refused as a bad identity
+// (ErrBadIdentity), not cut, so a key a client chooses stays bounded.
+const MaxAttrLen = 256
+
+// ErrBadIdentity is matched by every error that a request's identity (its
+// headers, the Caller a program supplied, a path parameter a rule counts
+// by) is unusable: the client's fault, answered as a bad request.
+// identity.ErrBadIdentity is this error.
+var ErrBadIdentity = errors.New("sluice: bad caller identity")
+
+// scopeSyntax lists the scopes, for errors.
+const scopeSyntax = "user, api_key, ip, global, header:NAME, attr:NAME or param:NAME"
+
+// check says why s is not a valid scope, or "". A param scope's name is
+// checked against the rule's path pattern by the rule.
+func (s Scope) check() string {
 	switch s {
 	case ScopeUser, ScopeAPIKey, ScopeIP, ScopeGlobal:
-		return true
+		return ""
 	}
-	return false
+	switch kind, name, _ := strings.Cut(string(s), ":"); kind {
+	case "header":
+		if !validHeaderName(name) {
+			return fmt.Sprintf("header: want a header name, such as header:X-Org-ID, got %s", clip.Quote(name, clip.Max))
+		}
+		return ""
+	case "attr":
+		if !validAttrName(name) {
+			return fmt.Sprintf("attr: want an attribute name of 1 to 64 letters, digits, '_', '-' or '.', such as attr:org, got %s", clip.Quote(name, clip.Max))
+		}
+		return ""
+	case "param":
+		if !validParamName(name) {
+			return fmt.Sprintf("param: want a parameter of the rule's path, such as param:org for path /v1/orgs/{org}/orders, got %s", clip.Quote(name, clip.Max))
+		}
+		return ""
+	}
+	return fmt.Sprintf("must be one of %s, got %s", scopeSyntax, clip.Quote(string(s), clip.Max))
 }
+
+// validHeaderName reports an HTTP header name (an RFC 9110 token).
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// validAttrName reports an attribute name: what ValidPlan takes.
+func validAttrName(s string) bool { return ValidPlan(s) }
 
 // Rule is one configured limit: which requests it covers (Method and
 // PathPrefix), whose budget they spend (Scope) and how much there is
@@ -71,8 +166,19 @@ func (s Scope) valid() bool {
 // The window algorithms refuse a burst.
 type Rule struct {
 	// Name identifies the rule in errors, headers and metrics, and is the
-	// namespace of its counters: two rules never share one. Required.
+	// namespace of its counters unless Counter says otherwise. Required.
 	Name string
+	// Counter, when set, is the namespace of the rule's counters in place
+	// of its Name, so that rules naming one counter count in one budget:
+	// the plan variants of one limit (free 100 a month, pro 10,000), so
+	// that a caller moved to another plan mid-window keeps what it has
+	// spent instead of starting afresh. Rules sharing a counter must have
+	// the same window algorithm (fixed_window or sliding_counter, whose
+	// record is the count spent), window and scope: one record, under the
+	// same keys. Their limits may differ, each deciding on the amount spent
+	// under its own. Empty means Name: rules never share a counter unless
+	// they say so.
+	Counter string
 	// Method is the HTTP method the rule covers, exactly as sent (upper
 	// case, such as "GET"), or AnyMethod. Empty means AnyMethod. A GET
 	// rule covers HEAD requests too, unless a HEAD rule of the same path
@@ -85,6 +191,12 @@ type Rule struct {
 	// repeated slashes merged, "." and ".." segments removed), so a prefix
 	// holding "//", "/./" or "/../" is refused: it could match nothing.
 	PathPrefix string
+	// Path, instead of PathPrefix, is a pattern of the whole request
+	// paths the rule covers, such as "/v1/orgs/{org}/orders": literal
+	// segments and parameters, a last "{name...}" taking the rest of the
+	// path (see pattern.go). A rule has a PathPrefix or a Path, not both.
+	// A scope "param:NAME" counts by one of its parameters.
+	Path string
 	// Host, when set, is the host the rule covers (the request's Host, or
 	// :authority, without its port, in lower case): an exact name such as
 	// "api.example.com", or "*.example.com" for every name under it (not
@@ -112,6 +224,13 @@ type Rule struct {
 	// changes what the enforced rules decide: the way to roll out a new
 	// limit, or a tighter one, and watch what it would do first.
 	Shadow bool
+	// Group, when set, names a group of rules decided together, such as
+	// a hierarchy organisation → team → user, each level a budget (see
+	// group.go): in most_specific mode, every rule of a group covering a
+	// request applies to it, beside the most specific rule outside
+	// groups, and nothing is spent unless every one allows. Empty: the
+	// rule competes for most specific.
+	Group string
 	// Plan, when set, limits the rule to callers of that plan (see
 	// plan.go: ValidPlan, and Ruleset.AppendMatch for which rule wins).
 	// Empty means every caller.
@@ -131,11 +250,31 @@ type Rule struct {
 	// told (no exact wait exists: a slot comes back when a request ends).
 	// Zero means DefaultRetryAfter; refused on any other rule.
 	RetryAfter time.Duration
+
+	// Calendar, when set, aligns a fixed_window or sliding_counter rule's
+	// windows to the calendar: "day", "week", "month" or "year", of the
+	// time zone Timezone (an IANA name such as "Europe/Berlin"; empty
+	// means UTC), each window starting at Anchor (empty: midnight of the
+	// first day; see rule_calendar.go for its forms, such as "15" for a
+	// billing day). Window is then left out: the calendar's windows vary
+	// in length. Empty: windows of Window's length from the Unix epoch.
+	Calendar string
+	Timezone string
+	Anchor   string
 }
 
 // DefaultRetryAfter is the wait a concurrency rule tells a denied request
 // when its RetryAfter is not set.
 const DefaultRetryAfter = time.Second
+
+// retryAfter returns the wait a concurrency rule tells a denied request:
+// its RetryAfter, or DefaultRetryAfter.
+func (r *Rule) retryAfter() time.Duration {
+	if r.RetryAfter > 0 {
+		return r.RetryAfter
+	}
+	return DefaultRetryAfter
+}
 
 // RuleError reports what is wrong with one rule. It matches
 // ErrInvalidRule and unwraps to the cause (an *algo.ParamError,
@@ -192,17 +331,45 @@ func (r Rule) compile() (*CompiledRule, error) {
 	if r.Method != AnyMethod && !isMethod(r.Method) {
 		return nil, r.fail("method", "must be %q or an HTTP method in upper case such as GET, got %q", AnyMethod, r.Method)
 	}
-	if reason := checkPrefix(r.PathPrefix); reason != "" {
+	var pat *pattern
+	if r.Path != "" {
+		if r.PathPrefix != "" {
+			return nil, r.fail("path", "a rule has a path_prefix or a path pattern, not both")
+		}
+		var reason string
+		if pat, reason = compilePattern(r.Path); reason != "" {
+			return nil, r.fail("path", "%s", reason)
+		}
+	} else if reason := checkPrefix(r.PathPrefix); reason != "" {
 		return nil, r.fail("path_prefix", "%s", reason)
 	}
 	if r.Host != "" && !validHost(r.Host) {
 		return nil, r.fail("host", "want a host name in lower case, such as api.example.com, or *.example.com for the names under it, with no port, got %q", r.Host)
 	}
-	if !r.Scope.valid() {
-		return nil, r.fail("scope", "must be one of %v, got %q", Scopes, string(r.Scope))
+	if reason := r.Scope.check(); reason != "" {
+		return nil, r.fail("scope", "%s", reason)
+	}
+	if h := r.Scope.Header(); h != "" {
+		// As identity reads header fields: X-Org-ID is X-Org-Id.
+		r.Scope = ScopeHeader(textproto.CanonicalMIMEHeaderKey(h))
+	}
+	if p := r.Scope.Param(); p != "" && (pat == nil || !slices.Contains(pat.params(), p)) {
+		names := "it has no path pattern"
+		if pat != nil {
+			names = fmt.Sprintf("its path %s has %v", clip.Quote(r.Path, clip.Max), pat.params())
+		}
+		return nil, r.fail("scope", "param:%s names no parameter of the rule's path: %s", p, names)
 	}
 	if r.Plan != "" && !ValidPlan(r.Plan) {
 		return nil, r.fail("plan", planSyntax+", got %q", r.Plan)
+	}
+	if r.Group != "" {
+		switch {
+		case !ValidPlan(r.Group):
+			return nil, r.fail("group", "want a group name of 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit, got %s", clip.Quote(r.Group, clip.Max))
+		case r.Shadow:
+			return nil, r.fail("group", "a shadow rule is matched apart from the enforced ones and cannot be in a group")
+		}
 	}
 	if r.Plan != "" && r.Shadow {
 		return nil, r.fail("plan", "a shadow rule applies to every caller and cannot name a plan, got %q", r.Plan)
@@ -221,10 +388,6 @@ func (r Rule) compile() (*CompiledRule, error) {
 			return nil, err
 		}
 		window = r.MaxHold
-		if _, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window}); err == nil {
-			// The fields are right; the doors cannot serve it yet.
-			return nil, r.fail("algorithm", "concurrency: rules do not hold a request's slot until its response ends; hold slots with httplimit.NewInFlight, grpclimit.NewInFlight or engine.Engine.Acquire")
-		}
 	} else if r.MaxHold != 0 || r.RetryAfter != 0 {
 		field := "max_hold"
 		if r.MaxHold == 0 {
@@ -232,7 +395,11 @@ func (r Rule) compile() (*CompiledRule, error) {
 		}
 		return nil, r.fail(field, "only a concurrency rule takes it, not %s", r.Algorithm)
 	}
-	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window, Burst: r.Burst})
+	cal, err := r.calendar() // rule_calendar.go
+	if err != nil {
+		return nil, err
+	}
+	a, err := algo.New(r.Algorithm, algo.Params{Limit: r.Limit, Window: window, Burst: r.Burst, Calendar: cal})
 	if err != nil {
 		var pe *algo.ParamError
 		if errors.As(err, &pe) {
@@ -253,7 +420,15 @@ func (r Rule) compile() (*CompiledRule, error) {
 		}
 		return nil, &RuleError{Rule: r.Name, Field: "cost", Reason: reason, Err: err, Index: -1}
 	}
-	c := &CompiledRule{rule: r, prefix: r.PathPrefix, limit: engine.Limit{Namespace: r.Name, Algorithm: a}}
+	ns := r.Name
+	if r.Counter != "" {
+		if !ValidPlan(r.Counter) {
+			return nil, r.fail("counter", "want a counter name of 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit, got %s", clip.Quote(r.Counter, clip.Max))
+		}
+		ns = r.Counter
+	}
+	c := &CompiledRule{rule: r, prefix: r.PathPrefix, pattern: pat, limit: engine.Limit{Namespace: ns, Algorithm: a}}
+	c.toks = c.pathTokens()
 	c.compileFields() // fields.go
 	return c, nil
 }
@@ -270,7 +445,11 @@ func (r Rule) checkConcurrency() error {
 	case r.Cost != 1:
 		return r.fail("cost", "a request of a concurrency rule takes one slot; got %d", r.Cost)
 	case r.Shadow:
+		// A shadow rule spends and never refuses: its slots would be
+		// held with no answer to tell, and counted by no one.
 		return r.fail("shadow", "a concurrency rule cannot be a shadow rule")
+	case r.Settle != nil:
+		return r.fail("settle", "a concurrency rule holds a slot, it has no cost to settle; settle on a rate rule beside it (match: all)")
 	}
 	return nil
 }
@@ -302,7 +481,11 @@ func isTokenChar(c byte) bool {
 type CompiledRule struct {
 	rule   Rule
 	prefix string // PathPrefix as paths are compared with it: case-folded in a ruleset of PathCaseInsensitive
-	limit  engine.Limit
+	// pattern is Path compiled, its literals case-folded as prefix is;
+	// nil for a rule of a PathPrefix.
+	pattern *pattern
+	toks    []pathTok // the path as specificity compares it (pattern.go)
+	limit   engine.Limit
 	// origin is the rule as configured that this one derives from: an
 	// override's rule (Ruleset.Override), a local share's
 	// (LocalFallback.shareOf); nil for a rule as configured.
@@ -341,7 +524,8 @@ func (c *CompiledRule) Settle() *Settle { return c.rule.Settle }
 func (c *CompiledRule) Shadow() bool { return c.rule.Shadow }
 
 // Limit returns the engine limit that enforces the rule: its namespace is
-// the rule's name, its algorithm the rule's. Rules that keep their name and
+// the rule's counter (Rule.Counter) or else its name, its algorithm the
+// rule's. Rules that keep their name and
 // algorithm across a reload keep their callers' spent budget; a changed
 // algorithm writes a record of another kind, so its keys start fresh.
 func (c *CompiledRule) Limit() engine.Limit { return c.limit }
@@ -361,7 +545,14 @@ func (c *CompiledRule) request(key string) engine.Request {
 // HEAD rule of the same path prefix and host: a rule naming HEAD takes
 // those over.
 func (rs *Ruleset) covers(from []*CompiledRule, c *CompiledRule, q RequestShape) bool {
-	if !strings.HasPrefix(q.Path, c.prefix) || c.rule.Host != "" && !hostMatches(c.rule.Host, q.Host) {
+	if c.pattern == nil {
+		if !strings.HasPrefix(q.Path, c.prefix) {
+			return false
+		}
+	} else if !c.pattern.match(q.Path) {
+		return false
+	}
+	if c.rule.Host != "" && !hostMatches(c.rule.Host, q.Host) {
 		return false
 	}
 	switch c.rule.Method {
@@ -377,7 +568,7 @@ func (rs *Ruleset) covers(from []*CompiledRule, c *CompiledRule, q RequestShape)
 // and host.
 func headRuleFor(from []*CompiledRule, c *CompiledRule) bool {
 	for _, o := range from {
-		if o.rule.Method == methodHead && o.prefix == c.prefix && o.rule.Host == c.rule.Host {
+		if o.rule.Method == methodHead && o.samePath(c) && o.rule.Host == c.rule.Host {
 			return true
 		}
 	}
@@ -415,15 +606,75 @@ func validHost(h string) bool {
 	return true
 }
 
+// samePath reports whether c and o cover the same paths: the same
+// prefix, or the same pattern.
+func (c *CompiledRule) samePath(o *CompiledRule) bool {
+	return c.prefix == o.prefix && (c.pattern == nil) == (o.pattern == nil) && (c.pattern == nil || c.pathText() == o.pathText())
+}
+
+// pathText returns the rule's path pattern as compared: case-folded in a
+// ruleset of PathCaseInsensitive.
+func (c *CompiledRule) pathText() string {
+	if c.pattern == nil {
+		return c.prefix
+	}
+	var b strings.Builder
+	for _, t := range c.toks {
+		switch t.kind {
+		case tokLit:
+			b.WriteByte(t.b)
+		case tokParam:
+			b.WriteString("{}")
+		case tokRest:
+			b.WriteString("{...}")
+		}
+	}
+	return b.String()
+}
+
+// pathTokens returns the rule's path as specificity compares it.
+func (c *CompiledRule) pathTokens() []pathTok {
+	if c.pattern != nil {
+		return c.pattern.toks
+	}
+	return prefixTokens(c.prefix)
+}
+
+// paramKey returns the key a rule scoped param:NAME counts the request
+// of path (in the ruleset's match form, as the Door has it) under:
+// "param:" and the parameter's value. It is the Door's to call; the error
+// (a value over MaxAttrLen bytes) matches ErrBadIdentity.
+func (c *CompiledRule) paramKey(path string) (string, error) {
+	v, ok := c.pattern.param(path, c.rule.Scope.Param())
+	if !ok {
+		return "", fmt.Errorf("%w: the path does not match rule %q's pattern", ErrBadIdentity, c.rule.Name)
+	}
+	if len(v) > MaxAttrLen {
+		return "", fmt.Errorf("%w: path parameter {%s} is %d bytes, over %d", ErrBadIdentity, c.rule.Scope.Param(), len(v), MaxAttrLen)
+	}
+	return scopeParam + v, nil
+}
+
 // moreSpecific orders rules most specific first: a rule naming a host
-// (an exact one over a wildcard), then the longer path prefix, then an
-// exact method over AnyMethod.
-func moreSpecific(a, b *CompiledRule) int {
+// (an exact one over a wildcard), then the more specific path (the longer
+// prefix; with patterns, see pattern.go), then an exact method over
+// AnyMethod.
+//
+// Paths are compared as comparePaths orders them when patterns is true (a
+// rule of the ruleset has a path pattern), else by the prefixes' lengths
+// alone, as before patterns: both put the longer of two prefixes that
+// cover one path first, and one comparison is used throughout a sort so
+// that it stays a consistent order.
+func moreSpecific(a, b *CompiledRule, patterns bool) int {
 	if ha, hb := hostRank(a.rule.Host), hostRank(b.rule.Host); ha != hb {
 		return hb - ha
 	}
-	if la, lb := len(a.prefix), len(b.prefix); la != lb {
-		return lb - la
+	if !patterns {
+		if la, lb := len(a.prefix), len(b.prefix); la != lb {
+			return lb - la
+		}
+	} else if d := comparePaths(a.toks, b.toks); d != 0 {
+		return d
 	}
 	ea, eb := a.rule.Method != AnyMethod, b.rule.Method != AnyMethod
 	switch {

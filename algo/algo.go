@@ -129,6 +129,11 @@ type Params struct {
 	// Limit/Window. Zero means the capacity is Limit. The window
 	// algorithms refuse a burst.
 	Burst int64
+	// Calendar, when set, aligns a window algorithm's windows to the
+	// calendar of a time zone (a day, a week, a month, a year), whose
+	// windows vary in length; Window must then be zero. Only fixed_window
+	// and sliding_counter take one.
+	Calendar Calendar
 }
 
 // Capacity is what one request is measured against: the burst where one is
@@ -219,6 +224,9 @@ func MustNew(name Name, p Params) Algorithm {
 }
 
 func validate(name Name, p Params, bucket bool) error {
+	if !p.Calendar.IsZero() {
+		return validateCalendar(name, p)
+	}
 	switch {
 	case p.Limit <= 0:
 		return &ParamError{"limit", fmt.Sprintf("must be positive, got %d", p.Limit)}
@@ -263,13 +271,18 @@ func CheckCost(a Algorithm, cost int64) error {
 // rate holds what every algorithm derives from its parameters.
 type rate struct {
 	params   Params
-	limit    int64 // per window
-	window   int64 // nanoseconds
-	capacity int64 // tokens
+	limit    int64     // per window
+	window   int64     // nanoseconds; zero with a calendar
+	capacity int64     // tokens
+	cal      *calendar // the windows' calendar, or nil: whole windows from the epoch
 }
 
 func newRate(p Params) rate {
-	return rate{params: p, limit: p.Limit, window: int64(p.Window), capacity: p.Capacity()}
+	r := rate{params: p, limit: p.Limit, window: int64(p.Window), capacity: p.Capacity()}
+	if !p.Calendar.IsZero() {
+		r.cal = newCalendar(p.Calendar)
+	}
+	return r
 }
 
 // Params returns the parameters the algorithm was built with.
@@ -420,10 +433,17 @@ func isCorrupt(state []byte) bool {
 // exceeds), and window, the time in which a whole quota comes back — a
 // window algorithm's window; for a bucket (token, leaky, GCRA), the time
 // it takes to refill from empty: the capacity at the rate of limit per
-// window (a burst of 5 at 2 per 2 s is 5 per 5 s).
+// window (a burst of 5 at 2 per 2 s is 5 per 5 s). A window that follows a
+// calendar varies in length; window is then the longest it can be
+// (Calendar.Longest: 25 hours for a day in a zone that keeps summer time),
+// so that the reset a decision states, at most window, is never cut short
+// of the real boundary.
 func Quota(a Algorithm) (units int64, window time.Duration) {
 	p := a.Params()
 	c := p.Capacity()
+	if !p.Calendar.IsZero() {
+		return c, p.Calendar.Longest()
+	}
 	switch a.Name() {
 	case TokenBucketName, LeakyBucketName, GCRAName:
 		if p.Limit <= 0 {

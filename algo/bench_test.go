@@ -112,3 +112,29 @@ func BenchmarkStepLimit10Denied(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepCalendar is BenchmarkStep for the window algorithms over a
+// calendar month in Berlin: the window is found in the calendar's memo.
+func BenchmarkStepCalendar(b *testing.B) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Skip(err)
+	}
+	for _, name := range []Name{FixedWindowName, SlidingCounterName} {
+		b.Run(string(name), func(b *testing.B) {
+			a := MustNew(name, Params{Limit: 1_000_000_000, Calendar: Calendar{Unit: CalendarMonth, Location: berlin}})
+			now := int64(benchStart)
+			state, _ := a.Step(nil, now, 1)
+			state = append(make([]byte, 0, 64), state...)
+			b.ReportAllocs()
+			for b.Loop() {
+				now++
+				next, d := a.Step(state, now, 1)
+				if !d.Allowed {
+					b.Fatalf("denied at %d: %+v", now, d)
+				}
+				state = next
+			}
+		})
+	}
+}

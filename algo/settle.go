@@ -373,7 +373,7 @@ func (a *GCRA) RefundInto(state []byte, now, at, n int64, d *Decision) ([]byte, 
 // and the record (a fresh one when the stored window has passed), and
 // whether the stored record was corrupt.
 func (a *FixedWindow) current(state []byte, now int64) (codec.Window, bool) {
-	start := align(now, a.window)
+	start := a.windowStart(now)
 	s, err := codec.DecodeWindow(state)
 	switch {
 	case err != nil:
@@ -390,7 +390,7 @@ func (a *FixedWindow) ttl(s codec.Window, now int64) int64 {
 	if s.Count <= 0 {
 		return 0
 	}
-	return until(satAdd(s.Start, a.window), now)
+	return until(a.endOf(s.Start), now)
 }
 
 // ChargeInto is Charge for a fixed window: the current window's count may
@@ -413,7 +413,7 @@ func (a *FixedWindow) ChargeInto(state []byte, now, n int64, d *Decision) ([]byt
 func (a *FixedWindow) RefundInto(state []byte, now, at, n int64, d *Decision) ([]byte, int64) {
 	s, corrupt := a.current(state, now)
 	k := int64(0)
-	if n > 0 && align(min(at, now), a.window) == s.Start {
+	if n > 0 && a.windowStart(min(at, now)) == s.Start {
 		k = min(n, s.Count)
 	}
 	if k == 0 {
@@ -429,29 +429,29 @@ func (a *FixedWindow) RefundInto(state []byte, now, at, n int64, d *Decision) ([
 // current returns the counter record as of now, rolled into the current
 // window as a step rolls it, and whether the stored record was corrupt.
 func (a *SlidingCounter) current(state []byte, now int64) (codec.Counter, bool) {
-	w := a.window
-	start := align(now, w)
+	sp := a.span(now)
 	s, err := codec.DecodeCounter(state)
 	switch {
 	case err != nil:
-		return codec.Counter{Start: start}, isCorrupt(state)
-	case s.Start < start:
+		return codec.Counter{Start: sp.start}, isCorrupt(state)
+	case s.Start < sp.start:
 		carried := int64(0)
-		if s.Start == start-w {
+		if s.Start == sp.prev {
 			carried = s.Count
 		}
-		return codec.Counter{Start: start, Previous: carried}, false
+		return codec.Counter{Start: sp.start, Previous: carried}, false
 	}
 	return s, false
 }
 
 // settled writes the decision of a settle that leaves the record s.
 func (a *SlidingCounter) settled(d *Decision, corrupt bool, s codec.Counter, now int64) {
-	w := a.window
+	sp := a.spanFrom(s.Start)
+	l, lp := sp.end-sp.start, sp.start-sp.prev
 	elapsed := until(now, s.Start)
-	capW := mul128(uint64(a.capacity), uint64(w))
-	usedW := mul128(uint64(s.Previous), uint64(w-min(elapsed, w))).add(mul128(uint64(s.Count), uint64(w)))
-	a.settledInto(d, corrupt, floorRoom(capW, usedW, w), a.reset(s, s.Start, now))
+	capW := mul128(uint64(a.capacity), uint64(lp))
+	usedW := mul128(uint64(s.Previous), uint64(min(lp, l-min(elapsed, l)))).add(mul128(uint64(s.Count), uint64(lp)))
+	a.settledInto(d, corrupt, floorRoom(capW, usedW, lp), a.reset(s, sp, now))
 }
 
 // ChargeInto is Charge for a sliding counter: the current window's count
@@ -476,7 +476,7 @@ func (a *SlidingCounter) ChargeInto(state []byte, now, n int64, d *Decision) ([]
 func (a *SlidingCounter) RefundInto(state []byte, now, at, n int64, d *Decision) ([]byte, int64) {
 	s, corrupt := a.current(state, now)
 	k := int64(0)
-	if n > 0 && align(min(at, now), a.window) == s.Start {
+	if n > 0 && a.windowStart(min(at, now)) == s.Start {
 		k = min(n, s.Count)
 	}
 	if k == 0 {

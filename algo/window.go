@@ -3,9 +3,10 @@ package algo
 import "github.com/sluice-go/sluice/codec"
 
 // FixedWindow counts the cost admitted in each window, windows aligned to
-// whole multiples of the window length from the Unix epoch. It is the
-// cheapest algorithm and the leakiest: limit requests just before a boundary
-// and limit more just after it all pass.
+// whole multiples of the window length from the Unix epoch, or to a
+// calendar (Params.Calendar). It is the cheapest algorithm and the
+// leakiest: limit requests just before a boundary and limit more just
+// after it all pass.
 type FixedWindow struct{ rate }
 
 // Name returns "fixed_window".
@@ -22,7 +23,13 @@ func (a *FixedWindow) Step(state []byte, now, cost int64) ([]byte, Decision) {
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	start := align(now, a.window)
+	var start, end int64
+	if a.cal == nil {
+		start = align(now, a.window)
+		end = satAdd(start, a.window)
+	} else {
+		start, end = a.cal.bounds(now)
+	}
 	s, err := codec.DecodeWindow(state)
 	corrupt := err != nil && isCorrupt(state)
 	switch {
@@ -30,15 +37,16 @@ func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byt
 		s = codec.Window{Start: start}
 	case s.Start > start: // the clock stepped back: stay in the later window
 		start = s.Start
+		end = a.endOf(start)
 	}
-	end := until(satAdd(start, a.window), now)
+	left := until(end, now)
 	if !a.validCost(cost) || s.Count > a.capacity-cost { // not Count+cost: a stored count may be huge
-		a.denyInto(d, corrupt, a.capacity-s.Count, end, end)
+		a.denyInto(d, corrupt, a.capacity-s.Count, left, left)
 		return nil
 	}
 	s.Count += cost
 	next := codec.AppendWindow(state, s)
-	a.allowInto(d, corrupt, a.capacity-s.Count, end, 0)
+	a.allowInto(d, corrupt, a.capacity-s.Count, left, 0)
 	return next
 }
 
@@ -47,6 +55,14 @@ func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byt
 // previous window the trailing one still overlaps. Two counters per key and
 // no boundary burst, at the price of assuming the previous window's requests
 // were spread evenly across it.
+//
+// Windows that follow a calendar (Params.Calendar) vary in length. The
+// trailing window is then as long as the current one, L, ending now, and
+// the previous window, of length Lp, weighs by the part of it the trailing
+// window still overlaps: elapsed time e into the current window, the
+// estimate is previous·min(Lp, L-e)/Lp + count. With windows of one length
+// that is the usual previous·(L-e)/L + count; a 31-day month after a
+// 30-day one weighs the previous month whole for its first day.
 type SlidingCounter struct{ rate }
 
 // Name returns "sliding_counter".
@@ -63,35 +79,42 @@ func (a *SlidingCounter) Step(state []byte, now, cost int64) ([]byte, Decision) 
 // returning it, so that a caller holding the concrete type keeps the
 // decision in its own frame instead of copying it through the stack.
 func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []byte {
-	w := a.window
-	start := align(now, w)
+	var sp windowSpan
+	if a.cal == nil { // rate.span, written out: a call here costs the common path
+		start := align(now, a.window)
+		end := satAdd(start, a.window)
+		sp = windowSpan{prev: start - a.window, start: start, end: end, next: satAdd(end, a.window)}
+	} else {
+		sp = a.cal.span(now)
+	}
 	s, err := codec.DecodeCounter(state)
 	corrupt := err != nil && isCorrupt(state)
 	switch {
 	case err != nil:
-		s = codec.Counter{Start: start}
-	case s.Start < start:
+		s = codec.Counter{Start: sp.start}
+	case s.Start < sp.start:
 		carried := int64(0)
-		if s.Start == start-w {
+		if s.Start == sp.prev {
 			carried = s.Count
 		}
-		s = codec.Counter{Start: start, Previous: carried}
-	case s.Start > start: // the clock stepped back: stay in the later window
-		start = s.Start
+		s = codec.Counter{Start: sp.start, Previous: carried}
+	case s.Start > sp.start: // the clock stepped back: stay in the later window
+		sp = a.spanFrom(s.Start)
 	}
-	elapsed := until(now, start) // under w; zero when the clock stepped back
-	// The estimate is previous·(w-elapsed)/w + count; compare everything
-	// scaled by w so that the arithmetic stays exact.
-	capW := mul128(uint64(a.capacity), uint64(w))
-	usedW := mul128(uint64(s.Previous), uint64(w-elapsed)).add(mul128(uint64(s.Count), uint64(w)))
-	costW := mul128(uint64(max(cost, 0)), uint64(w))
+	// The estimate is previous·min(lp, l-elapsed)/lp + count; compare
+	// everything scaled by lp so that the arithmetic stays exact.
+	l, lp := sp.end-sp.start, sp.start-sp.prev
+	elapsed := until(now, sp.start) // under l; zero when the clock stepped back
+	capW := mul128(uint64(a.capacity), uint64(lp))
+	usedW := mul128(uint64(s.Previous), uint64(min(lp, l-elapsed))).add(mul128(uint64(s.Count), uint64(lp)))
+	costW := mul128(uint64(max(cost, 0)), uint64(lp))
 	if !a.validCost(cost) || capW.less(usedW.add(costW)) {
-		a.denyInto(d, corrupt, floorRoom(capW, usedW, w), a.retryAfter(s, start, now, a.clampCost(cost)), a.reset(s, start, now))
+		a.denyInto(d, corrupt, floorRoom(capW, usedW, lp), a.retryAfter(s, sp, now, a.clampCost(cost)), a.reset(s, sp, now))
 		return nil
 	}
-	remaining := floorRoom(capW, usedW.add(costW), w)
+	remaining := floorRoom(capW, usedW.add(costW), lp)
 	s.Count += cost
-	reset := a.reset(s, start, now)
+	reset := a.reset(s, sp, now)
 	next := codec.AppendCounter(state, s)
 	a.allowInto(d, corrupt, remaining, reset, 0)
 	return next
@@ -106,50 +129,93 @@ func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []
 // is left, when even that does not fit). The article looks only at the
 // current window, and so answers too early whenever this window's own
 // count still blocks the request in the next one.
-func (a *SlidingCounter) retryAfter(s codec.Counter, start, now, cost int64) int64 {
-	w := a.window
+func (a *SlidingCounter) retryAfter(s codec.Counter, sp windowSpan, now, cost int64) int64 {
+	l := sp.end - sp.start
 	// In this window, with previous and count as they are.
-	if e, ok := a.fits(s.Previous, a.capacity-s.Count-cost); ok {
-		return until(satAdd(start, e), now)
+	if e, ok := fits(s.Previous, a.capacity-s.Count-cost, l, sp.start-sp.prev); ok {
+		return until(satAdd(sp.start, e), now)
 	}
 	// In the next: this window's count is the previous one.
-	if e, ok := a.fits(s.Count, a.capacity-cost); ok {
-		return until(satAdd(start, satAdd(w, e)), now)
+	if e, ok := fits(s.Count, a.capacity-cost, sp.next-sp.end, l); ok {
+		return until(satAdd(sp.end, e), now)
 	}
-	return until(satAdd(start, 2*w), now)
+	return until(sp.next, now)
 }
 
-// fits returns the smallest elapsed time e within a window (0 <= e < w) at
-// which previous·(w-e)/w plus what the window holds leaves room for the
+// fits returns the smallest elapsed time e within a window of length l
+// (0 <= e < l) at which previous·min(lp, l-e)/lp, the weight of a previous
+// window of length lp, plus what the window holds leaves room for the
 // request, where room is the capacity less the window's count and the
 // request's cost; ok is false when no such e is in the window.
-func (a *SlidingCounter) fits(previous, room int64) (e int64, ok bool) {
-	w := a.window
+func fits(previous, room, l, lp int64) (e int64, ok bool) {
 	switch {
 	case room < 0:
 		return 0, false
 	case previous <= 0:
 		return 0, true
 	}
-	// previous·(w-e) <= room·w holds from e = w - floor(room·w/previous).
-	f := mulDiv(uint64(room), uint64(w), uint64(previous))
+	// previous·min(lp, l-e) <= room·lp holds once min(lp, l-e) <= f,
+	// f = floor(room·lp/previous): at once when f reaches lp or l,
+	// otherwise from e = l - f.
+	f := mulDiv(uint64(room), uint64(lp), uint64(previous))
 	switch {
-	case f >= uint64(w):
+	case f >= uint64(min(l, lp)):
 		return 0, true
 	case f == 0:
 		return 0, false // only once the previous window is gone: the next one
 	}
-	return w - int64(f), true
+	return l - int64(f), true
 }
 
 // reset is the time until the estimate falls to zero: the end of the next
 // window while this one has a count, of this one while only the previous has.
-func (a *SlidingCounter) reset(s codec.Counter, start, now int64) int64 {
+func (a *SlidingCounter) reset(s codec.Counter, sp windowSpan, now int64) int64 {
 	switch {
 	case s.Count > 0:
-		return until(satAdd(start, 2*a.window), now)
+		return until(sp.next, now)
 	case s.Previous > 0:
-		return until(satAdd(start, a.window), now)
+		return until(sp.end, now)
 	}
 	return 0
+}
+
+// span returns the windows around now: the calendar's, or whole windows
+// from the epoch.
+func (r *rate) span(now int64) windowSpan {
+	if r.cal != nil {
+		return r.cal.span(now)
+	}
+	start := align(now, r.window)
+	end := satAdd(start, r.window)
+	return windowSpan{prev: start - r.window, start: start, end: end, next: satAdd(end, r.window)}
+}
+
+// spanFrom returns the windows around a window that starts at start: a
+// stored record's, later than the window of a clock that stepped back. A
+// start that is not a boundary (the record of another window length, or
+// calendar) starts a window cut short.
+func (r *rate) spanFrom(start int64) windowSpan {
+	if r.cal == nil {
+		end := satAdd(start, r.window)
+		return windowSpan{prev: start - r.window, start: start, end: end, next: satAdd(end, r.window)}
+	}
+	sp := r.cal.span(start)
+	sp.start = start
+	return sp
+}
+
+// endOf returns the end of the window that starts at start, as spanFrom.
+func (r *rate) endOf(start int64) int64 {
+	if r.cal == nil {
+		return satAdd(start, r.window)
+	}
+	return r.cal.span(start).end
+}
+
+// windowStart returns the start of the window holding t.
+func (r *rate) windowStart(t int64) int64 {
+	if r.cal == nil {
+		return align(t, r.window)
+	}
+	return r.cal.span(t).start
 }

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice/config"
 )
@@ -27,8 +28,10 @@ func TestConcurrencyRuleFields(t *testing.T) {
 			`c.yaml:8: rules[0].max_hold: rule "inflight": only a concurrency rule takes it, not token_bucket`},
 		{"retry_after on a rate rule", "    algorithm: gcra\n    limit: 4\n    window: 1s\n    retry_after: 2s\n",
 			`c.yaml:8: rules[0].retry_after: rule "inflight": only a concurrency rule takes it, not gcra`},
-		{"well formed", "    algorithm: concurrency\n    limit: 4\n    max_hold: 30s\n    retry_after: 1s\n",
-			`c.yaml:5: rules[0].algorithm: rule "inflight": concurrency: rules do not hold a request's slot until its response ends; hold slots with httplimit.NewInFlight, grpclimit.NewInFlight or engine.Engine.Acquire`},
+		{"a settle", "    algorithm: concurrency\n    limit: 4\n    max_hold: 30s\n    settle:\n      actual_header: X-Cost\n",
+			`c.yaml:9: rules[0].settle: rule "inflight": a concurrency rule holds a slot, it has no cost to settle; settle on a rate rule beside it (match: all)`},
+		{"a shadow", "    algorithm: concurrency\n    limit: 4\n    max_hold: 30s\n    shadow: true\n",
+			`c.yaml:8: rules[0].shadow: rule "inflight": a concurrency rule cannot be a shadow rule`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,5 +40,20 @@ func TestConcurrencyRuleFields(t *testing.T) {
 				t.Fatalf("error:\n got %v\nwant %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestConcurrencyRuleParses: a well-formed concurrency rule is a rule of
+// the set, with its MaxHold and RetryAfter.
+func TestConcurrencyRuleParses(t *testing.T) {
+	const doc = "rules:\n  - name: inflight\n    path_prefix: /v1/\n    scope: api_key\n" +
+		"    algorithm: concurrency\n    limit: 4\n    max_hold: 30s\n    retry_after: 2s\n"
+	cfg, err := config.Parse("c.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Rules[0]
+	if r.Algorithm != "concurrency" || r.Limit != 4 || r.MaxHold != 30*time.Second || r.RetryAfter != 2*time.Second {
+		t.Fatalf("rule = %+v, want concurrency, limit 4, max_hold 30s, retry_after 2s", r)
 	}
 }

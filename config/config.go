@@ -88,7 +88,7 @@ type Config struct {
 	// upstream: ForwardCanonical (default) or ForwardOriginal.
 	ForwardPath ForwardPath
 	// Rules is "rules", in file order. A rule's keys are its fields' names
-	// in snake case (name, method, path_prefix, scope, algorithm, limit,
+	// in snake case (name, method, path_prefix or path, group, counter, scope, algorithm, limit,
 	// window, burst, cost, shadow); "shadow: true" sets Rule.Shadow.
 	Rules []sluice.Rule
 	// Default is "default", the rule for requests no rule covers, or nil.

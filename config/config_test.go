@@ -184,7 +184,7 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 		{"missing window", issueConfig(t, "    limit: 5\n    window: 1m\n", "    limit: 5\n"),
 			"config.yaml:14: rules[0].window: rule \"orders-write\": required", nil},
 		{"bad scope", issueConfig(t, "scope: ip", "scope: tenant"),
-			`config.yaml:31: default.scope: rule "catch-all": must be one of [user api_key ip global], got "tenant"`, sluice.ErrInvalidRule},
+			`config.yaml:31: default.scope: rule "catch-all": must be one of user, api_key, ip, global, header:NAME, attr:NAME or param:NAME, got "tenant"`, sluice.ErrInvalidRule},
 		{"path on the default", issueConfig(t, "  scope: ip", "  path_prefix: /x\n  scope: ip"),
 			"config.yaml:31: default.path_prefix: not allowed: the default covers every request no rule covers", nil},
 		{"bad backend", issueConfig(t, "backend: pebble", "backend: etcd"),

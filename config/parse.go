@@ -390,7 +390,7 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 		switch key {
 		case "name":
 			r.Name, err = p.Str(v, field)
-		case "method", "path_prefix", "host":
+		case "method", "path_prefix", "path", "host":
 			if isDefault {
 				return true, p.Errorf(v.Line, field, "not allowed: the default covers every request no rule covers")
 			}
@@ -401,6 +401,8 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 				r.Method = s
 			case "path_prefix":
 				r.PathPrefix = s
+			case "path":
+				r.Path = s
 			default:
 				r.Host = s
 			}
@@ -436,10 +438,26 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 			if err == nil && r.Cost <= 0 {
 				err = p.Errorf(v.Line, field, "must be positive when given, got %d", r.Cost)
 			}
+		case "calendar":
+			r.Calendar, err = p.Str(v, field)
+		case "timezone":
+			r.Timezone, err = p.Str(v, field)
+		case "anchor":
+			r.Anchor, err = p.Str(v, field)
 		case "shadow":
 			r.Shadow, err = p.Bool(v, field)
 		case "settle":
 			r.Settle, err = p.settle(v, field, lines)
+		case "counter":
+			r.Counter, err = p.Str(v, field)
+			if err == nil && r.Counter == "" {
+				err = p.Errorf(v.Line, field, "must not be empty (leave it out for the rule's own counter)")
+			}
+		case "group":
+			r.Group, err = p.Str(v, field)
+			if err == nil && r.Group == "" {
+				err = p.Errorf(v.Line, field, "must not be empty (leave it out for a rule outside groups)")
+			}
 		case "plan":
 			r.Plan, err = p.Str(v, field)
 			if err == nil && r.Plan == "" {
@@ -460,13 +478,17 @@ func (p *parser) rule(n *yaml.Node, path string, isDefault bool) (sluice.Rule, m
 		required = fmt.Sprintf("rule %s: required", configerr.Quote(r.Name))
 	}
 	if !isDefault && r.PathPrefix == "" {
-		if _, given := lines["path_prefix"]; !given {
-			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, "path_prefix"), "%s", required)
+		_, prefixGiven := lines["path_prefix"]
+		if _, pathGiven := lines["path"]; !prefixGiven && !pathGiven {
+			return sluice.Rule{}, nil, p.Errorf(n.Line, configerr.Join(path, "path_prefix"), "%s (or path, a pattern such as /v1/orgs/{org}/orders)", required)
 		}
 	}
 	period := "window"
 	if r.Algorithm == algo.ConcurrencyName {
 		period = "max_hold" // the longest a request holds its slot
+	}
+	if _, given := lines["calendar"]; given {
+		period = "calendar" // whose windows vary in length
 	}
 	for _, req := range []string{"name", "scope", "algorithm", "limit", period} {
 		if _, given := lines[req]; !given {

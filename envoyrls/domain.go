@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +76,18 @@ type RateLimit struct {
 	// doc's Settling). It takes no sliding_log, whose refund needs the
 	// exact instant of the spend, and no unlimited limit.
 	SettleOnStreamDone bool
+	// Calendar is Sluice's "calendar": the windows of a unit of day,
+	// week, month or year follow the calendar of Timezone (a week from
+	// Monday, a month from the 1st, a year from January 1, each at
+	// midnight; a month of 28 to 31 days, a day of 23 to 25 hours across
+	// a change of summer time) instead of envoyproxy/ratelimit's fixed
+	// lengths (a month of 30 days, a year of 365), which are the default.
+	// It takes fixed_window (the default) or sliding_counter, and no
+	// unit_multiplier above 1.
+	Calendar bool
+	// Timezone is Sluice's "timezone": the IANA name of the calendar's
+	// time zone, such as Europe/Berlin; empty is UTC. Only with Calendar.
+	Timezone string
 }
 
 // NewDomain builds the domain name from its descriptors, checked as
@@ -187,6 +200,9 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 		if rl.SettleOnStreamDone {
 			return nil, b.errorf(configerr.Join(field, "settle_on_stream_done"), "an unlimited rate_limit spends nothing to settle")
 		}
+		if rl.Calendar || rl.Timezone != "" {
+			return nil, b.errorf(configerr.Join(field, "calendar"), "an unlimited rate_limit counts in no window")
+		}
 		l.policy, l.metric = l.Path, strings.TrimPrefix(l.Path, b.domain+".")
 		return l, nil
 	}
@@ -213,6 +229,9 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 	l.Algorithm, l.Burst, l.Settle = rl.Algorithm, rl.Burst, rl.SettleOnStreamDone
 	if l.Algorithm == "" {
 		l.Algorithm = algo.FixedWindowName
+	}
+	if !rl.Calendar && rl.Timezone != "" {
+		return nil, b.errorf(configerr.Join(field, "timezone"), "only a calendar rate_limit takes a time zone; add calendar: true")
 	}
 	if l.Settle && l.Algorithm == algo.SlidingLogName {
 		// A refund of a sliding log takes back the entries of the exact
@@ -245,7 +264,13 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 		// taken here could be given back.
 		return nil, b.errorf(configerr.Join(field, "algorithm"), "must be one of %v, got %q: the rate-limit service cannot hold a slot until a request ends", algo.Names, l.Algorithm)
 	}
-	a, err := algo.New(l.Algorithm, algo.Params{Limit: int64(l.RequestsPerUnit), Window: l.Window, Burst: l.Burst})
+	p := algo.Params{Limit: int64(l.RequestsPerUnit), Window: l.Window, Burst: l.Burst}
+	if cal, err := b.calendar(rl, field); err != nil {
+		return nil, err
+	} else if !cal.IsZero() {
+		p.Window, p.Calendar = 0, cal
+	}
+	a, err := algo.New(l.Algorithm, p)
 	if err != nil {
 		var pe *algo.ParamError
 		switch {
@@ -262,4 +287,33 @@ func (b *domainBuilder) limit(rl *RateLimit, field, path string) (*Limit, error)
 	}
 	l.limit = engine.Limit{Namespace: l.Path, Algorithm: a}
 	return l, nil
+}
+
+// calendar returns the calendar of rl, a rate_limit at field: the zero
+// Calendar unless rl.Calendar.
+func (b *domainBuilder) calendar(rl *RateLimit, field string) (algo.Calendar, error) {
+	if !rl.Calendar {
+		return algo.Calendar{}, nil
+	}
+	unit := algo.Unit(strings.ToLower(rl.Unit))
+	switch {
+	case !slices.Contains(algo.Units, unit):
+		return algo.Calendar{}, b.errorf(configerr.Join(field, "calendar"), "a calendar's unit is day, week, month or year, not %s", rl.Unit)
+	case rl.UnitMultiplier != nil && *rl.UnitMultiplier != 1:
+		return algo.Calendar{}, b.errorf(configerr.Join(field, "calendar"), "a calendar counts one %s at a time; unit_multiplier %d is not taken", unit, *rl.UnitMultiplier)
+	}
+	switch rl.Algorithm {
+	case "", algo.FixedWindowName, algo.SlidingCounterName:
+	default:
+		return algo.Calendar{}, b.errorf(configerr.Join(field, "calendar"), "only fixed_window and sliding_counter follow a calendar, not %s", rl.Algorithm)
+	}
+	loc := time.UTC
+	if rl.Timezone != "" {
+		var err error
+		loc, err = time.LoadLocation(rl.Timezone)
+		if err != nil || rl.Timezone == "Local" {
+			return algo.Calendar{}, b.errorf(configerr.Join(field, "timezone"), "unknown time zone %q: want an IANA name such as Europe/Berlin or America/New_York", rl.Timezone)
+		}
+	}
+	return algo.Calendar{Unit: unit, Location: loc}, nil
 }

@@ -20,8 +20,9 @@ import (
 // credentials.TLSInfo), or what an authenticating interceptor earlier in
 // the chain put in ctx. fullMethod is the call's "/pkg.Service/Method".
 //
-// It is called only for rules scoped user or api_key; an anonymous result
-// (empty fields) is counted by the peer's IP address. A returned error
+// It is called only for rules scoped user, api_key or attr:NAME
+// (identity.Caller.With sets the attributes); an anonymous result (empty
+// fields) is counted by the peer's IP address. A returned error
 // that carries a gRPC status (status.FromError: codes.Unauthenticated, say)
 // ends the call with that status; one matching identity.ErrBadIdentity
 // ends it with codes.InvalidArgument; any other is logged and ends it with
@@ -74,9 +75,12 @@ func callerKey(ctx context.Context, id *identity.Identifier, fn IdentityFunc, me
 		}
 		return id.IPKey(ip), nil
 	}
+	if scope.Param() != "" {
+		return "", nil // the Door makes the key from the path it matched
+	}
 	var (
 		who      identity.Caller
-		supplied = fn != nil
+		supplied = fn != nil && scope.Header() == ""
 	)
 	if supplied {
 		var err error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluice-go/sluice/internal/inflight"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
-	"github.com/sluice-go/sluice/internal/logpace"
+	"github.com/sluice-go/sluice/internal/inflight"
 )
 
 // InFlightConfig configures the interceptors of NewInFlight.
@@ -53,25 +52,23 @@ type InFlightConfig struct {
 // its context end). A call finding every slot taken ends at once with
 // codes.ResourceExhausted and the configured retry-after: nothing queues.
 type InFlight struct {
-	eng    *engine.Engine
-	limit  engine.Limit
-	key    func(context.Context, string) (string, error)
-	retry  string
-	closed bool
-	log    *slog.Logger
-	held   atomic.Int64
-	pace   logpace.Pace // store errors' log lines
+	core  *sluice.Decider // takes and gives back the slots, logs store errors
+	limit engine.Limit
+	key   func(context.Context, string) (string, error)
+	retry string
+	log   *slog.Logger
+	held  atomic.Int64
 }
 
 // NewInFlight returns the interceptors' state. It fails when Engine is
 // missing, Limit is not a concurrency limit, RetryAfter is negative or
 // OnStoreError is not FailOpen or FailClosed.
 func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
-	closed, retry, err := inflight.Check("sluice/grpclimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError)
+	core, retry, err := inflight.Check("sluice/grpclimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	f := &InFlight{eng: cfg.Engine, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, closed: closed, retry: retry}
+	f := &InFlight{core: core, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, retry: retry}
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {
@@ -129,17 +126,16 @@ func (f *InFlight) acquire(ctx context.Context, method string, header func(metad
 		return nil, status.Error(codes.Internal, "rate limiter cannot identify the caller")
 	}
 	ls := new(engine.Lease)
-	if err := f.eng.AcquireInto(ctx, f.limit, key, ls); err != nil {
+	if err := f.core.Acquire(ctx, f.limit.Namespace, f.limit, key, ls); err != nil {
 		switch {
 		case ctx.Err() != nil:
 			return nil, status.FromContextError(ctx.Err()).Err()
-		case engine.IsStoreError(err) && !f.closed:
-			f.warn(err)
+		case f.core.ErrVerdict(ctx, err) == sluice.Passed: // FailOpen: on, holding no slot
 			return func() {}, nil
 		case engine.IsStoreError(err):
 			return nil, status.Error(codes.Unavailable, unavailable)
 		}
-		return nil, status.Error(codes.Internal, "rate limiter error")
+		return nil, status.Error(codes.Internal, "rate limiter error") // logged by the Decider
 	}
 	if !ls.Decision.Allowed {
 		header(metadata.Pairs(MetadataRetryAfter, f.retry))
@@ -148,19 +144,6 @@ func (f *InFlight) acquire(ctx context.Context, method string, header func(metad
 	f.held.Add(1)
 	return func() {
 		f.held.Add(-1)
-		// The call's context may have ended: the release must still
-		// reach the store.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := ls.Release(rctx); err != nil {
-			f.warn(err) // the lease ends by itself at its maximum hold
-		}
+		f.core.Release(ctx, f.limit.Namespace, ls)
 	}, nil
-}
-
-// warn logs a store error, at most a line a second.
-func (f *InFlight) warn(err error) {
-	if ok, suppressed := f.pace.Let(time.Now().UnixNano()); ok {
-		f.log.Warn("sluice/grpclimit: in-flight store error", "err", err, "suppressed", suppressed)
-	}
 }

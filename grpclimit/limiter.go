@@ -69,10 +69,20 @@ type Config struct {
 	// limited call carries it, as every limited HTTP response carries the
 	// headers.
 	DenialMetadataOnly bool
+	// DecisionInContext, when true, puts each admitted call's decision in
+	// the context its handler sees (a stream's Context too), for
+	// DecisionFrom. It costs a context (and, for a stream, a wrapper) per
+	// call, so it is off by default: the decision is in the response
+	// metadata either way.
+	DecisionInContext bool
 	// Logger receives store errors (at most one line a second), contained
 	// panics of the IdentityFunc and Cost, and other internal errors; nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// Watch, when not nil, is told of each rule's decision that denied a
+	// caller or left it near its limit (sluice.Watcher): package
+	// throttled's Tracker keeps a bounded live list of them.
+	Watch sluice.Watcher
 
 	// wait, when set (by tests), replaces waitDelay.
 	wait func(ctx context.Context, d time.Duration) bool
@@ -109,6 +119,7 @@ type Limiter struct {
 	cost     func(context.Context, string, *sluice.CompiledRule) int64
 	shadowMD bool // ShadowMetadata
 	denialMD bool // DenialMetadataOnly
+	inCtx    bool // DecisionInContext
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
 	infos    infoCache // what each rule's decisions send, worked out once
@@ -202,6 +213,7 @@ func New(cfg Config) (*Limiter, error) {
 		cost:     cfg.Cost,
 		shadowMD: cfg.ShadowMetadata,
 		denialMD: cfg.DenialMetadataOnly,
+		inCtx:    cfg.DecisionInContext,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
 	}
@@ -216,6 +228,7 @@ func New(cfg Config) (*Limiter, error) {
 		OnStoreError: cfg.OnStoreError,
 		Local:        cfg.Local,
 		Logger:       cfg.Logger,
+		Watch:        cfg.Watch,
 	})
 	if err != nil {
 		return nil, err
@@ -248,10 +261,16 @@ func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
+		if res != nil && res.Held != nil {
+			defer l.door.Release(ctx, res.Held) // the call's slots, when its handler returns
+		}
 		if delay > 0 && !l.wait(ctx, delay) {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		if res == nil {
+		if l.inCtx && res != nil && res.Verdict == sluice.Allowed {
+			ctx = withDecision(ctx, res.Rule, res.Decision) // decision.go: DecisionFrom
+		}
+		if res == nil || res.Reserved == nil {
 			return handler(ctx, req)
 		}
 		ts := &trailerStream{ServerTransportStream: grpc.ServerTransportStreamFromContext(ctx)} // settle.go
@@ -274,10 +293,16 @@ func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
+		if res != nil && res.Held != nil {
+			defer l.door.Release(ctx, res.Held) // the stream's slots, held while it is open
+		}
 		if delay > 0 && !l.wait(ctx, delay) {
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		if res == nil {
+		if l.inCtx && res != nil && res.Verdict == sluice.Allowed {
+			ss = &decisionStream{ServerStream: ss, ctx: withDecision(ctx, res.Rule, res.Decision)} // decision.go
+		}
+		if res == nil || res.Reserved == nil {
 			return handler(srv, ss)
 		}
 		ts := &trailerServerStream{ServerStream: ss} // settle.go
@@ -301,10 +326,17 @@ func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // RetryInfo detail does not travel, and a refusal under FailClosed or
 // of a bad identity arrives as ResourceExhausted too. The metadata,
 // retry-after included, still does. Use the Limiter's own interceptors for
-// the status as this package documents it.
+// the status as this package documents it. Limit does not see the call
+// end, so it settles nothing (the estimate stands) and holds no slot: a
+// concurrency rule's slot is given back at once, and such a rule refuses
+// a call only when the Limiter's own interceptors, or other processes,
+// hold every slot.
 func (l *Limiter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	md, delay, _, err := l.decide(ctx, method) // no settle: the call's end is not seen here
+	md, delay, res, err := l.decide(ctx, method) // no settle: the call's end is not seen here
+	if res != nil {
+		l.door.Release(ctx, res.Held)
+	}
 	if md != nil {
 		grpc.SetHeader(ctx, md)
 	}
@@ -319,12 +351,14 @@ func (l *Limiter) Limit(ctx context.Context) error {
 
 // decide decides a call of the given method. It returns the response
 // metadata to set (nil for none), the delay to wait before the handler,
-// the outcome to settle once the call has ended (nil for none: no rule
-// with Settle decided it), and the status error to end the call with
-// (nil to let it through).
+// the outcome to settle, and whose slots to give back, once the call has
+// ended, or whose decision goes in the handler's context (nil for none: no
+// rule with Settle, no concurrency rule, and no decision for the context),
+// and the status error to end the call with (nil to let it
+// through).
 func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.Duration, *sluice.Outcome, error) {
 	md, delay, out, err := l.decideOutcome(ctx, method)
-	if err != nil || out.Reserved == nil {
+	if err != nil || (out.Reserved == nil && out.Held == nil && !(l.inCtx && out.Verdict == sluice.Allowed)) {
 		return md, delay, nil, err
 	}
 	return md, delay, &out, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/metrics"
+	"github.com/sluice-go/sluice/throttled"
 )
 
 // BenchmarkMiddlewareModes is BenchmarkMiddleware beyond one rule in
@@ -28,12 +29,17 @@ func BenchmarkMiddlewareModes(b *testing.B) {
 		mode  sluice.MatchMode
 		rules []sluice.Rule
 		want  int
+		watch bool // a throttled.Tracker watches
 	}{
-		{"all/allowed", sluice.MatchAll, []sluice.Rule{rule("a", "/x", open, time.Millisecond), rule("b", "/", open, time.Millisecond)}, 204},
-		{"all/denied", sluice.MatchAll, []sluice.Rule{rule("a", "/x", open, time.Millisecond), rule("b", "/", shut, time.Hour)}, 429},
-		{"shadow/allowed", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", open, time.Millisecond), shadow(rule("b", "/x", open, time.Millisecond))}, 204},
-		{"shadow/denied", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", open, time.Millisecond), shadow(rule("b", "/x", shut, time.Hour))}, 204},
-		{"host/allowed", sluice.MatchMostSpecific, []sluice.Rule{host(rule("a", "/x", open, time.Millisecond)), rule("b", "/", shut, time.Hour)}, 204},
+		{"all/allowed", sluice.MatchAll, []sluice.Rule{rule("a", "/x", open, time.Millisecond), rule("b", "/", open, time.Millisecond)}, 204, false},
+		{"all/denied", sluice.MatchAll, []sluice.Rule{rule("a", "/x", open, time.Millisecond), rule("b", "/", shut, time.Hour)}, 429, false},
+		{"shadow/allowed", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", open, time.Millisecond), shadow(rule("b", "/x", open, time.Millisecond))}, 204, false},
+		{"shadow/denied", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", open, time.Millisecond), shadow(rule("b", "/x", shut, time.Hour))}, 204, false},
+		{"host/allowed", sluice.MatchMostSpecific, []sluice.Rule{host(rule("a", "/x", open, time.Millisecond)), rule("b", "/", shut, time.Hour)}, 204, false},
+		{"one/allowed", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", open, time.Millisecond)}, 204, false},
+		{"one/denied", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", shut, time.Hour)}, 429, false},
+		{"watch/allowed", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", open, time.Millisecond)}, 204, true},
+		{"watch/denied", sluice.MatchMostSpecific, []sluice.Rule{rule("a", "/x", shut, time.Hour)}, 429, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			eng, err := engine.New(memory.New(nil), nil)
@@ -46,7 +52,13 @@ func BenchmarkMiddlewareModes(b *testing.B) {
 				b.Fatal(err)
 			}
 			id, _ := identity.New(identity.Config{})
-			mw, err := New(Config{Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id, Metrics: metrics.New(nil)})
+			cfg := Config{Engine: eng, Registry: sluice.NewRegistry(rs), Identifier: id, Metrics: metrics.New(nil)}
+			if bc.watch {
+				if cfg.Watch, err = throttled.New(nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			mw, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

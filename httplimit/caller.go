@@ -12,8 +12,9 @@ import (
 // IdentityFunc is the embedding program's hook for the caller's identity,
 // typically read from credentials an earlier middleware has verified (a
 // token's subject in the request context). It is called only for rules
-// scoped user or api_key; an anonymous result (empty fields) is counted by
-// IP address. A returned error is answered 400 when it matches
+// scoped user, api_key or attr:NAME (identity.Caller.With sets the
+// attributes); an anonymous result (empty fields) is counted by IP
+// address. A returned error is answered 400 when it matches
 // identity.ErrBadIdentity and 500 otherwise. An IdentityFunc must be safe
 // for concurrent use.
 type IdentityFunc func(*http.Request) (identity.Caller, error)
@@ -33,7 +34,7 @@ func callerKey(id *identity.Identifier, fn IdentityFunc, r *http.Request, scope 
 		k   string
 		err error
 	)
-	if fn != nil && (scope == sluice.ScopeUser || scope == sluice.ScopeAPIKey) {
+	if fn != nil && (scope == sluice.ScopeUser || scope == sluice.ScopeAPIKey || scope.Attr() != "") {
 		who, ferr := fn(r)
 		if ferr != nil {
 			return "", fmt.Errorf("sluice/httplimit: identity: %w", ferr)

@@ -1,10 +1,8 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"github.com/sluice-go/sluice/internal/inflight"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,7 +12,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
-	"github.com/sluice-go/sluice/internal/logpace"
+	"github.com/sluice-go/sluice/internal/inflight"
 )
 
 // InFlightConfig configures the middleware NewInFlight returns.
@@ -52,25 +50,23 @@ type InFlightConfig struct {
 // every slot taken is answered at once, 429 Too Many Requests with the
 // configured Retry-After: nothing queues.
 type InFlight struct {
-	eng    *engine.Engine
-	limit  engine.Limit
-	key    func(*http.Request) (string, error)
-	retry  string
-	closed bool // OnStoreError is FailClosed
-	log    *slog.Logger
-	held   atomic.Int64
-	pace   logpace.Pace // store errors' log lines
+	core  *sluice.Decider // takes and gives back the slots, logs store errors
+	limit engine.Limit
+	key   func(*http.Request) (string, error)
+	retry string
+	log   *slog.Logger
+	held  atomic.Int64
 }
 
 // NewInFlight returns the middleware. It fails when Engine is missing,
 // Limit is not a concurrency limit, RetryAfter is negative or OnStoreError
 // is not FailOpen or FailClosed.
 func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
-	closed, retry, err := inflight.Check("sluice/httplimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError)
+	core, retry, err := inflight.Check("sluice/httplimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	f := &InFlight{eng: cfg.Engine, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, closed: closed, retry: retry}
+	f := &InFlight{core: core, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, retry: retry}
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {
@@ -108,21 +104,17 @@ func (f *InFlight) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 		return
 	}
 	var ls engine.Lease
-	if err := f.eng.AcquireInto(r.Context(), f.limit, key, &ls); err != nil {
-		if r.Context().Err() != nil {
-			return // the client went away before a slot was taken
-		}
-		if engine.IsStoreError(err) && !f.closed {
-			f.warn(err)
+	if err := f.core.Acquire(r.Context(), f.limit.Namespace, f.limit, key, &ls); err != nil {
+		switch f.core.ErrVerdict(r.Context(), err) {
+		case sluice.Passed: // FailOpen: on, holding no slot
 			next.ServeHTTP(w, r)
-			return
+		case sluice.Unavailable:
+			if r.Context().Err() == nil { // else the client went away before a slot was taken
+				unavailable(w)
+			}
+		default: // logged by the Decider
+			http.Error(w, internalErrorBody, http.StatusInternalServerError)
 		}
-		if engine.IsStoreError(err) {
-			unavailable(w)
-			return
-		}
-		f.log.Error("sluice/httplimit: in-flight slot", "err", err)
-		http.Error(w, internalErrorBody, http.StatusInternalServerError)
 		return
 	}
 	if !ls.Decision.Allowed {
@@ -134,23 +126,7 @@ func (f *InFlight) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 	f.held.Add(1)
 	defer func() {
 		f.held.Add(-1)
-		// The request's context may have ended (the client went away):
-		// the release must still reach the store.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
-		defer cancel()
-		if _, err := ls.Release(ctx); err != nil {
-			f.warn(err) // the lease ends by itself at its maximum hold
-		}
+		f.core.Release(r.Context(), f.limit.Namespace, &ls)
 	}()
 	next.ServeHTTP(w, r)
-}
-
-// releaseTimeout bounds a release whose request's context has ended.
-const releaseTimeout = 5 * time.Second
-
-// warn logs a store error, at most a line a second.
-func (f *InFlight) warn(err error) {
-	if ok, suppressed := f.pace.Let(time.Now().UnixNano()); ok {
-		f.log.Warn("sluice/httplimit: in-flight store error", "err", err, "suppressed", suppressed)
-	}
 }

@@ -87,6 +87,10 @@ type Config struct {
 	// panics of the IdentityFunc and other internal errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Watch, when not nil, is told of each rule's decision that denied a
+	// caller or left it near its limit (sluice.Watcher): package
+	// throttled's Tracker keeps a bounded live list of them.
+	Watch sluice.Watcher
 
 	// wait, when set (by tests), replaces sluice.WaitDelay.
 	wait func(ctx context.Context, d time.Duration) bool
@@ -196,6 +200,20 @@ type limiter struct {
 // rule is counted as FailOpen's (decided locally under FailLocal) and the
 // request goes on.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
+	l, err := newLimiter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			l.serve(w, r, next)
+		})
+	}, nil
+}
+
+// newLimiter returns the state behind New's middleware (and NewUsage's
+// reader) for cfg, or New's errors.
+func newLimiter(cfg Config) (*limiter, error) {
 	l := &limiter{
 		reg:      cfg.Registry,
 		id:       cfg.Identifier,
@@ -221,6 +239,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		OnStoreError: cfg.OnStoreError,
 		Local:        cfg.Local,
 		Logger:       cfg.Logger,
+		Watch:        cfg.Watch,
 	})
 	if err != nil {
 		return nil, err
@@ -246,11 +265,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	if l.wait == nil {
 		l.wait = sluice.WaitDelay
 	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			l.serve(w, r, next)
-		})
-	}, nil
+	return l, nil
 }
 
 // serve decides r and answers it from the outcome: the request reaches
@@ -267,6 +282,12 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 	case sluice.Passed:
 	case sluice.Allowed:
+		if out.Held != nil {
+			// Deferred, so that the slots come back when the handler
+			// returns, aborts the response, or the client goes away
+			// while the request waits its delay.
+			defer l.door.Release(r.Context(), out.Held)
+		}
 		l.setHeaders(w.Header(), out.Rule, out.Decision)
 		if l.inCtx {
 			r = withDecision(r, out.Rule, out.Decision) // perhandler.go: DecisionFrom

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/sluice-go/sluice"
 )
 
 // Defaults a Config falls back to for the fields it leaves zero; the
@@ -53,9 +55,12 @@ var (
 	// ErrBadIdentity is matched by every error that the request's identity
 	// headers (or the Caller a program supplied) are unusable: the client's
 	// fault, to be answered as a bad request.
-	ErrBadIdentity = errors.New("sluice/identity: bad caller identity")
-	// ErrIdentityTooLong: a user id longer than MaxUserIDLen or an API key
-	// longer than MaxAPIKeyLen. It matches ErrBadIdentity.
+	// It is sluice.ErrBadIdentity, which the Door's own identity errors
+	// (a path parameter too long) match too.
+	ErrBadIdentity = sluice.ErrBadIdentity
+	// ErrIdentityTooLong: a user id longer than MaxUserIDLen, an API key
+	// longer than MaxAPIKeyLen, or a header or attribute a rule counts by
+	// longer than sluice.MaxAttrLen. It matches ErrBadIdentity.
 	ErrIdentityTooLong = fmt.Errorf("%w: value too long", ErrBadIdentity)
 	// ErrBadForwarding: a trusted proxy's forwarding header (the one
 	// configured) has a hop that cannot be read where the client should
@@ -70,7 +75,7 @@ var (
 	// made for such a request.
 	ErrNoPeerAddr = errors.New("sluice/identity: request has no peer IP address")
 	// ErrUnknownScope: Key was asked for a scope other than the four of
-	// sluice.Scopes.
+	// sluice.Scopes and those of a header, an attribute or a parameter.
 	ErrUnknownScope = errors.New("sluice/identity: unknown scope")
 )
 

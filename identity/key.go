@@ -30,7 +30,10 @@ func values(h Header, name string) []string {
 }
 
 // MaxKeyLen is the longest caller key Key and KeyFor return, in bytes: a
-// user's, "user:" and a user id of MaxUserIDLen bytes. An API key's is 36
+// header scope's, "header:" and a value of sluice.MaxAttrLen bytes (a
+// user's is "user:" and a user id of MaxUserIDLen bytes, an attribute's
+// "attr:" and a value of sluice.MaxAttrLen, a path parameter's "param:"
+// and one of sluice.MaxAttrLen, made by the Door). An API key's is 36
 // bytes whatever the key's length (a hash), an IP key's at most 46 ("ip:",
 // an IPv6 address and a prefix length), the global key 6. A longer
 // identity is refused (ErrIdentityTooLong: 400, or InvalidArgument over
@@ -39,7 +42,7 @@ func values(h Header, name string) []string {
 // that its identity is unusable, and no two ids are ever counted as one.
 // So a key a door stores costs at most MaxKeyLen bytes, plus the rule's
 // name, whatever a client sends.
-const MaxKeyLen = len("user:") + MaxUserIDLen
+const MaxKeyLen = len("header:") + sluice.MaxAttrLen
 
 // Caller is who a request says it comes from. An empty field means "not
 // given": a caller with neither is anonymous.
@@ -51,6 +54,50 @@ type Caller struct {
 	// Plan is the caller's plan, for rules with a plan (sluice.Rule.Plan);
 	// empty for none. It must be a valid plan name (sluice.ValidPlan).
 	Plan string
+
+	// The attributes With sets, for rules scoped attr:NAME, held in place
+	// so that a Caller returned by value allocates nothing.
+	attrs  [MaxAttrs]attr
+	nattrs uint8 // how many are set; MaxAttrs+1 once one more was asked for
+}
+
+// MaxAttrs is how many attributes (Caller.With) a Caller holds.
+const MaxAttrs = 4
+
+// attr is one attribute of a Caller.
+type attr struct{ name, value string }
+
+// With returns c with the attribute name set to value, for rules scoped
+// attr:NAME (sluice.ScopeAttr): an organisation, a team, a claim of a
+// token the program has verified. An empty value is no attribute: the
+// caller is then counted by its IP address under such a rule. A Caller
+// holds up to MaxAttrs attributes in place, so an IdentityFunc returning
+// one allocates nothing; setting one more makes KeyFor refuse the caller
+// under any attr: rule (a program's error, not a client's).
+func (c Caller) With(name, value string) Caller {
+	for i := 0; i < int(min(c.nattrs, MaxAttrs)); i++ {
+		if c.attrs[i].name == name {
+			c.attrs[i].value = value
+			return c
+		}
+	}
+	if c.nattrs >= MaxAttrs {
+		c.nattrs = MaxAttrs + 1
+		return c
+	}
+	c.attrs[c.nattrs] = attr{name, value}
+	c.nattrs++
+	return c
+}
+
+// Attr returns the value of c's attribute name, "" when it has none.
+func (c Caller) Attr(name string) string {
+	for i := 0; i < int(min(c.nattrs, MaxAttrs)); i++ {
+		if c.attrs[i].name == name {
+			return c.attrs[i].value
+		}
+	}
+	return ""
 }
 
 // Identifier turns a request into the key a rule's budget is counted
@@ -188,6 +235,10 @@ func ParsePeer(remote string) (netip.Addr, error) {
 //	ScopeIP      "ip:" + the client IP: "ip:192.0.2.1", or for IPv6 its
 //	             prefix, "ip:2001:db8:1:2::/64"
 //	ScopeGlobal  "global"
+//	header:NAME  "header:" + the header's value, read only when the peer
+//	             is a trusted proxy, as the plan header is (Plan)
+//	attr:NAME    "attr:" + the attribute's value (Caller.With; KeyFor only)
+//	param:NAME   "" (the Door makes the key, from the path it matched)
 //
 // The prefixes differ by scope, so no identity can pose as another kind
 // (a user named "ip:192.0.2.1" is "user:ip:192.0.2.1"). API keys are
@@ -200,9 +251,13 @@ func ParsePeer(remote string) (netip.Addr, error) {
 // ErrBadIdentity. Surrounding spaces and tabs in a header value are
 // ignored.
 //
-// A caller without a user id (under ScopeUser) or an API key (under
-// ScopeAPIKey) is counted by its IP key. Key does not allocate beyond the
-// key it returns.
+// A caller without a user id (under ScopeUser), an API key (under
+// ScopeAPIKey), the header (under header:NAME, or from a peer that is not
+// a trusted proxy) or the attribute (under attr:NAME) is counted by its IP
+// key. A header or attribute value is bounded as a user id is, by
+// sluice.MaxAttrLen (ErrIdentityTooLong), and a header given twice is an
+// ErrAmbiguousIdentity. Key does not allocate beyond the key it returns
+// (a header scope's name is in canonical form in a compiled rule).
 func (id *Identifier) Key(scope sluice.Scope, remote string, h Header) (string, error) {
 	return id.key(scope, remote, h, Caller{}, false)
 }
@@ -223,7 +278,7 @@ func (id *Identifier) key(scope sluice.Scope, remote string, h Header, who Calle
 		return id.ipKey(remote, h)
 	case sluice.ScopeUser, sluice.ScopeAPIKey:
 	default:
-		return "", fmt.Errorf("%w %q", ErrUnknownScope, string(scope))
+		return id.attrKey(scope, remote, h, who, supplied)
 	}
 	var v string
 	if supplied {
@@ -257,6 +312,48 @@ func (id *Identifier) key(scope sluice.Scope, remote string, h Header, who Calle
 		return "", fmt.Errorf("%w: the API key is %d bytes, over %d", ErrIdentityTooLong, len(v), MaxAPIKeyLen)
 	}
 	return hashAPIKey(v), nil
+}
+
+// attrKey is key for the scopes of a header, an attribute or a path
+// parameter.
+func (id *Identifier) attrKey(scope sluice.Scope, remote string, h Header, who Caller, supplied bool) (string, error) {
+	var (
+		v, kind string
+		name    = scope.Header()
+	)
+	switch {
+	case name != "":
+		kind = "header:"
+		if id.remoteTrusted(remote) {
+			name = textproto.CanonicalMIMEHeaderKey(name)
+			vs := values(h, name)
+			if len(vs) > 1 {
+				return "", fmt.Errorf("%w: %s", ErrAmbiguousIdentity, name)
+			}
+			if len(vs) == 1 {
+				v = trimOWS(vs[0])
+			}
+		}
+	case scope.Attr() != "":
+		kind, name = "attr:", scope.Attr()
+		if supplied {
+			if who.nattrs > MaxAttrs {
+				return "", fmt.Errorf("sluice/identity: the Caller was given more than %d attributes (Caller.With)", MaxAttrs)
+			}
+			v = who.Attr(name)
+		}
+	case scope.Param() != "":
+		return "", nil // the Door's
+	default:
+		return "", fmt.Errorf("%w %q", ErrUnknownScope, string(scope))
+	}
+	if v == "" {
+		return id.ipKey(remote, h)
+	}
+	if len(v) > sluice.MaxAttrLen {
+		return "", fmt.Errorf("%w: %s is %d bytes, over %d", ErrIdentityTooLong, name, len(v), sluice.MaxAttrLen)
+	}
+	return kind + v, nil
 }
 
 // ShowKey returns how a caller key (Key's result, as stored) is shown to

@@ -80,6 +80,9 @@ func badPlan(where, p string) error {
 //	ip:ADDRESS     an address; an IPv6 one stands for its prefix of the
 //	               configured length, as Key groups it ("ip:2001:db8::1"
 //	               is "ip:2001:db8::/64"); the prefix itself may be given
+//	header:VALUE   a value of the header a header:NAME rule counts by
+//	attr:VALUE     a value of the attribute an attr:NAME rule counts by
+//	param:VALUE    a value of the path parameter a param:NAME rule counts by
 //	global         the one key of a global rule
 //
 // Errors match ErrBadKey and say what is expected.
@@ -91,13 +94,13 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 	// kind before the colon, never what follows it, nor a key without one.
 	kind, v, ok := strings.Cut(s, ":")
 	if !ok {
-		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got %d bytes with no kind and colon before them (not shown: they may be an API key)", ErrBadKey, len(s))
+		return "", fmt.Errorf("%w: want "+keyForms+", got %d bytes with no kind and colon before them (not shown: they may be an API key)", ErrBadKey, len(s))
 	}
 	if v == "" {
 		if !knownKind(kind) {
-			return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global; what was given has none of these kinds before its colon (not shown: it may be an API key)", ErrBadKey)
+			return "", fmt.Errorf("%w: want "+keyForms+"; what was given has none of these kinds before its colon (not shown: it may be an API key)", ErrBadKey)
 		}
-		return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global, got nothing after %q", ErrBadKey, kind+":")
+		return "", fmt.Errorf("%w: want "+keyForms+", got nothing after %q", ErrBadKey, kind+":")
 	}
 	if trimOWS(v) != v {
 		return "", fmt.Errorf("%w: spaces around what follows %s:, which no caller key has", ErrBadKey, kind)
@@ -106,6 +109,11 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 	case "user":
 		if len(v) > MaxUserIDLen {
 			return "", fmt.Errorf("%w: the user id is %d bytes, over %d", ErrBadKey, len(v), MaxUserIDLen)
+		}
+		return s, nil
+	case "header", "attr", "param":
+		if len(v) > sluice.MaxAttrLen {
+			return "", fmt.Errorf("%w: the %s value is %d bytes, over %d", ErrBadKey, kind, len(v), sluice.MaxAttrLen)
 		}
 		return s, nil
 	case "key":
@@ -135,13 +143,16 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 		}
 		return id.IPKey(a), nil
 	}
-	return "", fmt.Errorf("%w: want user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global; what was given has none of these kinds before its colon (not shown: it may be an API key)", ErrBadKey)
+	return "", fmt.Errorf("%w: want "+keyForms+"; what was given has none of these kinds before its colon (not shown: it may be an API key)", ErrBadKey)
 }
+
+// keyForms lists the caller keys ParseKey reads, for errors.
+const keyForms = "user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS, header:VALUE, attr:VALUE, param:VALUE or global"
 
 // knownKind reports a kind ParseKey reads.
 func knownKind(kind string) bool {
 	switch kind {
-	case "user", "key", "keyhash", "ip":
+	case "user", "key", "keyhash", "ip", "header", "attr", "param":
 		return true
 	}
 	return false

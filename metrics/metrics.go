@@ -26,11 +26,13 @@ type Options struct {
 	Buckets []float64
 }
 
-// Metrics is a sluice.LocalObserver and a sluice.ShadowObserver.
+// Metrics is a sluice.LocalObserver, ShadowObserver, SettleObserver and
+// SlotObserver.
 var (
 	_ sluice.LocalObserver  = (*Metrics)(nil)
 	_ sluice.ShadowObserver = (*Metrics)(nil)
 	_ sluice.SettleObserver = (*Metrics)(nil)
+	_ sluice.SlotObserver   = (*Metrics)(nil)
 )
 
 // Metrics counts what a gateway decides: per rule, the allowed and denied
@@ -72,6 +74,9 @@ type ruleMetrics struct {
 	localAllowed, localDenied                   atomic.Uint64       // decisions made in-process (sluice.FailLocal)
 	shadowDenied                                atomic.Uint64       // would-be denials of a shadow rule
 	settled, unsettled, charged, refunded       atomic.Uint64       // settles after the response (sluice.Settle)
+	slots                                       atomic.Int64        // slots of a concurrency rule this process holds
+	leasesExpired                               atomic.Uint64       // releases that freed nothing: the lease had ended
+	slotted                                     atomic.Bool         // the rule has taken a slot: its slot series are exported
 	latency                                     prometheus.Observer // the rule's child of Metrics.latency
 }
 
@@ -248,6 +253,31 @@ func (m *Metrics) ObserveSettle(rule string, charged, refunded int64, stands boo
 	}
 }
 
+// ObserveSlots records that the process took (delta 1) or gave back
+// (delta -1) a slot of the named concurrency rule: the gauge of the slots
+// it holds. It takes no lock and does not allocate once the rule has been
+// seen.
+func (m *Metrics) ObserveSlots(rule string, delta int64) {
+	if m == nil {
+		return
+	}
+	r := m.rule(rule)
+	r.slots.Add(delta)
+	if !r.slotted.Load() {
+		r.slotted.Store(true)
+	}
+}
+
+// ObserveLeaseExpired records a release under the named concurrency rule
+// that freed nothing: the lease had ended (its max_hold passed) before the
+// request did.
+func (m *Metrics) ObserveLeaseExpired(rule string) {
+	if m == nil {
+		return
+	}
+	m.rule(rule).leasesExpired.Add(1)
+}
+
 // ObserveReload records a configuration reload: a success when err is nil,
 // a failure (the previous configuration stays in force) otherwise.
 func (m *Metrics) ObserveReload(err error) {
@@ -301,6 +331,11 @@ type RuleSnapshot struct {
 	// units the settles charged beyond the estimates and refunded of
 	// them.
 	Settled, Unsettled, Charged, Refunded uint64
+	// SlotsInUse is, for a concurrency rule, the slots this process holds
+	// now; LeasesExpired counts the releases that freed nothing, the
+	// lease having ended (max_hold) before the request did.
+	SlotsInUse    int64
+	LeasesExpired uint64
 }
 
 // StoreErrors returns the store errors of every rule, whatever the policy.
@@ -346,6 +381,8 @@ func (m *Metrics) Snapshot() Snapshot {
 			Unsettled:         r.unsettled.Load(),
 			Charged:           r.charged.Load(),
 			Refunded:          r.refunded.Load(),
+			SlotsInUse:        r.slots.Load(),
+			LeasesExpired:     r.leasesExpired.Load(),
 		}
 		if n := rs.Allowed + rs.Denied; n > 0 {
 			rs.DeniedRatio = float64(rs.Denied) / float64(n)
@@ -386,6 +423,11 @@ func (m *Metrics) sortedRules() []*ruleMetrics {
 //	settles_total{rule,result="settled|unsettled"}   counter, once the rule has settled: reservations
 //	                                                 settled after the response, or whose estimate stood
 //	settled_units_total{rule,kind="charged|refunded"}  counter, once the rule has settled
+//	slots_in_use{rule}                               gauge, once the concurrency rule has taken a slot:
+//	                                                 the slots this process holds (a fleet's sum is
+//	                                                 the slots in flight)
+//	leases_expired_total{rule}                       counter, once the rule has taken a slot: releases
+//	                                                 that freed nothing, the lease having ended (max_hold)
 //	config_reloads_total{result="ok|error"}          counter
 //	keys                                             gauge (left out when the backend cannot count)
 //	evictions_total                                  counter
@@ -425,6 +467,12 @@ var (
 	descSettledUnits = prometheus.NewDesc("sluice_settled_units_total",
 		"Units the settles after the response charged beyond the estimates, or refunded of them.",
 		[]string{"rule", "kind"}, nil)
+	descSlots = prometheus.NewDesc("sluice_slots_in_use",
+		"Slots of each concurrency rule this process holds: requests admitted and not yet ended.",
+		[]string{"rule"}, nil)
+	descLeasesExpired = prometheus.NewDesc("sluice_leases_expired_total",
+		"Releases of a concurrency rule's slot that freed nothing: the lease had ended (max_hold) before the request did, and the slot had come back by itself.",
+		[]string{"rule"}, nil)
 	descReloads = prometheus.NewDesc("sluice_config_reloads_total",
 		"Configuration reloads, by result; a failed reload keeps the previous configuration.", []string{"result"}, nil)
 	descKeys = prometheus.NewDesc("sluice_keys",
@@ -461,7 +509,7 @@ type collector struct {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descLocal, descShadow, descSettles, descSettledUnits, descReloads} {
+	for _, d := range []*prometheus.Desc{descDecisions, descSpent, descStoreErrors, descLocal, descShadow, descSettles, descSettledUnits, descSlots, descLeasesExpired, descReloads} {
 		ch <- d
 	}
 	c.m.latency.Describe(ch)
@@ -502,6 +550,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descSettles, float64(u), r.name, "unsettled")
 			counter(descSettledUnits, float64(r.charged.Load()), r.name, "charged")
 			counter(descSettledUnits, float64(r.refunded.Load()), r.name, "refunded")
+		}
+		if r.slotted.Load() {
+			ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(r.slots.Load()), r.name)
+			counter(descLeasesExpired, float64(r.leasesExpired.Load()), r.name)
 		}
 		if a, d := r.localAllowed.Load(), r.localDenied.Load(); a+d > 0 {
 			counter(descLocal, float64(a), r.name, "allowed")

@@ -422,3 +422,38 @@ sluice_decision_duration_seconds_count{rule="trial"} 3
 	var nilM *Metrics
 	nilM.ObserveShadowDenial("trial", 1, 0) // a no-op, as every Observe method
 }
+
+// TestMetricsSlots: a concurrency rule's slot gauge follows the slots taken
+// and given back, expired leases are counted, and neither series exists
+// for a rule that never took a slot.
+func TestMetricsSlots(t *testing.T) {
+	m := New(nil)
+	m.ObserveDecisionCost("orders", true, 1, time.Microsecond)
+	for range 3 {
+		m.ObserveSlots("chat", 1)
+	}
+	m.ObserveSlots("chat", -1)
+	m.ObserveLeaseExpired("chat")
+	c := m.Collector(nil)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP sluice_slots_in_use Slots of each concurrency rule this process holds: requests admitted and not yet ended.
+# TYPE sluice_slots_in_use gauge
+sluice_slots_in_use{rule="chat"} 2
+# HELP sluice_leases_expired_total Releases of a concurrency rule's slot that freed nothing: the lease had ended (max_hold) before the request did, and the slot had come back by itself.
+# TYPE sluice_leases_expired_total counter
+sluice_leases_expired_total{rule="chat"} 1
+`), "sluice_slots_in_use", "sluice_leases_expired_total"); err != nil {
+		t.Error(err)
+	}
+	s, _ := m.Snapshot().Rule("chat")
+	if s.SlotsInUse != 2 || s.LeasesExpired != 1 {
+		t.Errorf("snapshot: %d slots in use, %d leases expired; want 2, 1", s.SlotsInUse, s.LeasesExpired)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+}

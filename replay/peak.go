@@ -40,6 +40,8 @@ type needTracker struct {
 	start int64 // the current aligned window (fixed, counter)
 	count int64 // cost in it
 	prev  int64 // cost in the window before it (counter)
+	end   int64 // the current window's end (calendar)
+	plen  int64 // the previous window's length (calendar counter)
 	begun bool
 	log   []int64 // sliding log: times and costs, pairs, live ones from logHead
 	head  int
@@ -122,6 +124,36 @@ func (n *needTracker) add(kind windowKind, window, t, cost int64) {
 	default:
 		n.trace = append(n.trace, t, cost)
 	}
+}
+
+// addCalendar is add for a rule whose windows follow a calendar: a, the
+// rule's fixed_window or sliding_counter, says where they start and end;
+// a sliding counter weighs the previous window, of length lp, by
+// min(lp, l-elapsed)/lp in a window of length l, as the algorithm does.
+func (n *needTracker) addCalendar(kind windowKind, a algo.Algorithm, t, cost int64) {
+	n.total += cost
+	n.most = max(n.most, cost)
+	if !n.begun || t >= n.end {
+		start, end, _ := algo.WindowOf(a, t)
+		prev, _, _ := algo.WindowOf(a, start-1)
+		carried := int64(0)
+		if n.begun && n.start == prev {
+			carried = n.count
+		}
+		n.start, n.end, n.plen, n.count, n.prev, n.begun = start, end, start-prev, 0, carried, true
+	}
+	n.count += cost
+	if kind != kindCounter {
+		n.need = max(n.need, n.count)
+		return
+	}
+	// ceil(prev·min(lp, l-elapsed)/lp), in 128 bits.
+	hi, lo := bits.Mul64(uint64(n.prev), uint64(min(n.plen, n.end-t)))
+	q, r := bits.Div64(hi, lo, uint64(n.plen))
+	if r != 0 {
+		q++
+	}
+	n.need = max(n.need, satAddU(q, n.count))
 }
 
 // satAddU returns q+c capped at the largest int64.

@@ -241,6 +241,9 @@ func (r *Replayer) Decide(rec *Record) Outcome {
 	r.note(rec.Time)
 	r.clock.SetUnixNano(rec.Time)
 	o := r.door.Decide(context.Background(), r.rs, rec.Method, rec.Path, rec)
+	// A log records no response's end: a concurrency rule's slot is
+	// given back at once, so such a rule refuses nothing in a replay.
+	r.door.Release(context.Background(), o.Held)
 	out := Outcome{Rule: o.Rule, Key: o.Key, Decision: o.Decision, ShadowRule: o.Shadow, ShadowDenied: o.ShadowDenied}
 	switch o.Verdict {
 	case sluice.Unlimited, sluice.Passed:

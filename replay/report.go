@@ -47,6 +47,10 @@ type RuleReport struct {
 	Plan               string
 	Limit, Burst, Cost int64
 	Window             time.Duration
+	// Calendar is, for a rule whose windows follow a calendar (and whose
+	// Window is zero), the windows it counts in: "month in Europe/Berlin
+	// from day 15"; empty for the others.
+	Calendar string `json:",omitempty"`
 	// Requests counts the requests the rule applied to; Denied those it
 	// denied; Failed those it could not decide (bad identity, a cost over
 	// its capacity).
@@ -135,6 +139,7 @@ func (s *ruleStats) report(share float64, top int, res, span int64) RuleReport {
 		Method: rule.Method, PathPrefix: rule.PathPrefix, Default: s.isDefault,
 		Shadow: rule.Shadow, Plan: rule.Plan,
 		Limit: rule.Limit, Burst: rule.Burst, Cost: rule.Cost, Window: rule.Window,
+		Calendar: s.rule.Limit().Algorithm.Params().Calendar.String(),
 		Requests: s.counts.Requests, Denied: s.counts.Denied,
 		Failed:  s.counts.BadIdentity + s.counts.Failed,
 		Callers: len(s.list),

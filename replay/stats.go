@@ -21,6 +21,7 @@ type ruleStats struct {
 	isDefault bool
 	kind      windowKind
 	window    int64
+	cal       algo.Algorithm // the rule's algorithm when its windows follow a calendar, else nil
 	counts    counts
 	callers   map[string]int32 // key → index in list
 	list      []callerStats
@@ -36,9 +37,19 @@ func newRuleStats(c *sluice.CompiledRule, isDefault bool, origin *int64) *ruleSt
 		isDefault: isDefault,
 		kind:      kindFor(r.Algorithm),
 		window:    int64(r.Window),
+		cal:       calendarAlgorithm(c),
 		callers:   map[string]int32{},
 		origin:    origin,
 	}
+}
+
+// calendarAlgorithm returns c's algorithm when its windows follow a
+// calendar, else nil.
+func calendarAlgorithm(c *sluice.CompiledRule) algo.Algorithm {
+	if a := c.Limit().Algorithm; !a.Params().Calendar.IsZero() {
+		return a
+	}
+	return nil
 }
 
 // record counts a decided request of key at t; allowed is false when this
@@ -55,7 +66,11 @@ func (s *ruleStats) record(key string, t, cost int64, allowed bool) {
 	}
 	c := &s.list[i]
 	c.requests++
-	c.need.add(s.kind, s.window, t, cost)
+	if s.cal != nil {
+		c.need.addCalendar(s.kind, s.cal, t, cost)
+	} else {
+		c.need.add(s.kind, s.window, t, cost)
+	}
 	s.requests.add(t, 1)
 	if allowed {
 		s.counts.add(Allowed)
@@ -76,5 +91,5 @@ func timeOrigin(t int64) int64 { return alignDown(t, 1e9) }
 // params returns the rule's algorithm parameters.
 func (s *ruleStats) params() (algo.Name, algo.Params) {
 	r := s.rule.Rule()
-	return r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst}
+	return r.Algorithm, algo.Params{Limit: r.Limit, Window: r.Window, Burst: r.Burst, Calendar: s.rule.Limit().Algorithm.Params().Calendar}
 }

@@ -148,6 +148,9 @@ func writeDiff(w *errWriter, res *Result) {
 // "10/1s burst 50".
 func limitText(rr *RuleReport) string {
 	s := strconv.FormatInt(rr.Limit, 10) + "/" + durText(rr.Window)
+	if rr.Calendar != "" {
+		s = strconv.FormatInt(rr.Limit, 10) + " per " + rr.Calendar
+	}
 	if rr.Burst > 0 {
 		s += " burst " + strconv.FormatInt(rr.Burst, 10)
 	}

@@ -19,8 +19,8 @@ import (
 // package's import path.
 const ScopeName = "github.com/sluice-go/sluice/sluiceotel"
 
-// The metrics' names. The first is ASP.NET Core's; the others are
-// Sluice's own.
+// The metrics' names. MetricRequests and MetricActiveLeases are ASP.NET
+// Core's; the others are Sluice's own.
 const (
 	// MetricRequests counts decisions, per rule and result.
 	MetricRequests = "aspnetcore.rate_limiting.requests"
@@ -44,6 +44,14 @@ const (
 	// MetricSettledUnits sums the units the settles charged beyond the
 	// estimates or refunded of them, per rule and AttrSettleKind.
 	MetricSettledUnits = "sluice.rate_limiting.settled_units"
+	// MetricActiveLeases is the slots of concurrency rules this process
+	// holds, per rule: ASP.NET Core's count of a concurrency limiter's
+	// leases held.
+	MetricActiveLeases = "aspnetcore.rate_limiting.active_request_leases"
+	// MetricExpiredLeases counts the releases of a concurrency rule's slot
+	// that freed nothing, the lease having ended (max_hold) first, per
+	// rule.
+	MetricExpiredLeases = "sluice.rate_limiting.expired_leases"
 )
 
 // The attributes' keys. Policy and Result are ASP.NET Core's.
@@ -121,7 +129,8 @@ type Options struct {
 }
 
 // Observer is a sluice.Observer, LocalObserver, ShadowObserver,
-// SettleObserver and ContextObserver that records what a door decides through OpenTelemetry.
+// SettleObserver, SlotObserver and ContextObserver that records what a
+// door decides through OpenTelemetry.
 //
 // Its metrics, each with AttrPolicy (the rule's name):
 //
@@ -133,6 +142,8 @@ type Options struct {
 //	sluice.rate_limiting.shadow_denials      counter   {request}
 //	sluice.rate_limiting.settles             counter   {reservation}  + AttrSettleResult
 //	sluice.rate_limiting.settled_units       counter   {cost}     + AttrSettleKind
+//	aspnetcore.rate_limiting.active_request_leases  up-down counter  {request}
+//	sluice.rate_limiting.expired_leases      counter   {lease}
 //
 // They count what package metrics counts for Prometheus, the same way:
 // one decision per rule (in all mode, a request two rules admit counts
@@ -140,10 +151,10 @@ type Options struct {
 // count), a shadow rule's would-be denial in shadow_denials and not in
 // requests, a local decision in requests and in local_decisions. ASP.NET
 // Core counts one per request under its endpoint's policy; it has no
-// shadow or local decisions. Its lease metrics
-// (aspnetcore.rate_limiting.active_request_leases,
-// request_lease.duration, queued_requests, request.time_in_queue) are not
-// recorded: a rate limit holds no lease and queues nothing.
+// shadow or local decisions. Of its lease metrics, active_request_leases
+// counts the slots of concurrency rules (algo.ConcurrencyName) this
+// process holds; request_lease.duration, queued_requests and
+// request.time_in_queue are not recorded: nothing queues.
 //
 // On each request whose context holds a recording span, it adds the event
 // EventDecision with AttrVerdict; AttrPolicy and AttrResult when a rule
@@ -163,7 +174,8 @@ type Observer struct {
 	mu    sync.Mutex                            // serialises additions to rules
 
 	requests, spent, storeErrors, local, shadow metric.Int64Counter
-	settles, settledUnits                       metric.Int64Counter
+	settles, settledUnits, expiredLeases        metric.Int64Counter
+	activeLeases                                metric.Int64UpDownCounter
 	duration                                    metric.Float64Histogram
 
 	spans bool
@@ -173,6 +185,7 @@ type Observer struct {
 	nextShadow sluice.ShadowObserver
 	nextCtx    sluice.ContextObserver
 	nextSettle sluice.SettleObserver
+	nextSlot   sluice.SlotObserver
 }
 
 // Observer is every kind of observer a door knows.
@@ -181,6 +194,7 @@ var (
 	_ sluice.ShadowObserver  = (*Observer)(nil)
 	_ sluice.ContextObserver = (*Observer)(nil)
 	_ sluice.SettleObserver  = (*Observer)(nil)
+	_ sluice.SlotObserver    = (*Observer)(nil)
 )
 
 // ruleAttrs are one rule's measurement options, made once.
@@ -213,6 +227,7 @@ func New(opts *Options) (*Observer, error) {
 	o.nextShadow, _ = opts.Next.(sluice.ShadowObserver)
 	o.nextCtx, _ = opts.Next.(sluice.ContextObserver)
 	o.nextSettle, _ = opts.Next.(sluice.SettleObserver)
+	o.nextSlot, _ = opts.Next.(sluice.SlotObserver)
 	var err error
 	if o.requests, err = m.Int64Counter(MetricRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("Number of requests decided under a rate limiting rule (policy), by result.")); err != nil {
@@ -245,6 +260,14 @@ func New(opts *Options) (*Observer, error) {
 	}
 	if o.settledUnits, err = m.Int64Counter(MetricSettledUnits, metric.WithUnit("{cost}"),
 		metric.WithDescription("Units the settles after the response charged beyond the estimates, or refunded of them.")); err != nil {
+		return nil, err
+	}
+	if o.activeLeases, err = m.Int64UpDownCounter(MetricActiveLeases, metric.WithUnit("{request}"),
+		metric.WithDescription("Slots of concurrency rules this process holds: requests admitted and not yet ended.")); err != nil {
+		return nil, err
+	}
+	if o.expiredLeases, err = m.Int64Counter(MetricExpiredLeases, metric.WithUnit("{lease}"),
+		metric.WithDescription("Releases of a concurrency rule's slot that freed nothing: the lease had ended (max_hold) first.")); err != nil {
 		return nil, err
 	}
 	empty := map[string]*ruleAttrs{}
@@ -376,6 +399,24 @@ func (o *Observer) ObserveSettle(rule string, charged, refunded int64, stands bo
 	if refunded > 0 {
 		o.settledUnits.Add(ctx, refunded, r.refunded...)
 	}
+}
+
+// ObserveSlots records a slot of the named concurrency rule taken (delta
+// 1) or given back (delta -1) in MetricActiveLeases.
+func (o *Observer) ObserveSlots(rule string, delta int64) {
+	if o.nextSlot != nil {
+		o.nextSlot.ObserveSlots(rule, delta)
+	}
+	o.activeLeases.Add(context.Background(), delta, o.rule(rule).policy...)
+}
+
+// ObserveLeaseExpired records, in MetricExpiredLeases, a release under the
+// named concurrency rule that freed nothing.
+func (o *Observer) ObserveLeaseExpired(rule string) {
+	if o.nextSlot != nil {
+		o.nextSlot.ObserveLeaseExpired(rule)
+	}
+	o.expiredLeases.Add(context.Background(), 1, o.rule(rule).policy...)
 }
 
 // ObserveOutcome adds the event EventDecision, telling of out, to the span

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/identity"
 )
@@ -475,39 +474,14 @@ func (out *keyStateJSON) read(ctx context.Context, eng *engine.Engine, l engine.
 			out.Record = &st
 		}
 	}
-	d, err := eng.Peek(ctx, l, key, cost)
+	st, err := sluice.PeekState(ctx, eng, l, key, cost)
 	if err != nil {
 		return err
 	}
-	out.AllowedNow = d.Allowed
-	if !d.Allowed {
-		out.RetryAfterSeconds = d.RetryAfter.Seconds()
-	}
-	// A decision's Remaining is what is left after the request it answers:
-	// what may be spent now is one more than a peek at one unit leaves, or
-	// nothing when that unit would be denied.
-	one := d
-	if cost != 1 {
-		if one, err = eng.Peek(ctx, l, key, 1); err != nil {
-			return err
-		}
-	}
-	out.Remaining = 0
-	if one.Allowed {
-		out.Remaining = one.Remaining + 1
-	}
-	// A request of the whole capacity passes exactly when the caller is
-	// full; denied, it spends nothing, and its Reset is the caller's own.
-	full, err := eng.Peek(ctx, l, key, algo.Capacity(l.Algorithm))
-	if err != nil {
-		return err
-	}
-	var fullIn time.Duration
-	if !full.Allowed {
-		fullIn = full.Reset
-	}
-	out.FullInSeconds = fullIn.Seconds()
-	out.FullAt = time.Unix(0, eng.Clock().Now()+int64(fullIn)).UTC().Format(time.RFC3339Nano)
+	out.AllowedNow, out.Remaining = st.Allowed, st.Remaining
+	out.RetryAfterSeconds = st.RetryAfter.Seconds()
+	out.FullInSeconds = st.Reset.Seconds()
+	out.FullAt = time.Unix(0, eng.Clock().Now()+int64(st.Reset)).UTC().Format(time.RFC3339Nano)
 	return nil
 }
 

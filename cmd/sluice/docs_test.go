@@ -325,12 +325,28 @@ func TestDocsGoBlocksCompile(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	args := []string{"build", "-overlay", ovPath}
+	// The blocks an output block follows are built, each linked once into
+	// binDir (named after its package's directory), to be run; the others
+	// are compiled (go list -export runs the compiler on each, as go build
+	// does, and fails on the first error) and not linked: a link is most
+	// of a small program's build.
+	binDir := filepath.Join(tmp, "bin") + string(filepath.Separator)
+	build := []string{"build", "-overlay", ovPath, "-ldflags=-w", "-o", binDir}
+	compile := []string{"list", "-overlay", ovPath, "-export"}
 	for _, g := range blocks {
-		args = append(args, g.pkg)
+		if g.output != nil {
+			build = append(build, g.pkg)
+		} else {
+			compile = append(compile, g.pkg)
+		}
 	}
-	if out, err := goCmd(ctx, args...).CombinedOutput(); err != nil {
-		t.Fatalf("the documentation's Go does not compile (%v):\n%s", err, rename(out))
+	for _, args := range [][]string{compile, build} {
+		cmd := goCmd(ctx, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr // list's stdout, the packages' paths, is not wanted
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("the documentation's Go does not compile (%v):\n%s", err, rename(stderr.Bytes()))
+		}
 	}
 	for _, g := range blocks {
 		if g.output == nil {
@@ -340,11 +356,7 @@ func TestDocsGoBlocksCompile(t *testing.T) {
 			t.Errorf("%s: an output block follows, but the block is not a main program", g.where())
 			continue
 		}
-		bin := filepath.Join(tmp, filepath.Base(g.pkg))
-		if out, err := goCmd(ctx, "build", "-overlay", ovPath, "-o", bin, g.pkg).CombinedOutput(); err != nil {
-			t.Errorf("%s: go build: %v\n%s", g.where(), err, rename(out))
-			continue
-		}
+		bin := filepath.Join(binDir, filepath.Base(g.pkg))
 		runCtx, stop := context.WithTimeout(ctx, time.Minute)
 		cmd := exec.CommandContext(runCtx, bin)
 		cmd.Dir = tmp

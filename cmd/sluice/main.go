@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	_ "time/tzdata" // the IANA zones calendar rules name, on a host without a zone database
 )
 
 // command is one subcommand of the binary.

@@ -45,7 +45,7 @@ Flags:
 func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ruleName := fs.String("rule", "", "the `name` of the rule (its counters' namespace); required")
+	ruleName := fs.String("rule", "", "the `name` of the rule (its counters' namespace, or with --config the rule whose counter to reset); required")
 	keyText := fs.String("key", "", "the caller `key`: user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS or global; required")
 	configPath := fs.String("config", "", "a gateway configuration `file` to read the store, the rules and the identity section from")
 	bflags := addBackendFlags(fs)
@@ -67,6 +67,7 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	idCfg := identity.Config{}
 	bf := *bflags
+	namespace := *ruleName
 	if *configPath != "" {
 		cfg, err := config.Load(*configPath)
 		if err != nil {
@@ -86,6 +87,7 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			return fail(2, "--rule %s: %s has no such rule (it has %v)", *ruleName, *configPath, names)
 		}
+		namespace = rs.Rule(*ruleName).Limit().Namespace // its counter, when it shares one
 		idCfg = cfg.Identity
 		fileStore := storeFlags(cfg.Store)
 		fileStore.from = *configPath
@@ -124,7 +126,7 @@ func runReset(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		b.Close()
 		return fail(1, "starting the engine: %v", err)
 	}
-	l := engine.Limit{Namespace: *ruleName} // Reset and Record need only the namespace
+	l := engine.Limit{Namespace: namespace} // Reset and Record need only the namespace
 	removed, rerr := resetRecord(context.Background(), eng, l, key)
 	if cerr := eng.Close(); rerr == nil && cerr != nil {
 		rerr = fmt.Errorf("closing the store: %w", cerr)

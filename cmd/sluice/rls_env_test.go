@@ -259,3 +259,18 @@ func TestRLSEnvGRPCDefaults(t *testing.T) {
 		t.Errorf("GRPC_PORT=80x: err %v, want one naming it", err)
 	}
 }
+
+// USE_CALENDAR_MONTH_RATE_LIMIT=true is read as --calendar-month.
+func TestRLSEnvCalendarMonth(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "false": false, "true": true} {
+		e, err := readRLSEnv(func(n string) string {
+			if n == "USE_CALENDAR_MONTH_RATE_LIMIT" {
+				return v
+			}
+			return ""
+		})
+		if err != nil || e.calendarMonth != want {
+			t.Errorf("USE_CALENDAR_MONTH_RATE_LIMIT=%q: calendarMonth %v, %v; want %v", v, e.calendarMonth, err, want)
+		}
+	}
+}

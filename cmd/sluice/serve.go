@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-go/sluice/identity"
 	"github.com/sluice-go/sluice/internal/clip"
 	"github.com/sluice-go/sluice/metrics"
+	"github.com/sluice-go/sluice/throttled"
 )
 
 // maxIdleUpstreamConns bounds the idle connections kept to the upstream.
@@ -105,6 +106,16 @@ Admin endpoints (on --admin only, never on --listen):
 KEY is a caller as written in overrides: user:ID, key:API_KEY (the raw
 key), keyhash:HEX, ip:ADDRESS or global. Every reset is logged with the
 remote address and whether a token was given.
+  GET  /v1/usage?user=ID&api_key=K&ip=ADDR&plan=P&header.NAME=V[&method=M&path=/P&host=H]:
+            what the caller has left under every rule that applies to
+            it (or, with path, that request's rules); nothing spent
+  GET  /v1/throttled?rule=NAME&limit=N&cursor=C: the callers this
+            process denied or found near their limit, per rule, at most
+            --throttled-per-rule kept per rule, in pages
+
+--usage-listen ADDR serves GET /v1/usage for the request's own caller
+only, identified as the proxy identifies it (a query naming a caller is
+refused): for customers, behind the same authenticating proxy as the API.
 
 The admin listener binds to loopback by default (--admin :9090 is
 127.0.0.1:9090). On any other address serve refuses to start without
@@ -189,6 +200,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 		return status
 	}
 	defer g.close()
+	warnEvictingRedis(ctx, p.log, p.eng.Backend(), rs) // serve_calendar.go
 	w, err := config.Watch(f.config, nil, config.WatchOptions{
 		Initial:  cfg,
 		Logger:   p.log,
@@ -215,6 +227,8 @@ type serveFlags struct {
 	shadowHeaders         bool
 	reloadSettle          time.Duration
 	tls                   tlsFlags
+	usageListen           string               // --usage-listen; none when empty
+	throttledPerRule      int                  // --throttled-per-rule; 0 turns the list off
 	store                 *backendFlags        // the store flags, laid over the file's section
 	serverOver            func(*config.Server) // lays the server flags given over a server section
 }
@@ -238,6 +252,8 @@ func parseServeFlags(p *process, args []string, stdout io.Writer) (f serveFlags,
 	maxConns := fs.Int("max-connections", config.DefaultMaxConnections, "the most client `connections` open at once; past it new ones wait to be accepted (nginx's worker_connections), over server.max_connections")
 	shadowHeaders := fs.Bool("shadow-headers", false, "send a shadow rule's rate-limit headers (never Retry-After) on requests no enforced rule covers")
 	reloadSettle := addReloadSettleFlag(fs)
+	usageListen := fs.String("usage-listen", "", "the `address` of a listener answering GET /v1/usage for the request's own caller only, identified as the proxy identifies it; none when empty")
+	throttledPerRule := fs.Int("throttled-per-rule", throttled.DefaultPerRule, "how many `callers` the admin listener's /v1/throttled keeps per rule (those denied or near their limit); 0 turns it off")
 	tlsf := addTLSFlags(fs, "the proxy's listener")
 	storeFlagsGiven := addBackendFlags(fs)
 	fs.Lookup("backend").Usage = "the `store`, over the configuration's store.backend: memory, pebble, bolt or redis"
@@ -264,6 +280,13 @@ func parseServeFlags(p *process, args []string, stdout io.Writer) (f serveFlags,
 		return fail("--admin-host: only with --admin")
 	case *reloadSettle <= 0:
 		return fail("--reload-settle %s: want a positive duration", *reloadSettle)
+	case *throttledPerRule < 0 || *throttledPerRule > throttled.MaxPerRule:
+		return fail("--throttled-per-rule %d: want 0 (off) to %d", *throttledPerRule, throttled.MaxPerRule)
+	}
+	if *usageListen != "" {
+		if _, _, err := net.SplitHostPort(*usageListen); err != nil {
+			return fail("--usage-listen %s: want host:port, or :port for every address", *usageListen)
+		}
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return fail("--listen %s: want host:port, or :port for every address", *listen)
@@ -276,7 +299,7 @@ func parseServeFlags(p *process, args []string, stdout io.Writer) (f serveFlags,
 		config: *configPath, listen: *listen, upstream: up,
 		admin: *admin, adminTokenFile: *adminTokenFile, adminHosts: splitHosts(*adminHosts),
 		forwardPath: config.ForwardPath(*forward), shadowHeaders: *shadowHeaders, reloadSettle: *reloadSettle,
-		tls: tlsf, store: storeFlagsGiven,
+		tls: tlsf, store: storeFlagsGiven, usageListen: *usageListen, throttledPerRule: *throttledPerRule,
 	}
 	if err := checkAdminHosts("--admin-host", f.adminHosts); err != nil {
 		return fail("%v", err)
@@ -388,6 +411,8 @@ type limitedProxy struct {
 	started       *config.Config // the configuration at start, whose server section is in force
 	fleet         int            // the fleet size on_store_error local divides by
 	storeAttrs    []any
+	tracker       *throttled.Tracker // the callers denied or near their limit; nil when off
+	perRule       int                // the tracker's bound per rule
 }
 
 // proxyConfig is one configuration in force: never changed once
@@ -396,6 +421,8 @@ type proxyConfig struct {
 	rules   *sluice.Registry     // holds the ruleset; never swapped
 	id      *identity.Identifier // the identity section; the admin endpoints read keys under it
 	handler http.Handler         // the rate limiter over the proxy, under all of the above
+	usage   usageReader          // the admin's usage reader: the caller a query names (admin_usage.go)
+	own     *httplimit.Usage     // --usage-listen's: the request's own caller, as handler identifies it
 }
 
 // newLimitedProxy builds the proxy over p's engine and puts cfg, whose
@@ -416,8 +443,13 @@ func newLimitedProxy(p *process, f serveFlags, bf backendFlags, cfg *config.Conf
 		started:       cfg,
 		fleet:         1,
 		storeAttrs:    storeAttrs(bf),
+		perRule:       f.throttledPerRule,
 	}
 	g.upstreamErrs = &upstreamErrors{log: p.log}
+	if g.perRule > 0 {
+		// Kept across reloads, with what it has seen.
+		g.tracker, _ = throttled.New(&throttled.Options{PerRule: g.perRule, Now: p.eng.Clock().Now})
+	}
 	// The in-process engine on_store_error local decides on when the
 	// store fails. It is made whatever the policy, since a reload may
 	// turn local on, and kept across reloads with what callers spent.
@@ -456,7 +488,7 @@ func (g *limitedProxy) build(cfg *config.Config, rs *sluice.Ruleset) (*proxyConf
 		return nil, err
 	}
 	reg := sluice.NewRegistry(rs)
-	mw, err := httplimit.New(httplimit.Config{
+	hc := httplimit.Config{
 		Engine:          g.eng,
 		Registry:        reg,
 		Identifier:      id,
@@ -469,9 +501,26 @@ func (g *limitedProxy) build(cfg *config.Config, rs *sluice.Ruleset) (*proxyConf
 		ProblemDetails:  cfg.Response.Problem,
 		ResetAsUnixTime: cfg.Response.ResetUnix,
 		Exempt:          exempt,
-	})
+	}
+	if g.tracker != nil {
+		hc.Watch = g.tracker
+	}
+	mw, err := httplimit.New(hc)
 	if err != nil {
 		return nil, err
+	}
+	own, err := httplimit.NewUsage(hc)
+	if err != nil {
+		return nil, err
+	}
+	named := hc
+	named.Identity = namedCaller // admin_usage.go
+	usage := usageReader{fwd: cfg.Identity.ForwardingHeader}
+	if usage.u, err = httplimit.NewUsage(named); err != nil {
+		return nil, err
+	}
+	if ps := cfg.Identity.TrustedProxies; len(ps) > 0 {
+		usage.proxy = ps[0].Addr()
 	}
 	proxy := &httputil.ReverseProxy{
 		Director:     forwardDirector(forwardPathOf(g.forwardPath, cfg), httputil.NewSingleHostReverseProxy(g.upstream).Director), // serve_path.go
@@ -480,7 +529,7 @@ func (g *limitedProxy) build(cfg *config.Config, rs *sluice.Ruleset) (*proxyConf
 		ErrorLog:     g.errorLog,
 		ErrorHandler: g.upstreamErrs.handle,
 	}
-	return &proxyConfig{rules: reg, id: id, handler: mw(proxy)}, nil
+	return &proxyConfig{rules: reg, id: id, handler: mw(proxy), usage: usage, own: own}, nil
 }
 
 // apply puts cfg, whose ruleset is rs, in force with one atomic store, or
@@ -491,6 +540,16 @@ func (g *limitedProxy) apply(cfg *config.Config, rs *sluice.Ruleset) error {
 		return err
 	}
 	g.cur.Store(c)
+	if g.tracker != nil {
+		var names []string
+		for _, r := range rs.Rules() {
+			names = append(names, r.Name())
+		}
+		if d := rs.Default(); d != nil {
+			names = append(names, d.Name())
+		}
+		g.tracker.Keep(names)
+	}
 	return nil
 }
 
@@ -529,10 +588,21 @@ func (g *limitedProxy) run(ctx context.Context, p *process, f serveFlags, sv con
 		IdleTimeout:       sv.IdleTimeout,
 		ErrorLog:          g.errorLog,
 	}
-	attrs := append([]any{"upstream", g.upstream.String(), "config", f.config, "on_store_error", string(g.started.OnStoreError),
+	var ul *usageListener
+	var usageAttrs []any
+	if f.usageListen != "" {
+		var err error
+		if ul, err = listenUsage(f.usageListen, tlsCfg, func() *httplimit.Usage { return g.cur.Load().own }, g.errorLog); err != nil { // admin_usage.go
+			return p.fail(1, "%v", err)
+		}
+		go ul.srv.Serve(ul.ln)
+		defer ul.srv.Close() // at once should --listen fail to bind; drained with it otherwise
+		usageAttrs = []any{"usage", ul.ln.Addr().String()}
+	}
+	attrs := append(append(usageAttrs, "upstream", g.upstream.String(), "config", f.config, "on_store_error", string(g.started.OnStoreError),
 		"idle_timeout", sv.IdleTimeout, "client_body_timeout", sv.ClientBodyTimeout,
 		"client_body_min_rate", sv.ClientBodyMinRate, "client_body_rate_grace", sv.ClientBodyRateGrace, "send_timeout", sv.SendTimeout,
-		"max_connections", sv.MaxConnections}, g.storeAttrs...)
+		"max_connections", sv.MaxConnections), g.storeAttrs...)
 	return p.run(ctx, listener{
 		flag: "listen",
 		addr: f.listen,
@@ -543,7 +613,12 @@ func (g *limitedProxy) run(ctx context.Context, p *process, f serveFlags, sv con
 			}
 			return srv.Serve(ln)
 		},
-		drain: srv.Shutdown,
+		drain: func(ctx context.Context) error {
+			if ul != nil {
+				ul.srv.Shutdown(ctx)
+			}
+			return srv.Shutdown(ctx)
+		},
 		stop: func() {
 			if err := w.Close(); err != nil {
 				g.log.Warn("sluice serve: closing the configuration watcher", "err", err)
@@ -556,7 +631,9 @@ func (g *limitedProxy) run(ctx context.Context, p *process, f serveFlags, sv con
 		hosts:     append(f.adminHosts, sv.AdminHosts...),
 		handler: func() http.Handler {
 			rules := func() *sluice.Ruleset { rs, _ := g.inForce(); return rs }
-			return newAdminKeys(g.inForce, g.eng, g.log).mount(adminHandler(rules, g.counts, g.upstreamErrs, g.eng, storeCollectors(p.store)...))
+			rest := adminHandler(rules, g.counts, g.upstreamErrs, g.eng, storeCollectors(p.store)...)
+			rest = mountUsageEndpoints(adminUsage(func() usageReader { return g.cur.Load().usage }), adminThrottled(g.tracker, g.perRule, rules), rest)
+			return newAdminKeys(g.inForce, g.eng, g.log).mount(rest)
 		},
 		errorLog:    g.errorLog,
 		reportDrain: true,
@@ -685,6 +762,7 @@ type ruleJSON struct {
 	Cost       int64  `json:"cost"`
 	Plan       string `json:"plan,omitempty"`
 	Shadow     bool   `json:"shadow,omitempty"`
+	Calendar   string `json:"calendar,omitempty"` // the windows of a calendar rule: "month in Europe/Berlin from day 15"
 }
 
 // rulesJSON is the body of /rules: the ruleset in force.
@@ -709,6 +787,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Cost:       r.Cost,
 		Plan:       r.Plan,
 		Shadow:     r.Shadow,
+		Calendar:   calendarOf(c),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/engine"
@@ -24,6 +25,7 @@ import (
 const simulateNamespace = "simulate"
 
 const simulateUsage = `Usage: sluice simulate --algorithm NAME --limit N --window DUR [--burst N]
+       sluice simulate --algorithm fixed_window|sliding_counter --limit N --calendar UNIT [--timezone ZONE] [--anchor A]
        [--store FILE] [--backend memory|pebble|bolt --dir DIR --durability sync|interval]
        [--backend redis --redis-addr HOST:PORT[,HOST:PORT...] --redis-prefix P --redis-timeout D --redis-breaker B]
 
@@ -37,7 +39,9 @@ and writes one JSON decision per line to stdout, as soon as it is decided:
 
 or {"error": "<message>"} for a cost the limiter refuses (zero or less, or
 above the capacity). The engine's clock is set to each request's t; times
-and durations are exact seconds. Blank lines are skipped. Every line needs
+and durations are exact seconds. With --calendar the windows follow the
+calendar of --timezone instead (a day, a week, a month or a year, from
+--anchor), as a rule's calendar, timezone and anchor fields do. Blank lines are skipped. Every line needs
 a key, of 1 to 4096 bytes; a line without one, or that does not parse,
 stops the trace with exit status 2 and its line number.
 
@@ -139,6 +143,10 @@ func deleteAll(b backend.Backend) error {
 	return nil
 }
 
+// calendarFlags are simulate's calendar flags: a rule's calendar,
+// timezone and anchor fields.
+type calendarFlags struct{ unit, zone, anchor *string }
+
 func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64, *backendFlags) {
 	fs := flag.NewFlagSet("sluice simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by runSimulate
@@ -155,6 +163,9 @@ func newSimulateFlags() (*flag.FlagSet, *string, *int64, *time.Duration, *int64,
 		return nil
 	})
 	burst := int64Flag(fs, "burst", "the capacity `N` of a bucket algorithm (token_bucket, leaky_bucket, gcra); default the limit")
+	fs.String("calendar", "", "windows that follow the calendar, by `unit`: day, week, month or year (fixed_window and sliding_counter; instead of --window)")
+	fs.String("timezone", "", "the calendar's time `zone`, an IANA name such as Europe/Berlin; default UTC")
+	fs.String("anchor", "", "where each calendar window starts: \"06:00\" (day), \"monday\" (week), \"15\" or \"15 06:00\" (month), \"04-06\" (year); default midnight of the first day")
 	addStoreFileFlag(fs)
 	bf := addBackendFlags(fs)
 	return fs, name, limit, window, burst, bf
@@ -197,7 +208,11 @@ func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, f := range []string{"algorithm", "limit", "window"} {
+	period := "window"
+	if set["calendar"] {
+		period = "calendar"
+	}
+	for _, f := range []string{"algorithm", "limit", period} {
 		if !set[f] {
 			return engine.Limit{}, backendFlags{}, usagef("--%s: required", f)
 		}
@@ -208,8 +223,24 @@ func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 	if set["burst"] && *burst <= 0 {
 		return engine.Limit{}, backendFlags{}, usagef("--burst: must be positive when set, got %d", *burst)
 	}
-	a, err := algo.New(algo.Name(*name), algo.Params{Limit: *limit, Window: *window, Burst: *burst})
+	flagValue := func(f string) string { return fs.Lookup(f).Value.String() }
+	var (
+		a   algo.Algorithm
+		err error
+	)
+	if set["calendar"] || set["timezone"] || set["anchor"] {
+		// Checked as a rule's fields are, each error naming its flag.
+		a, err = calendarAlgorithm(sluice.Rule{Name: simulateNamespace, PathPrefix: "/", Scope: sluice.ScopeGlobal,
+			Algorithm: algo.Name(*name), Limit: *limit, Window: *window, Burst: *burst,
+			Calendar: flagValue("calendar"), Timezone: flagValue("timezone"), Anchor: flagValue("anchor")})
+	} else {
+		a, err = algo.New(algo.Name(*name), algo.Params{Limit: *limit, Window: *window, Burst: *burst})
+	}
 	if err != nil {
+		var re *sluice.RuleError
+		if errors.As(err, &re) {
+			return engine.Limit{}, backendFlags{}, usagef("--%s: %s", re.Field, re.Reason)
+		}
 		var pe *algo.ParamError
 		if errors.As(err, &pe) {
 			f := flagNames[pe.Field]
@@ -235,6 +266,16 @@ func parseSimulateFlags(args []string) (engine.Limit, backendFlags, error) {
 		out = bf.over(fileStore)
 	}
 	return engine.Limit{Namespace: simulateNamespace, Algorithm: a}, out, nil
+}
+
+// calendarAlgorithm returns the algorithm of a calendar rule r, or r's
+// *sluice.RuleError.
+func calendarAlgorithm(r sluice.Rule) (algo.Algorithm, error) {
+	rs, err := sluice.NewRuleset([]sluice.Rule{r}, nil, sluice.MatchMostSpecific)
+	if err != nil {
+		return nil, err
+	}
+	return rs.Rule(r.Name).Limit().Algorithm, nil
 }
 
 // simulate decides every line of in under limit, writing one answer per

@@ -249,6 +249,10 @@ func (p *parser) rateLimit(n *yaml.Node, field string) (*envoyrls.RateLimit, err
 			rl.Burst = int64(b)
 		case "settle_on_stream_done":
 			rl.SettleOnStreamDone, err = p.Bool(v, f)
+		case "calendar":
+			rl.Calendar, err = p.Bool(v, f)
+		case "timezone":
+			rl.Timezone, err = p.Str(v, f)
 		default:
 			return false, nil
 		}

@@ -1,0 +1,202 @@
+package sluice
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// Usage is what one caller has left under the rules that apply to it, as
+// Door.Usage and Door.UsageAll answer it: a peek at the stored state,
+// nothing spent and no record written.
+type Usage struct {
+	// At is the engine clock's time the usage was read at: each limit's
+	// Reset and RetryAfter count from it.
+	At time.Time
+	// Plan is the caller's plan as the door found it, "" for none (or
+	// when no rule names a plan, and the door did not ask).
+	Plan string
+	// Limits are the caller's limits, one per rule that applies: the
+	// enforced rules first, most specific first, then the shadow rules.
+	Limits []LimitUsage
+}
+
+// LimitUsage is one caller's state under one rule.
+type LimitUsage struct {
+	// Rule is the rule as it applies to the caller: with its override
+	// (Override), or as configured.
+	Rule *CompiledRule
+	// Key is the caller's key under Rule, as the store holds it (package
+	// identity's ShowKey shows an API key's as keyhash:HEX).
+	Key string
+	// Override reports that the caller has its own limit under Rule.
+	Override bool
+	// Exempt reports that Rule does not limit this caller's key
+	// (DoorConfig.Exempt): the store is not read, and LimitState is zero
+	// but for its Cost.
+	Exempt bool
+	// LimitState is the caller's state under Rule, for a request of the
+	// rule's Cost.
+	LimitState
+}
+
+// LimitState is a key's state under one engine limit, as PeekState reads
+// it.
+type LimitState struct {
+	// Limit is the capacity: what a full caller may spend at once
+	// (algo.Capacity). Window is the limit's quota window (algo.Quota):
+	// for a calendar limit the longest of its windows, Reset saying when
+	// the caller's ends.
+	Limit  int64
+	Window time.Duration
+	// Cost is the cost of the request Allowed and RetryAfter are of.
+	Cost int64
+	// Remaining is what the caller may spend now: for a concurrency limit,
+	// the slots free.
+	Remaining int64
+	// InUse is, for a concurrency limit, the slots the caller holds; zero
+	// for every other algorithm.
+	InUse int64
+	// Allowed reports whether a request of Cost would pass now.
+	Allowed bool
+	// RetryAfter is how long until a request of Cost would pass; zero
+	// when it would now.
+	RetryAfter time.Duration
+	// Reset is how long until the caller's whole capacity is back: zero
+	// when it is full.
+	Reset time.Duration
+}
+
+// PeekState reads key's state under l on eng, spending nothing and writing
+// no record: what it may spend now, whether a request of cost would pass
+// and when, and when it is full again. A key without a record reads as
+// full. It peeks (engine.Engine.Peek) three times: at one unit, at cost
+// and at the whole capacity, so a decision made between them may show in
+// one and not another. The errors are Peek's.
+func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost int64) (LimitState, error) {
+	s := LimitState{Cost: cost}
+	if l.Algorithm == nil {
+		return s, engine.ErrNoAlgorithm
+	}
+	s.Limit = algo.Capacity(l.Algorithm)
+	_, s.Window = algo.Quota(l.Algorithm)
+	// A decision's Remaining is what is left after the request it answers:
+	// what may be spent now is one more than a peek at one unit leaves, or
+	// nothing when that unit would be denied.
+	one, err := eng.Peek(ctx, l, key, 1)
+	if err != nil {
+		return s, err
+	}
+	if one.Allowed {
+		s.Remaining = one.Remaining + 1
+	}
+	d := one
+	if cost != 1 {
+		if d, err = eng.Peek(ctx, l, key, cost); err != nil {
+			return s, err
+		}
+	}
+	s.Allowed = d.Allowed
+	if !d.Allowed {
+		s.RetryAfter = d.RetryAfter
+	}
+	// A request of the whole capacity passes exactly when the caller is
+	// full; denied, it spends nothing, and its Reset is the caller's own.
+	full, err := eng.Peek(ctx, l, key, s.Limit)
+	if err != nil {
+		return s, err
+	}
+	if !full.Allowed {
+		s.Reset = full.Reset
+	}
+	if _, ok := l.Algorithm.(*algo.Concurrency); ok {
+		s.InUse = s.Limit - s.Remaining
+	}
+	return s, nil
+}
+
+// Usage answers, for req, what its caller has left under every rule a
+// request of that method and path would be decided under now: the
+// enforced rules Decide would match (its plan, its host), each with the
+// caller's override, and the shadow rules, with no regard to whether an
+// enforced one would let the request through. It spends nothing and writes
+// no record: a caller never seen reads as full under each rule. It reads
+// the store three times per rule (PeekState), so it costs more than a
+// decision; it is not for the request path.
+//
+// The caller's key under each rule is the door's Key, the plan its Plan,
+// as Decide reads them; the cost each LimitUsage reports is the rule's own
+// (a request's cost function and a Settle estimate are not asked). An
+// error is a *KeyError (the caller could not be identified) or the
+// engine's (the store could not be read).
+func (d *Door[R]) Usage(ctx context.Context, rs *Ruleset, method, path string, req R) (Usage, error) {
+	q := RequestShape{Method: method, Path: rs.matchPath(path)}
+	if d.host != nil && rs.hasHostRules() {
+		q.Host = requestHost(d.host(req))
+	}
+	return d.usage(ctx, rs, req, &q)
+}
+
+// UsageAll is Usage for every rule that applies to the caller whatever its
+// request: each enforced rule of its plan (the plan's own rules, and the
+// plan-less rules they do not replace) whatever their method, path or
+// host, each shadow rule, and the default. A rule that counts by a path
+// parameter (ScopeParam) is left out: its key is the request's, so ask
+// Usage with the path.
+func (d *Door[R]) UsageAll(ctx context.Context, rs *Ruleset, req R) (Usage, error) {
+	return d.usage(ctx, rs, req, nil)
+}
+
+// usage is Usage of the request shape q, or (q nil) of every rule that
+// applies to the caller.
+func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape) (Usage, error) {
+	u := Usage{At: time.Unix(0, d.core.eng.Clock().Now())}
+	if d.plan != nil && rs.hasPlans() {
+		var err error
+		if u.Plan, err = d.planOf(req); err != nil {
+			return u, &KeyError{Err: err}
+		}
+	}
+	var rules, shadows []*CompiledRule
+	if q != nil {
+		q.Plan = u.Plan
+		rules = rs.appendMatch(nil, *q)
+		shadows = rs.appendMatchShadow(nil, *q)
+	} else {
+		rules = append(rules, rs.forPlan(u.Plan)...)
+		shadows = append(shadows, rs.shadow...)
+		if rs.def != nil {
+			if rs.def.rule.Shadow {
+				shadows = append(shadows, rs.def)
+			} else {
+				rules = append(rules, rs.def)
+			}
+		}
+	}
+	path := ""
+	if q != nil {
+		path = q.Path
+	}
+	for _, c := range append(rules, shadows...) {
+		if q == nil && c.rule.Scope.Param() != "" {
+			continue // counted by a path parameter: per request, asked with its path
+		}
+		key, _, err := d.keyOf(req, c, path)
+		if err != nil {
+			return u, &KeyError{Rule: c, Err: err}
+		}
+		if !c.rule.Shadow && d.exempt != nil && d.exempt(key) {
+			u.Limits = append(u.Limits, LimitUsage{Rule: c, Key: key, Exempt: true, LimitState: LimitState{Cost: c.rule.Cost}})
+			continue
+		}
+		o := rs.Override(c, key)
+		st, err := PeekState(ctx, d.core.eng, o.limit, key, o.rule.Cost)
+		if err != nil {
+			return u, err
+		}
+		u.Limits = append(u.Limits, LimitUsage{Rule: o, Key: key, Override: o != c, LimitState: st})
+	}
+	return u, nil
+}
