@@ -50,11 +50,11 @@ type Decider struct {
 	// the engine's store's way, or Redis' when a LocalFallback may hold
 	// slots too (its memory store takes any context).
 	releaseCtx int
-	policy    StoreErrorPolicy
-	local     *LocalFallback // with policy FailLocal
-	log       *slog.Logger
-	tally     func(*CompiledRule, string, int64, bool)
-	watch     Watcher // nil: no one watches
+	policy     StoreErrorPolicy
+	local      *LocalFallback // with policy FailLocal
+	log        *slog.Logger
+	tally      func(*CompiledRule, string, int64, bool)
+	watch      Watcher // nil: no one watches
 
 	storeLog logpace.Pace // paces the store errors' log lines
 }
