@@ -9,7 +9,7 @@ SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 ATTACKFLAGS ?=
 
-.PHONY: all build test fmt vet race unlocked fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
+.PHONY: all build test fmt vet race unlocked full fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
 
 all: build
 
@@ -58,7 +58,7 @@ TESTTMP ?= $(shell avail=$$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $$4}
 TESTENV = $(if $(TESTTMP),TMPDIR=$(TESTTMP) GOTMPDIR=$(or $(shell $(GO) env GOTMPDIR 2>/dev/null),$(or $(TMPDIR),/tmp)))
 
 test: fmt
-	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build unlocked bench-compile
+	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build unlocked full bench-compile
 	@$(MAKE) --no-print-directory fleet
 
 fmt:
@@ -79,6 +79,14 @@ race:
 ## that decide through them, run once more in a normal build.
 unlocked:
 	$(TESTENV) $(GO) test -count=1 -run '^Test(ReadUnlocked|Unlocked|Denials|Model)' ./backend/table ./engine
+
+## full: the tests that run smaller under the race detector, where their
+## size is most of their cost and not what finds races, at full size in
+## a normal build: the engine's model equivalence over the durable stores
+## (a quarter of rapid's checks under race), the damaged-file rounds
+## (half), the memory store's retained heap (skipped under race).
+full:
+	$(TESTENV) $(GO) test -count=1 -run '^(TestDurableModelEquivalence|TestDamagedFiles?|TestRetainedHeapPerKey)$$' ./engine ./backend/bolt ./backend/pebble ./backend/memory
 
 ## fleet-build: compiles bench/fleet's test and the toxiproxy server it
 ## runs, without running them.

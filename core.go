@@ -46,6 +46,10 @@ type Decider struct {
 	shadowObs ShadowObserver // metrics, when it is one
 	settleObs SettleObserver // metrics, when it is one
 	slotObs   SlotObserver   // metrics, when it is one
+	// releaseCtx is how a slot's release gets its context (slots.go):
+	// the engine's store's way, or Redis' when a LocalFallback may hold
+	// slots too (its memory store takes any context).
+	releaseCtx int
 	policy    StoreErrorPolicy
 	local     *LocalFallback // with policy FailLocal
 	log       *slog.Logger
@@ -100,6 +104,7 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 	c.shadowObs, _ = cfg.Metrics.(ShadowObserver)
 	c.settleObs, _ = cfg.Metrics.(SettleObserver)
 	c.slotObs, _ = cfg.Metrics.(SlotObserver)
+	c.releaseCtx = releaseCtxOf(cfg.Engine.Backend())
 	switch c.policy {
 	case "":
 		c.policy = FailOpen

@@ -401,3 +401,59 @@ func ratFloor(r *big.Rat) int64 {
 	q := new(big.Int).Div(r.Num(), r.Denom()) // Euclidean: floor for a positive denominator
 	return q.Int64()
 }
+
+// TestCalendarMemoConcurrent: goroutines asking one calendar about
+// instants of different windows at once each get their own instant's
+// windows, whatever the memo holds (run under -race).
+func TestCalendarMemoConcurrent(t *testing.T) {
+	c := newCalendar(Calendar{Unit: CalendarDay, Location: mustZone(t, "America/New_York")})
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, c.loc).UnixNano() // a 25-hour day
+	want := make([]windowSpan, 6)
+	for i := range want {
+		want[i] = c.compute(base + int64(i)*int64(13*time.Hour))
+	}
+	done := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for n := range 2000 {
+				i := (n + g) % len(want)
+				if got := c.span(base + int64(i)*int64(13*time.Hour)); got != want[i] {
+					done <- fmt.Sprintf("instant %d: %v, want %v", i, got, want[i])
+					return
+				}
+			}
+			done <- ""
+		}()
+	}
+	for range 4 {
+		if msg := <-done; msg != "" {
+			t.Error(msg)
+		}
+	}
+}
+
+// TestCalendarClockStepsBack: a clock that steps back over a calendar
+// boundary stays in the later window, as with windows of one length:
+// nothing spent there is handed back, and the reset is still the later
+// window's end.
+func TestCalendarClockStepsBack(t *testing.T) {
+	berlin := mustZone(t, "Europe/Berlin")
+	cal := Calendar{Unit: CalendarMonth, Location: berlin}
+	turn := time.Date(2026, 11, 1, 0, 0, 0, 0, berlin).UnixNano()
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, berlin).UnixNano()
+	for _, name := range []Name{FixedWindowName, SlidingCounterName} {
+		a := MustNew(name, Params{Limit: 2, Calendar: cal})
+		state, d := a.Step(nil, turn+int64(time.Minute), 2)
+		if !d.Allowed {
+			t.Fatalf("%s: the first request denied: %+v", name, d)
+		}
+		back := turn - int64(time.Hour) // October, an hour before the turn
+		_, d = a.Step(state, back, 1)
+		if d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: an hour back into October: %+v, want November's spent count to stand", name, d)
+		}
+		if want := time.Duration(end - back); name == FixedWindowName && d.Reset != want {
+			t.Errorf("%s: Reset %v, want November's end, %v away", name, d.Reset, want)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +57,7 @@ func openDurable(t testing.TB, b backend.Backend, clock engine.Clock, mode engin
 // backends: random traces with restarts (close, reopen the directory, new
 // engine) and flushes interleaved answer exactly what the map model answers.
 func TestDurableModelEquivalence(t *testing.T) {
+	fewerChecksUnderRace(t, 4)
 	for _, d := range durables {
 		for _, mode := range modes {
 			t.Run(d.name+"/"+mode.String(), func(t *testing.T) {
@@ -103,6 +106,31 @@ func TestDurableModelEquivalence(t *testing.T) {
 			})
 		}
 	}
+}
+
+// fewerChecksUnderRace divides rapid's checks (-rapid.checks, 100 by
+// default) by div for the rest of t, a test that runs no other in
+// parallel, under the race detector: a property whose every check opens
+// real stores costs several times more there, and make full runs it again
+// at the full count in a normal build.
+func fewerChecksUnderRace(t *testing.T, div int) {
+	t.Helper()
+	if !raceEnabled {
+		return
+	}
+	f := flag.Lookup("rapid.checks")
+	if f == nil {
+		t.Fatal("rapid registers no -rapid.checks flag")
+	}
+	was := f.Value.String()
+	n, err := strconv.Atoi(was)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Value.Set(strconv.Itoa(max(1, n/div))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Value.Set(was) })
 }
 
 func TestRestartKeepsTheBudget(t *testing.T) {

@@ -15,6 +15,18 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
+// damageRounds is n, or half of it under the race detector, where each
+// round costs several times more and finds no race the first half does
+// not (the rounds differ in the bytes damaged, not in what runs
+// concurrently); make full runs all n in a normal build. (Half keeps each
+// kind of file damaged and met at least twice.)
+func damageRounds(n int) int {
+	if raceEnabled {
+		return n / 2
+	}
+	return n
+}
+
 // Pebble files with bytes flipped or overwritten — sst blocks, the
 // MANIFEST, the WAL, OPTIONS — never panic or end the process: open,
 // reads, writes, sweep, range and close each succeed or fail with an
@@ -68,7 +80,7 @@ func TestDamagedFiles(t *testing.T) {
 		},
 		Engine: damageEngine,
 		Kinds:  []string{"sst", "MANIFEST", "WAL"},
-		Rounds: 60,
+		Rounds: damageRounds(60),
 	})
 }
 

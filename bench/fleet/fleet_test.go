@@ -534,20 +534,21 @@ func (c *replyConn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// wantWithinDeadlineAcross is wantWithinDeadline for a fault that began and
-// ended at the times given, but for the decisions that started within one
-// deadline of either: those may have waited for a call sent before the
-// change, which Redis answered within its deadline, before their own, which
-// it did not, and a call's deadline starts when it is sent (see the store's
-// batcher): a deadline for each, and the slack.
-func wantWithinDeadlineAcross(t *testing.T, l *load, began, end time.Time) {
+// wantWithinDeadlineAcross is wantWithinDeadline for a fault set between
+// began and in and ended at end (see faultFor), but for the decisions that
+// started within one deadline of its setting or its end: those may have
+// waited for a call sent before the change, which Redis answered within
+// its deadline, before their own, which it did not, and a call's deadline
+// starts when it is sent (see the store's batcher): a deadline for each,
+// and the slack.
+func wantWithinDeadlineAcross(t *testing.T, l *load, began, in, end time.Time) {
 	t.Helper()
-	near := func(c call, at time.Time) bool {
-		return c.start.After(at.Add(-redis.DefaultTimeout)) && c.start.Before(at.Add(redis.DefaultTimeout))
+	near := func(c call, from, to time.Time) bool {
+		return c.start.After(from.Add(-redis.DefaultTimeout)) && c.start.Before(to.Add(redis.DefaultTimeout))
 	}
 	var slowest, slowestNear time.Duration
 	for _, c := range l.calls {
-		if near(c, began) || near(c, end) {
+		if near(c, began, in) || near(c, end, end) {
 			slowestNear = max(slowestNear, c.took)
 		} else {
 			slowest = max(slowest, c.took)
@@ -742,26 +743,32 @@ func TestCPUStarvedGateway(t *testing.T) {
 
 // faultFor runs the load with a fault present for d, then removed, and
 // half a second more; it returns the load, when the fault began (on was
-// called) and when it ended (off returned).
-func faultFor(t *testing.T, e *engine.Engine, users int, d time.Duration, on func(), off func()) (l *load, began, ended time.Time) {
+// called), when it was surely in place (on returned: a fault set by
+// another process, redis-cli or toxiproxy's API, takes effect at some
+// moment between, which on a loaded machine was up to 300 ms after on
+// was called) and when it ended (off returned).
+func faultFor(t *testing.T, e *engine.Engine, users int, d time.Duration, on func(), off func()) (l *load, began, in, ended time.Time) {
 	t.Helper()
 	l = driveWhile(e, users, 500*time.Millisecond, func() {
 		began = time.Now()
 		on()
+		in = time.Now()
 		time.Sleep(d)
 		off()
 		ended = time.Now()
 	})
-	return l, began, ended
+	return l, began, in, ended
 }
 
-// detection returns how long after began the first decision ended in a
-// store error (the door's policy applied), or -1 if none did.
-func detection(l *load, began time.Time) time.Duration {
+// detection returns how long after in (when the fault was surely in
+// place) the first decision that ended after began (when it was set)
+// ended in a store error (the door's policy applied), 0 if that was before
+// in, or -1 if none did.
+func detection(l *load, began, in time.Time) time.Duration {
 	first := time.Duration(-1)
 	for _, c := range l.calls {
 		if c.err != nil && !c.finished.Before(began) {
-			if d := c.finished.Sub(began); first < 0 || d < first {
+			if d := max(0, c.finished.Sub(in)); first < 0 || d < first {
 				first = d
 			}
 		}
@@ -770,16 +777,16 @@ func detection(l *load, began time.Time) time.Duration {
 }
 
 // wantDetected fails t unless a decision ended in a store error within
-// detectWithin (and the load's slack) of the fault's beginning, and
-// returns how soon one did.
-func wantDetected(t *testing.T, what string, l *load, began time.Time) time.Duration {
+// detectWithin (and the load's slack) of the fault's being in place (see
+// faultFor), and returns how soon one did.
+func wantDetected(t *testing.T, what string, l *load, began, in time.Time) time.Duration {
 	t.Helper()
-	d := detection(l, began)
+	d := detection(l, began, in)
 	switch {
 	case d < 0:
 		t.Errorf("%s: no decision failed during the fault", what)
 	case d > detectWithin+l.slack():
-		t.Errorf("%s: the first store error came %v after the fault began, want within %v (and the gateway's lateness, %v)", what, d, detectWithin, l.late)
+		t.Errorf("%s: the first store error came %v after the fault was in place (%v after it began to be set), want within %v (and the gateway's lateness, %v)", what, d, in.Sub(began), detectWithin, l.late)
 	}
 	return d
 }
@@ -840,13 +847,13 @@ func TestBlackHole(t *testing.T) {
 	rs := redistest.Start(t)
 	px := startProxy(t, rs.Addr)
 	_, e := gateway(t, px.Addr, redis.Options{})
-	l, began, end := faultFor(t, e, 2000, 500*time.Millisecond,
+	l, began, in, end := faultFor(t, e, 2000, 500*time.Millisecond,
 		func() { px.add(t, "hole", "timeout", "downstream", toxiproxy.Attributes{"timeout": 0}) },
 		func() { px.remove(t, "hole") })
 	checkErrors(t, l)
-	wantWithinDeadlineAcross(t, l, began, end)
+	wantWithinDeadlineAcross(t, l, began, in, end)
 	wantNoOverAdmission(t, l)
-	d := wantDetected(t, "black hole 500ms", l, began)
+	d := wantDetected(t, "black hole 500ms", l, began, in)
 	wantRecovered(t, fmt.Sprintf("black hole 500ms (detected in %v)", d), l, end)
 }
 
@@ -856,13 +863,13 @@ func TestResetPeer(t *testing.T) {
 	rs := redistest.Start(t)
 	px := startProxy(t, rs.Addr)
 	_, e := gateway(t, px.Addr, redis.Options{})
-	l, began, end := faultFor(t, e, 2000, 300*time.Millisecond,
+	l, began, in, end := faultFor(t, e, 2000, 300*time.Millisecond,
 		func() { px.add(t, "reset", "reset_peer", "downstream", toxiproxy.Attributes{"timeout": 0}) },
 		func() { px.remove(t, "reset") })
 	checkErrors(t, l)
-	wantWithinDeadlineAcross(t, l, began, end)
+	wantWithinDeadlineAcross(t, l, began, in, end)
 	wantNoOverAdmission(t, l)
-	d := wantDetected(t, "reset_peer 300ms", l, began)
+	d := wantDetected(t, "reset_peer 300ms", l, began, in)
 	wantRecovered(t, fmt.Sprintf("reset_peer 300ms (detected in %v)", d), l, end)
 }
 
@@ -877,7 +884,7 @@ func TestSlowClose(t *testing.T) {
 	s, e := gateway(t, px.Addr, redis.Options{})
 	written := &writes{}
 	s.Client().AddHook(written)
-	l, began, end := faultFor(t, e, 2000, 0,
+	l, began, in, end := faultFor(t, e, 2000, 0,
 		func() { rs.Do(t, "CLIENT", "KILL", "TYPE", "normal") },
 		func() {})
 	checkErrors(t, l)
@@ -887,7 +894,7 @@ func TestSlowClose(t *testing.T) {
 	// proxy holds the closes) until a call on one meets its deadline: the
 	// fault lasts one deadline past the kill, and a call made meanwhile on
 	// a dead connection fails. From then on the pool dials afresh.
-	d := wantDetected(t, "slow_close 2s, every client killed", l, began)
+	d := wantDetected(t, "slow_close 2s, every client killed", l, began, in)
 	wantRecovered(t, fmt.Sprintf("slow_close 2s, every client killed (detected in %v)", d), l, end.Add(redis.DefaultTimeout))
 }
 
@@ -906,7 +913,7 @@ func freeAddr() (string, error) {
 // decision that must reach Redis, where a spent user's denial is answered
 // from the gateway's last-seen record. It fails t for a spent user
 // admitted again.
-func faultSpent(t *testing.T, e *engine.Engine, d time.Duration, on func(), off func()) (l *load, began, ended time.Time) {
+func faultSpent(t *testing.T, e *engine.Engine, d time.Duration, on func(), off func()) (l *load, began, in, ended time.Time) {
 	t.Helper()
 	const users = 200
 	spendAll(t, e, users)
@@ -919,6 +926,7 @@ func faultSpent(t *testing.T, e *engine.Engine, d time.Duration, on func(), off 
 	}, 500*time.Millisecond, func() {
 		began = time.Now()
 		on()
+		in = time.Now()
 		time.Sleep(d)
 		off()
 		ended = time.Now()
@@ -928,7 +936,7 @@ func faultSpent(t *testing.T, e *engine.Engine, d time.Duration, on func(), off 
 			t.Errorf("%s, spent before the fault, admitted %d times more", u, n)
 		}
 	}
-	return l, began, ended
+	return l, began, in, ended
 }
 
 // spendAll spends each of users to the limit before a fault: 20
@@ -981,11 +989,11 @@ func spendAll(t *testing.T, e *engine.Engine, users int) {
 func TestStoppedRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	_, e := gateway(t, rs.Addr, redis.Options{})
-	l, began, end := faultSpent(t, e, 500*time.Millisecond, rs.Pause, rs.Resume)
+	l, began, in, end := faultSpent(t, e, 500*time.Millisecond, rs.Pause, rs.Resume)
 	checkErrors(t, l)
 	wantWithinDeadline(t, l)
 	wantNoOverAdmission(t, l)
-	d := wantDetected(t, "SIGSTOP 500ms", l, began)
+	d := wantDetected(t, "SIGSTOP 500ms", l, began, in)
 	wantRecovered(t, fmt.Sprintf("SIGSTOP 500ms (detected in %v)", d), l.fresh(), end)
 }
 
@@ -1006,7 +1014,7 @@ func TestStoppedRedis(t *testing.T) {
 func TestRestartedRedis(t *testing.T) {
 	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always", "--dir", memDir(t))
 	_, e := gateway(t, rs.Addr, redis.Options{})
-	l, began, end := faultSpent(t, e, 500*time.Millisecond, rs.Crash, func() {
+	l, began, in, end := faultSpent(t, e, 500*time.Millisecond, rs.Crash, func() {
 		if err := rs.Start(); err != nil {
 			t.Error(err)
 		}
@@ -1014,7 +1022,7 @@ func TestRestartedRedis(t *testing.T) {
 	checkErrors(t, l)
 	wantWithinDeadline(t, l)
 	wantNoOverAdmission(t, l)
-	d := wantDetected(t, "SIGKILL, restarted 500ms later", l, began)
+	d := wantDetected(t, "SIGKILL, restarted 500ms later", l, began, in)
 	wantRecovered(t, fmt.Sprintf("SIGKILL, restarted 500ms later (detected in %v)", d), l.fresh(), end)
 }
 
