@@ -46,11 +46,15 @@ type Decider struct {
 	shadowObs ShadowObserver // metrics, when it is one
 	settleObs SettleObserver // metrics, when it is one
 	slotObs   SlotObserver   // metrics, when it is one
-	policy    StoreErrorPolicy
-	local     *LocalFallback // with policy FailLocal
-	log       *slog.Logger
-	tally     func(*CompiledRule, string, int64, bool)
-	watch     Watcher // nil: no one watches
+	// releaseCtx is how a slot's release gets its context, by the
+	// engine's store (slots.go); a LocalFallback's memory store takes
+	// any.
+	releaseCtx int
+	policy     StoreErrorPolicy
+	local      *LocalFallback // with policy FailLocal
+	log        *slog.Logger
+	tally      func(*CompiledRule, string, int64, bool)
+	watch      Watcher // nil: no one watches
 
 	storeLog logpace.Pace // paces the store errors' log lines
 }
@@ -100,6 +104,7 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 	c.shadowObs, _ = cfg.Metrics.(ShadowObserver)
 	c.settleObs, _ = cfg.Metrics.(SettleObserver)
 	c.slotObs, _ = cfg.Metrics.(SlotObserver)
+	c.releaseCtx = releaseCtxOf(cfg.Engine.Backend())
 	switch c.policy {
 	case "":
 		c.policy = FailOpen

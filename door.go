@@ -131,7 +131,9 @@ type ContextObserver interface {
 //     the policy is FailLocal;
 //  8. tells a ContextObserver of the Outcome, with the request's context.
 //
-// It returns an Outcome, which the door turns into its answer.
+// It returns an Outcome, which the door turns into its answer; the slots
+// of an Allowed Outcome's Held are the door's to give back (Door.Release)
+// once the response has ended.
 //
 // A Door is safe for concurrent use when its DoorConfig's functions are.
 // It keeps no state between requests but its store-error log's pace.

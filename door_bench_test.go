@@ -57,3 +57,53 @@ func BenchmarkDoorDecide(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDoorSlots is a request under a concurrency rule through the
+// decision core, its slot taken and given back (Door.Release), alone and
+// beside a rate rule (match: all), and refused at the limit, on the memory
+// store: what holding a slot costs beside BenchmarkDoorDecide's decision.
+func BenchmarkDoorSlots(b *testing.B) {
+	slots := sluice.Rule{Name: "s", PathPrefix: "/x", Scope: sluice.ScopeUser, Algorithm: "concurrency", Limit: 4, MaxHold: time.Minute}
+	rate := sluice.Rule{Name: "r", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: "token_bucket", Limit: 1_000_000_000, Window: time.Hour}
+	full := slots
+	full.Limit = 1
+	for _, bc := range []struct {
+		name  string
+		mode  sluice.MatchMode
+		rules []sluice.Rule
+		hold  bool // a request holds the only slot throughout
+		want  sluice.Verdict
+	}{
+		{"one/allowed+release", sluice.MatchMostSpecific, []sluice.Rule{slots}, false, sluice.Allowed},
+		{"all/allowed+release", sluice.MatchAll, []sluice.Rule{slots, rate}, false, sluice.Allowed},
+		{"one/denied", sluice.MatchMostSpecific, []sluice.Rule{full}, true, sluice.Denied},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			e, err := engine.New(memory.New(nil), &engine.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			rs, err := sluice.NewRuleset(bc.rules, nil, bc.mode)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := sluice.NewDoor(sluice.DoorConfig[call]{Engine: e, Key: callKey, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, req := context.Background(), call{user: "bench"}
+			if bc.hold {
+				d.Decide(ctx, rs, "GET", "/x", req) // holds the slot
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				out := d.Decide(ctx, rs, "GET", "/x", req)
+				if out.Verdict != bc.want {
+					b.Fatalf("verdict %v, want %v", out.Verdict, bc.want)
+				}
+				d.Release(ctx, out.Held)
+			}
+		})
+	}
+}

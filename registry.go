@@ -32,6 +32,15 @@ func (m MatchMode) valid() bool { return m == MatchMostSpecific || m == MatchAll
 
 // Ruleset is an immutable, validated set of rules: what a Registry holds.
 //
+// Its rules match a path by prefix (Rule.PathPrefix) or by pattern
+// (Rule.Path), and the most specific covering rule wins: a rule naming a
+// host first, then the more specific path — two paths compared from the
+// left, a literal character beating a parameter, a parameter beating a
+// {rest...} or a prefix's end, a pattern's end beating a {rest...}, and
+// of two prefixes the longer (pattern.go) — then an exact method. In
+// MatchMostSpecific mode the rules of a group (Rule.Group) apply beside
+// the most specific rule outside groups, all or nothing (group.go).
+//
 // Its shadow rules (Rule.Shadow) are kept apart from the enforced ones:
 // AppendMatch returns enforced rules only, chosen as if there were no
 // shadow rules, and AppendMatchShadow returns the shadow rules, chosen
@@ -212,6 +221,9 @@ func checkCounter(before []*CompiledRule, c *CompiledRule) error {
 			return c.rule.fail("counter", "shares counter %q with rule %q under %s: a shared counter carries what was spent for the window algorithms (%s, %s), whose record is a count; a bucket's record is its level, which another rate would read as another amount", ns, o.rule.Name, c.rule.Algorithm, algo.FixedWindowName, algo.SlidingCounterName)
 		case o.rule.Window != c.rule.Window:
 			return c.rule.fail("counter", "shares counter %q with rule %q, whose window is %v, not %v: rules sharing a counter count in the same windows", ns, o.rule.Name, o.rule.Window, c.rule.Window)
+		case o.rule.Calendar != c.rule.Calendar || o.rule.Timezone != c.rule.Timezone || o.rule.Anchor != c.rule.Anchor:
+			return c.rule.fail("counter", "shares counter %q with rule %q, whose calendar, time zone and anchor are %q %q %q, not %q %q %q: rules sharing a counter count in the same windows",
+				ns, o.rule.Name, o.rule.Calendar, o.rule.Timezone, o.rule.Anchor, c.rule.Calendar, c.rule.Timezone, c.rule.Anchor)
 		}
 	}
 	return nil

@@ -148,8 +148,8 @@ var weekdays = map[string]int{
 // Per returns what the rule's Limit is counted per, for people: "1m0s",
 // or for a calendar rule "month in Europe/Berlin from day 15".
 func (c *CompiledRule) Per() string {
-	if cal := c.limit.Algorithm.Params().Calendar; !cal.IsZero() {
-		return cal.String()
+	if a := c.limit.Algorithm; a != nil && !a.Params().Calendar.IsZero() {
+		return a.Params().Calendar.String()
 	}
 	return c.rule.Window.String()
 }

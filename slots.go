@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -28,10 +29,11 @@ import (
 // own), and when every slot held now will have come back at the latest
 // (the reset, at most MaxHold).
 
-// ReleaseTimeout bounds the release of a slot. A release outlives its
-// request's context (the client that went away must still free its slot),
-// so it is given a deadline of its own; one that misses it leaves the
-// lease to end at its MaxHold.
+// ReleaseTimeout bounds the release of a slot over a store that may make
+// it wait (a backend.Swapper: Redis). A release outlives its request's
+// context (the client that went away must still free its slot), so it is
+// given a deadline of its own; one that misses it leaves the lease to end
+// at its MaxHold. Over the other stores a release never waits.
 const ReleaseTimeout = 5 * time.Second
 
 // SlotObserver is an Observer that is also told of the slots of
@@ -62,6 +64,26 @@ type Held struct {
 	Leases []engine.Lease
 
 	done atomic.Bool // Door.Release has been called
+	// The room of a request's one slot, the common case: Held is then
+	// one allocation.
+	oneRule  [1]*CompiledRule
+	oneLease [1]engine.Lease
+}
+
+// newHeld returns a Held with room for n slots' Leases.
+func newHeld(n int) *Held {
+	h := new(Held)
+	if n == 1 {
+		h.Leases = h.oneLease[:]
+	} else {
+		h.Leases = make([]engine.Lease, n)
+	}
+	return h
+}
+
+// hold fills h's Rules with rules, the rules its slots were taken under.
+func (h *Held) hold(rules []*CompiledRule) {
+	h.Rules = append(h.oneRule[:0], rules...)
 }
 
 // Release gives back the slots of h, an Allowed Outcome's Held, once: a
@@ -121,9 +143,15 @@ func (c *Decider) Release(ctx context.Context, name string, ls *engine.Lease) bo
 // release gives back ls with a context of its own (see Release), logging
 // and counting an error.
 func (c *Decider) release(ctx context.Context, name string, ls *engine.Lease) (bool, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
-	defer cancel()
-	freed, err := ls.Release(rctx)
+	switch c.releaseCtx {
+	case releaseBounded:
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+		defer cancel()
+	case releaseUncancelled:
+		ctx = context.WithoutCancel(ctx)
+	}
+	freed, err := ls.Release(ctx)
 	switch {
 	case err == nil:
 	case engine.IsStoreError(err), errors.Is(err, context.DeadlineExceeded):
@@ -189,6 +217,32 @@ func (c *Decider) spendSlots(ctx context.Context, e *engine.Engine, b Batch, req
 		c.giveBack(ctx, b, b.Leases)
 	}
 	return out, err
+}
+
+// How a release's context is made from its request's, by the engine's
+// store (see package engine's Context): a release must reach the store
+// whether the request's context has ended or not, and must not wait on the
+// store without a bound.
+const (
+	// releaseAsIs: the memory store never reads the context, nor waits.
+	releaseAsIs = iota
+	// releaseUncancelled: a durable store (Pebble, bbolt) refuses a call
+	// whose context has ended, but never waits on one.
+	releaseUncancelled
+	// releaseBounded: a backend.Swapper (Redis) waits on the store, for
+	// at most ReleaseTimeout.
+	releaseBounded
+)
+
+// releaseCtxOf returns how a release's context is made over b.
+func releaseCtxOf(b backend.Backend) int {
+	switch b.(type) {
+	case backend.Striped:
+		return releaseAsIs
+	case backend.Swapper:
+		return releaseBounded
+	}
+	return releaseUncancelled
 }
 
 // isSlots reports whether l is a concurrency limit, whose requests take

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -154,6 +155,21 @@ func (c Calendar) Longest() time.Duration {
 // offsetSwing returns the largest offset of loc from UTC less the
 // smallest, from 1970 to 2100, sampled daily.
 func offsetSwing(loc *time.Location) time.Duration {
+	// Worked out once per zone name: a rule compiled again on every reload
+	// and for every override of it asks each time.
+	if d, ok := swings.Load(loc.String()); ok {
+		return d.(time.Duration)
+	}
+	d := scanSwing(loc)
+	swings.Store(loc.String(), d)
+	return d
+}
+
+// swings holds offsetSwing's answers by zone name.
+var swings sync.Map
+
+// scanSwing is offsetSwing without the memo.
+func scanSwing(loc *time.Location) time.Duration {
 	// A day apart: every offset of a zone lasts longer than a day.
 	lo, hi := int64(0), int64(0)
 	for t := int64(0); t < 4102444800; t += 86400 {

@@ -1,8 +1,10 @@
 package algo
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"testing"
 	"time"
@@ -400,4 +402,125 @@ func checkCalendarTrace(t *rapid.T, name Name) {
 func ratFloor(r *big.Rat) int64 {
 	q := new(big.Int).Div(r.Num(), r.Denom()) // Euclidean: floor for a positive denominator
 	return q.Int64()
+}
+
+// TestCalendarMemoConcurrent: goroutines asking one calendar about
+// instants of different windows at once each get their own instant's
+// windows, whatever the memo holds (run under -race).
+func TestCalendarMemoConcurrent(t *testing.T) {
+	c := newCalendar(Calendar{Unit: CalendarDay, Location: mustZone(t, "America/New_York")})
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, c.loc).UnixNano() // a 25-hour day
+	want := make([]windowSpan, 6)
+	for i := range want {
+		want[i] = c.compute(base + int64(i)*int64(13*time.Hour))
+	}
+	done := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for n := range 2000 {
+				i := (n + g) % len(want)
+				if got := c.span(base + int64(i)*int64(13*time.Hour)); got != want[i] {
+					done <- fmt.Sprintf("instant %d: %v, want %v", i, got, want[i])
+					return
+				}
+			}
+			done <- ""
+		}()
+	}
+	for range 4 {
+		if msg := <-done; msg != "" {
+			t.Error(msg)
+		}
+	}
+}
+
+// TestCalendarClockStepsBack: a clock that steps back over a calendar
+// boundary stays in the later window, as with windows of one length:
+// nothing spent there is handed back, and the reset is still the later
+// window's end.
+func TestCalendarClockStepsBack(t *testing.T) {
+	berlin := mustZone(t, "Europe/Berlin")
+	cal := Calendar{Unit: CalendarMonth, Location: berlin}
+	turn := time.Date(2026, 11, 1, 0, 0, 0, 0, berlin).UnixNano()
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, berlin).UnixNano()
+	for _, name := range []Name{FixedWindowName, SlidingCounterName} {
+		a := MustNew(name, Params{Limit: 2, Calendar: cal})
+		state, d := a.Step(nil, turn+int64(time.Minute), 2)
+		if !d.Allowed {
+			t.Fatalf("%s: the first request denied: %+v", name, d)
+		}
+		back := turn - int64(time.Hour) // October, an hour before the turn
+		_, d = a.Step(state, back, 1)
+		if d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: an hour back into October: %+v, want November's spent count to stand", name, d)
+		}
+		if want := time.Duration(end - back); name == FixedWindowName && d.Reset != want {
+			t.Errorf("%s: Reset %v, want November's end, %v away", name, d.Reset, want)
+		}
+	}
+}
+
+// TestCalendarExtremeInstants: a calendar step at the ends of the int64
+// nanosecond range, where windows are cut short by the range, answers
+// without panicking and with no negative duration.
+func TestCalendarExtremeInstants(t *testing.T) {
+	nows := []int64{math.MinInt64, math.MinInt64 + 1, -1, 0, math.MaxInt64 - 1, math.MaxInt64}
+	for _, unit := range Units {
+		for _, zone := range calendarZones {
+			for _, name := range []Name{FixedWindowName, SlidingCounterName} {
+				a := MustNew(name, Params{Limit: 3, Calendar: Calendar{Unit: unit, Location: mustZone(t, zone), Day: 31 * int(btoi(unit == CalendarMonth))}})
+				var state []byte
+				for _, now := range append(nows, nows...) {
+					next, d := a.Step(state, now, 2)
+					if d.RetryAfter < 0 || d.Reset < 0 || d.TTL < 0 || d.Remaining < 0 {
+						t.Errorf("%s %s %s at %d: %+v", name, unit, zone, now, d)
+					}
+					if next != nil {
+						state = next
+					}
+				}
+			}
+		}
+	}
+}
+
+func btoi(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// FuzzStepCalendar runs the window algorithms over a calendar on arbitrary
+// record bytes, times and costs: a step never panics, writes a record of
+// its own algorithm when it admits and nothing when it denies, and says no
+// negative duration.
+func FuzzStepCalendar(f *testing.F) {
+	for _, now := range []int64{1_700_000_000e9, math.MaxInt64, math.MinInt64, 0} {
+		for _, state := range [][]byte{nil,
+			codec.AppendWindow(nil, codec.Window{Start: math.MaxInt64, Count: math.MaxInt64}),
+			codec.AppendCounter(nil, codec.Counter{Start: 1_699_999_999e9, Count: math.MaxInt64, Previous: math.MaxInt64}),
+			codec.AppendCounter(nil, codec.Counter{Start: math.MinInt64, Count: 1, Previous: 1}),
+		} {
+			f.Add(uint8(0), uint8(2), state, now, int64(1))
+			f.Add(uint8(1), uint8(5), state, now, int64(3))
+		}
+	}
+	f.Fuzz(func(t *testing.T, which, zone uint8, state []byte, now, cost int64) {
+		name := []Name{FixedWindowName, SlidingCounterName}[which%2]
+		c := Calendar{Unit: Units[int(which/2)%len(Units)], Location: mustZone(t, calendarZones[int(zone)%len(calendarZones)]), Start: time.Duration(zone%24) * time.Hour}
+		if c.Unit == CalendarMonth {
+			c.Day = 1 + int(zone)%31
+		}
+		a := MustNew(name, Params{Limit: 3, Calendar: c})
+		next, d := a.Step(bytes.Clone(state), now, cost)
+		switch {
+		case d.RetryAfter < 0 || d.Reset < 0 || d.TTL < 0 || d.Remaining < 0:
+			t.Fatalf("%s over %v at %d: a negative figure in %+v", name, c, now, d)
+		case d.Allowed && !written(name, next):
+			t.Fatalf("%s over %v at %d: admitted, writing %x", name, c, now, next)
+		case !d.Allowed && next != nil:
+			t.Fatalf("%s over %v at %d: denied, writing %x", name, c, now, next)
+		}
+	})
 }

@@ -36,6 +36,16 @@
 // Capacity is the burst where one is set (bucket algorithms only) and the
 // limit otherwise; the refill or drain rate is always limit/window.
 //
+// fixed_window and sliding_counter may instead count the windows of a
+// calendar (Params.Calendar): days, weeks, months or years in a time zone,
+// from an anchor such as a billing day. Such windows vary in length (a day
+// of 23 or 25 hours across a change of summer time, a month of 28 to 31
+// days); the record is the same as for windows of one length, and the
+// sliding counter weighs the previous window by the part of it a span as
+// long as the current window, ending now, still covers (SlidingCounter).
+// The bucket algorithms and sliding_log refuse a calendar: they have no
+// windows to align.
+//
 // Arithmetic is exact integer arithmetic on nanoseconds and nano-tokens, so a
 // denied request repeated exactly RetryAfter later is allowed, and one
 // nanosecond earlier it is not (the sliding counter's RetryAfter follows the

@@ -381,7 +381,16 @@ func (p *swapPath) decide(e *Engine, sh *swapShard, k []byte, f *flight, batch [
 		if attempt == p.retries {
 			return fail(ErrContention)
 		}
-		backoff(attempt)
+		// Retried at once, on the record the conflict returned: it is
+		// the freshest this process can have, and a wait would only age
+		// it. A process keeps one flight per key, so a hot key sees at
+		// most one compare-and-swap in flight per process, and each
+		// round of conflicts commits someone's. A wait here starved the
+		// process that lost: the winners' next flights, which never
+		// wait, found the key first again (three processes sharing a
+		// concurrency limit on one key ran out of the default retries
+		// in 9 runs of 10 with a wait up to 2ms, 3 of 10 with 25µs, none
+		// with none).
 	}
 }
 
@@ -406,8 +415,9 @@ func live(batch []*waiter) []*waiter {
 	return batch
 }
 
-// backoff waits before the next compare-and-swap after a conflict. The
-// first conflict is retried at once: it is most often no contention at all,
+// backoff waits before the next compare-and-swap of several keys
+// (ApplyAll's paths) after a conflict; a key's queue retries at once (see
+// decide). The first conflict is retried at once: it is most often no contention at all,
 // only a last-seen record this process did not have, and the retry expects
 // the record the store just returned. Later ones wait a random time up to
 // 25µs doubled per conflict, at most 2ms, so that processes contending for

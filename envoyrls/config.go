@@ -192,6 +192,14 @@ type LoadOptions struct {
 	// descriptors together, one that two files both have refused. Without
 	// it two files of one domain are an error.
 	MergeDomains bool
+	// CalendarMonth counts every fixed_window or sliding_counter limit of
+	// unit month in UTC calendar months, as envoyproxy/ratelimit's
+	// USE_CALENDAR_MONTH_RATE_LIMIT does, rather than in 30 days from the
+	// Unix epoch; a limit's own calendar (RateLimit.Calendar, with its
+	// timezone) is kept. A month limit with a unit_multiplier above 1 is
+	// then refused. Off, unit month is 30 days unless a limit says
+	// calendar: true.
+	CalendarMonth bool
 }
 
 // NewConfigWith is NewConfig reading the domains as o says: with
@@ -199,6 +207,13 @@ type LoadOptions struct {
 // first of them (which it changes), as rlsfile.LoadWith merges the files
 // of one domain.
 func NewConfigWith(o LoadOptions, domains ...*Domain) (*Config, error) {
+	if o.CalendarMonth {
+		for _, d := range domains {
+			if err := d.calendarMonths(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if o.MergeDomains {
 		var err error
 		if domains, err = mergeDomains(domains); err != nil {
@@ -247,5 +262,29 @@ func (d *Domain) merge(o *Domain) error {
 	}
 	d.all = append(d.all, o.all...)
 	d.File += "," + o.File
+	return nil
+}
+
+// calendarMonths makes d's fixed_window and sliding_counter limits of unit
+// month count UTC calendar months (LoadOptions.CalendarMonth).
+func (d *Domain) calendarMonths() error {
+	for _, l := range d.all {
+		a := l.limit.Algorithm
+		if l.Unit != rlspb.RateLimitResponse_RateLimit_MONTH || a == nil || !a.Params().Calendar.IsZero() ||
+			(a.Name() != algo.FixedWindowName && a.Name() != algo.SlidingCounterName) {
+			continue
+		}
+		if l.UnitMultiplier > 1 {
+			return &configerr.Error{File: d.File, Field: "rate_limit.unit_multiplier", Reason: fmt.Sprintf("%s: a calendar month (USE_CALENDAR_MONTH_RATE_LIMIT, --calendar-month) counts one month at a time; unit_multiplier %d is not taken", l.Path, l.UnitMultiplier)}
+		}
+		p := a.Params()
+		p.Window, p.Calendar = 0, algo.Calendar{Unit: algo.CalendarMonth, Location: time.UTC}
+		c, err := algo.New(a.Name(), p)
+		if err != nil {
+			return err // the limit's parameters were valid, and a calendar takes them
+		}
+		l.limit.Algorithm = c
+		l.fields.Store(nil)
+	}
 	return nil
 }

@@ -69,6 +69,12 @@ type Config struct {
 	// limited call carries it, as every limited HTTP response carries the
 	// headers.
 	DenialMetadataOnly bool
+	// DecisionInContext, when true, puts each admitted call's decision in
+	// the context its handler sees (a stream's Context too), for
+	// DecisionFrom. It costs a context (and, for a stream, a wrapper) per
+	// call, so it is off by default: the decision is in the response
+	// metadata either way.
+	DecisionInContext bool
 	// Logger receives store errors (at most one line a second), contained
 	// panics of the IdentityFunc and Cost, and other internal errors; nil
 	// means slog.Default().
@@ -113,6 +119,7 @@ type Limiter struct {
 	cost     func(context.Context, string, *sluice.CompiledRule) int64
 	shadowMD bool // ShadowMetadata
 	denialMD bool // DenialMetadataOnly
+	inCtx    bool // DecisionInContext
 	log      *slog.Logger
 	wait     func(context.Context, time.Duration) bool
 	infos    infoCache // what each rule's decisions send, worked out once
@@ -206,6 +213,7 @@ func New(cfg Config) (*Limiter, error) {
 		cost:     cfg.Cost,
 		shadowMD: cfg.ShadowMetadata,
 		denialMD: cfg.DenialMetadataOnly,
+		inCtx:    cfg.DecisionInContext,
 		log:      cfg.Logger,
 		wait:     cfg.wait,
 	}
@@ -259,6 +267,9 @@ func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		if delay > 0 && !l.wait(ctx, delay) {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
+		if l.inCtx && res != nil && res.Verdict == sluice.Allowed {
+			ctx = withDecision(ctx, res.Rule, res.Decision) // decision.go: DecisionFrom
+		}
 		if res == nil || res.Reserved == nil {
 			return handler(ctx, req)
 		}
@@ -287,6 +298,9 @@ func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		}
 		if delay > 0 && !l.wait(ctx, delay) {
 			return status.FromContextError(ctx.Err()).Err()
+		}
+		if l.inCtx && res != nil && res.Verdict == sluice.Allowed {
+			ss = &decisionStream{ServerStream: ss, ctx: withDecision(ctx, res.Rule, res.Decision)} // decision.go
 		}
 		if res == nil || res.Reserved == nil {
 			return handler(srv, ss)
@@ -338,12 +352,13 @@ func (l *Limiter) Limit(ctx context.Context) error {
 // decide decides a call of the given method. It returns the response
 // metadata to set (nil for none), the delay to wait before the handler,
 // the outcome to settle, and whose slots to give back, once the call has
-// ended (nil for none: no rule with Settle, and no concurrency rule,
-// decided it), and the status error to end the call with (nil to let it
+// ended, or whose decision goes in the handler's context (nil for none: no
+// rule with Settle, no concurrency rule, and no decision for the context),
+// and the status error to end the call with (nil to let it
 // through).
 func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, time.Duration, *sluice.Outcome, error) {
 	md, delay, out, err := l.decideOutcome(ctx, method)
-	if err != nil || (out.Reserved == nil && out.Held == nil) {
+	if err != nil || (out.Reserved == nil && out.Held == nil && !(l.inCtx && out.Verdict == sluice.Allowed)) {
 		return md, delay, nil, err
 	}
 	return md, delay, &out, nil

@@ -83,7 +83,7 @@ func newRuleInfo(rule *sluice.CompiledRule) *ruleInfo {
 	ri := &ruleInfo{policy: []string{rule.Policy()}, message: deniedMessage + rule.Name()}
 	qf := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 		Subject:     "rule:" + spec.Name,
-		Description: "limit " + strconv.FormatInt(spec.Limit, 10) + " per " + spec.Window.String() + " (" + string(spec.Scope) + ")",
+		Description: "limit " + strconv.FormatInt(spec.Limit, 10) + " per " + rule.Per() + " (" + string(spec.Scope) + ")",
 	}}}
 	if v, err := proto.Marshal(qf); err == nil { // it always marshals
 		ri.quota = &anypb.Any{TypeUrl: quotaFailureURL, Value: v}

@@ -36,6 +36,18 @@ type PerHandlerConfig struct {
 	// capacity; nil means 1. An error (or a cost out of that range) is
 	// answered by OnError.
 	Cost func(r *http.Request) (int64, error)
+	// Actual, when set, makes Cost an estimate, settled with the request's
+	// actual cost once its handler has returned (as a rule's settle: see
+	// sluice.Settle). The request is decided on the estimate (one above
+	// the capacity is taken as the capacity); Actual then returns the
+	// actual cost from what the handler left, header being the response's
+	// (w.Header(), trailers included): a header such as X-Tokens-Used the
+	// handler set. Above the estimate the difference is charged, even past
+	// the limit (the caller is then denied until the debt has refilled);
+	// below it, refunded where the algorithm can take it back exactly. ok
+	// false, a negative cost, or a client gone before the end leave the
+	// estimate standing. nil: Cost is final.
+	Actual func(r *http.Request, header http.Header) (cost int64, ok bool)
 	// OnStoreError is what happens to a request when the store fails:
 	// sluice.FailOpen (the default when empty) lets it through without
 	// rate-limit headers, sluice.FailClosed answers it through OnError
@@ -63,6 +75,7 @@ type perHandler struct {
 	core     *sluice.Decider // decides over the limiter's engine and rule
 	key      func(*http.Request) (string, error)
 	cost     func(*http.Request) (int64, error)
+	actual   func(*http.Request, http.Header) (int64, bool)
 	onDenied http.Handler
 	onError  func(http.ResponseWriter, *http.Request, error)
 	// fields writes the rate-limit headers as New's middleware does: it
@@ -91,7 +104,7 @@ func PerHandler(cfg PerHandlerConfig) (func(http.Handler) http.Handler, error) {
 		return nil, errors.New("sluice/httplimit: PerHandlerConfig.Limiter is required")
 	}
 	p := &perHandler{
-		lim: cfg.Limiter, key: cfg.Key, cost: cfg.Cost,
+		lim: cfg.Limiter, key: cfg.Key, cost: cfg.Cost, actual: cfg.Actual,
 		onDenied: cfg.OnDenied, onError: cfg.OnError, log: cfg.Logger,
 		fields: &limiter{clock: cfg.Limiter.Engine().Clock()},
 	}
@@ -147,10 +160,17 @@ func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// The limiter's one rule, decided as every door decides (the Decider
 	// counts and logs a store error, at most a line a second).
 	rule := p.lim.Rule()
+	var reserve []engine.Reservation
+	if p.actual != nil {
+		// An estimate: one above the capacity could never pass, and the
+		// settle charges the rest.
+		cost = min(cost, rule.Limit().Algorithm.Params().Capacity())
+		reserve = make([]engine.Reservation, 1)
+	}
 	rules := [1]*sluice.CompiledRule{rule}
 	reqs := [1]engine.Request{{Limit: rule.Limit(), Key: key, Cost: cost}}
 	var room sluice.Room
-	res, _, err := p.core.Decide(r.Context(), sluice.Batch{Rules: rules[:]}, reqs[:], &room)
+	res, _, err := p.core.Decide(r.Context(), sluice.Batch{Rules: rules[:], Reserve: reserve}, reqs[:], &room)
 	if err != nil {
 		if p.core.ErrVerdict(r.Context(), err) == sluice.Passed { // FailOpen
 			next.ServeHTTP(w, r)
@@ -171,10 +191,32 @@ func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		io.WriteString(w, deniedBody+rule.Name()+"\n")
 		return
 	}
+	if reserve != nil {
+		// Deferred, so that a handler that aborts the response is
+		// settled too; a client gone while waiting leaves the estimate.
+		defer p.settle(w, r, &reserve[0])
+	}
 	if d.Delay > 0 && !sluice.WaitDelay(r.Context(), d.Delay) {
 		return // the client went away while waiting
 	}
 	next.ServeHTTP(w, r)
+}
+
+// settle settles res, the request's reservation, with the actual cost
+// Actual finds once the handler has returned; a client gone, or no actual
+// cost, leaves the estimate standing.
+func (p *perHandler) settle(w http.ResponseWriter, r *http.Request, res *engine.Reservation) {
+	name := p.lim.Rule().Name()
+	if r.Context().Err() != nil {
+		p.core.Unsettled(name)
+		return
+	}
+	n, ok := p.actual(r, w.Header())
+	if !ok || n < 0 {
+		p.core.Unsettled(name)
+		return
+	}
+	p.core.Settle(context.WithoutCancel(r.Context()), name, res, n)
 }
 
 // defaultError is OnError when none is set.

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/backend/memory"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/httplimit"
@@ -330,5 +332,55 @@ func TestNewLeavesTheContextByDefault(t *testing.T) {
 	}
 	if rec.Header().Get("RateLimit") == "" {
 		t.Error("no RateLimit header")
+	}
+}
+
+// With Actual, Cost is an estimate settled once the handler has returned,
+// on a frozen clock: a request using less than its estimate is refunded
+// the rest, one using more is charged it even past the limit (and the
+// next is refused until the debt has refilled), and one whose handler
+// reports nothing keeps its estimate.
+func TestPerHandlerActual(t *testing.T) {
+	clock := engine.NewFakeClock(phT0)
+	lim, err := sluice.NewLimiter(10, time.Minute, sluice.WithClock(clock), sluice.WithName("tokens"), sluice.WithAlgorithm(algo.FixedWindowName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lim.Close() })
+	cfg := httplimit.PerHandlerConfig{
+		Limiter: lim,
+		Key:     byUser,
+		Cost:    func(r *http.Request) (int64, error) { return strconv.ParseInt(r.URL.Query().Get("n"), 10, 64) },
+		Actual: func(_ *http.Request, h http.Header) (int64, bool) {
+			n, err := strconv.ParseInt(h.Get("X-Used"), 10, 64)
+			return n, err == nil
+		},
+	}
+	srv, _ := perHandlerServer(t, cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u := r.URL.Query().Get("used"); u != "" {
+			w.Header().Set("X-Used", u)
+		}
+		io.WriteString(w, "ok")
+	}))
+	for i, s := range []struct {
+		path      string
+		status    int
+		remaining string // as decided on the estimate
+	}{
+		{"/?n=6&used=2", 200, "4"},  // refunded 4: 2 spent
+		{"/?n=1&used=1", 200, "7"},  // 3 spent
+		{"/?n=3", 200, "4"},         // nothing reported: the estimate stands, 6 spent
+		{"/?n=2&used=9", 200, "2"},  // charged 7 beyond: 15 spent, 5 in debt
+		{"/?n=1", 429, "0"},         // in debt
+		{"/?n=20&used=0", 429, "0"}, // an estimate above the capacity is the capacity, refused in debt
+	} {
+		got := get(t, srv, s.path, "X-User", "a")
+		if got.status != s.status || got.header.Get("X-Ratelimit-Remaining") != s.remaining {
+			t.Errorf("step %d: GET %s: %d remaining %q, want %d remaining %q", i, s.path, got.status, got.header.Get("X-Ratelimit-Remaining"), s.status, s.remaining)
+		}
+	}
+	// The debt stands: 15 spent of 10 in the window.
+	if d, err := lim.Engine().Peek(context.Background(), lim.Rule().Limit(), "user:a", 1); err != nil || d.Allowed {
+		t.Errorf("after the debt: %+v (%v), want still denied", d, err)
 	}
 }

@@ -79,8 +79,9 @@ func runGateway(t *testing.T, args []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Retries as in TestLeasesFleetWide: every request writes the key twice.
-	e, err := engine.New(s, &engine.Options{Swap: engine.SwapOptions{Retries: 100}})
+	// The default retries, as in TestLeasesFleetWide: every request
+	// writes the key twice.
+	e, err := engine.New(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,10 +28,9 @@ func TestLeasesFleetWide(t *testing.T) {
 	var es []*engine.Engine
 	for range gateways {
 		// Every acquisition and every release writes the key, from three
-		// processes at once: a conflict is retried after a backoff that
-		// grows to 2ms, while the record the conflict returned ages, so a
-		// decision may meet more conflicts than the default 32 allow.
-		es = append(es, newEngine(t, open(t, []string{addr}, o), engine.Options{Swap: engine.SwapOptions{Retries: 100}}))
+		// engines at once, on the default retries: a conflict is retried
+		// at once on the record it returned.
+		es = append(es, newEngine(t, open(t, []string{addr}, o), engine.Options{}))
 	}
 	l := engine.Limit{Namespace: "inflight", Algorithm: algo.MustNew(algo.ConcurrencyName, algo.Params{Limit: n, Window: time.Minute})}
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -22,10 +23,11 @@ import (
 
 // How much is left, and who is being throttled: serve's usage endpoints.
 //
-//	GET /v1/usage?user=ID|api_key=KEY&ip=ADDR&plan=P[&method=M&path=/P&host=H]
+//	GET /v1/usage?user=ID|api_key=KEY&ip=ADDR&plan=P&header.NAME=V[&method=M&path=/P&host=H]
 //	    (admin listener): a named caller's usage under every rule that
 //	    applies to it, or, with path, under the rules that request would
-//	    meet; nothing spent, no record written (httplimit.UsageBody).
+//	    meet; nothing spent, no record written (httplimit.UsageBody). A
+//	    header.NAME is read as the trusted proxy would send it.
 //	GET /v1/usage[?method=M&path=/P&host=H] (--usage-listen): the same
 //	    for the request's own caller, identified as the proxy identifies
 //	    it; a query naming a caller is refused 400.
@@ -52,42 +54,95 @@ func namedCaller(r *http.Request) (identity.Caller, error) {
 }
 
 // adminUsageParams are the query parameters /v1/usage on the admin
-// listener reads.
+// listener reads, besides header.NAME.
 var adminUsageParams = map[string]bool{"user": true, "api_key": true, "ip": true, "plan": true, "method": true, "path": true, "host": true}
 
+// maxUsageHeaders is how many header.NAME parameters /v1/usage takes.
+const maxUsageHeaders = 8
+
+// usageReader is what the admin's /v1/usage reads a named caller with,
+// of one configuration in force.
+type usageReader struct {
+	// u reads usage; its IdentityFunc is namedCaller.
+	u *httplimit.Usage
+	// proxy is a trusted proxy's address (the first of
+	// identity.trusted_proxies), invalid when none is trusted, and fwd its
+	// forwarding header: a caller named with header.NAME parameters is
+	// read as coming through that proxy, which a header: rule believes.
+	proxy netip.Addr
+	fwd   identity.ForwardingHeader
+}
+
 // adminUsage is GET /v1/usage on the admin listener: the usage of the
-// caller the query names, read by u (whose IdentityFunc is namedCaller).
-func adminUsage(u func() *httplimit.Usage) http.HandlerFunc {
+// caller the query names, read by the reader in force.
+func adminUsage(in func() usageReader) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
+		headers := http.Header{}
 		for p, vs := range q {
+			name, isHeader := strings.CutPrefix(p, "header.")
 			switch {
-			case !adminUsageParams[p]:
-				adminError(w, http.StatusBadRequest, "unknown parameter %s: want user, api_key, ip, plan, method, path or host", quoteBounded(p))
+			case isHeader && (name == "" || len(name) > 128 || !identity.ValidHeaderName(name)):
+				adminError(w, http.StatusBadRequest, "%s: want header.NAME, NAME a header name such as X-Org-ID", quoteBounded(p))
+				return
+			case !isHeader && !adminUsageParams[p]:
+				adminError(w, http.StatusBadRequest, "unknown parameter %s: want user, api_key, ip, plan, header.NAME, method, path or host", quoteBounded(p))
 				return
 			case len(vs) > 1:
-				adminError(w, http.StatusBadRequest, "%s: given %d times, want once", p, len(vs))
+				adminError(w, http.StatusBadRequest, "%s: given %d times, want once", quoteBounded(p), len(vs))
 				return
+			case isHeader:
+				if len(headers) == maxUsageHeaders {
+					adminError(w, http.StatusBadRequest, "more than %d header.NAME parameters", maxUsageHeaders)
+					return
+				}
+				headers.Set(name, vs[0])
 			}
 		}
+		rd := in()
 		method, path, err := httplimit.CheckRequest(q.Get("method"), q.Get("path"))
 		if err != nil {
 			adminError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
 		remote := ""
+		var client netip.Addr
 		if ip := q.Get("ip"); ip != "" {
 			a, err := netip.ParseAddr(ip)
 			if err != nil {
 				adminError(w, http.StatusBadRequest, "ip %s: want an IP address such as 192.0.2.1", quoteBounded(ip))
 				return
 			}
-			remote = netip.AddrPortFrom(a.Unmap(), 0).String()
+			client = a.Unmap()
+			remote = netip.AddrPortFrom(client, 0).String()
+		}
+		if len(headers) > 0 {
+			// A header: rule believes its header from a trusted proxy only:
+			// the caller is read as coming through one, which forwards its
+			// address.
+			switch {
+			case !rd.proxy.IsValid():
+				adminError(w, http.StatusBadRequest, "header.NAME: a header: rule believes its header from a trusted proxy only, and identity.trusted_proxies lists none")
+				return
+			case !client.IsValid():
+				adminError(w, http.StatusBadRequest, "header.NAME needs ip: the caller is read as coming through a trusted proxy, which forwards its address")
+				return
+			}
+			remote = netip.AddrPortFrom(rd.proxy, 0).String()
+			if rd.fwd == identity.Forwarded {
+				node := client.String()
+				if client.Is6() {
+					node = strconv.Quote("[" + node + "]")
+				}
+				headers.Set("Forwarded", "for="+node)
+			} else {
+				headers.Set("X-Forwarded-For", client.String())
+			}
 		}
 		who := identity.Caller{UserID: q.Get("user"), APIKey: q.Get("api_key"), Plan: q.Get("plan")}
-		req := (&http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/"}, Header: http.Header{}, Host: q.Get("host"), RemoteAddr: remote}).
+		req := (&http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/"}, Header: headers, Host: q.Get("host"), RemoteAddr: remote}).
 			WithContext(context.WithValue(r.Context(), namedCallerKey{}, who))
-		got, err := u().Of(req, method, path)
+		got, err := rd.u.Of(req, method, path)
 		if err != nil {
 			var ke *sluice.KeyError
 			switch {

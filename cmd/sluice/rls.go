@@ -214,6 +214,7 @@ func parseRLSFlags(p *process, args []string, stdout io.Writer) (f rlsFlags, sta
 	dynamicMetadata := fs.Bool("dynamic-metadata", false, "return the request as dynamic metadata with each response, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA")
 	nearRatio := fs.Float64("near-limit-ratio", envoyrls.NearLimitRatio, "the `share` of a limit past which allowed hits count as near it in sluice_rls_near_limit_total, in (0, 1] (envoyproxy/ratelimit's NEAR_LIMIT_RATIO)")
 	reloadSettle := addReloadSettleFlag(fs)
+	calendarMonth := fs.Bool("calendar-month", false, "count every fixed_window and sliding_counter limit of unit month in UTC calendar months, not 30 days (envoyproxy/ratelimit's USE_CALENDAR_MONTH_RATE_LIMIT); a limit's own calendar: true and timezone are kept")
 	mergeDomains := fs.Bool("merge-domains", false, "read several files of one domain as one, their top-level descriptors together (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it two files of one domain are an error")
 	maxDescriptors := fs.Int("max-descriptors", envoyrls.DefaultMaxDescriptors, "the most `descriptors` one request may carry; a request with more is answered INVALID_ARGUMENT")
 	maxEntries := fs.Int("max-entries", envoyrls.DefaultMaxEntries, "the most `entries` one descriptor may carry; more is answered INVALID_ARGUMENT")
@@ -255,6 +256,9 @@ func parseRLSFlags(p *process, args []string, stdout io.Writer) (f rlsFlags, sta
 	}
 	if !given["near-limit-ratio"] && env.nearRatio != 0 {
 		*nearRatio = env.nearRatio
+	}
+	if !given["calendar-month"] && env.calendarMonth {
+		*calendarMonth = true
 	}
 	if !given["merge-domains"] && env.merge {
 		*mergeDomains = true
@@ -313,7 +317,7 @@ func parseRLSFlags(p *process, args []string, stdout io.Writer) (f rlsFlags, sta
 		admin: *admin, adminTokenFile: *adminTokenFile, adminHosts: hosts,
 		headers: headers, shadowHeaders: *shadowHeaders, shadowMode: *shadowMode,
 		quotaMode: *quotaMode, dynamicMetadata: *dynamicMetadata, nearRatio: *nearRatio,
-		reloadSettle: *reloadSettle, loadOpts: envoyrls.LoadOptions{MergeDomains: *mergeDomains},
+		reloadSettle: *reloadSettle, loadOpts: envoyrls.LoadOptions{MergeDomains: *mergeDomains, CalendarMonth: *calendarMonth},
 		maxDescriptors: *maxDescriptors, maxEntries: *maxEntries, maxValueBytes: *maxValueBytes,
 		tls: tlsf, storePath: *storePath, store: storeFlagsGiven, xds: xf, env: env,
 	}, 0, true

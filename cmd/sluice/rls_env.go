@@ -16,21 +16,22 @@ import (
 // so that a deployment's env block can stay as it is. Flags given on the
 // command line go over it.
 type rlsEnv struct {
-	config      string        // RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY
-	grpc        string        // GRPC_HOST:GRPC_PORT
-	shadowMode  bool          // SHADOW_MODE
-	quotaMode   bool          // QUOTA_MODE
-	headers     bool          // LIMIT_RESPONSE_HEADERS_ENABLED
-	merge       bool          // MERGE_DOMAIN_CONFIG
-	metadata    bool          // RESPONSE_DYNAMIC_METADATA
-	nearRatio   float64       // NEAR_LIMIT_RATIO; 0 if unset
-	headerNames [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
-	redis       *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
-	redisErr    error         // why REDIS_* give no store, said only if they are to give it
-	xds         rlsXDSEnv     // CONFIG_TYPE=GRPC_XDS_SOTW and its CONFIG_GRPC_XDS_*
-	tlsOn       bool          // GRPC_SERVER_USE_TLS=true
-	tls         [3]string     // GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY, GRPC_CLIENT_TLS_CACERT, with GRPC_SERVER_USE_TLS=true
-	notes       []string      // settings read that change nothing here, said at start
+	config        string        // RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY
+	grpc          string        // GRPC_HOST:GRPC_PORT
+	shadowMode    bool          // SHADOW_MODE
+	quotaMode     bool          // QUOTA_MODE
+	headers       bool          // LIMIT_RESPONSE_HEADERS_ENABLED
+	merge         bool          // MERGE_DOMAIN_CONFIG
+	calendarMonth bool          // USE_CALENDAR_MONTH_RATE_LIMIT
+	metadata      bool          // RESPONSE_DYNAMIC_METADATA
+	nearRatio     float64       // NEAR_LIMIT_RATIO; 0 if unset
+	headerNames   [3]string     // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER
+	redis         *config.Redis // REDIS_*: the store, when neither --backend nor --store says it
+	redisErr      error         // why REDIS_* give no store, said only if they are to give it
+	xds           rlsXDSEnv     // CONFIG_TYPE=GRPC_XDS_SOTW and its CONFIG_GRPC_XDS_*
+	tlsOn         bool          // GRPC_SERVER_USE_TLS=true
+	tls           [3]string     // GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY, GRPC_CLIENT_TLS_CACERT, with GRPC_SERVER_USE_TLS=true
+	notes         []string      // settings read that change nothing here, said at start
 }
 
 // readRLSEnv reads envoyproxy/ratelimit's settings from getenv. A setting
@@ -117,12 +118,8 @@ func readRLSEnv(getenv func(string) string) (rlsEnv, error) {
 			return e, fmt.Errorf("%s=true: not supported by sluice rls yet (see the migration table in docs/rls.md)", name)
 		}
 	}
-	if on, err := isTrue("USE_CALENDAR_MONTH_RATE_LIMIT"); err != nil {
+	if e.calendarMonth, err = isTrue("USE_CALENDAR_MONTH_RATE_LIMIT"); err != nil {
 		return e, err
-	} else if on {
-		// A month of 30 days or a calendar month: the answers differ,
-		// so the setting is not ignored.
-		return e, fmt.Errorf("USE_CALENDAR_MONTH_RATE_LIMIT=true: sluice rls counts calendar months per limit: add calendar: true (and timezone:, UTC when left out) to each rate_limit of unit month (see docs/rls.md)")
 	}
 	if t := getenv("BACKEND_TYPE"); t != "" && !strings.EqualFold(t, "redis") {
 		return e, fmt.Errorf("BACKEND_TYPE=%s: sluice rls keeps its budgets in memory, Pebble, bbolt or Redis (--backend, or --store)", t)

@@ -126,7 +126,6 @@ func TestRLSEnvEveryEnvoySetting(t *testing.T) {
 		{"REDIS_SENTINEL_AUTH=pw", "REDIS_AUTH"},
 		{"REDIS_TIMEOUT=soon", "--redis-timeout"},
 		{"GRPC_CLIENT_TLS_SAN=envoy", "--tls-client-ca"},
-		{"USE_CALENDAR_MONTH_RATE_LIMIT=true", "calendar: true"},
 	} {
 		k, v, _ := strings.Cut(c.env, "=")
 		env := map[string]string{k: v, "REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp", "GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c.pem", "GRPC_SERVER_TLS_KEY": "k.pem"}
@@ -258,5 +257,20 @@ func TestRLSEnvGRPCDefaults(t *testing.T) {
 	}
 	if _, err := readRLSEnv(func(n string) string { return map[string]string{"GRPC_PORT": "80x"}[n] }); err == nil || !strings.Contains(err.Error(), "GRPC_PORT=80x") {
 		t.Errorf("GRPC_PORT=80x: err %v, want one naming it", err)
+	}
+}
+
+// USE_CALENDAR_MONTH_RATE_LIMIT=true is read as --calendar-month.
+func TestRLSEnvCalendarMonth(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "false": false, "true": true} {
+		e, err := readRLSEnv(func(n string) string {
+			if n == "USE_CALENDAR_MONTH_RATE_LIMIT" {
+				return v
+			}
+			return ""
+		})
+		if err != nil || e.calendarMonth != want {
+			t.Errorf("USE_CALENDAR_MONTH_RATE_LIMIT=%q: calendarMonth %v, %v; want %v", v, e.calendarMonth, err, want)
+		}
 	}
 }

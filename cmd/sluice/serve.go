@@ -106,7 +106,7 @@ Admin endpoints (on --admin only, never on --listen):
 KEY is a caller as written in overrides: user:ID, key:API_KEY (the raw
 key), keyhash:HEX, ip:ADDRESS or global. Every reset is logged with the
 remote address and whether a token was given.
-  GET  /v1/usage?user=ID&api_key=K&ip=ADDR&plan=P[&method=M&path=/P&host=H]:
+  GET  /v1/usage?user=ID&api_key=K&ip=ADDR&plan=P&header.NAME=V[&method=M&path=/P&host=H]:
             what the caller has left under every rule that applies to
             it (or, with path, that request's rules); nothing spent
   GET  /v1/throttled?rule=NAME&limit=N&cursor=C: the callers this
@@ -421,7 +421,7 @@ type proxyConfig struct {
 	rules   *sluice.Registry     // holds the ruleset; never swapped
 	id      *identity.Identifier // the identity section; the admin endpoints read keys under it
 	handler http.Handler         // the rate limiter over the proxy, under all of the above
-	usage   *httplimit.Usage     // the admin's usage reader: the caller a query names (admin_usage.go)
+	usage   usageReader          // the admin's usage reader: the caller a query names (admin_usage.go)
 	own     *httplimit.Usage     // --usage-listen's: the request's own caller, as handler identifies it
 }
 
@@ -515,9 +515,12 @@ func (g *limitedProxy) build(cfg *config.Config, rs *sluice.Ruleset) (*proxyConf
 	}
 	named := hc
 	named.Identity = namedCaller // admin_usage.go
-	usage, err := httplimit.NewUsage(named)
-	if err != nil {
+	usage := usageReader{fwd: cfg.Identity.ForwardingHeader}
+	if usage.u, err = httplimit.NewUsage(named); err != nil {
 		return nil, err
+	}
+	if ps := cfg.Identity.TrustedProxies; len(ps) > 0 {
+		usage.proxy = ps[0].Addr()
 	}
 	proxy := &httputil.ReverseProxy{
 		Director:     forwardDirector(forwardPathOf(g.forwardPath, cfg), httputil.NewSingleHostReverseProxy(g.upstream).Director), // serve_path.go
@@ -629,7 +632,7 @@ func (g *limitedProxy) run(ctx context.Context, p *process, f serveFlags, sv con
 		handler: func() http.Handler {
 			rules := func() *sluice.Ruleset { rs, _ := g.inForce(); return rs }
 			rest := adminHandler(rules, g.counts, g.upstreamErrs, g.eng, storeCollectors(p.store)...)
-			rest = mountUsageEndpoints(adminUsage(func() *httplimit.Usage { return g.cur.Load().usage }), adminThrottled(g.tracker, g.perRule, rules), rest)
+			rest = mountUsageEndpoints(adminUsage(func() usageReader { return g.cur.Load().usage }), adminThrottled(g.tracker, g.perRule, rules), rest)
 			return newAdminKeys(g.inForce, g.eng, g.log).mount(rest)
 		},
 		errorLog:    g.errorLog,
@@ -759,6 +762,7 @@ type ruleJSON struct {
 	Cost       int64  `json:"cost"`
 	Plan       string `json:"plan,omitempty"`
 	Shadow     bool   `json:"shadow,omitempty"`
+	Calendar   string `json:"calendar,omitempty"` // the windows of a calendar rule: "month in Europe/Berlin from day 15"
 }
 
 // rulesJSON is the body of /rules: the ruleset in force.
@@ -783,6 +787,7 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Cost:       r.Cost,
 		Plan:       r.Plan,
 		Shadow:     r.Shadow,
+		Calendar:   calendarOf(c),
 	}
 }
 

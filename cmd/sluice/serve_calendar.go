@@ -57,3 +57,12 @@ func longWindowRule(rs *sluice.Ruleset) *sluice.CompiledRule {
 	}
 	return nil
 }
+
+// calendarOf returns the windows of c, a calendar rule, for people ("month
+// in Europe/Berlin from day 15"); "" for any other rule.
+func calendarOf(c *sluice.CompiledRule) string {
+	if c.Rule().Calendar == "" {
+		return ""
+	}
+	return c.Per()
+}

@@ -16,7 +16,8 @@ import (
 
 // usageConfig is a SaaS gateway: orders 3 an hour per user, 10 for
 // premium callers (the plan from the trusted loopback's X-Sluice-Plan),
-// search 5 a minute per IP address.
+// search 5 a minute per IP address, reports 50 an hour per organisation
+// (the X-Org-ID header, from the trusted loopback).
 const usageConfig = `identity:
   trusted_proxies: [127.0.0.1/32]
   plan_header: X-Sluice-Plan
@@ -43,6 +44,13 @@ rules:
     algorithm: fixed_window
     limit: 5
     window: 1m
+  - name: reports
+    method: POST
+    path_prefix: /api/reports
+    scope: header:X-Org-ID
+    algorithm: fixed_window
+    limit: 50
+    window: 1h
 `
 
 var usageAddrRE = regexp.MustCompile(`msg="sluice serve: listening" listen=\S+ admin=(\S+) usage=(\S+)`)
@@ -142,6 +150,21 @@ func TestServeProcessUsage(t *testing.T) {
 	_, by = decodeUsage(t, mustOK(t, token, admin+"/v1/usage?user=alice&ip=127.0.0.1&plan=premium&method=POST&path=/api/orders/7"))
 	if len(by) != 1 || by["orders-premium"].Remaining != 10 {
 		t.Errorf("alice on premium, POST /api/orders/7: %+v, want orders-premium alone, 10 left", by)
+	}
+
+	// An organisation's budget, named by the header its proxy sets.
+	reports := "http://" + p.listen + "/api/reports"
+	if got := codes(t, 2, "POST", reports, "X-Org-ID", "acme"); fmt.Sprint(got) != "[200 200]" {
+		t.Fatalf("acme's reports: %v", got)
+	}
+	_, by = decodeUsage(t, mustOK(t, token, admin+"/v1/usage?header.X-Org-ID=acme&ip=127.0.0.1&method=POST&path=/api/reports"))
+	if r := by["reports"]; r.Key != "header:acme" || r.Remaining != 48 || r.Scope != "header:X-Org-Id" {
+		t.Errorf("acme's reports: %+v, want header:acme with 48 left", r)
+	}
+	for _, q := range []string{"header.X-Org-ID=acme", "header.Bad%20Name=1", "header.=1"} {
+		if code, body := authGet(t, token, admin+"/v1/usage?"+q); code != http.StatusBadRequest {
+			t.Errorf("/v1/usage?%s: %d %s, want 400", q, code, body)
+		}
 	}
 
 	// zed has spent nothing: usage says 3, writes no record, and the next

@@ -1,11 +1,15 @@
 package rlsfile
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice/algo"
+	"github.com/sluice-go/sluice/envoyrls"
 )
 
 // A rate_limit with calendar: true counts calendar units in its time zone;
@@ -49,5 +53,54 @@ descriptors:
 				t.Errorf("error %v, want it to start with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// CalendarMonth (USE_CALENDAR_MONTH_RATE_LIMIT, --calendar-month) makes
+// every fixed_window and sliding_counter month limit a UTC calendar month,
+// keeps a limit's own calendar and the buckets' 30 days, and refuses a
+// month limit with a unit_multiplier above 1.
+func TestCalendarMonthOption(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "saas.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`domain: saas
+descriptors:
+  - key: org
+    rate_limit: {unit: month, requests_per_unit: 10000}
+  - key: team
+    rate_limit: {unit: month, requests_per_unit: 1000, calendar: true, timezone: Asia/Kolkata}
+  - key: user
+    rate_limit: {unit: month, requests_per_unit: 100, algorithm: gcra}
+  - key: ip
+    rate_limit: {unit: day, requests_per_unit: 100}
+`)
+	for _, on := range []bool{false, true} {
+		c, err := LoadWith(dir, envoyrls.LoadOptions{CalendarMonth: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, name := range c.Domains() {
+			for _, l := range c.Domain(name).Limits() {
+				p := l.EngineLimit().Algorithm.Params()
+				got = append(got, fmt.Sprintf("%s %v [%s]", l.Path, p.Window, p.Calendar))
+			}
+		}
+		want := "saas.org 720h0m0s [] saas.team 0s [month in Asia/Kolkata from day 1] saas.user 720h0m0s [] saas.ip 24h0m0s []"
+		if on {
+			want = "saas.org 0s [month in UTC from day 1] saas.team 0s [month in Asia/Kolkata from day 1] saas.user 720h0m0s [] saas.ip 24h0m0s []"
+		}
+		if g := strings.Join(got, " "); g != want {
+			t.Errorf("CalendarMonth %v:\n got %s\nwant %s", on, g, want)
+		}
+	}
+	write("domain: saas\ndescriptors:\n  - key: org\n    rate_limit: {unit: month, requests_per_unit: 1, unit_multiplier: 2}\n")
+	if _, err := LoadWith(dir, envoyrls.LoadOptions{CalendarMonth: true}); err == nil || !strings.Contains(err.Error(), "unit_multiplier 2 is not taken") {
+		t.Errorf("a two-month limit under CalendarMonth: %v, want it refused", err)
 	}
 }
