@@ -3,8 +3,8 @@ package sluice_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
