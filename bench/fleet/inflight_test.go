@@ -54,6 +54,8 @@ const (
 type inflightUpstream struct {
 	URL            string
 	inFlight, most atomic.Int64
+	after          atomic.Int64 // a time (UnixNano) after which requests count in fresh too; none when 0
+	fresh          atomic.Int64 // the requests in flight that entered after after
 }
 
 func startInflightUpstream(t *testing.T) *inflightUpstream {
@@ -63,6 +65,10 @@ func startInflightUpstream(t *testing.T) *inflightUpstream {
 		n := u.inFlight.Add(1)
 		defer u.inFlight.Add(-1)
 		for m := u.most.Load(); n > m && !u.most.CompareAndSwap(m, n); m = u.most.Load() {
+		}
+		if a := u.after.Load(); a != 0 && time.Now().UnixNano() > a {
+			u.fresh.Add(1)
+			defer u.fresh.Add(-1)
 		}
 		select {
 		case <-time.After(50*time.Millisecond + rand.N(150*time.Millisecond)):
@@ -394,23 +400,27 @@ func TestInFlightFleet(t *testing.T) {
 					px.add(t, "down", "latency", "downstream", toxiproxy.Attributes{"latency": 10, "jitter": 5})
 					px.add(t, "up", "latency", "upstream", toxiproxy.Attributes{"latency": 3, "jitter": 2})
 				}},
-				{name: "black hole", lasts: time.Second, start: func() {
+				{name: "reset_peer", lasts: time.Second, start: func() {
 					px.remove(t, "down")
 					px.remove(t, "up")
-					px.add(t, "hole", "timeout", "downstream", toxiproxy.Attributes{"timeout": 0})
-				}},
-				{name: "reset_peer", lasts: time.Second, start: func() {
-					px.remove(t, "hole")
 					px.add(t, "reset", "reset_peer", "downstream", toxiproxy.Attributes{"timeout": 0})
 				}},
-				{name: "cleared", lasts: inflightHold + time.Second, start: func() {
+				{name: "black hole", lasts: time.Second, start: func() {
 					px.remove(t, "reset")
+					px.add(t, "hole", "timeout", "downstream", toxiproxy.Attributes{"timeout": 0})
+				}},
+				{name: "cleared", lasts: inflightHold + time.Second, start: func() {
+					px.remove(t, "hole")
 					cleared = time.Now()
+					up.after.Store(cleared.UnixNano())
 					// How soon the upstream counts the limit in flight
-					// again: the slots a fault left taken come back.
+					// again, of requests that entered after the fault
+					// cleared: the slots the black hole left taken
+					// (their takes reached Redis, the answers did not)
+					// come back when their leases end.
 					go func() {
 						for time.Since(cleared) < inflightHold+time.Second {
-							if up.inFlight.Load() >= inflightLimit {
+							if up.fresh.Load() >= inflightLimit {
 								back <- time.Since(cleared)
 								return
 							}
