@@ -396,17 +396,17 @@ func TestInFlightFleet(t *testing.T) {
 			back := make(chan time.Duration, 1)
 			figures := driveInflight(t, up, gws, []phase{
 				{name: "steady", lasts: 1500 * time.Millisecond},
+				{name: "reset_peer", lasts: time.Second, start: func() {
+					px.add(t, "reset", "reset_peer", "downstream", toxiproxy.Attributes{"timeout": 0})
+				}},
 				{name: "latency 13±7ms", lasts: 2 * time.Second, start: func() {
+					px.remove(t, "reset")
 					px.add(t, "down", "latency", "downstream", toxiproxy.Attributes{"latency": 10, "jitter": 5})
 					px.add(t, "up", "latency", "upstream", toxiproxy.Attributes{"latency": 3, "jitter": 2})
 				}},
-				{name: "reset_peer", lasts: time.Second, start: func() {
+				{name: "black hole", lasts: time.Second, start: func() {
 					px.remove(t, "down")
 					px.remove(t, "up")
-					px.add(t, "reset", "reset_peer", "downstream", toxiproxy.Attributes{"timeout": 0})
-				}},
-				{name: "black hole", lasts: time.Second, start: func() {
-					px.remove(t, "reset")
 					px.add(t, "hole", "timeout", "downstream", toxiproxy.Attributes{"timeout": 0})
 				}},
 				{name: "cleared", lasts: inflightHold + time.Second, start: func() {
