@@ -46,9 +46,9 @@ type Decider struct {
 	shadowObs ShadowObserver // metrics, when it is one
 	settleObs SettleObserver // metrics, when it is one
 	slotObs   SlotObserver   // metrics, when it is one
-	// releaseCtx is how a slot's release gets its context (slots.go):
-	// the engine's store's way, or Redis' when a LocalFallback may hold
-	// slots too (its memory store takes any context).
+	// releaseCtx is how a slot's release gets its context, by the
+	// engine's store (slots.go); a LocalFallback's memory store takes
+	// any.
 	releaseCtx int
 	policy     StoreErrorPolicy
 	local      *LocalFallback // with policy FailLocal

@@ -91,10 +91,12 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		out.Verdict = Passed // the caller is exempt under every rule
 		return false
 	}
+	var held *Held
 	var leases []engine.Lease
 	if slots > 0 {
 		slotsFirst(keep, reqs)
-		leases = make([]engine.Lease, slots)
+		held = newHeld(slots)
+		leases = held.Leases
 	}
 	var room Room
 	// The reservations stay apart from the Batch: escape analysis sees a
@@ -129,8 +131,9 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	if settles {
 		out.Reserved = &Reserved{Rules: append([]*CompiledRule(nil), res.Rules...), Reservations: reserve}
 	}
-	if slots > 0 {
-		out.Held = &Held{Rules: append([]*CompiledRule(nil), res.Rules[:slots]...), Leases: leases}
+	if held != nil {
+		held.hold(res.Rules[:slots])
+		out.Held = held
 	}
 	for _, di := range ds {
 		out.Delay = max(out.Delay, di.Delay)

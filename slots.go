@@ -64,6 +64,26 @@ type Held struct {
 	Leases []engine.Lease
 
 	done atomic.Bool // Door.Release has been called
+	// The room of a request's one slot, the common case: Held is then
+	// one allocation.
+	oneRule  [1]*CompiledRule
+	oneLease [1]engine.Lease
+}
+
+// newHeld returns a Held with room for n slots' Leases.
+func newHeld(n int) *Held {
+	h := new(Held)
+	if n == 1 {
+		h.Leases = h.oneLease[:]
+	} else {
+		h.Leases = make([]engine.Lease, n)
+	}
+	return h
+}
+
+// hold fills h's Rules with rules, the rules its slots were taken under.
+func (h *Held) hold(rules []*CompiledRule) {
+	h.Rules = append(h.oneRule[:0], rules...)
 }
 
 // Release gives back the slots of h, an Allowed Outcome's Held, once: a
