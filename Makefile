@@ -101,7 +101,8 @@ bench-compile:
 
 ## fleet: bench/fleet's fault tests: latency with jitter, a narrow link, a
 ## gateway short of CPU, a black hole, reset connections, slow closes and a
-## Sentinel failover, each under 64 callers on the default options.
+## Sentinel failover, each under 64 callers on the default options; and
+## in-flight limits across 3 serve processes (make inflight).
 fleet:
 	cd bench && $(GO) test -count=1 ./fleet/
 

@@ -31,8 +31,8 @@ import (
 // beside 2 CPU burners. A concurrency rule of 10 per key on 3 `sluice
 // serve` processes sharing a redis-server, against 3 nginx instances with
 // limit_conn 10 per key, each on its own. Then the sluice fleet through
-// toxiproxy to Redis, under latency with jitter, a black hole and reset
-// connections, for each on_store_error policy.
+// toxiproxy to Redis, under reset connections, latency with jitter and a
+// black hole, for each on_store_error policy.
 //
 // Checked, because it is deterministic: under on_store_error: closed the
 // upstream never counts more than 10 requests in flight, faults or not,
@@ -169,6 +169,9 @@ func driveInflight(t *testing.T, up *inflightUpstream, gateways []string, phases
 			mu.Unlock()
 		})
 	}
+	// A phase's start that fails t ends this goroutine: the callers stop
+	// with it.
+	defer func() { stop.Store(true); wg.Wait() }()
 	most := make([]int64, len(phases))
 	up.peak()
 	for i, ph := range phases {
