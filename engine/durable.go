@@ -79,8 +79,17 @@ type tier struct {
 	maxDirty int64
 
 	stripes []tierStripe // stripe i is guarded by the cache's stripe lock i
-	dirty   atomic.Int64 // records marked dirty in all stripes
-	commit  committer    // Sync mode's group commit
+	// dirty counts the records the disk lacks: those marked dirty in all
+	// stripes, and those a flush or recommit has taken from the stripes
+	// and not yet written. A taken record is counted until its write has
+	// ended (a failed one marks it again first), so that dirty never reads
+	// zero while a write that holds a spending is in flight.
+	dirty atomic.Int64
+	// taken is the part of dirty an Interval flush has taken and not yet
+	// written: settle's backpressure counts the marked records only, so
+	// that decisions do not queue behind a flush in flight.
+	taken  atomic.Int64
+	commit committer // Sync mode's group commit
 
 	flushMu sync.Mutex // serialises flushes: at most one batch in flight
 	// The flush's buffers, kept from one flush to the next (flushMu).
@@ -531,7 +540,7 @@ func (t *tier) settle(ticket uint64) error {
 			return fmt.Errorf("flush: %w", err)
 		}
 	}
-	if t.dirty.Load() > t.maxDirty {
+	if t.dirty.Load()-t.taken.Load() > t.maxDirty {
 		return t.flush()
 	}
 	return nil
@@ -587,7 +596,8 @@ func (t *tier) flush() error {
 			spans = append(spans, sp)
 			hashes = append(hashes, d.hash)
 		}
-		t.dirty.Add(-int64(st.dirty.len()))
+		// Still counted in t.dirty until the write has ended.
+		t.taken.Add(int64(st.dirty.len()))
 		st.dirty.reset()
 		t.cache.Unlock(i)
 	}
@@ -603,6 +613,7 @@ func (t *tier) flush() error {
 	if len(writes) == 0 {
 		return nil
 	}
+	defer t.taken.Add(-int64(len(writes)))
 	start := time.Now()
 	err := t.disk.WriteBatch(writes, false)
 	t.flushNanos.Add(uint64(time.Since(start)))
@@ -611,6 +622,9 @@ func (t *tier) flush() error {
 		t.flushErrors.Add(1)
 		t.remark(writes, hashes)
 	}
+	// The batch's records are on disk, or marked dirty again: no longer
+	// in flight.
+	t.dirty.Add(-int64(len(writes)))
 	t.health.noteWrite(err, true)
 	if err != nil {
 		return fmt.Errorf("flush: %w", err)
@@ -648,6 +662,7 @@ func (t *tier) recommit() error {
 	}
 	now := t.clock.Now()
 	var last uint64
+	var taken int64
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		t.cache.Lock(i)
@@ -661,7 +676,8 @@ func (t *tier) recommit() error {
 			}
 			last = t.commit.enqueue(w, d.hash)
 		}
-		t.dirty.Add(-int64(st.dirty.len()))
+		// Still counted in t.dirty until the commit has ended.
+		taken += int64(st.dirty.len())
 		st.dirty.reset()
 		// Forget committed deletions while the stripe is held.
 		for k, tk := range st.deletes {
@@ -674,7 +690,16 @@ func (t *tier) recommit() error {
 	if last == 0 {
 		return nil
 	}
-	return t.commit.await(last)
+	err := t.commit.await(last)
+	// The records are on disk, or marked dirty again by a failed commit
+	// (committer.onFail): no longer in flight. The commit's own onDone
+	// still counted them, so the episode's end, if this was the last
+	// write the disk lacked, is noted here.
+	t.dirty.Add(-taken)
+	if err == nil {
+		t.health.noteWrite(nil, t.dirty.Load() == 0)
+	}
+	return err
 }
 
 // Close flushes what is dirty, stops the flusher and closes the cache and

@@ -154,7 +154,9 @@ type Stats struct {
 	// StoreFailures counts such episodes since the engine was opened.
 	StoreFailing  bool
 	StoreFailures uint64
-	// Dirty is the number of records awaiting a flush.
+	// Dirty is the number of records the durable store lacks: awaiting a
+	// flush (or, in Sync mode, a retry of a failed commit), or in one that
+	// has not ended.
 	Dirty int64
 	// Swaps counts compare-and-swaps sent to a backend.Swapper (the first,
 	// empty one that reads the store's clock included), Conflicts those

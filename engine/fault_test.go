@@ -355,3 +355,57 @@ func TestSlowFlushBlocksNoDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDirtyCountsAWriteInFlight: records taken by a flush (Interval) or a
+// recommit (Sync) stay counted in Stats().Dirty, and the store stays
+// failing, until the disk has them: a caller that waits for Dirty to reach
+// zero, the store writing, and then reads the disk finds every spending
+// there, and never reads it while the write that holds it is in flight.
+func TestDirtyCountsAWriteInFlight(t *testing.T) {
+	for _, mode := range []engine.Durability{engine.Interval, engine.Sync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			b, f := faulty.Wrap(openPebble(t, t.TempDir()))
+			e, err := engine.New(b, &engine.Options{Clock: engine.NewFakeClock(t0), Durability: mode, Stripes: 8,
+				FlushInterval: time.Hour, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			l := limit(algo.TokenBucketName, algo.Params{Limit: 100, Window: time.Minute}, "x")
+			// One failed write, so that the store is failing and the
+			// key's record awaits a retry.
+			fail := addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: 1, Err: faulty.ErrInjected})
+			if _, err := e.Apply(context.Background(), l, "k", 1); err != nil && !errors.Is(err, faulty.ErrInjected) {
+				t.Fatal(err)
+			}
+			if mode == engine.Interval {
+				if err := e.Flush(context.Background()); !errors.Is(err, faulty.ErrInjected) {
+					t.Fatalf("Flush over a failing disk = %v, want the disk's error", err)
+				}
+			}
+			f.Remove(fail)
+			if s := e.Stats(); s.Dirty != 1 || !s.StoreFailing {
+				t.Fatalf("after a failed write: Dirty %d, StoreFailing %v; want 1, true", s.Dirty, s.StoreFailing)
+			}
+			// The retry hangs in the disk's write.
+			hold := make(chan struct{})
+			before := f.Faulted()
+			addRule(t, f, faulty.Rule{Ops: []faulty.Op{faulty.OpWriteBatch}, Times: 1, Hold: hold})
+			flushed := make(chan error)
+			go func() { flushed <- e.Flush(context.Background()) }()
+			for f.Faulted() == before {
+				time.Sleep(time.Millisecond)
+			}
+			if s := e.Stats(); s.Dirty != 1 || !s.StoreFailing {
+				t.Errorf("while the retry's write is in flight: Dirty %d, StoreFailing %v; want 1, true (the disk lacks the record)", s.Dirty, s.StoreFailing)
+			}
+			close(hold)
+			if err := <-flushed; err != nil {
+				t.Fatal(err)
+			}
+			if s := e.Stats(); s.Dirty != 0 || s.StoreFailing {
+				t.Fatalf("after the retry wrote: Dirty %d, StoreFailing %v; want 0, false", s.Dirty, s.StoreFailing)
+			}
+		})
+	}
+}
