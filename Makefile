@@ -9,7 +9,7 @@ SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 ATTACKFLAGS ?=
 
-.PHONY: all build test fmt vet race unlocked full fleet fleet-build demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
+.PHONY: all build test fmt vet race unlocked full fleet fleet-build inflight demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
 
 all: build
 
@@ -101,9 +101,17 @@ bench-compile:
 
 ## fleet: bench/fleet's fault tests: latency with jitter, a narrow link, a
 ## gateway short of CPU, a black hole, reset connections, slow closes and a
-## Sentinel failover, each under 64 callers on the default options.
+## Sentinel failover, each under 64 callers on the default options; and
+## in-flight limits across 3 serve processes (make inflight).
 fleet:
 	cd bench && $(GO) test -count=1 ./fleet/
+
+## inflight: bench/fleet's in-flight run alone, its figures printed: 3
+## sluice serve processes on one Redis against 3 nginx with limit_conn,
+## then the sluice fleet under faults for each on_store_error policy (see
+## bench/INFLIGHT.md). make fleet runs it too, without printing.
+inflight:
+	cd bench && $(GO) test -count=1 -v -run '^TestInFlightFleet$$' ./fleet/
 
 ## demo: the demo on Pebble under ./var/demo, then a second process on the
 ## same directory showing the budget survived the restart.
