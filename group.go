@@ -25,7 +25,10 @@ package sluice
 // given, which is the hierarchy's: attr:org before attr:team), then user
 // or api_key, then ip. A group listing a level after a narrower one, or
 // holding both user and api_key levels (neither holds the other), is
-// refused, as are two levels of one scope on the same requests. The batch
+// refused, as are two levels of one scope on the same requests, unless
+// they name different counters (Rule.Counter; one may be the other's
+// name): two budgets of one level, a monthly quota beside a per-minute
+// pool, each replaced only by a plan rule of its own counter. The batch
 // is decided in this order, most specific path first, ties in the order
 // given, so the parent is decided first.
 //
@@ -71,8 +74,8 @@ func checkGroup(before []*CompiledRule, c *CompiledRule) error {
 			return c.rule.fail("scope", "rule %q of group %q, scoped %s, is a narrower level than this one, scoped %s, and listed before it: list a hierarchy's levels from the widest (global, then header:, attr: or param:, then user or api_key, then ip)", o.rule.Name, g, os, cs)
 		case os != cs && scopeRank(os) == 2 && scopeRank(cs) == 2:
 			return c.rule.fail("scope", "rule %q of group %q is scoped %s and this one %s: neither holds the other, so they cannot be levels of one hierarchy", o.rule.Name, g, os, cs)
-		case os == cs && o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan:
-			return c.rule.fail("scope", "rule %q of group %q counts the same requests by the same scope %s: one level is one budget", o.rule.Name, g, cs)
+		case os == cs && o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan && sameBudget(o, c):
+			return c.rule.fail("scope", "rule %q of group %q counts the same requests by the same scope %s: one level is one budget; two budgets of one level (a month's quota and a minute's pool) name their counters (counter:), which a plan's rule then names to replace one of them", o.rule.Name, g, cs)
 		}
 	}
 	return nil

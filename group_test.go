@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,38 @@ func TestGroupRefused(t *testing.T) {
 		{Name: "d", Group: "one", PathPrefix: "/v1/orders", Scope: sluice.ScopeUser, Algorithm: algo.TokenBucketName, Limit: 1, Window: time.Minute},
 	}, nil, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two budgets of one level, a monthly quota and a per-minute pool of the
+// same organisation, are allowed when they name different counters, and a
+// plan's rule naming the quota's counter replaces the quota only: a
+// premium organisation keeps the pool.
+func TestGroupTwoBudgetsOfOneLevel(t *testing.T) {
+	org := sluice.ScopeHeader("X-Org-ID")
+	month := sluice.Rule{Name: "org-month", Group: "org", PathPrefix: "/v1/", Scope: org, Algorithm: algo.FixedWindowName, Limit: 3, Calendar: "month"}
+	premium := month
+	premium.Name, premium.Plan, premium.Counter, premium.Limit = "org-month-premium", "premium", "org-month", 5
+	minute := sluice.Rule{Name: "org-minute", Group: "org", Counter: "org-minute", PathPrefix: "/v1/", Scope: org, Algorithm: algo.SlidingCounterName, Limit: 100, Window: time.Minute}
+	user := level("user-minute", "org", sluice.ScopeUser, 100)
+	for _, mode := range []sluice.MatchMode{sluice.MatchMostSpecific, sluice.MatchAll} {
+		rs := mustRuleset(t, []sluice.Rule{month, premium, minute, user}, nil, mode)
+		for _, tt := range []struct{ plan, want string }{
+			{"", "org-month org-minute user-minute"},
+			{"premium", "org-month-premium org-minute user-minute"},
+		} {
+			got := names(rs.AppendMatch(nil, sluice.RequestShape{Method: "GET", Path: "/v1/a", Plan: tt.plan}))
+			slices.Sort(got)
+			want := strings.Fields(tt.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s mode, plan %q: matched %v, want %v", mode, tt.plan, got, want)
+			}
+		}
+	}
+	// Neither naming a counter, they are one budget twice: refused.
+	minute.Counter = ""
+	if _, err := sluice.NewRuleset([]sluice.Rule{month, minute}, nil, ""); err == nil || !strings.Contains(err.Error(), "name their counters") {
+		t.Fatalf("two levels of one scope without counters: %v, want refused naming counters", err)
 	}
 }

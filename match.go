@@ -91,12 +91,12 @@ func (rs *Ruleset) appendMatchShadow(dst []*CompiledRule, q RequestShape) []*Com
 func (rs *Ruleset) appendCovering(dst, from []*CompiledRule, q RequestShape) []*CompiledRule {
 	single := false // in MatchMostSpecific mode, the rule outside groups is found
 	for _, c := range from {
-		if rs.mode == MatchMostSpecific && single && c.rule.Group == "" {
+		if single && c.rule.Group == "" {
 			continue
 		}
 		if rs.covers(from, c, q) {
 			dst = append(dst, c)
-			if rs.mode == MatchMostSpecific && c.rule.Group == "" {
+			if c.rule.Group == "" && rs.mode == MatchMostSpecific {
 				if !rs.groups {
 					return dst
 				}

@@ -12,7 +12,10 @@ import "slices"
 //	stands in for: in MatchMostSpecific mode the plan-less rule with the
 //	same method and path prefix outside groups; in MatchAll mode, and in a
 //	group (Rule.Group), the plan-less rules of the same group with the same
-//	method, path prefix and scope (one level of a hierarchy). The rules P's callers are
+//	method, path prefix and scope (one level of a hierarchy) and, when
+//	either rule names a counter (Rule.Counter), the same counter (so a
+//	premium monthly quota replaces the monthly quota, not the per-minute
+//	pool of the same scope beside it). The rules P's callers are
 //	matched against are P's rules and the plan-less rules not replaced,
 //	and among those the usual order decides: the longest path prefix, then
 //	an exact method over AnyMethod (MatchMostSpecific), or every covering
@@ -100,9 +103,18 @@ func (rs *Ruleset) indexPlans() {
 func (rs *Ruleset) replaces(o, c *CompiledRule) bool {
 	same := o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Group == c.rule.Group
 	if rs.mode == MatchAll || o.rule.Group != "" {
-		return same && o.rule.Scope == c.rule.Scope
+		return same && o.rule.Scope == c.rule.Scope && sameBudget(o, c)
 	}
 	return same
+}
+
+// sameBudget reports whether o and c are one budget of one level, as a
+// plan's rule replaces one in MatchAll mode and in a group: when either
+// names a counter (Rule.Counter), only a rule of the same counter is (the
+// month's quota, not the minute's pool beside it at the same scope);
+// when neither does, any rule of the level is.
+func sameBudget(o, c *CompiledRule) bool {
+	return o.rule.Counter == "" && c.rule.Counter == "" || o.limit.Namespace == c.limit.Namespace
 }
 
 // hasPlans reports whether any rule of the ruleset has a Plan. A door

@@ -479,11 +479,12 @@ func isTokenChar(c byte) bool {
 // CompiledRule is a validated Rule ready to decide requests: its defaults
 // filled in and its algorithm built. It is immutable and safe to share.
 type CompiledRule struct {
-	rule   Rule
+	// What matching reads of every rule it passes over, first.
 	prefix string // PathPrefix as paths are compared with it: case-folded in a ruleset of PathCaseInsensitive
 	// pattern is Path compiled, its literals case-folded as prefix is;
 	// nil for a rule of a PathPrefix.
 	pattern *pattern
+	rule    Rule
 	toks    []pathTok // the path as specificity compares it (pattern.go)
 	limit   engine.Limit
 	// origin is the rule as configured that this one derives from: an

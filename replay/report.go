@@ -35,9 +35,9 @@ type Report struct {
 
 // RuleReport is one rule's part of a Report.
 type RuleReport struct {
-	// Name, Algorithm, Scope, Method, PathPrefix, Limit, Burst, Cost and
-	// Window are the rule's, as compiled (Method "*" for any).
-	Name, Algorithm, Scope, Method, PathPrefix string
+	// Name, Algorithm, Scope, Method, PathPrefix, Path, Limit, Burst,
+	// Cost and Window are the rule's, as compiled (Method "*" for any).
+	Name, Algorithm, Scope, Method, PathPrefix, Path string
 	// Default reports the configuration's default rule.
 	Default bool
 	// Shadow reports a shadow rule: its Denied are would-be denials, of
@@ -136,7 +136,7 @@ func (s *ruleStats) report(share float64, top int, res, span int64) RuleReport {
 	rule := s.rule.Rule()
 	rr := RuleReport{
 		Name: rule.Name, Algorithm: string(rule.Algorithm), Scope: string(rule.Scope),
-		Method: rule.Method, PathPrefix: rule.PathPrefix, Default: s.isDefault,
+		Method: rule.Method, PathPrefix: rule.PathPrefix, Path: rule.Path, Default: s.isDefault,
 		Shadow: rule.Shadow, Plan: rule.Plan,
 		Limit: rule.Limit, Burst: rule.Burst, Cost: rule.Cost, Window: rule.Window,
 		Calendar: s.rule.Limit().Algorithm.Params().Calendar.String(),

@@ -753,6 +753,7 @@ type ruleJSON struct {
 	Name       string `json:"name"`
 	Method     string `json:"method"`
 	PathPrefix string `json:"path_prefix"`
+	Path       string `json:"path,omitempty"` // a path pattern, in place of path_prefix
 	Host       string `json:"host,omitempty"`
 	Scope      string `json:"scope"`
 	Algorithm  string `json:"algorithm"`
@@ -763,6 +764,8 @@ type ruleJSON struct {
 	Plan       string `json:"plan,omitempty"`
 	Shadow     bool   `json:"shadow,omitempty"`
 	Calendar   string `json:"calendar,omitempty"` // the windows of a calendar rule: "month in Europe/Berlin from day 15"
+	Group      string `json:"group,omitempty"`
+	Counter    string `json:"counter,omitempty"` // a counter shared with other rules, in place of the rule's name
 }
 
 // rulesJSON is the body of /rules: the ruleset in force.
@@ -778,7 +781,10 @@ func toRuleJSON(c *sluice.CompiledRule) ruleJSON {
 		Name:       r.Name,
 		Method:     r.Method,
 		PathPrefix: r.PathPrefix,
+		Path:       r.Path,
 		Host:       r.Host,
+		Group:      r.Group,
+		Counter:    r.Counter,
 		Scope:      string(r.Scope),
 		Algorithm:  string(r.Algorithm),
 		Limit:      r.Limit,
