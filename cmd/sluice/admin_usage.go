@@ -73,6 +73,18 @@ type usageReader struct {
 	fwd   identity.ForwardingHeader
 }
 
+// validHeaderValue reports whether v could be a header's value in a request
+// net/http serves: no control byte but a tab. A caller named otherwise is
+// one the proxy never meets.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // adminUsage is GET /v1/usage on the admin listener: the usage of the
 // caller the query names, read by the reader in force.
 func adminUsage(in func() usageReader) http.HandlerFunc {
@@ -90,6 +102,9 @@ func adminUsage(in func() usageReader) http.HandlerFunc {
 				return
 			case len(vs) > 1:
 				adminError(w, http.StatusBadRequest, "%s: given %d times, want once", quoteBounded(p), len(vs))
+				return
+			case (isHeader || p == "user" || p == "api_key") && !validHeaderValue(vs[0]):
+				adminError(w, http.StatusBadRequest, "%s: a control byte, which no request's header can carry", quoteBounded(p))
 				return
 			case isHeader:
 				if len(headers) == maxUsageHeaders {

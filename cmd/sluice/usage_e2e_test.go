@@ -161,7 +161,7 @@ func TestServeProcessUsage(t *testing.T) {
 	if r := by["reports"]; r.Key != "header:acme" || r.Remaining != 48 || r.Scope != "header:X-Org-Id" {
 		t.Errorf("acme's reports: %+v, want header:acme with 48 left", r)
 	}
-	for _, q := range []string{"header.X-Org-ID=acme", "header.Bad%20Name=1", "header.=1"} {
+	for _, q := range []string{"header.X-Org-ID=acme", "header.Bad%20Name=1", "header.=1", "header.X-Org-ID=a%01b&ip=127.0.0.1", "user=a%0Ab&ip=127.0.0.1", "api_key=%7F&ip=127.0.0.1"} {
 		if code, body := authGet(t, token, admin+"/v1/usage?"+q); code != http.StatusBadRequest {
 			t.Errorf("/v1/usage?%s: %d %s, want 400", q, code, body)
 		}
