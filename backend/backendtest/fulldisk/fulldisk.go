@@ -230,7 +230,7 @@ func run(t *testing.T, s Store, mode engine.Durability) {
 			t.Fatalf("Load(%q) after the disk has room: %v", short(k), err)
 		}
 		if got := spentIn(rec, now); got != spent[k] {
-			t.Fatalf("%q: the disk's record has spent %d, want %d", short(k), got, spent[k])
+			t.Fatalf("%q: the disk's record has spent %d, want %d (%s)", short(k), got, spent[k], lateOrLost(e, disk, k, now))
 		}
 	}
 	// ... and after a restart.
@@ -257,6 +257,20 @@ func run(t *testing.T, s Store, mode engine.Durability) {
 			t.Fatalf("%q after reopening: spent %d, want %d", short(k), got, spent[k])
 		}
 	}
+}
+
+// lateOrLost tells, for a key whose disk record lacks a spending, whether
+// the spending was still on its way (an explicit flush writes it: the
+// engine said "nothing dirty" while a write was in flight) or is lost (the
+// engine's memory does not have it either, or the disk refuses it), with
+// the engine's counters, so that a failure says which it was.
+func lateOrLost(e *engine.Engine, disk backend.Durable, k string, now int64) string {
+	s := e.Stats()
+	ferr := e.Flush(context.Background())
+	rec, _, err := disk.Load(engine.AppendKey(nil, limit.Namespace, k), now)
+	mem, perr := e.Peek(context.Background(), limit, k, 1)
+	return fmt.Sprintf("after an explicit flush (%v) the disk's record has spent %d (load error %v), the engine's memory %d (peek error %v); stats before it: %+v",
+		ferr, spentIn(rec, now), err, capacity-mem.Remaining-1, perr, s)
 }
 
 // waitWritten waits until the engine's store takes writes and nothing
