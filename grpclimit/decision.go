@@ -10,36 +10,15 @@ import (
 )
 
 // Decision is the rate-limit decision a call was admitted with, as its
-// handler finds it with DecisionFrom.
-type Decision struct {
-	// Decision is the answer: Allowed, Limit, Remaining and Reset.
-	algo.Decision
-	// Rule is the rule that decided: the matching rule (the one the
-	// metadata reports, in all mode the most restrictive).
-	Rule *sluice.CompiledRule
-}
-
-// decisionKey is the context key of a call's Decision.
-type decisionKey struct{}
-
-// decisionContext is a context carrying a Decision: one allocation where
-// context.WithValue would take two (the context and the boxed value).
-type decisionContext struct {
-	context.Context
-	d Decision
-}
-
-// Value returns the Decision for decisionKey, and the parent's values.
-func (c *decisionContext) Value(key any) any {
-	if key == (decisionKey{}) {
-		return &c.d
-	}
-	return c.Context.Value(key)
-}
+// handler finds it with DecisionFrom: the answer (Allowed, Limit,
+// Remaining, Reset) and the rule that decided (the matching rule, the one
+// the metadata reports, in all mode the most restrictive). It is the
+// decision every door puts in a handler's context, HTTP's too.
+type Decision = sluice.RuleDecision
 
 // withDecision returns ctx carrying rule's decision d.
 func withDecision(ctx context.Context, rule *sluice.CompiledRule, d algo.Decision) context.Context {
-	return &decisionContext{Context: ctx, d: Decision{Decision: d, Rule: rule}}
+	return sluice.WithDecision(ctx, rule, d)
 }
 
 // decisionStream is a stream whose Context carries its Decision.
@@ -59,9 +38,5 @@ func (s *decisionStream) Context() context.Context { return s.ctx }
 // rule decided (none covered it, or the store failed and it was let
 // through), and without Config.DecisionInContext.
 func DecisionFrom(ctx context.Context) (d Decision, ok bool) {
-	p, ok := ctx.Value(decisionKey{}).(*Decision)
-	if !ok {
-		return Decision{}, false
-	}
-	return *p, true
+	return sluice.DecisionFromContext(ctx)
 }

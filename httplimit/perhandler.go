@@ -235,38 +235,16 @@ func (p *perHandler) defaultError(w http.ResponseWriter, r *http.Request, err er
 }
 
 // Decision is the rate-limit decision a request was answered with, as a
-// handler finds it with DecisionFrom.
-type Decision struct {
-	// Decision is the answer: Allowed, Limit, Remaining, Reset and, on a
-	// denial, RetryAfter.
-	algo.Decision
-	// Rule is the rule that decided: New's matching rule (the one the
-	// headers report, in all mode the most restrictive), or PerHandler's
-	// limiter's Rule.
-	Rule *sluice.CompiledRule
-}
-
-// decisionKey is the context key of a request's Decision.
-type decisionKey struct{}
-
-// decisionContext is a context carrying a Decision: one allocation where
-// context.WithValue would take two (the context and the boxed value).
-type decisionContext struct {
-	context.Context
-	d Decision
-}
-
-// Value returns the Decision for decisionKey, and the parent's values.
-func (c *decisionContext) Value(key any) any {
-	if key == (decisionKey{}) {
-		return &c.d
-	}
-	return c.Context.Value(key)
-}
+// handler finds it with DecisionFrom: the answer (Allowed, Limit,
+// Remaining, Reset and, on a denial, RetryAfter) and the rule that decided
+// (New's matching rule, the one the headers report, in all mode the most
+// restrictive; or PerHandler's limiter's Rule). It is the decision every
+// door puts in a handler's context, gRPC's too.
+type Decision = sluice.RuleDecision
 
 // withDecision returns r with rule's decision d in its context.
 func withDecision(r *http.Request, rule *sluice.CompiledRule, d algo.Decision) *http.Request {
-	return r.WithContext(&decisionContext{Context: r.Context(), d: Decision{Decision: d, Rule: rule}})
+	return r.WithContext(sluice.WithDecision(r.Context(), rule, d))
 }
 
 // DecisionFrom returns the rate-limit decision of the request whose
@@ -276,9 +254,5 @@ func withDecision(r *http.Request, rule *sluice.CompiledRule, d algo.Decision) *
 // decided (none covered it, or the store failed and it was let through),
 // and under New's middleware without Config.DecisionInContext.
 func DecisionFrom(ctx context.Context) (d Decision, ok bool) {
-	p, ok := ctx.Value(decisionKey{}).(*Decision)
-	if !ok {
-		return Decision{}, false
-	}
-	return *p, true
+	return sluice.DecisionFromContext(ctx)
 }
