@@ -214,17 +214,9 @@ func (c *calendar) span(now int64) windowSpan {
 
 // bounds returns the window holding now: [start, end).
 func (c *calendar) bounds(now int64) (start, end int64) {
-	if s := c.last.Load(); s != nil && s.start <= now && now < s.end {
-		return s.start, s.end
-	}
 	s := c.span(now)
 	return s.start, s.end
 }
-
-// label numbers a window: for a day or a week, the civil day number
-// (days from 1970-01-01) of its first day; for a month, year·12 + month-1;
-// for a year, the year. Consecutive windows have consecutive labels (a
-// week's differ by 7).
 
 // compute returns the windows around now, without the cache.
 func (c *calendar) compute(now int64) windowSpan {
@@ -258,6 +250,11 @@ func nanos(sec int64) int64 {
 	}
 	return sec * 1e9
 }
+
+// A label numbers a window: for a day or a week, the civil day number
+// (days from 1970-01-01) of its first day; for a month, year·12 + month-1;
+// for a year, the year. Consecutive windows have consecutive labels (a
+// week's differ by 7).
 
 // labelOf returns the label of the window whose anchor the wall clock t
 // (in c's zone) has most recently read: the window holding t, but for the
