@@ -72,9 +72,10 @@ type LimitState struct {
 // PeekState reads key's state under l on eng, spending nothing and writing
 // no record: what it may spend now, whether a request of cost would pass
 // and when, and when it is full again. A key without a record reads as
-// full. It peeks (engine.Engine.Peek) three times: at one unit, at cost
-// and at the whole capacity, so a decision made between them may show in
-// one and not another. The errors are Peek's.
+// full. It reads the record once (engine.Engine.Record: one store read,
+// one round trip over Redis) and steps copies of it at one instant, at one
+// unit, at cost and at the whole capacity, as Peek would. The errors are
+// Record's.
 func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost int64) (LimitState, error) {
 	s := LimitState{Cost: cost}
 	if l.Algorithm == nil {
@@ -82,21 +83,28 @@ func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key stri
 	}
 	s.Limit = algo.Capacity(l.Algorithm)
 	_, s.Window = algo.Quota(l.Algorithm)
-	// A decision's Remaining is what is left after the request it answers:
-	// what may be spent now is one more than a peek at one unit leaves, or
-	// nothing when that unit would be denied.
-	one, err := eng.Peek(ctx, l, key, 1)
+	rec, err := eng.Record(ctx, l, key)
 	if err != nil {
 		return s, err
 	}
+	now := eng.Clock().Now()
+	var scratch []byte
+	peek := func(n int64) algo.Decision {
+		// Step may write its state in place: each peek steps a copy.
+		scratch = append(scratch[:0], rec...)
+		_, d := l.Algorithm.Step(scratch, now, n)
+		return d
+	}
+	// A decision's Remaining is what is left after the request it answers:
+	// what may be spent now is one more than a peek at one unit leaves, or
+	// nothing when that unit would be denied.
+	one := peek(1)
 	if one.Allowed {
 		s.Remaining = one.Remaining + 1
 	}
 	d := one
 	if cost != 1 {
-		if d, err = eng.Peek(ctx, l, key, cost); err != nil {
-			return s, err
-		}
+		d = peek(cost)
 	}
 	s.Allowed = d.Allowed
 	if !d.Allowed {
@@ -104,11 +112,7 @@ func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key stri
 	}
 	// A request of the whole capacity passes exactly when the caller is
 	// full; denied, it spends nothing, and its Reset is the caller's own.
-	full, err := eng.Peek(ctx, l, key, s.Limit)
-	if err != nil {
-		return s, err
-	}
-	if !full.Allowed {
+	if full := peek(s.Limit); !full.Allowed {
 		s.Reset = full.Reset
 	}
 	if _, ok := l.Algorithm.(*algo.Concurrency); ok {
@@ -123,8 +127,8 @@ func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key stri
 // caller's override, and the shadow rules, with no regard to whether an
 // enforced one would let the request through. It spends nothing and writes
 // no record: a caller never seen reads as full under each rule. It reads
-// the store three times per rule (PeekState), so it costs more than a
-// decision; it is not for the request path.
+// the store once per rule (PeekState) and steps the record three times,
+// so it costs more than a decision; it is not for the request path.
 //
 // The caller's key under each rule is the door's Key, the plan its Plan,
 // as Decide reads them; the cost each LimitUsage reports is the rule's own
