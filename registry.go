@@ -119,6 +119,7 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 	}
 	rs := &Ruleset{all: make([]*CompiledRule, 0, len(rules)), mode: mode, fold: opts.PathCase == PathCaseInsensitive}
 	seen := make(map[string]int, len(rules)+1)
+	var groups map[string]*groupLevels
 	for i, r := range rules {
 		c, err := r.compile()
 		if err != nil {
@@ -141,6 +142,7 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		if err := checkGroup(rs.all, c); err != nil {
 			return nil, i, err
 		}
+		groups = placeLevel(groups, c)
 		if mode == MatchMostSpecific {
 			for _, o := range rs.all {
 				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan &&
