@@ -264,3 +264,52 @@ func TestGroupNestingMatchesModel(t *testing.T) {
 		}
 	})
 }
+
+// A path parameter is no tenant: the client chooses the path, and would
+// multiply its budget by naming other organisations in it. So alice's
+// budget under /v1/orgs/{org}/ is hers whatever org she names; a global
+// level keeps its one key.
+func TestGroupParamIsNoTenant(t *testing.T) {
+	e := newTestEngine(t)
+	d := newTestDoor(t, e, func(c *sluice.DoorConfig[call]) { c.Key = tenantKey })
+	pattern := func(name string, scope sluice.Scope, limit int64) sluice.Rule {
+		r := month(name, "tree", scope, limit)
+		r.PathPrefix, r.Path = "", "/v1/orgs/{org}/items"
+		return r
+	}
+	rs := mustRuleset(t, []sluice.Rule{
+		pattern("all", sluice.ScopeGlobal, 100), pattern("org", sluice.ScopeParam("org"), 10), pattern("user", sluice.ScopeUser, 2),
+	}, nil, "")
+	ctx := context.Background()
+	allowed := 0
+	for _, org := range []string{"acme", "globex", "initech"} {
+		if d.Decide(ctx, rs, "GET", "/v1/orgs/"+org+"/items", call{user: "//alice"}).Verdict == sluice.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("alice naming three organisations in the path: %d allowed, want her 2", allowed)
+	}
+	u, err := d.Usage(ctx, rs, "GET", "/v1/orgs/acme/items", call{user: "//alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range u.Limits {
+		if want := map[string]string{"all": "global", "org": "param:acme", "user": "user:alice"}[l.Rule.Name()]; l.Key != want {
+			t.Errorf("%s: key %q, want %q", l.Rule.Name(), l.Key, want)
+		}
+	}
+}
+
+// Rules sharing a counter are of one group, or of none: a group's level
+// may count within its tenant, and a rule outside it would count the same
+// callers under other keys.
+func TestGroupCounterSharedAcrossGroupsRefused(t *testing.T) {
+	a, b := month("a", "tree", sluice.ScopeUser, 2), month("b", "", sluice.ScopeUser, 2)
+	a.Counter, b.Counter, b.PathPrefix = "c", "c", "/v2/"
+	_, err := sluice.NewRuleset([]sluice.Rule{a, b}, nil, "")
+	var re *sluice.RuleError
+	if !errors.As(err, &re) || re.Field != "counter" || !strings.Contains(re.Reason, "of group") {
+		t.Fatalf("a counter shared by a group's rule and one of no group: %v, want refused", err)
+	}
+}

@@ -41,7 +41,8 @@ func values(h Header, name string) []string {
 // override or a reset stays the user id itself, the client learns at once
 // that its identity is unusable, and no two ids are ever counted as one.
 // So a key a door stores costs at most MaxKeyLen bytes, plus the rule's
-// name, whatever a client sends.
+// name, whatever a client sends; at a level of a group counted within its
+// tenant (sluice.NestedKey), two such keys and 3 bytes.
 const MaxKeyLen = len("header:") + sluice.MaxAttrLen
 
 // Caller is who a request says it comes from. An empty field means "not
