@@ -74,11 +74,22 @@ type LimitState struct {
 // PeekState reads key's state under l on eng, spending nothing and writing
 // no record: what it may spend now, whether a request of cost would pass
 // and when, and when it is full again. A key without a record reads as
-// full. It reads the record once (engine.Engine.Record: one store read,
-// one round trip over Redis) and steps copies of it at one instant, at one
-// unit, at cost and at the whole capacity, as Peek would. The errors are
+// full. It is PeekStateAt at the engine clock's time. The errors are
 // Record's.
 func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost int64) (LimitState, error) {
+	return PeekStateAt(ctx, eng, l, key, cost, eng.Clock().Now())
+}
+
+// PeekStateAt is PeekState at now (Unix nanoseconds on the engine's
+// clock): the state's RetryAfter and Reset count from now, so now plus
+// Reset is exactly the instant the caller is full again (a calendar
+// rule's boundary, to the nanosecond). Reading several limits at one now
+// makes their answers agree with each other and with the instant shown
+// beside them, as Door.Usage does. It reads the record once
+// (engine.Engine.Record: one store read, one round trip over Redis) and
+// steps copies of it at now, at one unit, at cost and at the whole
+// capacity, as Peek would. The errors are Record's.
+func PeekStateAt(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost, now int64) (LimitState, error) {
 	s := LimitState{Cost: cost}
 	if l.Algorithm == nil {
 		return s, engine.ErrNoAlgorithm
@@ -89,7 +100,6 @@ func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key stri
 	if err != nil {
 		return s, err
 	}
-	now := eng.Clock().Now()
 	var scratch []byte
 	peek := func(n int64) algo.Decision {
 		// Step may write its state in place: each peek steps a copy.
@@ -129,7 +139,8 @@ func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key stri
 // caller's override, and the shadow rules, with no regard to whether an
 // enforced one would let the request through. It spends nothing and writes
 // no record: a caller never seen reads as full under each rule. It reads
-// the store once per rule (PeekState) and steps the record three times,
+// the clock once, and the store once per rule (PeekStateAt, every rule at
+// the answer's At) and steps the record three times,
 // so it costs more than a decision; it is not for the request path.
 //
 // The caller's key under each rule is the door's Key, the plan its Plan,
@@ -158,7 +169,11 @@ func (d *Door[R]) UsageAll(ctx context.Context, rs *Ruleset, req R) (Usage, erro
 // usage is Usage of the request shape q, or (q nil) of every rule that
 // applies to the caller.
 func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape) (Usage, error) {
-	u := Usage{At: time.Unix(0, d.core.eng.Clock().Now())}
+	// One clock read for the whole answer: every rule is peeked at At, so
+	// At plus a limit's Reset is its boundary exactly, not a few
+	// microseconds short of it.
+	now := d.core.eng.Clock().Now()
+	u := Usage{At: time.Unix(0, now)}
 	if d.plan != nil && rs.hasPlans() {
 		var err error
 		if u.Plan, err = d.planOf(req); err != nil {
@@ -217,7 +232,7 @@ func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape
 			continue
 		}
 		o := rs.Override(c, own[i])
-		st, err := PeekState(ctx, d.core.eng, o.limit, key, o.rule.Cost)
+		st, err := PeekStateAt(ctx, d.core.eng, o.limit, key, o.rule.Cost, now)
 		if err != nil {
 			return u, err
 		}

@@ -474,14 +474,15 @@ func (out *keyStateJSON) read(ctx context.Context, eng *engine.Engine, l engine.
 			out.Record = &st
 		}
 	}
-	st, err := sluice.PeekState(ctx, eng, l, key, cost)
+	now := eng.Clock().Now() // one instant: full_at is now plus the reset exactly
+	st, err := sluice.PeekStateAt(ctx, eng, l, key, cost, now)
 	if err != nil {
 		return err
 	}
 	out.AllowedNow, out.Remaining = st.Allowed, st.Remaining
 	out.RetryAfterSeconds = st.RetryAfter.Seconds()
 	out.FullInSeconds = st.Reset.Seconds()
-	out.FullAt = time.Unix(0, eng.Clock().Now()+int64(st.Reset)).UTC().Format(time.RFC3339Nano)
+	out.FullAt = time.Unix(0, now+int64(st.Reset)).UTC().Format(time.RFC3339Nano)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice/httplimit"
 )
@@ -17,7 +18,8 @@ import (
 // usageConfig is a SaaS gateway: orders 3 an hour per user, 10 for
 // premium callers (the plan from the trusted loopback's X-Sluice-Plan),
 // search 5 a minute per IP address, reports 50 an hour per organisation
-// (the X-Org-ID header, from the trusted loopback).
+// (the X-Org-ID header, from the trusted loopback), exports 100 a UTC day
+// per user.
 const usageConfig = `identity:
   trusted_proxies: [127.0.0.1/32]
   plan_header: X-Sluice-Plan
@@ -51,6 +53,14 @@ rules:
     algorithm: fixed_window
     limit: 50
     window: 1h
+  - name: exports
+    method: GET
+    path_prefix: /api/exports
+    scope: user
+    algorithm: fixed_window
+    limit: 100
+    calendar: day
+    timezone: UTC
 `
 
 var usageAddrRE = regexp.MustCompile(`msg="sluice serve: listening" listen=\S+ admin=(\S+) usage=(\S+)`)
@@ -145,6 +155,30 @@ func TestServeProcessUsage(t *testing.T) {
 	if _, ok := by["orders-premium"]; ok {
 		t.Errorf("a caller on no plan is shown the premium rule: %s", body)
 	}
+	// A calendar rule resets at its boundary exactly: the next UTC midnight
+	// after the answer's instant, in /v1/usage and in /v1/keys alike.
+	if got := codes(t, 1, "GET", "http://"+p.listen+"/api/exports", "X-User-ID", "alice"); fmt.Sprint(got) != "[200]" {
+		t.Fatalf("alice's export: %v", got)
+	}
+	u, by := decodeUsage(t, mustOK(t, token, admin+"/v1/usage?user=alice&ip=127.0.0.1"))
+	at, err := time.Parse(time.RFC3339Nano, u.At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	midnight := at.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour).Format(time.RFC3339Nano)
+	if e := by["exports"]; e.Remaining != 99 || e.ResetAt != midnight {
+		t.Errorf("alice's exports at %s: %d left until %s, want 99 until %s", u.At, e.Remaining, e.ResetAt, midnight)
+	}
+	var keyState struct {
+		FullAt string `json:"full_at"`
+	}
+	if err := json.Unmarshal([]byte(mustOK(t, token, admin+"/v1/keys?rule=exports&key=user:alice")), &keyState); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(keyState.FullAt, "T00:00:00Z") {
+		t.Errorf("/v1/keys: alice's exports full at %s, want a UTC midnight", keyState.FullAt)
+	}
+
 	// On the premium plan, the premium rule in place of orders; a request's
 	// rules alone with its path.
 	_, by = decodeUsage(t, mustOK(t, token, admin+"/v1/usage?user=alice&ip=127.0.0.1&plan=premium&method=POST&path=/api/orders/7"))
