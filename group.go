@@ -44,9 +44,40 @@ import (
 // of the same group, method, path and scope only (one level), as in all
 // mode.
 //
-// On a Redis Cluster the levels of one request have different caller keys
-// (attr:acme, attr:red, user:42), so they lie on different hash slots: see
-// docs/redis.md for what such a batch costs.
+// A level narrower than the request's tenant counts within it. The
+// tenant is the widest level of the group scoped header: or attr:
+// (tenantScope) whose value the caller has: its key is the scope's kind
+// and a value ("attr:acme", tenantKey), not the IP key a caller without
+// the attribute is counted by. Every level of the group after it in the
+// hierarchy (a team's attr:, user, api_key, ip) is a budget within the
+// tenant, keyed NestedKey(tenant, own key): "no user takes more than 100
+// of the organisation's 1,000", so alice in acme and alice in globex are
+// two budgets, and alice without an organisation a third (her own key).
+// The tenant's own level keeps its key (two budgets of it, a month's
+// quota and a minute's pool, both), and so do a global level and a level
+// wider than the tenant: nothing nests under a global key, which would put
+// every caller's records in one place. With the organisation missing and
+// a team present, the team is the tenant; with no tenant, every level
+// keeps its own key, as a rule outside groups does. The tenant is the
+// caller's whatever rules of the group cover the request (a level not
+// covering it is asked its key), so a level's budget is one whatever
+// path spends it.
+//
+// This is no bypass: the tenant is believed only as its scope is, from a
+// trusted proxy (header:) or from the program's identity function (attr:),
+// so a client cannot name another organisation to get a fresh budget. A
+// param: level is never a tenant: the client chooses the path, and a user
+// naming other organisations in /v1/orgs/{org}/ would otherwise multiply
+// its budget. A door's Key making a key that begins with a NUL byte, the
+// form of NestedKey's, is refused, so no caller poses as another within a
+// tenant; rules sharing a counter are of one group, or of none, so that
+// they key their callers alike.
+//
+// On a Redis Cluster the levels within a tenant are stored under the
+// tenant's hash tag (prefix{attr:acme}{user:42}:rule), on one slot, and a
+// request is one script; without a tenant each level's own key (attr:acme,
+// ip:…, user:42) lies on its own slot: see docs/redis.md for what such a
+// batch costs.
 
 // scopeRank ranks a scope by how wide a level of a hierarchy it counts:
 // global, then a header, attribute or path parameter, then user or API
