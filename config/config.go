@@ -263,6 +263,9 @@ func (c *Config) ExemptFunc(id *identity.Identifier) (func(key string) bool, err
 		if err != nil {
 			return nil, fmt.Errorf("exempt: %w", err)
 		}
+		if _, own, nested := sluice.SplitNestedKey(k); nested {
+			return nil, fmt.Errorf("exempt %q: name the caller's own key, %s, which is exempt within every tenant", e, identity.ShowKey(own))
+		}
 		keys[k] = true
 	}
 	return func(key string) bool {

@@ -385,6 +385,7 @@ default: {name: d, scope: ip, algorithm: gcra, limit: 1, window: 1s}
 		{"response: {body: html}\nrules: []\n", "g.yaml:1: response.body:"},
 		{"exempt: [user:ops, alice]\nrules: []\n", "g.yaml:1: exempt[1]: sluice/identity: bad caller key"},
 		{"exempt: [ip:10.0.0.0/33]\nrules: []\n", "g.yaml:1: exempt[0]: exempt \"ip:10.0.0.0/33\": want ip: and an address or a prefix"},
+		{"exempt: [\"{attr:acme}user:ops\"]\nrules: []\n", "name the caller's own key, user:ops"},
 	} {
 		if _, err := config.Parse("g.yaml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.file, err, c.want)
