@@ -83,10 +83,13 @@ unlocked:
 ## full: the tests that run smaller under the race detector, where their
 ## size is most of their cost and not what finds races, at full size in
 ## a normal build: the engine's model equivalence over the durable stores
-## (a quarter of rapid's checks under race), the damaged-file rounds
-## (half), the memory store's retained heap (skipped under race).
+## and its settle and lease models on Pebble and bbolt (a quarter of
+## rapid's checks under race), the damaged-file rounds
+## (half), the memory store's retained heap (skipped under race), bbolt's
+## sweep rounds (10,000 keys, not 50,000), the configuration's errors on
+## huge values (64 KiB, not 1 MiB).
 full:
-	$(TESTENV) $(GO) test -count=1 -run '^(TestDurableModelEquivalence|TestDamagedFiles?|TestRetainedHeapPerKey)$$' ./engine ./backend/bolt ./backend/pebble ./backend/memory
+	$(TESTENV) $(GO) test -count=1 -run '^(TestDurableModelEquivalence|TestReserveSettleModel|TestLeaseModel|TestDamagedFiles?|TestRetainedHeapPerKey|TestSweepBoundsDisk|TestErrorsQuoteAFewHundredBytes)$$' ./engine ./backend/bolt ./backend/pebble ./backend/memory ./config
 
 ## fleet-build: compiles bench/fleet's test and the toxiproxy server it
 ## runs, without running them.

@@ -28,8 +28,10 @@ type LimitUsage struct {
 	// Rule is the rule as it applies to the caller: with its override
 	// (Override), or as configured.
 	Rule *CompiledRule
-	// Key is the caller's key under Rule, as the store holds it (package
-	// identity's ShowKey shows an API key's as keyhash:HEX).
+	// Key is the caller's key under Rule, as the store holds it: at a
+	// level of a group within its tenant, engine.NestedKey's (group.go;
+	// package identity's ShowKey shows it as {TENANT}KEY, and an API
+	// key's as keyhash:HEX).
 	Key string
 	// Override reports that the caller has its own limit under Rule.
 	Override bool
@@ -198,7 +200,9 @@ func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape
 	if q != nil {
 		path = q.Path
 	}
-	for _, c := range append(rules, shadows...) {
+	all := append(rules, shadows...)
+	keys := make([]engine.Request, 0, len(all)) // each rule's key, in nest's form
+	for _, c := range all {
 		if q == nil && c.rule.Scope.Param() != "" {
 			continue // counted by a path parameter: per request, asked with its path
 		}
@@ -206,11 +210,28 @@ func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape
 		if err != nil {
 			return u, &KeyError{Rule: c, Err: err}
 		}
-		if !c.rule.Shadow && d.exempt != nil && d.exempt(key) {
+		all[len(keys)] = c
+		keys = append(keys, engine.Request{Key: key})
+	}
+	all = all[:len(keys)]
+	// A rule's own key decides whether the caller is exempt and its
+	// override, as Decide's; the store holds a level's within its tenant.
+	own := make([]string, len(keys))
+	for i := range keys {
+		own[i] = keys[i].Key
+	}
+	if rs.groups {
+		if c, err := d.nest(req, path, all, keys); err != nil { // group.go
+			return u, &KeyError{Rule: c, Err: err}
+		}
+	}
+	for i, c := range all {
+		key := keys[i].Key
+		if !c.rule.Shadow && d.exempt != nil && d.exempt(own[i]) {
 			u.Limits = append(u.Limits, LimitUsage{Rule: c, Key: key, Exempt: true, LimitState: LimitState{Cost: c.rule.Cost}})
 			continue
 		}
-		o := rs.Override(c, key)
+		o := rs.Override(c, own[i])
 		st, err := PeekStateAt(ctx, d.core.eng, o.limit, key, o.rule.Cost, now)
 		if err != nil {
 			return u, err

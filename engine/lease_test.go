@@ -25,6 +25,7 @@ import (
 func TestLeaseModel(t *testing.T) {
 	for _, bk := range settleStores(t) {
 		t.Run(bk.name, func(t *testing.T) {
+			fewerChecksOnDiskUnderRace(t, bk.name)
 			rapid.Check(t, func(rt *rapid.T) {
 				n := rapid.Int64Range(1, 5).Draw(rt, "limit")
 				hold := time.Duration(rapid.Int64Range(1, 5e9).Draw(rt, "hold"))

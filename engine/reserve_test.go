@@ -69,6 +69,22 @@ func settleStores(t *testing.T) []store {
 	return out
 }
 
+// fewerChecksOnDiskUnderRace divides rapid's checks by 4 for the rest of
+// t, a subtest of one of settleStores, under the race detector when its
+// store is on disk (Pebble, bbolt): each check opens a store in a
+// directory of its own, most of the property's cost there (2.5-6.3 s a
+// store against 0.2 s in memory), and the race detector watches the
+// engine's goroutines in the first checks as in the last. make full runs
+// all of rapid's checks in a normal build.
+func fewerChecksOnDiskUnderRace(t *testing.T, store string) {
+	t.Helper()
+	for _, d := range durables {
+		if d.name == store {
+			fewerChecksUnderRace(t, 4)
+		}
+	}
+}
+
 // TestReserveSettleModel drives the engine over every store through random
 // interleavings of requests, reservations and settles (charges past the
 // limit, refunds, second settles), with a clock that moves (backwards too):
@@ -80,6 +96,7 @@ func settleStores(t *testing.T) []store {
 func TestReserveSettleModel(t *testing.T) {
 	for _, bk := range settleStores(t) {
 		t.Run(bk.name, func(t *testing.T) {
+			fewerChecksOnDiskUnderRace(t, bk.name)
 			rapid.Check(t, func(rt *rapid.T) {
 				limits := genLimits(rt)
 				clock := engine.NewFakeClock(t0)

@@ -43,7 +43,8 @@ import (
 //
 // KEY is a caller key as an operator writes it (identity.Identifier.ParseKey
 // under the identity section in force): user:alice, key: and the raw API
-// key, keyhash:HEX, ip:192.0.2.1, global.
+// key, keyhash:HEX, ip:192.0.2.1, global, and a level's key within its
+// tenant in a group of rules, {header:acme}user:alice.
 
 // Browsers reach the admin listener too: a page the operator opens can
 // POST a form to 127.0.0.1, and a name the attacker controls can be made

@@ -2,26 +2,62 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// buildFlood builds the flood command into a temporary directory, without
-// the race detector, so that the resident set it measures is its own.
+// floodBin is the flood command the tests share, built once per run of
+// the package (one link, not one per test) and removed by TestMain.
+var floodBin struct {
+	once sync.Once
+	dir  string // the temporary directory holding it
+	path string
+	skip string // why it cannot be built here
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if floodBin.dir != "" {
+		os.RemoveAll(floodBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildFlood returns the path of the flood command, building it on first
+// use without the race detector, so that the resident set it measures is
+// its own.
 func buildFlood(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH to build the flood command with")
+	floodBin.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			floodBin.skip = "no go command on PATH to build the flood command with"
+			return
+		}
+		if floodBin.dir, floodBin.err = os.MkdirTemp("", "flood-test-bin-"); floodBin.err != nil {
+			return
+		}
+		bin := filepath.Join(floodBin.dir, "flood")
+		if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			floodBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		floodBin.path = bin
+	})
+	if floodBin.skip != "" {
+		t.Skip(floodBin.skip)
 	}
-	bin := filepath.Join(t.TempDir(), "flood")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if floodBin.err != nil {
+		t.Fatal(floodBin.err)
 	}
-	return bin
+	return floodBin.path
 }
 
 // runFlood runs the flood binary with args and returns its exit status,
