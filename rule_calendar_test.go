@@ -3,13 +3,11 @@ package sluice_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/algo"
-	"github.com/sluice-go/sluice/engine"
 )
 
 // monthly is a valid calendar rule the cases below break one field at a
@@ -111,7 +109,8 @@ func TestCalendarRuleFieldsPointAtTheBoundary(t *testing.T) {
 // and the new calendar's window in progress is charged its part of that
 // time, rounded up. Nobody is handed a fresh period, and a record of the
 // window that has just ended under the new calendar is not charged whole
-// to the one that has begun. Each caller spent 60 of 100 before the reload.
+// to the one that has begun. Each caller spent 60 of 100 before the
+// reload, on each kind of store (Redis's compare-and-swap path among them).
 func TestCalendarReloadKeepsWhatWasSpent(t *testing.T) {
 	utc := func(mo time.Month, d, h int) time.Time { return time.Date(2025, mo, d, h, 0, 0, 0, time.UTC) }
 	for _, tt := range []struct {
@@ -175,52 +174,50 @@ func TestCalendarReloadKeepsWhatWasSpent(t *testing.T) {
 			fullAt: utc(12, 8, 6), freshAt: utc(12, 8, 6),
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			clock := engine.NewFakeClock(tt.spent)
-			e, err := engine.New(memoryStore(), &engine.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { e.Close() })
-			d := newTestDoor(t, e, nil)
-			ruleset := func(edit func(*sluice.Rule)) *sluice.Ruleset {
-				r := sluice.Rule{Name: "quota", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: tt.algorithm, Limit: 100, Calendar: "month", Timezone: "UTC"}
-				edit(&r)
-				return mustRuleset(t, []sluice.Rule{r}, nil, "")
-			}
-			ctx, acme := context.Background(), call{user: "acme"}
-			old := ruleset(tt.before)
-			for i := range 60 {
-				if o := d.Decide(ctx, old, "GET", "/", acme); o.Verdict != sluice.Allowed {
-					t.Fatalf("request %d before the reload: %v", i, o.Verdict)
+		for store, open := range usageStores() {
+			t.Run(tt.name+"/"+store, func(t *testing.T) {
+				e, clock := open(t)
+				clock.Set(tt.spent)
+				d := newTestDoor(t, e, nil)
+				ruleset := func(edit func(*sluice.Rule)) *sluice.Ruleset {
+					r := sluice.Rule{Name: "quota", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: tt.algorithm, Limit: 100, Calendar: "month", Timezone: "UTC"}
+					edit(&r)
+					return mustRuleset(t, []sluice.Rule{r}, nil, "")
 				}
-			}
-			clock.Set(tt.reload)
-			rs := ruleset(tt.after)
-			u, err := d.Usage(ctx, rs, "GET", "/", acme)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := u.Limits[0]
-			if l.Remaining != tt.remaining || !u.At.Add(l.Reset).Equal(tt.fullAt) {
-				t.Errorf("after the reload: %d left, full at %v; want %d, full at %v", l.Remaining, u.At.Add(l.Reset).UTC(), tt.remaining, tt.fullAt)
-			}
-			// The next request spends from what is left, and rewrites the
-			// record at the new calendar's boundary: the same reading after.
-			if o := d.Decide(ctx, rs, "GET", "/", acme); o.Verdict != sluice.Allowed {
-				t.Fatalf("a request after the reload: %v", o.Verdict)
-			}
-			if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining != tt.remaining-1 {
-				t.Errorf("after one more request: %d left, want %d", u.Limits[0].Remaining, tt.remaining-1)
-			}
-			clock.Set(tt.freshAt)
-			if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining != 100 {
-				t.Errorf("at %v: %d left, want the whole 100", tt.freshAt, u.Limits[0].Remaining)
-			}
-			clock.Set(tt.freshAt.Add(-time.Nanosecond))
-			if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining == 100 {
-				t.Errorf("a nanosecond before %v: the whole 100 already", tt.freshAt)
-			}
-		})
+				ctx, acme := context.Background(), call{user: "acme"}
+				old := ruleset(tt.before)
+				for i := range 60 {
+					if o := d.Decide(ctx, old, "GET", "/", acme); o.Verdict != sluice.Allowed {
+						t.Fatalf("request %d before the reload: %v", i, o.Verdict)
+					}
+				}
+				clock.Set(tt.reload)
+				rs := ruleset(tt.after)
+				u, err := d.Usage(ctx, rs, "GET", "/", acme)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l := u.Limits[0]
+				if l.Remaining != tt.remaining || !u.At.Add(l.Reset).Equal(tt.fullAt) {
+					t.Errorf("after the reload: %d left, full at %v; want %d, full at %v", l.Remaining, u.At.Add(l.Reset).UTC(), tt.remaining, tt.fullAt)
+				}
+				// The next request spends from what is left, and rewrites the
+				// record at the new calendar's boundary: the same reading after.
+				if o := d.Decide(ctx, rs, "GET", "/", acme); o.Verdict != sluice.Allowed {
+					t.Fatalf("a request after the reload: %v", o.Verdict)
+				}
+				if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining != tt.remaining-1 {
+					t.Errorf("after one more request: %d left, want %d", u.Limits[0].Remaining, tt.remaining-1)
+				}
+				clock.Set(tt.freshAt)
+				if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining != 100 {
+					t.Errorf("at %v: %d left, want the whole 100", tt.freshAt, u.Limits[0].Remaining)
+				}
+				clock.Set(tt.freshAt.Add(-time.Nanosecond))
+				if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining == 100 {
+					t.Errorf("a nanosecond before %v: the whole 100 already", tt.freshAt)
+				}
+			})
+		}
 	}
 }
