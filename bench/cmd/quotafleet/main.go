@@ -59,6 +59,7 @@ type options struct {
 	burners             int
 	seed                uint64
 	skipFaults          bool
+	keep                bool
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&o.burners, "burners", 2, "CPU burners running beside the runs")
 	flag.Uint64Var(&o.seed, "seed", 35, "the traffic's seed")
 	flag.BoolVar(&o.skipFaults, "skip-faults", false, "leave out the fault runs")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (the processes' logs) and say where it is")
 	flag.Parse()
 	if o.calls < 1 || o.callers < 1 || o.orgs < 1 || o.users < 1 || o.orgLimit < 1 || o.userLimit < 1 {
 		fatalf("-calls, -callers, -orgs, -users and the limits must be positive")
@@ -117,7 +119,11 @@ func runAll(o options, rep *report) {
 	if err != nil {
 		fatalf("%v", err)
 	}
-	atExit(func() { os.RemoveAll(work) })
+	if o.keep {
+		fmt.Fprintf(os.Stderr, "working directory %s\n", work)
+	} else {
+		atExit(func() { os.RemoveAll(work) })
+	}
 
 	envoyBin := make(chan error, 1)
 	envoyPath := ""

@@ -137,7 +137,7 @@ func (rep *report) write(w io.Writer) {
 			steady = r
 		}
 	}
-	fmt.Fprint(w, "| org | calls | sluice: admitted | sluice: org spent | sluice: users denied, org had room")
+	fmt.Fprint(w, "| org | calls | sluice: admitted | sluice: org spent | sluice: 429")
 	for _, r := range rep.rls {
 		if r.orgCount != nil {
 			fmt.Fprintf(w, " | %s: admitted | %s: org counter | %s: pool spent by denied calls", rlsLabel(r.name), rlsLabel(r.name), rlsLabel(r.name))

@@ -203,6 +203,7 @@ func (f *fleet) run(name, policy, fault string, calls []call) (*sluiceRun, error
 	}
 	d := after.Delta(before)
 	r.scripts, r.commands = d.Scripts, d.Commands
+	fmt.Fprintf(os.Stderr, "%s: Redis calls %v\n", name, d.Calls)
 	r.upstream = make([][]int64, o.orgs)
 	r.orgSpent = make([]int64, o.orgs)
 	r.userSpnt = make([][]int64, o.orgs)
