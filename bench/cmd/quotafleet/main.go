@@ -159,6 +159,15 @@ func runAll(o options, rep *report) {
 		atExit(func() { c.Close() })
 		f.nodes = append(f.nodes, c)
 	}
+	if f.faulted, err = f.nodeOf(0); err != nil {
+		fatalf("%v", err)
+	}
+	for org := range o.orgs {
+		if n, err := f.nodeOf(org); err == nil && n == f.faulted {
+			f.onNode = append(f.onNode, org)
+		}
+	}
+	rep.faulted = f
 	up, closeUp, err := startUpstream()
 	if err != nil {
 		fatalf("%v", err)
@@ -232,8 +241,9 @@ func runAll(o options, rep *report) {
 	}
 	if !o.skipFaults {
 		sluiceRun("kill-gateway", "closed", "kill-gateway")
+		sluiceRun("pause-node-closed", "closed", "pause-node")
+		sluiceRun("pause-node-open", "open", "pause-node")
 		sluiceRun("crash-node-closed", "closed", "crash-node")
-		sluiceRun("crash-node-open", "open", "crash-node")
 	}
 	rep.check()
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -93,6 +94,8 @@ type fleet struct {
 	nodes   []*goredis.Client
 	up      *upstream
 	o       options
+	faulted int   // the node the node faults strike: the first organisation's
+	onNode  []int // the organisations whose tenant lies on it
 }
 
 // sluiceRun is what one run of the sluice fleet measured.
@@ -182,21 +185,34 @@ func (f *fleet) run(name, policy, fault string, calls []call) (*sluiceRun, error
 			addrs[1].Store(&a)
 		}
 	case "crash-node":
-		// kill -9 one Cluster node for 2s (less than the cluster's node
-		// timeout, so that the others keep serving their slots) and
-		// start it again: with no persistence it comes back empty.
+		// kill -9 the node holding the first organisation's slot for 2s
+		// (less than the cluster's node timeout, so that the others keep
+		// serving their slots) and start it again: with no persistence
+		// it comes back empty.
 		at = func() {
-			n := f.cluster.Nodes[2]
+			n := f.cluster.Nodes[f.faulted]
 			n.Crash()
 			time.Sleep(2 * time.Second)
 			if err := n.Start(); err != nil {
 				fmt.Fprintf(os.Stderr, "quotafleet: restarting the node: %v\n", err)
 			}
 		}
+	case "pause-node":
+		// SIGSTOP the node holding the first organisation's slot for 2s,
+		// then SIGCONT: a node that hangs, its records intact.
+		at = func() {
+			n := f.cluster.Nodes[f.faulted]
+			n.Pause()
+			time.Sleep(2 * time.Second)
+			n.Resume()
+		}
 	default:
 		return nil, fmt.Errorf("unknown fault %q", fault)
 	}
 	r.t, r.took = drive(calls, o.callers, o.orgs, o.users, do, len(calls)/3, at)
+	if err := f.clusterOK(30 * time.Second); err != nil {
+		return nil, err
+	}
 	after, err := f.counters()
 	if err != nil {
 		return nil, err
@@ -212,7 +228,7 @@ func (f *fleet) run(name, policy, fault string, calls []call) (*sluiceRun, error
 		r.userSpnt[org] = make([]int64, o.users)
 		for u := range o.users {
 			r.upstream[org][u] = f.up.count(orgName(org), userName(u))
-			lim, err := usage(gws[0].Admin, orgName(org), userName(u))
+			lim, err := usageRetry(gws[0].Admin, orgName(org), userName(u))
 			if err != nil {
 				return nil, err
 			}
@@ -252,6 +268,64 @@ func usage(admin, org, user string) (map[string]int64, error) {
 		m[l.Rule] = l.Limit - l.Remaining
 	}
 	return m, nil
+}
+
+// usageRetry is usage, asked again for up to 15s while the store cannot
+// be read (a node just back, a breaker not yet closed).
+func usageRetry(admin, org, user string) (map[string]int64, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		m, err := usage(admin, org, user)
+		if err == nil || time.Now().After(deadline) {
+			return m, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// clusterOK waits until every node reports the cluster ok.
+func (f *fleet) clusterOK(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for i, c := range f.nodes {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			info, err := c.ClusterInfo(ctx).Result()
+			cancel()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("node %d not ok after %v: %v %s", i, timeout, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// nodeOf returns the index of the node serving the slot of the
+// organisation's tenant (its records' hash tag).
+func (f *fleet) nodeOf(org int) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	slot, err := f.nodes[0].ClusterKeySlot(ctx, "header:"+orgName(org)).Result()
+	if err != nil {
+		return 0, err
+	}
+	slots, err := f.nodes[0].ClusterSlots(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range slots {
+		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
+			for i, a := range f.cluster.Addrs() {
+				if a == s.Nodes[0].Addr {
+					return i, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("no node serves slot %d", slot)
 }
 
 // counters reads every node's counters, summed.
