@@ -437,6 +437,9 @@ func TestServerSection(t *testing.T) {
   admin_token_file: secrets/token
   usage_listen: 0.0.0.0:8090
   throttled_per_rule: 0
+  tls_cert: /etc/sluice/cert.pem
+  tls_key: key.pem
+  tls_client_ca: ca.pem
 rules: []
 `))
 	if err != nil {
@@ -445,7 +448,7 @@ rules: []
 	if s := cfg.Server; s.IdleTimeout != 5*time.Second || s.ClientBodyTimeout != 2*time.Second || s.SendTimeout != 3*time.Second ||
 		s.MaxConnections != 64 || s.ClientBodyMinRate != 0 || s.ClientBodyRateGrace != 10*time.Second || strings.Join(s.AdminHosts, ",") != "sluice-admin.internal,ops.example.net" ||
 		s.Listen != ":8080" || s.Upstream != "http://127.0.0.1:8081" || s.Admin != "127.0.0.1:9090" || s.UsageListen != "0.0.0.0:8090" || s.ThrottledPerRule != 0 ||
-		s.AdminTokenFile != filepath.Join("secrets", "token") {
+		s.AdminTokenFile != filepath.Join("secrets", "token") || s.TLSCert != "/etc/sluice/cert.pem" || s.TLSKey != "key.pem" || s.TLSClientCA != "ca.pem" {
 		t.Errorf("server %+v", s)
 	}
 	for _, c := range []struct{ file, want string }{
