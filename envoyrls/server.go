@@ -889,11 +889,11 @@ type scratch struct {
 	items     []item
 	reqs      []engine.Request
 	active    []int
-	names     []string    // the names the matched limits replace
-	labels    []string    // the names of the engine's requests, for the decision core
-	soft      []bool      // whether a denial under each request leaves the request to pass
-	scratch      sluice.Scratch // the decision core's scratch
-	replacing bool        // some matched limit replaces others
+	names     []string       // the names the matched limits replace
+	labels    []string       // the names of the engine's requests, for the decision core
+	soft      []bool         // whether a denial under each request leaves the request to pass
+	scratch   sluice.Scratch // the decision core's scratch
+	replacing bool           // some matched limit replaces others
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/braces"
 )
 
 // Header is how an Identifier reads a request's header fields. Values
@@ -367,50 +368,12 @@ func (id *Identifier) attrKey(scope sluice.Scope, remote string, h Header, who C
 // the tenant's written as %25, %7B and %7D; every other key as it is.
 func ShowKey(key string) string {
 	if tenant, own, ok := sluice.SplitNestedKey(key); ok {
-		return "{" + escapeTenant(ShowKey(tenant)) + "}" + ShowKey(own)
+		return "{" + braces.Escape(ShowKey(tenant)) + "}" + ShowKey(own)
 	}
 	if h, ok := strings.CutPrefix(key, "key:"); ok {
 		return "keyhash:" + h
 	}
 	return key
-}
-
-// escapeTenant writes '%', '{' and '}' in s as %25, %7B and %7D.
-func escapeTenant(s string) string {
-	if !strings.ContainsAny(s, "%{}") {
-		return s
-	}
-	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(s)
-}
-
-// unescapeTenant is escapeTenant's reverse; ok is false for a '%' not of
-// those three, or a brace.
-func unescapeTenant(s string) (string, bool) {
-	if strings.ContainsAny(s, "{}") {
-		return "", false
-	}
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch {
-		case strings.HasPrefix(s[i:], "%25"):
-			b.WriteByte('%')
-		case strings.HasPrefix(s[i:], "%7B"):
-			b.WriteByte('{')
-		case strings.HasPrefix(s[i:], "%7D"):
-			b.WriteByte('}')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
 }
 
 // hashAPIKey returns the caller key of the API key v: "key:" and the first

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/braces"
 )
 
 // ErrBadPlan: the plan in the plan header, or in a Caller the program
@@ -160,7 +161,7 @@ func (id *Identifier) parseNested(s string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: a key within its tenant is {TENANT}KEY, such as {attr:acme}user:alice; got no '}'", ErrBadKey)
 	}
-	text, ok := unescapeTenant(shown)
+	text, ok := braces.Unescape(shown)
 	if !ok {
 		return "", fmt.Errorf("%w: in {TENANT}KEY, write '%%', '{' and '}' in TENANT as %%25, %%7B and %%7D", ErrBadKey)
 	}

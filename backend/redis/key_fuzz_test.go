@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/braces"
 )
 
 // FuzzKeyLayout: every key the engine can make (any namespace and caller
@@ -30,7 +31,7 @@ func FuzzKeyLayout(f *testing.F) {
 		if tenant, _, ok := splitNested([]byte(key)); ok {
 			want = string(tenant)
 		}
-		if tg, ok := unescape(tag(rk)); !ok || tg != want {
+		if tg, ok := braces.Unescape(tag(rk)); !ok || tg != want {
 			t.Fatalf("the hash tag of %q is %q, want %q", rk, tag(rk), want)
 		}
 		if other := s.redisKey(append(binary.AppendUvarint(nil, 1), append([]byte("z"), key...)...)); tag(other) != tag(rk) {
@@ -65,7 +66,7 @@ func FuzzNestedKeyLayout(f *testing.F) {
 		if back, ok := s.engineKey(rk); !ok || !bytes.Equal(back, k) {
 			t.Fatalf("key %q → %q → %q, %v", k, rk, back, ok)
 		}
-		if tg, ok := unescape(tag(rk)); !ok || tg != tenant {
+		if tg, ok := braces.Unescape(tag(rk)); !ok || tg != tenant {
 			t.Fatalf("the hash tag of %q is %q, want the tenant's key %q", rk, tag(rk), tenant)
 		}
 		_, _, tenantNested := splitNested([]byte(tenant)) // a key no door makes a tenant of

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/internal/braces"
 )
 
 // rangeTimeout bounds a whole Range: it is for inspection tools, not
@@ -103,7 +104,7 @@ func (s *Store) engineKey(name string) ([]byte, bool) {
 	if strings.IndexByte(rest[1:end], '{') >= 0 {
 		return nil, false // redisKey escapes braces
 	}
-	key, ok := unescape(rest[1:end])
+	key, ok := braces.Unescape(rest[1:end])
 	if !ok {
 		return nil, false
 	}
@@ -125,7 +126,7 @@ func (s *Store) engineKey(name string) ([]byte, bool) {
 		if end < 0 || strings.IndexByte(tail[1:end], '{') >= 0 {
 			return nil, false
 		}
-		own, ok := unescape(tail[1:end])
+		own, ok := braces.Unescape(tail[1:end])
 		if !ok {
 			return nil, false
 		}
@@ -146,31 +147,6 @@ func (s *Store) engineKey(name string) ([]byte, bool) {
 		k = append(k, tenant...)
 	}
 	return append(k, key...), true
-}
-
-func unescape(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch {
-		case strings.HasPrefix(s[i:], "%25"):
-			b.WriteByte('%')
-		case strings.HasPrefix(s[i:], "%7B"):
-			b.WriteByte('{')
-		case strings.HasPrefix(s[i:], "%7D"):
-			b.WriteByte('}')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
 }
 
 // globEscape escapes the characters SCAN's MATCH pattern gives meaning to.

@@ -21,6 +21,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/backend"
+	"github.com/sluice-go/sluice/internal/braces"
 )
 
 // Errors returned by the store, besides those of package backend. Check
@@ -962,14 +963,14 @@ func (s *Store) appendRedisKey(dst, k []byte) []byte {
 	dst = append(dst, '{')
 	n, w := binary.Uvarint(k)
 	if w <= 0 || n > uint64(len(k)-w) {
-		return append(appendEscaped(dst, k), '}')
+		return append(braces.Append(dst, k), '}')
 	}
 	ns, key := k[w:w+int(n)], k[w+int(n):]
 	if tenant, own, ok := splitNested(key); ok {
-		dst = append(appendEscaped(dst, tenant), '}', '{')
+		dst = append(braces.Append(dst, tenant), '}', '{')
 		key = own
 	}
-	dst = append(appendEscaped(dst, key), '}', ':')
+	dst = append(braces.Append(dst, key), '}', ':')
 	return append(dst, ns...)
 }
 
@@ -986,22 +987,6 @@ func splitNested(key []byte) (tenant, own []byte, ok bool) {
 	}
 	rest := key[1+w:]
 	return rest[:n], rest[n:], true
-}
-
-func appendEscaped(dst, s []byte) []byte {
-	for _, c := range s {
-		switch c {
-		case '%':
-			dst = append(dst, "%25"...)
-		case '{':
-			dst = append(dst, "%7B"...)
-		case '}':
-			dst = append(dst, "%7D"...)
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return dst
 }
 
 // tag returns the hash tag of a key redisKey made: what lies between its
