@@ -9,7 +9,7 @@ SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 ATTACKFLAGS ?=
 
-.PHONY: all build test fmt vet race unlocked full fleet fleet-build inflight quotafleet demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
+.PHONY: all build test fmt vet race unlocked full fleet fleet-build fleet-run inflight quotafleet demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
 
 all: build
 
@@ -59,7 +59,7 @@ TESTENV = $(if $(TESTTMP),TMPDIR=$(TESTTMP) GOTMPDIR=$(or $(shell $(GO) env GOTM
 
 test: fmt
 	@$(MAKE) --no-print-directory -j2 -Oline race fleet-build unlocked full bench-compile
-	@$(MAKE) --no-print-directory fleet
+	@$(MAKE) --no-print-directory fleet-run
 
 fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -91,10 +91,23 @@ unlocked:
 full:
 	$(TESTENV) $(GO) test -count=1 -run '^(TestDurableModelEquivalence|TestReserveSettleModel|TestLeaseModel|TestDamagedFiles?|TestRetainedHeapPerKey|TestSweepBoundsDisk|TestErrorsQuoteAFewHundredBytes)$$' ./engine ./backend/bolt ./backend/pebble ./backend/memory ./config
 
-## fleet-build: compiles bench/fleet's test and the toxiproxy server it
-## runs, without running them.
+## fleet-build: builds bench/fleet's test binary and the toxiproxy server
+## it runs into bin/test/, without running them: make test builds them
+## beside the race run, and fleet-run runs them after it, with no link
+## of its own.
+FLEETTEST := bin/test/fleet.test
+TOXIPROXY := bin/test/toxiproxy-server
 fleet-build:
-	cd bench && $(GO) test -c -o /dev/null ./fleet/ && $(GO) build -o /dev/null github.com/Shopify/toxiproxy/v2/cmd/server
+	mkdir -p bin/test
+	cd bench && $(GO) test -c -o ../$(FLEETTEST) ./fleet/ && $(GO) build -o ../$(TOXIPROXY) github.com/Shopify/toxiproxy/v2/cmd/server
+
+## fleet-run: the fleet's fault tests (see fleet) from the binaries
+## fleet-build left, in bench/fleet as go test runs them, their output
+## shown, as go test shows it, where they fail.
+fleet-run:
+	@cd bench/fleet && if TOXIPROXY_SERVER=$(CURDIR)/$(TOXIPROXY) $(CURDIR)/$(FLEETTEST) -test.count=1 -test.timeout=10m \
+		-test.skip '^TestInFlightFleet$$' >$(CURDIR)/$(FLEETTEST).out 2>&1; then echo "ok  	bench/fleet"; \
+	else cat $(CURDIR)/$(FLEETTEST).out; echo "FAIL	bench/fleet"; exit 1; fi
 
 ## bench-compile: the bench module (its peers' libraries included)
 ## type-checks and passes vet, tests and benchmarks included; make test
@@ -108,8 +121,8 @@ bench-compile:
 ## in-flight run across 3 serve processes and nginx (a minute, with CPU
 ## burners) is make inflight's; cmd/sluice's slot tests hold the same
 ## fleet bound (3 gateways, limit 10, counted at the upstream) in make test.
-fleet:
-	cd bench && $(GO) test -count=1 -skip '^TestInFlightFleet$$' ./fleet/
+fleet: fleet-build
+	@$(MAKE) --no-print-directory fleet-run
 
 ## inflight: bench/fleet's in-flight run alone, its figures printed: 3
 ## sluice serve processes on one Redis against 3 nginx with limit_conn,

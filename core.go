@@ -221,14 +221,14 @@ func (d *Decided) Spent(i int) bool {
 }
 
 // Decide decides reqs, a request's engine requests made under b, in its
-// steps (see Decider), in room, which the caller holds: the decision of a
+// steps (see Decider), in scratch, which the caller holds: the decision of a
 // single request is stored there, and a Partial batch's requests decided
 // again. An error is
 // one no decision came of (ErrVerdict says what becomes of the request),
 // and at is the index of the request it concerns: the Redis Cluster
 // slot's call of an engine.RequestError, else the first. The error has
 // been counted and logged.
-func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, room *Room) (out Decided, at int, err error) {
+func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, scratch *Scratch) (out Decided, at int, err error) {
 	policy := c.policy
 	if b.Shadow && policy != FailLocal {
 		policy = FailOpen // a shadow rule never refuses a request
@@ -237,7 +237,7 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 	if c.metrics != nil { // time the decision only for someone to see it
 		start = time.Now()
 	}
-	out, err = c.spend(ctx, c.eng, b, reqs, room)
+	out, err = c.spend(ctx, c.eng, b, reqs, scratch)
 	if err != nil {
 		var re *engine.RequestError
 		if errors.As(err, &re) && re.Request < len(reqs) {
@@ -254,7 +254,7 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 		}
 		b.Rules, reqs = c.local.requests(b.Rules, reqs)
 		at = 0
-		out, err = c.spend(ctx, c.local.eng, b, reqs, room)
+		out, err = c.spend(ctx, c.local.eng, b, reqs, scratch)
 		out.Local = true
 	}
 	out.Batch, out.Requests = b, reqs
@@ -281,6 +281,9 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 		if c.tally != nil && b.Rules != nil {
 			c.tally(b.Rules[i].configured(), reqs[i].Key, reqs[i].Cost, di.Allowed)
 		}
+		// Two hooks, not one: Tally hears every decision (replay's
+		// account), Watch only the Near ones, so an allowed request far
+		// from its limit costs serve's throttled list a comparison, no call.
 		if c.watch != nil && b.Rules != nil && Near(di) {
 			c.watch.Watch(b.Rules[i].configured(), reqs[i].Key, di)
 		}
@@ -289,22 +292,22 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 }
 
 // spend decides b's requests on e: Apply for one, its decision stored in
-// room, ApplyAll for several; in a Partial batch, again without the soft
+// scratch, ApplyAll for several; in a Partial batch, again without the soft
 // requests denied, until every one left allows or one not soft denies.
-func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, room *Room) (out Decided, err error) {
+func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, scratch *Scratch) (out Decided, err error) {
 	if b.Leases != nil {
-		return c.spendSlots(ctx, e, b, reqs, room) // slots.go
+		return c.spendSlots(ctx, e, b, reqs, scratch) // slots.go
 	}
 	if b.Reserve != nil {
 		if len(reqs) == 1 {
 			err = e.ReserveInto(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost, &b.Reserve[0])
 			out.All = err == nil && b.Reserve[0].Decision.Allowed
-			out.Decisions = room.one[:]
+			out.Decisions = scratch.one[:]
 		} else {
-			// As for ApplyAll below: room's copy, so that reqs stays on
+			// As for ApplyAll below: scratch's copy, so that reqs stays on
 			// the caller's stack.
-			room.again = append(room.again[:0], reqs...)
-			out.All, err = e.ReserveAll(ctx, room.again, b.Reserve)
+			scratch.again = append(scratch.again[:0], reqs...)
+			out.All, err = e.ReserveAll(ctx, scratch.again, b.Reserve)
 			out.Decisions = make([]algo.Decision, len(reqs))
 		}
 		for i := range reqs {
@@ -314,15 +317,15 @@ func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []e
 		return out, err
 	}
 	if len(reqs) == 1 {
-		room.one[0], err = e.Apply(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
-		out.Decisions, out.All = room.one[:], room.one[0].Allowed
+		scratch.one[0], err = e.Apply(ctx, reqs[0].Limit, reqs[0].Key, reqs[0].Cost)
+		out.Decisions, out.All = scratch.one[:], scratch.one[0].Allowed
 		out.Over = !out.All && !b.soft(0)
 		return out, err
 	}
-	// ApplyAll keeps hold of the slice it is given: it gets room's copy,
+	// ApplyAll keeps hold of the slice it is given: it gets scratch's copy,
 	// so that reqs, which may be the caller's stack array, stays there.
-	room.again = append(room.again[:0], reqs...)
-	ds, all, err := e.ApplyAll(ctx, room.again)
+	scratch.again = append(scratch.again[:0], reqs...)
+	ds, all, err := e.ApplyAll(ctx, scratch.again)
 	out.Decisions, out.All = ds, all
 	if err != nil || all {
 		return out, err
@@ -335,23 +338,23 @@ func (c *Decider) spend(ctx context.Context, e *engine.Engine, b Batch, reqs []e
 	if out.Over || !b.Partial {
 		return out, nil
 	}
-	return c.spendPartial(ctx, e, b, reqs, ds, room)
+	return c.spendPartial(ctx, e, b, reqs, ds, scratch)
 }
 
-// Room is a caller's room for Decide's work: the decision of a batch of
-// one request, and the requests of a larger batch as the engine is given
-// them. The zero
-// value is ready; declare one in the calling frame (the doors of rules),
-// or keep one across calls to reuse its room (envoyrls' pooled scratch).
-// A Room serves one call at a time.
-type Room struct {
+// Scratch is the working space of one Decide call, which the caller
+// holds: the decision of a batch of one request, and the requests of a
+// larger batch as the engine is given them. The zero value is ready;
+// declare one in the calling frame (the doors of rules), or keep one across
+// calls to reuse its capacity (envoyrls' pooled scratch). A Scratch serves
+// one call at a time. (It was named Room before.)
+type Scratch struct {
 	one   [1]algo.Decision
 	again []engine.Request // grown as needed, kept for the next call
 }
 
-// Clear forgets the keys and limits room holds, for a Room kept across
+// Clear forgets the keys and limits scratch holds, for a Scratch kept across
 // calls: it keeps its capacity, not what the last call decided.
-func (r *Room) Clear() { clear(r.again[:cap(r.again)]); r.again = r.again[:0] }
+func (r *Scratch) Clear() { clear(r.again[:cap(r.again)]); r.again = r.again[:0] }
 
 // spendPartial goes on with a Partial batch whose requests decided ds,
 // some soft ones denied and none other: the requests that allowed are
@@ -359,7 +362,7 @@ func (r *Room) Clear() { clear(r.again[:cap(r.again)]); r.again = r.again[:0] }
 // spend) or one not soft denies (nothing is spent). ds ends holding each
 // request's last decision. It allocates only for a batch over
 // maxStackRules.
-func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, all []engine.Request, ds []algo.Decision, room *Room) (out Decided, err error) {
+func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, all []engine.Request, ds []algo.Decision, scratch *Scratch) (out Decided, err error) {
 	out.Decisions = ds
 	var idxStack [maxStackRules]int
 	rest := idxStack[:0]
@@ -374,11 +377,11 @@ func (c *Decider) spendPartial(ctx context.Context, e *engine.Engine, b Batch, a
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		reqs := room.again[:0]
+		reqs := scratch.again[:0]
 		for _, i := range rest {
 			reqs = append(reqs, all[i])
 		}
-		room.again = reqs
+		scratch.again = reqs
 		again, allowed, err := e.ApplyAll(ctx, reqs)
 		if err != nil {
 			return out, err

@@ -64,8 +64,8 @@ func TestDeciderPartial(t *testing.T) {
 		for j, l := range step.limits {
 			reqs[j], names[j] = engine.Request{Limit: l, Key: "k", Cost: 1}, l.Namespace
 		}
-		var room sluice.Room
-		res, _, err := c.Decide(ctx, sluice.Batch{Names: names, Soft: step.soft, Partial: step.partial}, reqs, &room)
+		var scratch sluice.Scratch
+		res, _, err := c.Decide(ctx, sluice.Batch{Names: names, Soft: step.soft, Partial: step.partial}, reqs, &scratch)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}

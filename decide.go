@@ -105,7 +105,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 		held = newHeld(slots)
 		leases = held.Leases
 	}
-	var room Room
+	var scratch Scratch
 	// The reservations stay apart from the Batch: escape analysis sees a
 	// struct whole, and one of its fields kept past the call would take
 	// the rules' stack array along.
@@ -113,7 +113,7 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	if settles {
 		reserve = make([]engine.Reservation, len(reqs))
 	}
-	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve, Leases: leases}, reqs, &room)
+	res, at, err := d.core.Decide(ctx, Batch{Rules: keep, Reserve: reserve, Leases: leases}, reqs, &scratch)
 	if err != nil {
 		out.Verdict, out.Rule, out.Key, out.Err = d.core.ErrVerdict(ctx, err), res.Rules[at], res.Requests[at].Key, err
 		if out.Verdict == Passed { // FailOpen: the request passes undecided
@@ -185,8 +185,8 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 		rules[i] = c
 		reqs = append(reqs, engine.Request{Limit: c.limit, Key: key, Cost: cost})
 	}
-	var room Room
-	res, _, err := d.core.Decide(ctx, Batch{Rules: rules, Shadow: true}, reqs, &room)
+	var scratch Scratch
+	res, _, err := d.core.Decide(ctx, Batch{Rules: rules, Shadow: true}, reqs, &scratch)
 	if err != nil {
 		return
 	}

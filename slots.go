@@ -64,13 +64,13 @@ type Held struct {
 	Leases []engine.Lease
 
 	done atomic.Bool // Door.Release has been called
-	// The room of a request's one slot, the common case: Held is then
+	// The scratch of a request's one slot, the common case: Held is then
 	// one allocation.
 	oneRule  [1]*CompiledRule
 	oneLease [1]engine.Lease
 }
 
-// newHeld returns a Held with room for n slots' Leases.
+// newHeld returns a Held with scratch for n slots' Leases.
 func newHeld(n int) *Held {
 	h := new(Held)
 	if n == 1 {
@@ -178,7 +178,7 @@ func (c *Decider) giveBack(ctx context.Context, b Batch, leases []engine.Lease) 
 // after it are not decided (Decided.Tried), and when the others do not all
 // allow, or an error stops the batch, the slots taken are given back at
 // once.
-func (c *Decider) spendSlots(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, room *Room) (out Decided, err error) {
+func (c *Decider) spendSlots(ctx context.Context, e *engine.Engine, b Batch, reqs []engine.Request, scratch *Scratch) (out Decided, err error) {
 	n := len(b.Leases)
 	out.Decisions = make([]algo.Decision, len(reqs))
 	for i := range n {
@@ -202,7 +202,7 @@ func (c *Decider) spendSlots(ctx context.Context, e *engine.Engine, b Batch, req
 	if b.Reserve != nil {
 		rest.Reserve = b.Reserve[n:]
 	}
-	sub, err := c.spend(ctx, e, rest, reqs[n:], room)
+	sub, err := c.spend(ctx, e, rest, reqs[n:], scratch)
 	copy(out.Decisions[n:], sub.Decisions)
 	out.All, out.Over = sub.All, sub.Over
 	if err != nil {

@@ -443,7 +443,7 @@ func (s *Server) spend(ctx context.Context, sc *scratch, items []item, active []
 		soft = append(soft, it.shadow || it.quota)
 	}
 	sc.reqs, sc.labels, sc.soft = reqs, names, soft
-	res, _, err := s.core.Decide(ctx, sluice.Batch{Names: names, Soft: soft, Partial: true}, reqs, &sc.room)
+	res, _, err := s.core.Decide(ctx, sluice.Batch{Names: names, Soft: soft, Partial: true}, reqs, &sc.scratch)
 	if err != nil {
 		return false, err
 	}
@@ -650,7 +650,7 @@ func (s *Server) answer(domain string, known bool, items []item, over bool) *rls
 	return resp
 }
 
-// headerSlots returns room for n headers: blk's, or new.
+// headerSlots returns scratch for n headers: blk's, or new.
 func headerSlots(blk *respBlock, n int) ([]corev3.HeaderValue, []*corev3.HeaderValue) {
 	if blk != nil && n <= maxHeaders {
 		return blk.hdrs[:0:n], blk.hdrPtrs[:0:n]
@@ -883,7 +883,7 @@ func (s *Server) override(domain string, o *rlv3.RateLimitDescriptor_RateLimitOv
 	return l, string(key), metric
 }
 
-// scratch is one call's working room, reused across calls: nothing in it
+// scratch is one call's working scratch, reused across calls: nothing in it
 // outlives the call (the response holds none of it).
 type scratch struct {
 	items     []item
@@ -892,7 +892,7 @@ type scratch struct {
 	names     []string    // the names the matched limits replace
 	labels    []string    // the names of the engine's requests, for the decision core
 	soft      []bool      // whether a denial under each request leaves the request to pass
-	room      sluice.Room // the decision core's room
+	scratch      sluice.Scratch // the decision core's scratch
 	replacing bool        // some matched limit replaces others
 }
 
@@ -915,7 +915,7 @@ func (sc *scratch) put() {
 	clear(sc.reqs[:cap(sc.reqs)])
 	clear(sc.names[:cap(sc.names)])
 	clear(sc.labels[:cap(sc.labels)])
-	sc.room.Clear()
+	sc.scratch.Clear()
 	sc.names = sc.names[:0]
 	sc.reqs, sc.active, sc.replacing = sc.reqs[:0], sc.active[:0], false
 	scratchPool.Put(sc)

@@ -179,8 +179,8 @@ func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	rules := [1]*sluice.CompiledRule{rule}
 	reqs := [1]engine.Request{{Limit: rule.Limit(), Key: key, Cost: cost}}
-	var room sluice.Room
-	res, _, err := p.core.Decide(r.Context(), sluice.Batch{Rules: rules[:], Reserve: reserve}, reqs[:], &room)
+	var scratch sluice.Scratch
+	res, _, err := p.core.Decide(r.Context(), sluice.Batch{Rules: rules[:], Reserve: reserve}, reqs[:], &scratch)
 	if err != nil {
 		if p.core.ErrVerdict(r.Context(), err) == sluice.Passed { // FailOpen
 			next.ServeHTTP(w, r)

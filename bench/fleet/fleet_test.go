@@ -57,23 +57,27 @@ const callers = 64
 // TestMain builds toxiproxy's server from the module's own copy into a
 // temporary folder and runs it as a process of its own for the package's
 // tests: a fault proxy beside the gateway, as a network is, not inside its
-// scheduler.
+// scheduler. Where TOXIPROXY_SERVER names a server built already from the
+// same copy (make test builds it beside the race run), it runs that one.
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		if !redistest.Available() {
 			fmt.Println("*** redis-server not found: the fleet fault tests are SKIPPED (" + redistest.Install + ") ***")
 			return m.Run() // each test skips, saying so
 		}
-		dir, err := os.MkdirTemp("", "fleet-toxiproxy")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "toxiproxy-server")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/Shopify/toxiproxy/v2/cmd/server").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building toxiproxy-server: %v\n%s", err, out)
-			return 1
+		bin := os.Getenv("TOXIPROXY_SERVER")
+		if bin == "" {
+			dir, err := os.MkdirTemp("", "fleet-toxiproxy")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			bin = filepath.Join(dir, "toxiproxy-server")
+			if out, err := exec.Command("go", "build", "-o", bin, "github.com/Shopify/toxiproxy/v2/cmd/server").CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "building toxiproxy-server: %v\n%s", err, out)
+				return 1
+			}
 		}
 		stop, err := startToxiproxy(bin)
 		if err != nil {
