@@ -22,10 +22,16 @@
 //
 // The same calls, in the same order (a fixed seed, skewed over
 // organisations and users), from 64 concurrent callers, beside 2 CPU
-// burners. Then the sluice fleet under faults: one gateway killed with
-// SIGKILL a third of the way in and started again; one Cluster node
-// killed for 2 s and started again (empty), under on_store_error closed
-// and open.
+// burners. Then the sluice fleet under faults, a third of the way in: one
+// gateway killed with SIGKILL and started again; the Cluster node of the
+// busiest organisation stopped (SIGSTOP) for 2 s, under on_store_error
+// closed and open; the same node killed for 2 s and started again, empty.
+// Under closed the program exits 1 when an organisation or a user was
+// admitted past its limit, when an organisation's count differs from the
+// sum of its users', or when it is below what the upstream received or
+// above that by more than the calls answered 503 or not at all (the node
+// crash, which loses records, is reported only). bench/QUOTAFLEET.md
+// keeps a run's tables.
 //
 // Run it from bench/ (make quotafleet):
 //
