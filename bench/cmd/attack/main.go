@@ -50,6 +50,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-go/sluice/bench/internal/atexit"
 	"github.com/sluice-go/sluice/bench/internal/rlsproc"
 	"github.com/sluice-go/sluice/internal/loadgen/serveproc"
 )
@@ -133,7 +134,7 @@ func main() {
 			fatalf("%v", err)
 		}
 	}
-	runCleanups()
+	atexit.Run()
 	if len(r.failures) > 0 {
 		os.Exit(1)
 	}
@@ -175,7 +176,7 @@ func run(o *options) *results {
 	if err != nil {
 		fatalf("%v", err)
 	}
-	atExit(func() { os.RemoveAll(work) })
+	atexit.Register(func() { os.RemoveAll(work) })
 	ctx := context.Background()
 	if o.sluice == "" {
 		fmt.Fprintln(os.Stderr, "attack: building cmd/sluice")
@@ -307,32 +308,9 @@ func run(o *options) *results {
 	return res
 }
 
-var (
-	cleanupMu sync.Mutex
-	cleanups  []func()
-)
-
-// atExit registers f to run when the program ends, normally or by fatalf,
-// the last registered first, so that no child process outlives it.
-func atExit(f func()) {
-	cleanupMu.Lock()
-	defer cleanupMu.Unlock()
-	cleanups = append(cleanups, f)
-}
-
-func runCleanups() {
-	cleanupMu.Lock()
-	fs := cleanups
-	cleanups = nil
-	cleanupMu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
-	}
-}
-
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "attack: "+format+"\n", args...)
-	runCleanups()
+	atexit.Run()
 	os.Exit(2)
 }
 

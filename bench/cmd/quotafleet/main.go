@@ -53,6 +53,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/backend/redis/redistest"
+	"github.com/sluice-go/sluice/bench/internal/atexit"
 	"github.com/sluice-go/sluice/bench/internal/rlsproc"
 )
 
@@ -114,7 +115,7 @@ func main() {
 			fatalf("%v", err)
 		}
 	}
-	runCleanups()
+	atexit.Run()
 	if len(rep.violations) > 0 {
 		os.Exit(1)
 	}
@@ -128,7 +129,7 @@ func runAll(o options, rep *report) {
 	if o.keep {
 		fmt.Fprintf(os.Stderr, "working directory %s\n", work)
 	} else {
-		atExit(func() { os.RemoveAll(work) })
+		atexit.Register(func() { os.RemoveAll(work) })
 	}
 
 	envoyBin := make(chan error, 1)
@@ -158,11 +159,11 @@ func runAll(o options, rep *report) {
 	if err != nil {
 		fatalf("starting the Cluster: %v", err)
 	}
-	atExit(cluster.Kill)
+	atexit.Register(cluster.Kill)
 	f := &fleet{bin: bin, work: work, cluster: cluster, o: o}
 	for _, a := range cluster.Addrs() {
 		c := goredis.NewClient(&goredis.Options{Addr: a})
-		atExit(func() { c.Close() })
+		atexit.Register(func() { c.Close() })
 		f.nodes = append(f.nodes, c)
 	}
 	if f.faulted, err = f.nodeOf(0); err != nil {
@@ -178,14 +179,14 @@ func runAll(o options, rep *report) {
 	if err != nil {
 		fatalf("%v", err)
 	}
-	atExit(func() { closeUp() })
+	atexit.Register(func() { closeUp() })
 	f.up = up
 
 	rds, runtimeRoot, err := startPeerRedis(work, o)
 	if err != nil {
 		fatalf("starting redis-server: %v", err)
 	}
-	atExit(rds.Stop)
+	atexit.Register(rds.Stop)
 
 	startBurners(o.burners)
 	calls := traffic(o.calls, o.orgs, o.users, o.seed)
@@ -262,7 +263,7 @@ func startBurners(n int) {
 		if err := cmd.Start(); err != nil {
 			fatalf("starting a CPU burner: %v", err)
 		}
-		atExit(func() { cmd.Process.Kill(); cmd.Wait() })
+		atexit.Register(func() { cmd.Process.Kill(); cmd.Wait() })
 	}
 }
 
@@ -281,6 +282,6 @@ func host() string {
 
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "quotafleet: "+format+"\n", args...)
-	runCleanups()
+	atexit.Run()
 	os.Exit(1)
 }

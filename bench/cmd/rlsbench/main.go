@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/internal/atexit"
 	"github.com/sluice-go/sluice/bench/internal/rlsproc"
 )
 
@@ -185,7 +186,7 @@ func main() {
 			fatalf("%v", err)
 		}
 	}
-	runCleanups()
+	atexit.Run()
 }
 
 // cellKey names one measured cell.
@@ -224,7 +225,7 @@ func runAll(o options) *results {
 	if err != nil {
 		fatalf("%v", err)
 	}
-	atExit(func() { os.RemoveAll(work) })
+	atexit.Register(func() { os.RemoveAll(work) })
 
 	// Build sluice, and envoyproxy/ratelimit alongside.
 	envoyBin := make(chan error, 1)
@@ -273,7 +274,7 @@ func runAll(o options) *results {
 		if err != nil {
 			fatalf("starting redis-server: %v", err)
 		}
-		atExit(rds.Stop)
+		atexit.Register(rds.Stop)
 		res.redisVersion = rlsproc.Command("redis-server", "--version")
 		fmt.Fprintf(os.Stderr, "redis-server on %s\n", rds.Addr)
 	}
@@ -303,7 +304,7 @@ func runAll(o options) *results {
 		if err != nil {
 			fatalf("starting %s: %v", s, err)
 		}
-		atExit(p.Stop)
+		atexit.Register(p.Stop)
 		procs[s] = p
 	}
 
@@ -430,6 +431,6 @@ func median(xs []float64) float64 {
 
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "rlsbench: "+format+"\n", args...)
-	runCleanups()
+	atexit.Run()
 	os.Exit(1)
 }
