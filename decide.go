@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluice-go/sluice/algo"
 	"github.com/sluice-go/sluice/engine"
@@ -90,6 +91,12 @@ func (d *Door[R]) enforce(ctx context.Context, out *Outcome, rs *Ruleset, req R,
 	if len(reqs) == 0 {
 		out.Verdict = Passed // the caller is exempt under every rule
 		return false
+	}
+	if rs.groups {
+		if c, err := d.nest(req, path, keep, reqs); err != nil { // group.go
+			out.Verdict, out.Err = Unidentified, &KeyError{Rule: c, Err: err}
+			return false
+		}
 	}
 	var held *Held
 	var leases []engine.Lease
@@ -189,8 +196,14 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 	out.ShadowDecision.Allowed, out.ShadowDecision.RetryAfter, out.ShadowDecision.Delay = true, 0, 0 // the request passes, at once
 }
 
-// keyOf is the door's Key, with the rule's own cost for none and a panic
-// returned as a *PanicError. Under a rule scoped param:NAME the key is the
+// errNULKey refuses a caller key beginning with a NUL byte: the form of a
+// level's key within its tenant (engine.NestedKey), which no door's Key
+// may make, lest a caller pose as another within a tenant.
+var errNULKey = errors.New("sluice: a caller key must not begin with a NUL byte")
+
+// keyOf is the door's Key, with the rule's own cost for none, a key
+// beginning with a NUL byte refused (errNULKey) and a panic returned as a
+// *PanicError. Under a rule scoped param:NAME the key is the
 // parameter's, from path (the request's, in match form), and the door's
 // key is not read.
 func (d *Door[R]) keyOf(req R, rule *CompiledRule, path string) (key string, cost int64, err error) {
@@ -201,6 +214,9 @@ func (d *Door[R]) keyOf(req R, rule *CompiledRule, path string) (key string, cos
 	}()
 	if key, cost, err = d.key(req, rule); err != nil {
 		return "", 0, err
+	}
+	if key != "" && key[0] == 0 {
+		return "", 0, errNULKey // the form of a level's key within its tenant (engine.NestedKey)
 	}
 	if rule.pattern != nil && rule.rule.Scope.Param() != "" {
 		if key, err = rule.paramKey(path); err != nil {

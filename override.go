@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Override gives one caller its own limit under one rule: a partner on a
@@ -186,7 +188,10 @@ const overrideForms = "user:ID, key:API_KEY, ip:ADDRESS, header:VALUE, attr:VALU
 
 // Override returns the rule a caller with the given key is decided under
 // when c applies to it: c with the caller's own limit, window or burst when
-// an override names the caller under c, else c itself. The rule returned
+// an override names the caller under c, else c itself. A caller's key
+// within its tenant (engine.NestedKey: group.go) is the caller's own for
+// this, so that an override of "user:alice" holds in every tenant. The
+// rule returned
 // has c's name, so it counts in c's namespace and is reported as c. It
 // allocates nothing.
 func (rs *Ruleset) Override(c *CompiledRule, key string) *CompiledRule {
@@ -195,6 +200,11 @@ func (rs *Ruleset) Override(c *CompiledRule, key string) *CompiledRule {
 	}
 	if o, ok := rs.overrides.byKey[overrideKey{c, key}]; ok {
 		return o
+	}
+	if _, own, ok := engine.SplitNested(key); ok { // a level's key within its tenant (group.go)
+		if o, ok := rs.overrides.byKey[overrideKey{c, own}]; ok {
+			return o
+		}
 	}
 	return c
 }

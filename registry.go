@@ -119,6 +119,7 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 	}
 	rs := &Ruleset{all: make([]*CompiledRule, 0, len(rules)), mode: mode, fold: opts.PathCase == PathCaseInsensitive}
 	seen := make(map[string]int, len(rules)+1)
+	var groups map[string]*groupLevels
 	for i, r := range rules {
 		c, err := r.compile()
 		if err != nil {
@@ -141,6 +142,7 @@ func compileRuleset(rules []Rule, def *Rule, opts RulesetOptions) (*Ruleset, int
 		if err := checkGroup(rs.all, c); err != nil {
 			return nil, i, err
 		}
+		groups = placeLevel(groups, c)
 		if mode == MatchMostSpecific {
 			for _, o := range rs.all {
 				if o.rule.Shadow == c.rule.Shadow && o.rule.Method == c.rule.Method && o.samePath(c) && o.rule.Host == c.rule.Host && o.rule.Plan == c.rule.Plan &&
@@ -217,6 +219,8 @@ func checkCounter(before []*CompiledRule, c *CompiledRule) error {
 			return c.rule.fail("counter", "shares counter %q with rule %q, whose algorithm is %s, not %s: rules sharing a counter keep one record", ns, o.rule.Name, o.rule.Algorithm, c.rule.Algorithm)
 		case o.rule.Scope != c.rule.Scope:
 			return c.rule.fail("counter", "shares counter %q with rule %q, scoped %s, not %s: rules sharing a counter count the same callers", ns, o.rule.Name, o.rule.Scope, c.rule.Scope)
+		case o.rule.Group != c.rule.Group:
+			return c.rule.fail("counter", "shares counter %q with rule %q, of group %q, not %q: rules sharing a counter count the same callers, and a group's level may count each within its tenant (group.go)", ns, o.rule.Name, o.rule.Group, c.rule.Group)
 		case c.rule.Algorithm != algo.FixedWindowName && c.rule.Algorithm != algo.SlidingCounterName:
 			return c.rule.fail("counter", "shares counter %q with rule %q under %s: a shared counter carries what was spent for the window algorithms (%s, %s), whose record is a count; a bucket's record is its level, which another rate would read as another amount", ns, o.rule.Name, c.rule.Algorithm, algo.FixedWindowName, algo.SlidingCounterName)
 		case o.rule.Window != c.rule.Window:

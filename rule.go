@@ -491,6 +491,12 @@ type CompiledRule struct {
 	// override's rule (Ruleset.Override), a local share's
 	// (LocalFallback.shareOf); nil for a rule as configured.
 	origin *CompiledRule
+	// group is the hierarchy of the rule's group (group.go), and level
+	// the place of the rule's scope in it, from 0, the widest; nil and 0
+	// for a rule in no group, and in a rule derived from another
+	// (origin's are read).
+	group *groupLevels
+	level int
 
 	// The rate-limit fields' parts that depend on the rule alone
 	// (fields.go).

@@ -28,8 +28,10 @@ type LimitUsage struct {
 	// Rule is the rule as it applies to the caller: with its override
 	// (Override), or as configured.
 	Rule *CompiledRule
-	// Key is the caller's key under Rule, as the store holds it (package
-	// identity's ShowKey shows an API key's as keyhash:HEX).
+	// Key is the caller's key under Rule, as the store holds it: at a
+	// level of a group within its tenant, engine.NestedKey's (group.go;
+	// package identity's ShowKey shows it as {TENANT}KEY, and an API
+	// key's as keyhash:HEX).
 	Key string
 	// Override reports that the caller has its own limit under Rule.
 	Override bool
@@ -72,11 +74,22 @@ type LimitState struct {
 // PeekState reads key's state under l on eng, spending nothing and writing
 // no record: what it may spend now, whether a request of cost would pass
 // and when, and when it is full again. A key without a record reads as
-// full. It reads the record once (engine.Engine.Record: one store read,
-// one round trip over Redis) and steps copies of it at one instant, at one
-// unit, at cost and at the whole capacity, as Peek would. The errors are
+// full. It is PeekStateAt at the engine clock's time. The errors are
 // Record's.
 func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost int64) (LimitState, error) {
+	return PeekStateAt(ctx, eng, l, key, cost, eng.Clock().Now())
+}
+
+// PeekStateAt is PeekState at now (Unix nanoseconds on the engine's
+// clock): the state's RetryAfter and Reset count from now, so now plus
+// Reset is exactly the instant the caller is full again (a calendar
+// rule's boundary, to the nanosecond). Reading several limits at one now
+// makes their answers agree with each other and with the instant shown
+// beside them, as Door.Usage does. It reads the record once
+// (engine.Engine.Record: one store read, one round trip over Redis) and
+// steps copies of it at now, at one unit, at cost and at the whole
+// capacity, as Peek would. The errors are Record's.
+func PeekStateAt(ctx context.Context, eng *engine.Engine, l engine.Limit, key string, cost, now int64) (LimitState, error) {
 	s := LimitState{Cost: cost}
 	if l.Algorithm == nil {
 		return s, engine.ErrNoAlgorithm
@@ -87,7 +100,6 @@ func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key stri
 	if err != nil {
 		return s, err
 	}
-	now := eng.Clock().Now()
 	var scratch []byte
 	peek := func(n int64) algo.Decision {
 		// Step may write its state in place: each peek steps a copy.
@@ -127,7 +139,8 @@ func PeekState(ctx context.Context, eng *engine.Engine, l engine.Limit, key stri
 // caller's override, and the shadow rules, with no regard to whether an
 // enforced one would let the request through. It spends nothing and writes
 // no record: a caller never seen reads as full under each rule. It reads
-// the store once per rule (PeekState) and steps the record three times,
+// the clock once, and the store once per rule (PeekStateAt, every rule at
+// the answer's At) and steps the record three times,
 // so it costs more than a decision; it is not for the request path.
 //
 // The caller's key under each rule is the door's Key, the plan its Plan,
@@ -156,7 +169,11 @@ func (d *Door[R]) UsageAll(ctx context.Context, rs *Ruleset, req R) (Usage, erro
 // usage is Usage of the request shape q, or (q nil) of every rule that
 // applies to the caller.
 func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape) (Usage, error) {
-	u := Usage{At: time.Unix(0, d.core.eng.Clock().Now())}
+	// One clock read for the whole answer: every rule is peeked at At, so
+	// At plus a limit's Reset is its boundary exactly, not a few
+	// microseconds short of it.
+	now := d.core.eng.Clock().Now()
+	u := Usage{At: time.Unix(0, now)}
 	if d.plan != nil && rs.hasPlans() {
 		var err error
 		if u.Plan, err = d.planOf(req); err != nil {
@@ -183,7 +200,9 @@ func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape
 	if q != nil {
 		path = q.Path
 	}
-	for _, c := range append(rules, shadows...) {
+	all := append(rules, shadows...)
+	keys := make([]engine.Request, 0, len(all)) // each rule's key, in nest's form
+	for _, c := range all {
 		if q == nil && c.rule.Scope.Param() != "" {
 			continue // counted by a path parameter: per request, asked with its path
 		}
@@ -191,12 +210,29 @@ func (d *Door[R]) usage(ctx context.Context, rs *Ruleset, req R, q *RequestShape
 		if err != nil {
 			return u, &KeyError{Rule: c, Err: err}
 		}
-		if !c.rule.Shadow && d.exempt != nil && d.exempt(key) {
+		all[len(keys)] = c
+		keys = append(keys, engine.Request{Key: key})
+	}
+	all = all[:len(keys)]
+	// A rule's own key decides whether the caller is exempt and its
+	// override, as Decide's; the store holds a level's within its tenant.
+	own := make([]string, len(keys))
+	for i := range keys {
+		own[i] = keys[i].Key
+	}
+	if rs.groups {
+		if c, err := d.nest(req, path, all, keys); err != nil { // group.go
+			return u, &KeyError{Rule: c, Err: err}
+		}
+	}
+	for i, c := range all {
+		key := keys[i].Key
+		if !c.rule.Shadow && d.exempt != nil && d.exempt(own[i]) {
 			u.Limits = append(u.Limits, LimitUsage{Rule: c, Key: key, Exempt: true, LimitState: LimitState{Cost: c.rule.Cost}})
 			continue
 		}
-		o := rs.Override(c, key)
-		st, err := PeekState(ctx, d.core.eng, o.limit, key, o.rule.Cost)
+		o := rs.Override(c, own[i])
+		st, err := PeekStateAt(ctx, d.core.eng, o.limit, key, o.rule.Cost, now)
 		if err != nil {
 			return u, err
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,6 +225,64 @@ func TestUsageCalendar(t *testing.T) {
 	end := time.Date(2025, 1, 31, 23, 0, 0, 0, time.UTC)
 	if l := u.Limits[0]; l.Remaining != 999 || !u.At.Add(l.Reset).Equal(end) {
 		t.Errorf("monthly: %+v, resets at %v, want 999 left until %v", l.LimitState, u.At.Add(l.Reset), end)
+	}
+}
+
+// tickingClock is a clock that moves on by a microsecond every time it is
+// read, as a real one does between two reads.
+type tickingClock struct{ now atomic.Int64 }
+
+func (c *tickingClock) Now() int64 { return c.now.Add(int64(time.Microsecond)) }
+
+// Usage reads the clock once: on a clock that moves between reads, each
+// calendar rule's Reset still counts from the answer's At, so At plus Reset
+// is the rule's boundary to the nanosecond (a UTC day, a Berlin month, a
+// day starting at 06:00 in New York), and RFC 3339 shows it whole.
+func TestUsageOneInstant(t *testing.T) {
+	clock := &tickingClock{}
+	clock.now.Store(time.Date(2025, 1, 10, 22, 59, 59, 0, time.UTC).UnixNano())
+	e, err := engine.New(memoryStore(), &engine.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	d := newTestDoor(t, e, nil)
+	cal := func(name, calendar, zone, anchor string) sluice.Rule {
+		return sluice.Rule{Name: name, PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: algo.FixedWindowName, Limit: 1000, Calendar: calendar, Timezone: zone, Anchor: anchor}
+	}
+	rs := mustRuleset(t, []sluice.Rule{
+		cal("day", "day", "UTC", ""),
+		cal("month", "month", "Europe/Berlin", ""),
+		cal("morning", "day", "America/New_York", "06:00"),
+	}, nil, sluice.MatchAll)
+	ctx := context.Background()
+	if dec := d.Decide(ctx, rs, "GET", "/", call{user: "acme"}); dec.Verdict != sluice.Allowed {
+		t.Fatalf("first request denied: %+v", dec)
+	}
+	want := map[string]time.Time{
+		"day":     time.Date(2025, 1, 11, 0, 0, 0, 0, time.UTC),
+		"month":   time.Date(2025, 1, 31, 23, 0, 0, 0, time.UTC),
+		"morning": time.Date(2025, 1, 11, 11, 0, 0, 0, time.UTC),
+	}
+	for _, all := range []bool{false, true} {
+		var u sluice.Usage
+		if all {
+			u, err = d.UsageAll(ctx, rs, call{user: "acme"})
+		} else {
+			u, err = d.Usage(ctx, rs, "GET", "/", call{user: "acme"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Limits) != len(want) {
+			t.Fatalf("all=%v: %d limits, want %d", all, len(u.Limits), len(want))
+		}
+		for _, l := range u.Limits {
+			name := l.Rule.Name()
+			if got := u.At.Add(l.Reset); !got.Equal(want[name]) || l.Remaining != 999 {
+				t.Errorf("all=%v: %s: %d left until %v, want 999 until %v", all, name, l.Remaining, got.UTC().Format(time.RFC3339Nano), want[name].Format(time.RFC3339Nano))
+			}
+		}
 	}
 }
 

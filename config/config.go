@@ -59,6 +59,14 @@ const (
 	DefaultClientBodyRateGrace = 5 * time.Second
 )
 
+// DefaultThrottledPerRule and MaxThrottledPerRule are the server section's
+// throttled_per_rule default and bound: package throttled's DefaultPerRule
+// and MaxPerRule.
+const (
+	DefaultThrottledPerRule = 256
+	MaxThrottledPerRule     = 1 << 16
+)
+
 // Config is a gateway's configuration, as read from a YAML file by Parse
 // or Load, which fill in every default: a parsed Config holds the values in
 // force, not blanks.
@@ -214,6 +222,23 @@ type Server struct {
 	// answers to besides IP addresses, localhost and its own address's
 	// host (see docs/serve.md, admin listener security). Empty by default.
 	AdminHosts []string
+
+	// The listeners and the upstream, each under the serve flag of the
+	// same name, which overrides it: "listen" (--listen), the proxy's
+	// address; "upstream" (--upstream), the http or https URL requests
+	// are passed to; "admin" (--admin), the admin listener's address;
+	// "admin_token_file" (--admin-token-file), the file holding its
+	// bearer token, relative to the configuration file's directory;
+	// "usage_listen" (--usage-listen), the listener answering GET
+	// /v1/usage for the request's own caller. An address is host:port or
+	// :port. Each is empty when left out: serve then needs the flag for
+	// listen and upstream, and runs no such listener otherwise.
+	Listen, Upstream, Admin, AdminTokenFile, UsageListen string
+	// ThrottledPerRule is "throttled_per_rule" (--throttled-per-rule),
+	// how many callers the admin listener's /v1/throttled keeps per rule:
+	// 0 turns the list off; DefaultThrottledPerRule (256) when left out,
+	// at most MaxThrottledPerRule.
+	ThrottledPerRule int
 }
 
 // ExemptFunc returns the test of the callers Exempt names, their keys

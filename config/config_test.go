@@ -418,7 +418,8 @@ func TestServerSection(t *testing.T) {
 	want := config.Server{IdleTimeout: 75 * time.Second, ClientBodyTimeout: 60 * time.Second, SendTimeout: 60 * time.Second, MaxConnections: 1024}
 	if got := cfg.Server; got.IdleTimeout != want.IdleTimeout || got.ClientBodyTimeout != want.ClientBodyTimeout ||
 		got.SendTimeout != want.SendTimeout || got.MaxConnections != want.MaxConnections || len(got.AdminHosts) != 0 ||
-		got.ClientBodyMinRate != 240 || got.ClientBodyRateGrace != 5*time.Second {
+		got.ClientBodyMinRate != 240 || got.ClientBodyRateGrace != 5*time.Second || got.ThrottledPerRule != config.DefaultThrottledPerRule ||
+		got.Listen != "" || got.Upstream != "" || got.Admin != "" || got.AdminTokenFile != "" || got.UsageListen != "" {
 		t.Errorf("defaults: %+v, want %+v", got, want)
 	}
 	cfg, err = config.Parse("g.yaml", []byte(`server:
@@ -429,13 +430,21 @@ func TestServerSection(t *testing.T) {
   client_body_rate_grace: 10s
   max_connections: 64
   admin_hosts: [sluice-admin.internal, ops.example.net]
+  listen: :8080
+  upstream: http://127.0.0.1:8081
+  admin: 127.0.0.1:9090
+  admin_token_file: secrets/token
+  usage_listen: 0.0.0.0:8090
+  throttled_per_rule: 0
 rules: []
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := cfg.Server; s.IdleTimeout != 5*time.Second || s.ClientBodyTimeout != 2*time.Second || s.SendTimeout != 3*time.Second ||
-		s.MaxConnections != 64 || s.ClientBodyMinRate != 0 || s.ClientBodyRateGrace != 10*time.Second || strings.Join(s.AdminHosts, ",") != "sluice-admin.internal,ops.example.net" {
+		s.MaxConnections != 64 || s.ClientBodyMinRate != 0 || s.ClientBodyRateGrace != 10*time.Second || strings.Join(s.AdminHosts, ",") != "sluice-admin.internal,ops.example.net" ||
+		s.Listen != ":8080" || s.Upstream != "http://127.0.0.1:8081" || s.Admin != "127.0.0.1:9090" || s.UsageListen != "0.0.0.0:8090" || s.ThrottledPerRule != 0 ||
+		s.AdminTokenFile != filepath.Join("secrets", "token") {
 		t.Errorf("server %+v", s)
 	}
 	for _, c := range []struct{ file, want string }{
@@ -450,6 +459,13 @@ rules: []
 		{"server: {admin_hosts: [ok, \"evil:80\"]}\n", "g.yaml:1: server.admin_hosts[1]: want a host name"},
 		{"server: {admin_hosts: x}\n", "g.yaml:1: server.admin_hosts: want a list of host names"},
 		{"server: {keepalive: 1s}\n", "g.yaml:1: server.keepalive: unknown key"},
+		{"server: {listen: 8080}\n", `g.yaml:1: server.listen: want host:port, or :port for every address, got "8080"`},
+		{"server: {admin: [a]}\n", "g.yaml:1: server.admin: want a string"},
+		{"server: {usage_listen: \"localhost\"}\n", `g.yaml:1: server.usage_listen: want host:port, or :port for every address, got "localhost"`},
+		{"server: {upstream: 127.0.0.1:8081}\n", `g.yaml:1: server.upstream: want an http or https URL such as http://127.0.0.1:8081, got "127.0.0.1:8081"`},
+		{"server: {upstream: \"ftp://x\"}\n", `g.yaml:1: server.upstream: want an http or https URL`},
+		{"server: {throttled_per_rule: -1}\n", "g.yaml:1: server.throttled_per_rule: want 0 (off) to 65536 callers, got -1"},
+		{"server: {throttled_per_rule: 100000}\n", "g.yaml:1: server.throttled_per_rule: want 0 (off) to 65536 callers, got 100000"},
 	} {
 		if _, err := config.Parse("g.yaml", []byte(c.file+"rules: []\n")); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.file, err, c.want)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,7 +48,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	c := &Config{
 		Server: Server{IdleTimeout: DefaultIdleTimeout, ClientBodyTimeout: DefaultClientBodyTimeout,
 			ClientBodyMinRate: DefaultClientBodyMinRate, ClientBodyRateGrace: DefaultClientBodyRateGrace,
-			SendTimeout: DefaultSendTimeout, MaxConnections: DefaultMaxConnections},
+			SendTimeout: DefaultSendTimeout, MaxConnections: DefaultMaxConnections, ThrottledPerRule: DefaultThrottledPerRule},
 		Store:        defaultStore(),
 		Identity:     identity.Config{}.WithDefaults(),
 		OnStoreError: sluice.FailOpen,
@@ -230,11 +231,43 @@ func (p *parser) server(n *yaml.Node, path string, sv *Server) error {
 				}
 				sv.AdminHosts = append(sv.AdminHosts, h)
 			}
+		case "listen":
+			sv.Listen, err = p.address(v, field)
+		case "admin":
+			sv.Admin, err = p.address(v, field)
+		case "usage_listen":
+			sv.UsageListen, err = p.address(v, field)
+		case "admin_token_file":
+			sv.AdminTokenFile, err = p.path(v, field)
+		case "upstream":
+			sv.Upstream, err = p.Str(v, field)
+			if u, uerr := url.Parse(sv.Upstream); err == nil && (uerr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+				err = p.Errorf(v.Line, field, "want an http or https URL such as http://127.0.0.1:8081, got %s", configerr.Quote(sv.Upstream))
+			}
+		case "throttled_per_rule":
+			var n int64
+			if n, err = p.Int(v, field); err == nil && (n < 0 || n > MaxThrottledPerRule) {
+				err = p.Errorf(v.Line, field, "want 0 (off) to %d callers, got %d", MaxThrottledPerRule, n)
+			}
+			sv.ThrottledPerRule = int(n)
 		default:
 			return false, nil
 		}
 		return true, err
 	})
+}
+
+// address reads a listener's address: host:port, or :port for every
+// address.
+func (p *parser) address(n *yaml.Node, field string) (string, error) {
+	s, err := p.Str(n, field)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		return "", p.Errorf(n.Line, field, "want host:port, or :port for every address, got %s", configerr.Quote(s))
+	}
+	return s, nil
 }
 
 // path reads a file or directory path: one that is not absolute is

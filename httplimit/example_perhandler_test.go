@@ -20,8 +20,9 @@ func ExamplePerHandler() {
 	}
 	defer lim.Close()
 	limit, err := httplimit.PerHandler(httplimit.PerHandlerConfig{
-		Limiter: lim,
-		Key:     func(r *http.Request) (string, error) { return "key:" + r.Header.Get("X-API-Key"), nil },
+		Limiter:           lim,
+		Key:               func(r *http.Request) (string, error) { return "key:" + r.Header.Get("X-API-Key"), nil },
+		DecisionInContext: true, // for DecisionFrom
 		Cost: func(r *http.Request) (int64, error) {
 			return strconv.ParseInt(r.URL.Query().Get("rows"), 10, 64)
 		},

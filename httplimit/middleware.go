@@ -73,7 +73,7 @@ type Config struct {
 	// request's context copies the request (about 300 ns and 400 bytes a
 	// request on a 2-vCPU VM, half again the middleware's own cost), so it
 	// is off by default: the decision is in the response's rate-limit
-	// headers either way. PerHandler always puts it there.
+	// headers either way.
 	DecisionInContext bool
 	// ResetAsUnixTime, when true, sends X-RateLimit-Reset as the Unix
 	// time (seconds) at which the capacity is whole again, as GitHub and

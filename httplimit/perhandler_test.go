@@ -96,7 +96,7 @@ func byUser(r *http.Request) (string, error) {
 }
 
 func TestPerHandler(t *testing.T) {
-	srv, clock := perHandlerServer(t, httplimit.PerHandlerConfig{Key: byUser}, decisionHandler)
+	srv, clock := perHandlerServer(t, httplimit.PerHandlerConfig{Key: byUser, DecisionInContext: true}, decisionHandler)
 	for i, s := range []struct {
 		advance   time.Duration
 		user      string
@@ -152,7 +152,8 @@ func TestPerHandlerDefaultKey(t *testing.T) {
 func TestPerHandlerCost(t *testing.T) {
 	var errs []error
 	cfg := httplimit.PerHandlerConfig{
-		Key: byUser,
+		Key:               byUser,
+		DecisionInContext: true,
 		Cost: func(r *http.Request) (int64, error) {
 			return strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
 		},
@@ -182,7 +183,7 @@ func TestPerHandlerCost(t *testing.T) {
 }
 
 // OnDenied answers a denial, with the headers set and the decision in the
-// request's context.
+// request's context, DecisionInContext unset.
 func TestPerHandlerOnDenied(t *testing.T) {
 	cfg := httplimit.PerHandlerConfig{
 		Key: byUser,
@@ -219,7 +220,7 @@ func TestPerHandlerStoreError(t *testing.T) {
 			}
 			lim.Close() // every call now fails with engine.ErrClosed
 			var logs bytes.Buffer
-			cfg := httplimit.PerHandlerConfig{Limiter: lim, Key: byUser, OnStoreError: c.policy, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			cfg := httplimit.PerHandlerConfig{Limiter: lim, Key: byUser, OnStoreError: c.policy, DecisionInContext: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 			srv, _ := perHandlerServer(t, cfg, decisionHandler)
 			got := get(t, srv, "/", "X-User", "a")
 			if got.status != c.status || got.body != c.body || got.header.Get("X-Ratelimit-Limit") != "" {
@@ -259,7 +260,7 @@ func TestPerHandlerFieldsMatchNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lim.Close() })
-	per, err := httplimit.PerHandler(httplimit.PerHandlerConfig{Limiter: lim})
+	per, err := httplimit.PerHandler(httplimit.PerHandlerConfig{Limiter: lim, DecisionInContext: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,6 +333,54 @@ func TestNewLeavesTheContextByDefault(t *testing.T) {
 	}
 	if rec.Header().Get("RateLimit") == "" {
 		t.Error("no RateLimit header")
+	}
+}
+
+// TestPerHandlerLeavesTheContextByDefault: without DecisionInContext
+// PerHandler hands its handler the request it was given (no copy, fewer
+// allocations), so DecisionFrom finds nothing while the headers carry the
+// decision; with it, the handler finds the decision the headers report.
+func TestPerHandlerLeavesTheContextByDefault(t *testing.T) {
+	allocs := map[bool]float64{}
+	for _, inCtx := range []bool{false, true} {
+		lim, err := sluice.NewLimiter(1_000_000, time.Minute, sluice.WithName("api"), sluice.WithClock(engine.NewFakeClock(phT0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lim.Close()
+		mw, err := httplimit.PerHandler(httplimit.PerHandlerConfig{Limiter: lim, Key: byUser, DecisionInContext: inCtx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("X-User", "a")
+		var seen *http.Request
+		var d httplimit.Decision
+		var found bool
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = r
+			d, found = httplimit.DecisionFrom(r.Context())
+		}))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if copied := seen != req; copied != inCtx || found != inCtx {
+			t.Errorf("DecisionInContext %v: the handler got a copy of the request (%v), a decision in its context (%v)", inCtx, copied, found)
+		}
+		if got := rec.Header().Get("X-Ratelimit-Remaining"); got != "999999" {
+			t.Errorf("DecisionInContext %v: X-RateLimit-Remaining %q, want 999999", inCtx, got)
+		}
+		if inCtx && (d.Rule.Name() != "api" || !d.Allowed || d.Remaining != 999_999) {
+			t.Errorf("the handler found %s allowed=%v remaining=%d, want api true 999999", d.Rule.Name(), d.Allowed, d.Remaining)
+		}
+		hdr := rec.Header()
+		allocs[inCtx] = testing.AllocsPerRun(100, func() {
+			clear(hdr)
+			h.ServeHTTP(rec, req)
+		})
+	}
+	t.Logf("allocations a request: %v without DecisionInContext, %v with", allocs[false], allocs[true])
+	if allocs[false] >= allocs[true] {
+		t.Errorf("allocations a request: %v without DecisionInContext, %v with: want fewer without", allocs[false], allocs[true])
 	}
 }
 

@@ -41,7 +41,8 @@ func values(h Header, name string) []string {
 // override or a reset stays the user id itself, the client learns at once
 // that its identity is unusable, and no two ids are ever counted as one.
 // So a key a door stores costs at most MaxKeyLen bytes, plus the rule's
-// name, whatever a client sends.
+// name, whatever a client sends; at a level of a group counted within its
+// tenant (sluice.NestedKey), two such keys and 3 bytes.
 const MaxKeyLen = len("header:") + sluice.MaxAttrLen
 
 // Caller is who a request says it comes from. An empty field means "not
@@ -359,13 +360,57 @@ func (id *Identifier) attrKey(scope sluice.Scope, remote string, h Header, who C
 // ShowKey returns how a caller key (Key's result, as stored) is shown to
 // an operator, in the form ParseKey reads back to the same key: an API
 // key's hash as "keyhash:" and its hex digits (the stored "key:" prefix
-// would read as a raw API key, and be hashed again), every other key as
-// it is.
+// would read as a raw API key, and be hashed again), a level's key within
+// its tenant (engine.NestedKey: a user's within an organisation, in a
+// group of rules) as "{" + the tenant's key + "}" + its own, both shown as
+// ShowKey shows them ("{attr:acme}user:alice"), with '%', '{' and '}' in
+// the tenant's written as %25, %7B and %7D; every other key as it is.
 func ShowKey(key string) string {
+	if tenant, own, ok := sluice.SplitNestedKey(key); ok {
+		return "{" + escapeTenant(ShowKey(tenant)) + "}" + ShowKey(own)
+	}
 	if h, ok := strings.CutPrefix(key, "key:"); ok {
 		return "keyhash:" + h
 	}
 	return key
+}
+
+// escapeTenant writes '%', '{' and '}' in s as %25, %7B and %7D.
+func escapeTenant(s string) string {
+	if !strings.ContainsAny(s, "%{}") {
+		return s
+	}
+	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(s)
+}
+
+// unescapeTenant is escapeTenant's reverse; ok is false for a '%' not of
+// those three, or a brace.
+func unescapeTenant(s string) (string, bool) {
+	if strings.ContainsAny(s, "{}") {
+		return "", false
+	}
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+		case strings.HasPrefix(s[i:], "%7B"):
+			b.WriteByte('{')
+		case strings.HasPrefix(s[i:], "%7D"):
+			b.WriteByte('}')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
 }
 
 // hashAPIKey returns the caller key of the API key v: "key:" and the first

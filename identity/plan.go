@@ -84,11 +84,19 @@ func badPlan(where, p string) error {
 //	attr:VALUE     a value of the attribute an attr:NAME rule counts by
 //	param:VALUE    a value of the path parameter a param:NAME rule counts by
 //	global         the one key of a global rule
+//	{TENANT}KEY    a level's key within its tenant (a user's within an
+//	               organisation, in a group of rules), as ShowKey shows
+//	               it: TENANT a header:VALUE or attr:VALUE key with '%',
+//	               '{' and '}' written as %25, %7B and %7D, KEY any of the
+//	               forms above ("{attr:acme}user:alice")
 //
 // Errors match ErrBadKey and say what is expected.
 func (id *Identifier) ParseKey(s string) (string, error) {
 	if s == "global" {
 		return s, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "{"); ok {
+		return id.parseNested(rest)
 	}
 	// What an operator mistyped may be an API key: the errors show the
 	// kind before the colon, never what follows it, nor a key without one.
@@ -146,6 +154,33 @@ func (id *Identifier) ParseKey(s string) (string, error) {
 	return "", fmt.Errorf("%w: want "+keyForms+"; what was given has none of these kinds before its colon (not shown: it may be an API key)", ErrBadKey)
 }
 
+// parseNested is ParseKey of "{" + s: a level's key within its tenant.
+func (id *Identifier) parseNested(s string) (string, error) {
+	shown, own, ok := strings.Cut(s, "}")
+	if !ok {
+		return "", fmt.Errorf("%w: a key within its tenant is {TENANT}KEY, such as {attr:acme}user:alice; got no '}'", ErrBadKey)
+	}
+	text, ok := unescapeTenant(shown)
+	if !ok {
+		return "", fmt.Errorf("%w: in {TENANT}KEY, write '%%', '{' and '}' in TENANT as %%25, %%7B and %%7D", ErrBadKey)
+	}
+	if !strings.HasPrefix(text, "attr:") && !strings.HasPrefix(text, "header:") {
+		return "", fmt.Errorf("%w: in {TENANT}KEY, TENANT is an attr:VALUE or header:VALUE key, such as {attr:acme}user:alice", ErrBadKey)
+	}
+	tenant, err := id.ParseKey(text)
+	if err != nil {
+		return "", fmt.Errorf("the tenant of {TENANT}KEY: %w", err)
+	}
+	key, err := id.ParseKey(own)
+	if err != nil {
+		return "", err
+	}
+	if isNested(key) {
+		return "", fmt.Errorf("%w: in {TENANT}KEY, KEY is a caller's own key, not one within a tenant again", ErrBadKey)
+	}
+	return sluice.NestedKey(tenant, key), nil
+}
+
 // keyForms lists the caller keys ParseKey reads, for errors.
 const keyForms = "user:ID, key:API_KEY, keyhash:HEX, ip:ADDRESS, header:VALUE, attr:VALUE, param:VALUE or global"
 
@@ -171,4 +206,11 @@ func clip(s string) string {
 		return s[:80] + "..."
 	}
 	return s
+}
+
+// isNested reports whether key is a level's within its tenant
+// (sluice.NestedKey).
+func isNested(key string) bool {
+	_, _, ok := sluice.SplitNestedKey(key)
+	return ok
 }

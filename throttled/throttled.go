@@ -31,9 +31,10 @@ const DefaultPerRule = 256
 const MaxPerRule = 1 << 16
 
 // MaxKeyLen is the most bytes of a caller's key a Tracker keeps: a longer
-// key (none of package identity's is) is cut to it and marked, so that a
-// client choosing its key cannot make an entry larger.
-const MaxKeyLen = 512
+// key (none of package identity's is, nor a level's key within its tenant,
+// sluice.NestedKey of two of them: 529 bytes at most) is cut to it and
+// marked, so that a client choosing its key cannot make an entry larger.
+const MaxKeyLen = 640
 
 // sample is how many entries an eviction looks at, from the table's hand.
 const sample = 8

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // FuzzKeyLayout: every key the engine can make (any namespace and caller
@@ -24,8 +26,12 @@ func FuzzKeyLayout(f *testing.F) {
 		if !ok || !bytes.Equal(back, k) {
 			t.Fatalf("key %q → %q → %q, %v", k, rk, back, ok)
 		}
-		if tg, ok := unescape(tag(rk)); !ok || tg != key {
-			t.Fatalf("the hash tag of %q is %q, want the caller key %q", rk, tag(rk), key)
+		want := key // the tag: the caller key, or a nested key's tenant
+		if tenant, _, ok := splitNested([]byte(key)); ok {
+			want = string(tenant)
+		}
+		if tg, ok := unescape(tag(rk)); !ok || tg != want {
+			t.Fatalf("the hash tag of %q is %q, want %q", rk, tag(rk), want)
 		}
 		if other := s.redisKey(append(binary.AppendUvarint(nil, 1), append([]byte("z"), key...)...)); tag(other) != tag(rk) {
 			t.Fatalf("one caller's keys in two namespaces have tags %q and %q", tag(other), tag(rk))
@@ -34,6 +40,47 @@ func FuzzKeyLayout(f *testing.F) {
 			if again := s.redisKey(k2); again != name {
 				t.Fatalf("%q decodes to %q, which encodes to %q", name, k2, again)
 			}
+		}
+	})
+}
+
+// FuzzNestedKeyLayout: a level's key within its tenant (engine.NestedKey)
+// of any bytes maps to a Redis key whose hash tag is the whole tenant key,
+// the tag of the tenant's own records, and back to itself; two different
+// (namespace, tenant, own) triples never share a Redis key, nor does a
+// nested key share one with an un-nested key of any caller.
+func FuzzNestedKeyLayout(f *testing.F) {
+	f.Add("user-minute", "attr:acme", "user:alice", "team-minute", "attr:acme", "attr:red")
+	f.Add("ns", "attr:a}{b", "user:%7D", "ns", "attr:a", "}{buser:%7D")
+	f.Add("n", "", "\x00\x01x", "n", "\x00", "\x01x")
+	f.Add("n", "attr:acme", "", "n", "", "attr:acme")
+	s := &Store{prefix: DefaultKeyPrefix}
+	f.Fuzz(func(t *testing.T, ns, tenant, own, ns2, tenant2, own2 string) {
+		nested := func(ns, tenant, own string) []byte {
+			k := binary.AppendUvarint(nil, uint64(len(ns)))
+			return append(append(k, ns...), engine.NestedKey(tenant, own)...)
+		}
+		k := nested(ns, tenant, own)
+		rk := s.redisKey(k)
+		if back, ok := s.engineKey(rk); !ok || !bytes.Equal(back, k) {
+			t.Fatalf("key %q → %q → %q, %v", k, rk, back, ok)
+		}
+		if tg, ok := unescape(tag(rk)); !ok || tg != tenant {
+			t.Fatalf("the hash tag of %q is %q, want the tenant's key %q", rk, tag(rk), tenant)
+		}
+		_, _, tenantNested := splitNested([]byte(tenant)) // a key no door makes a tenant of
+		if s.SwapGroup(k) != "" || !tenantNested && (&Store{prefix: DefaultKeyPrefix, cluster: true}).SwapGroup(k) != tag(s.redisKey(append(binary.AppendUvarint(nil, 3), "org"+tenant...))) {
+			t.Fatalf("%q swaps apart from its tenant's own records", rk)
+		}
+		if other := s.redisKey(nested(ns2, tenant2, own2)); (other == rk) != (ns == ns2 && tenant == tenant2 && own == own2) {
+			t.Fatalf("(%q, %q, %q) and (%q, %q, %q) are stored as %q and %q", ns, tenant, own, ns2, tenant2, own2, rk, other)
+		}
+		// An un-nested key of any caller: the engine's own for it is
+		// another, and so is the Redis key.
+		plain := binary.AppendUvarint(nil, uint64(len(ns2)))
+		plain = append(append(plain, ns2...), own2...)
+		if _, _, isNested := splitNested([]byte(own2)); !isNested && s.redisKey(plain) == rk {
+			t.Fatalf("the nested %q and the un-nested %q are both stored as %q", k, plain, rk)
 		}
 	})
 }

@@ -116,12 +116,35 @@ func (s *Store) engineKey(name string) ([]byte, bool) {
 		}
 		return []byte(key), true
 	}
+	var tenant []byte
+	nested := tail[0] == '{'
+	if nested {
+		// A level within its tenant: the tenant's key, then the level's
+		// own between braces.
+		end := strings.IndexByte(tail, '}')
+		if end < 0 || strings.IndexByte(tail[1:end], '{') >= 0 {
+			return nil, false
+		}
+		own, ok := unescape(tail[1:end])
+		if !ok {
+			return nil, false
+		}
+		tenant, key, tail = []byte(key), own, tail[end+1:]
+	}
 	ns, ok := strings.CutPrefix(tail, ":")
 	if !ok {
 		return nil, false
 	}
+	if _, _, ok := splitNested([]byte(key)); ok && !nested {
+		return nil, false // stored under the nested form, not this one
+	}
 	k := binary.AppendUvarint(nil, uint64(len(ns)))
 	k = append(k, ns...)
+	if nested {
+		k = append(k, 0)
+		k = binary.AppendUvarint(k, uint64(len(tenant)))
+		k = append(k, tenant...)
+	}
 	return append(k, key...), true
 }
 

@@ -939,9 +939,19 @@ func (s *Store) SwapGroup(key []byte) string {
 //	prefix + "{" + caller key + "}:" + namespace
 //
 // so that every limit of one caller shares a Cluster hash tag, and
-// ApplyAll over them is one script; any other key as prefix + "{" + key +
-// "}". In the caller's key and a plain key, '%', '{' and '}' are written
-// as %25, %7B and %7D, so the tag is always the whole key.
+// ApplyAll over them is one script; a namespaced key whose caller key is a
+// level's within its tenant (engine.NestedKey: a NUL byte, the tenant's
+// key's length as a uvarint, the tenant's key, the level's own) as
+//
+//	prefix + "{" + tenant's key + "}{" + own key + "}:" + namespace
+//
+// so that every level of one tenant's request shares the tenant's hash
+// tag, and ApplyAll over them is one script too; any other key as prefix
+// + "{" + key + "}". In the caller's, the tenant's, the own and a plain
+// key, '%', '{' and '}' are written as %25, %7B and %7D, so the tag is
+// always the whole key (or the tenant's), and the forms never meet: the
+// first '}' is followed by ':' in the first, by '{' in the second, by
+// nothing in the last.
 func (s *Store) redisKey(k []byte) string {
 	return string(s.appendRedisKey(make([]byte, 0, len(s.prefix)+len(k)+4), k))
 }
@@ -955,8 +965,27 @@ func (s *Store) appendRedisKey(dst, k []byte) []byte {
 		return append(appendEscaped(dst, k), '}')
 	}
 	ns, key := k[w:w+int(n)], k[w+int(n):]
+	if tenant, own, ok := splitNested(key); ok {
+		dst = append(appendEscaped(dst, tenant), '}', '{')
+		key = own
+	}
 	dst = append(appendEscaped(dst, key), '}', ':')
 	return append(dst, ns...)
+}
+
+// splitNested splits a caller key engine.NestedKey made into the tenant's
+// key and the level's own, as engine.SplitNested does: ok is false for
+// any other key.
+func splitNested(key []byte) (tenant, own []byte, ok bool) {
+	if len(key) < 2 || key[0] != 0 {
+		return nil, nil, false
+	}
+	n, w := binary.Uvarint(key[1:])
+	if w <= 0 || w != len(binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), n)) || n > uint64(len(key)-1-w) {
+		return nil, nil, false // not the shortest uvarint, or past the end
+	}
+	rest := key[1+w:]
+	return rest[:n], rest[n:], true
 }
 
 func appendEscaped(dst, s []byte) []byte {

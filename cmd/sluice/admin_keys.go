@@ -43,7 +43,8 @@ import (
 //
 // KEY is a caller key as an operator writes it (identity.Identifier.ParseKey
 // under the identity section in force): user:alice, key: and the raw API
-// key, keyhash:HEX, ip:192.0.2.1, global.
+// key, keyhash:HEX, ip:192.0.2.1, global, and a level's key within its
+// tenant in a group of rules, {header:acme}user:alice.
 
 // Browsers reach the admin listener too: a page the operator opens can
 // POST a form to 127.0.0.1, and a name the attacker controls can be made
@@ -474,14 +475,15 @@ func (out *keyStateJSON) read(ctx context.Context, eng *engine.Engine, l engine.
 			out.Record = &st
 		}
 	}
-	st, err := sluice.PeekState(ctx, eng, l, key, cost)
+	now := eng.Clock().Now() // one instant: full_at is now plus the reset exactly
+	st, err := sluice.PeekStateAt(ctx, eng, l, key, cost, now)
 	if err != nil {
 		return err
 	}
 	out.AllowedNow, out.Remaining = st.Allowed, st.Remaining
 	out.RetryAfterSeconds = st.RetryAfter.Seconds()
 	out.FullInSeconds = st.Reset.Seconds()
-	out.FullAt = time.Unix(0, eng.Clock().Now()+int64(st.Reset)).UTC().Format(time.RFC3339Nano)
+	out.FullAt = time.Unix(0, now+int64(st.Reset)).UTC().Format(time.RFC3339Nano)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"reflect"
 	"sync"
@@ -55,6 +56,10 @@ const serveUsage = `Usage: sluice serve --config FILE --listen ADDR --upstream U
 Serve is a rate-limiting reverse proxy: each request is decided under the
 rules of the configuration file and, when allowed, passed to the upstream;
 a denied one is answered 429 with Retry-After.
+
+The listeners and the upstream may be given in the file's server section
+instead (listen, upstream, admin, admin_token_file, usage_listen,
+throttled_per_rule); a flag given overrides its key.
 
 The store is the configuration's store section; the store flags override
 it (a --backend other than the file's starts from that backend's defaults).
@@ -270,36 +275,25 @@ func parseServeFlags(p *process, args []string, stdout io.Writer) (f serveFlags,
 		return fail("unexpected argument %q", fs.Arg(0))
 	case *configPath == "":
 		return fail("--config is required")
-	case *listen == "":
-		return fail("--listen is required")
-	case *upstream == "":
-		return fail("--upstream is required")
-	case *adminTokenFile != "" && *admin == "":
-		return fail("--admin-token-file: only with --admin")
-	case len(*adminHosts) > 0 && *admin == "":
-		return fail("--admin-host: only with --admin")
 	case *reloadSettle <= 0:
 		return fail("--reload-settle %s: want a positive duration", *reloadSettle)
 	case *throttledPerRule < 0 || *throttledPerRule > throttled.MaxPerRule:
 		return fail("--throttled-per-rule %d: want 0 (off) to %d", *throttledPerRule, throttled.MaxPerRule)
 	}
-	if *usageListen != "" {
-		if _, _, err := net.SplitHostPort(*usageListen); err != nil {
-			return fail("--usage-listen %s: want host:port, or :port for every address", *usageListen)
+	for _, a := range []struct{ flag, addr string }{{"listen", *listen}, {"usage-listen", *usageListen}} {
+		if _, _, err := net.SplitHostPort(a.addr); a.addr != "" && err != nil {
+			return fail("--%s %s: want host:port, or :port for every address", a.flag, a.addr)
 		}
 	}
-	if _, _, err := net.SplitHostPort(*listen); err != nil {
-		return fail("--listen %s: want host:port, or :port for every address", *listen)
-	}
-	up, err := url.Parse(*upstream)
-	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		return fail("--upstream %s: want an http or https URL such as http://127.0.0.1:8081", *upstream)
+	if *upstream != "" {
+		if _, err := parseUpstream(*upstream); err != nil {
+			return fail("--upstream %s: %v", *upstream, err)
+		}
 	}
 	f = serveFlags{
-		config: *configPath, listen: *listen, upstream: up,
-		admin: *admin, adminTokenFile: *adminTokenFile, adminHosts: splitHosts(*adminHosts),
+		config: *configPath, adminHosts: splitHosts(*adminHosts),
 		forwardPath: config.ForwardPath(*forward), shadowHeaders: *shadowHeaders, reloadSettle: *reloadSettle,
-		tls: tlsf, store: storeFlagsGiven, usageListen: *usageListen, throttledPerRule: *throttledPerRule,
+		tls: tlsf, store: storeFlagsGiven,
 	}
 	if err := checkAdminHosts("--admin-host", f.adminHosts); err != nil {
 		return fail("%v", err)
@@ -323,6 +317,18 @@ func parseServeFlags(p *process, args []string, stdout io.Writer) (f serveFlags,
 			given = append(given, func(sv *config.Server) { sv.ClientBodyRateGrace = *bodyRateGrace })
 		case "max-connections":
 			given = append(given, func(sv *config.Server) { sv.MaxConnections = *maxConns })
+		case "listen":
+			given = append(given, func(sv *config.Server) { sv.Listen = *listen })
+		case "upstream":
+			given = append(given, func(sv *config.Server) { sv.Upstream = *upstream })
+		case "admin":
+			given = append(given, func(sv *config.Server) { sv.Admin = *admin })
+		case "admin-token-file":
+			given = append(given, func(sv *config.Server) { sv.AdminTokenFile = *adminTokenFile })
+		case "usage-listen":
+			given = append(given, func(sv *config.Server) { sv.UsageListen = *usageListen })
+		case "throttled-per-rule":
+			given = append(given, func(sv *config.Server) { sv.ThrottledPerRule = *throttledPerRule })
 		}
 	})
 	f.serverOver = func(sv *config.Server) {
@@ -365,8 +371,49 @@ func (f *serveFlags) load(p *process) (cfg *config.Config, rs *sluice.Ruleset, s
 	if sv.MaxConnections < 1 || sv.MaxConnections > config.MaxConnectionsCap {
 		return fail("--max-connections %d: want 1 to %d", sv.MaxConnections, config.MaxConnectionsCap)
 	}
+	// The listeners and the upstream, the flags given over the file's
+	// (both checked as they were read).
+	switch {
+	case sv.Listen == "":
+		return fail("--listen is required (or server.listen in %s)", f.config)
+	case sv.Upstream == "":
+		return fail("--upstream is required (or server.upstream in %s)", f.config)
+	case sv.AdminTokenFile != "" && sv.Admin == "":
+		return fail("--admin-token-file (server.admin_token_file): only with --admin (server.admin)")
+	case len(f.adminHosts) > 0 && sv.Admin == "":
+		return fail("--admin-host: only with --admin (server.admin)")
+	}
+	if sv.Admin == cfg.Server.Admin && sv.Admin != "" && sv.AdminTokenFile == "" {
+		// An address from the file is refused here, naming the file's
+		// field; one from the flag by checkListeners, naming the flag.
+		if host, _, _ := net.SplitHostPort(sv.Admin); !isLoopbackHost(host) {
+			return fail("%s: server.admin %s: %s is not loopback: its endpoints (resets among them) would be open to the network; set server.admin_token_file (or --admin-token-file), or bind to 127.0.0.1", f.config, sv.Admin, host)
+		}
+	}
+	f.listen, f.admin, f.adminTokenFile, f.usageListen, f.throttledPerRule = sv.Listen, sv.Admin, sv.AdminTokenFile, sv.UsageListen, sv.ThrottledPerRule
+	f.upstream, _ = parseUpstream(sv.Upstream)
 	logWarnings(p.log, cfg)
 	return cfg, rs, sv, 0, true
+}
+
+// parseUpstream parses the upstream's URL: http or https, with a host.
+func parseUpstream(s string) (*url.URL, error) {
+	up, err := url.Parse(s)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return nil, errors.New("want an http or https URL such as http://127.0.0.1:8081")
+	}
+	return up, nil
+}
+
+// isLoopbackHost reports whether checkAdminFlags takes host, an admin
+// address's, as loopback: none (read as 127.0.0.1), a loopback IP
+// address, or a name (which it does not resolve).
+func isLoopbackHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || ip.IsLoopback()
 }
 
 // logWarnings logs what cfg says that is valid but most likely not meant.

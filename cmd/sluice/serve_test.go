@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluice-go/sluice/config"
+	"github.com/sluice-go/sluice/throttled"
 )
 
 // serveConfig is a configuration with one token bucket rule, limit a
@@ -343,6 +346,61 @@ func TestServeServerFlagsTakeTheFilesBounds(t *testing.T) {
 		cancel()
 		if code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("serve %q: exit status %d, stderr %q; want 2 and %q", c.flags, code, stderr.String(), c.want)
+		}
+	}
+}
+
+// The server section names the listeners and the upstream; a flag given
+// overrides its key; a missing or bad one is refused naming the key and
+// the flag; the file's bounds are package throttled's.
+func TestServeListenersFromFile(t *testing.T) {
+	if config.DefaultThrottledPerRule != throttled.DefaultPerRule || config.MaxThrottledPerRule != throttled.MaxPerRule {
+		t.Errorf("throttled_per_rule: default %d, bound %d; package throttled's are %d and %d",
+			config.DefaultThrottledPerRule, config.MaxThrottledPerRule, throttled.DefaultPerRule, throttled.MaxPerRule)
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "sluice.yaml")
+	run := func(server string, flags ...string) (code int, stderr string, listened bool) {
+		writeFile(t, cfgPath, "server:\n"+server+serveConfig(memoryStore, 5))
+		var buf bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		code = runServe(ctx, append([]string{"--config", cfgPath}, flags...), io.Discard, &buf, func(_, admin string) {
+			listened = admin != ""
+			cancel()
+		})
+		return code, buf.String(), listened
+	}
+	const up = "  upstream: http://127.0.0.1:1\n"
+	// The file alone; a flag over the file's address it could not bind.
+	for _, c := range []struct {
+		server string
+		flags  []string
+	}{
+		{"  listen: 127.0.0.1:0\n  admin: 127.0.0.1:0\n" + up, nil},
+		{"  listen: 192.0.2.1:9\n  admin: 0.0.0.0:0\n" + up, []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}},
+		{"  admin: 127.0.0.1:0\n", []string{"--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"}},
+	} {
+		if code, stderr, listened := run(c.server, c.flags...); code != 0 || !listened {
+			t.Errorf("server %q, flags %q: exit %d, listened %v (with the admin listener), want it to:\n%s", c.server, c.flags, code, listened, stderr)
+		}
+	}
+	for _, c := range []struct {
+		server string
+		flags  []string
+		want   string
+	}{
+		{up, nil, "--listen is required (or server.listen in " + cfgPath + ")"},
+		{"  listen: 127.0.0.1:0\n", nil, "--upstream is required (or server.upstream in " + cfgPath + ")"},
+		{"  listen: 127.0.0.1:0\n  admin: 0.0.0.0:0\n" + up, nil, cfgPath + ": server.admin 0.0.0.0:0: 0.0.0.0 is not loopback"},
+		{"  listen: 127.0.0.1:0\n  admin_token_file: token\n" + up, nil, "--admin-token-file (server.admin_token_file): only with --admin (server.admin)"},
+		{"  listen: 127.0.0.1:0\n" + up, []string{"--admin-host", "ops.example"}, "--admin-host: only with --admin (server.admin)"},
+		{"  listen: 127.0.0.1:0\n  usage_listen: 8090\n" + up, nil, "server.usage_listen: want host:port"},
+		{"  listen: 127.0.0.1:0\n" + up, []string{"--usage-listen", "8090"}, "--usage-listen 8090: want host:port"},
+		{"  listen: 127.0.0.1:0\n" + up, []string{"--upstream", "127.0.0.1:1"}, "--upstream 127.0.0.1:1: want an http or https URL"},
+	} {
+		if code, stderr, _ := run(c.server, c.flags...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("server %q, flags %q: exit %d, stderr %q; want 2 and %q", c.server, c.flags, code, stderr, c.want)
 		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice/httplimit"
 )
@@ -17,7 +19,8 @@ import (
 // usageConfig is a SaaS gateway: orders 3 an hour per user, 10 for
 // premium callers (the plan from the trusted loopback's X-Sluice-Plan),
 // search 5 a minute per IP address, reports 50 an hour per organisation
-// (the X-Org-ID header, from the trusted loopback).
+// (the X-Org-ID header, from the trusted loopback), exports 100 a UTC day
+// per user.
 const usageConfig = `identity:
   trusted_proxies: [127.0.0.1/32]
   plan_header: X-Sluice-Plan
@@ -51,6 +54,14 @@ rules:
     algorithm: fixed_window
     limit: 50
     window: 1h
+  - name: exports
+    method: GET
+    path_prefix: /api/exports
+    scope: user
+    algorithm: fixed_window
+    limit: 100
+    calendar: day
+    timezone: UTC
 `
 
 var usageAddrRE = regexp.MustCompile(`msg="sluice serve: listening" listen=\S+ admin=(\S+) usage=(\S+)`)
@@ -92,11 +103,26 @@ func decodeUsage(t *testing.T, body string) (httplimit.UsageBody, map[string]htt
 	return u, by
 }
 
-// Through a real serve process: the admin's usage of a named caller (with
+// usageServer is the server section TestServeProcessUsage starts from: the
+// listeners in the file, its listen overridden by --listen (the address
+// here is not one the test machine can bind), the token file relative to
+// the file's directory.
+const usageServer = `server:
+  listen: 192.0.2.1:9
+  upstream: %s
+  admin: 127.0.0.1:0
+  admin_token_file: token
+  usage_listen: 127.0.0.1:%d
+  throttled_per_rule: %d
+`
+
+// Through a real serve process, its listeners named by the configuration's
+// server section (--listen over the file's): the admin's usage of a named caller (with
 // the token only), which the next request agrees with and which writes no
 // record; the customer listener's, for the request's own caller only; the
 // live throttled list, bounded and paged; hostile queries refused; and no
-// caller in the metrics.
+// caller in the metrics. A reload that changes a listener's address or the
+// list's bound is logged as waiting for a restart, and changes neither.
 func TestServeProcessUsage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -106,12 +132,10 @@ func TestServeProcessUsage(t *testing.T) {
 	up := upstream(t)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "sluice.yaml")
-	writeFile(t, cfgPath, usageConfig)
+	writeFile(t, cfgPath, fmt.Sprintf(usageServer, up.URL, 0, 8)+usageConfig)
 	const token = "0123456789abcdef0123456789abcdef"
-	tokenPath := filepath.Join(dir, "token")
-	writeFile(t, tokenPath, token+"\n")
-	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL,
-		"--admin", "127.0.0.1:0", "--admin-token-file", tokenPath, "--usage-listen", "127.0.0.1:0", "--throttled-per-rule", "8")
+	writeFile(t, filepath.Join(dir, "token"), token+"\n")
+	p := startServeProcess(t, bin, "--config", cfgPath, "--listen", "127.0.0.1:0")
 	m := usageAddrRE.FindStringSubmatch(p.stderr.String())
 	if m == nil {
 		t.Fatalf("no admin and usage addresses in the log:\n%s", p.stderr)
@@ -145,6 +169,30 @@ func TestServeProcessUsage(t *testing.T) {
 	if _, ok := by["orders-premium"]; ok {
 		t.Errorf("a caller on no plan is shown the premium rule: %s", body)
 	}
+	// A calendar rule resets at its boundary exactly: the next UTC midnight
+	// after the answer's instant, in /v1/usage and in /v1/keys alike.
+	if got := codes(t, 1, "GET", "http://"+p.listen+"/api/exports", "X-User-ID", "alice"); fmt.Sprint(got) != "[200]" {
+		t.Fatalf("alice's export: %v", got)
+	}
+	u, by := decodeUsage(t, mustOK(t, token, admin+"/v1/usage?user=alice&ip=127.0.0.1"))
+	at, err := time.Parse(time.RFC3339Nano, u.At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	midnight := at.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour).Format(time.RFC3339Nano)
+	if e := by["exports"]; e.Remaining != 99 || e.ResetAt != midnight {
+		t.Errorf("alice's exports at %s: %d left until %s, want 99 until %s", u.At, e.Remaining, e.ResetAt, midnight)
+	}
+	var keyState struct {
+		FullAt string `json:"full_at"`
+	}
+	if err := json.Unmarshal([]byte(mustOK(t, token, admin+"/v1/keys?rule=exports&key=user:alice")), &keyState); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(keyState.FullAt, "T00:00:00Z") {
+		t.Errorf("/v1/keys: alice's exports full at %s, want a UTC midnight", keyState.FullAt)
+	}
+
 	// On the premium plan, the premium rule in place of orders; a request's
 	// rules alone with its path.
 	_, by = decodeUsage(t, mustOK(t, token, admin+"/v1/usage?user=alice&ip=127.0.0.1&plan=premium&method=POST&path=/api/orders/7"))
@@ -239,6 +287,22 @@ func TestServeProcessUsage(t *testing.T) {
 		if code, body := authGet(t, token, admin+"/v1/throttled?"+q); code/100 != 4 || !strings.Contains(body, `"error"`) {
 			t.Errorf("/v1/throttled?%s: %d %s, want a 4xx", q, code, body)
 		}
+	}
+
+	// A reload moving the usage listener and lowering the list's bound is
+	// logged as waiting for a restart: the listener stays where it is, the
+	// list keeps its 8.
+	writeFile(t, cfgPath, fmt.Sprintf(usageServer, up.URL, 1, 3)+usageConfig)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if !waitLogged(p.stderr, "the server section changed; it takes effect only after a restart") {
+		t.Fatalf("a changed server section is not logged:\n%s", p.stderr)
+	}
+	if code, body := authGet(t, "", own+"/v1/usage", "X-User-ID", "alice"); code != http.StatusOK {
+		t.Errorf("own usage after the reload: %d %s", code, body)
+	}
+	var page throttledJSON
+	if err := json.Unmarshal([]byte(mustOK(t, token, admin+"/v1/throttled?rule=orders&limit=100")), &page); err != nil || page.Total != 8 {
+		t.Errorf("the list after the reload: %+v (%v), want its 8", page, err)
 	}
 
 	// No caller in the metrics.
