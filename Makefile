@@ -9,7 +9,7 @@ SOAKTIME  ?= 2m
 FLOODKEYS ?= 10000000
 ATTACKFLAGS ?=
 
-.PHONY: all build test fmt vet race unlocked full fleet fleet-build fleet-run inflight demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
+.PHONY: all build test fmt vet race unlocked full fleet fleet-build fleet-run inflight quotafleet demo bench bench-quick bench-work bench-redis bench-rls attack bench-report bench-compile fuzz soak flood load mwload accuracy clean
 
 all: build
 
@@ -132,6 +132,18 @@ fleet: fleet-build
 ## bench/INFLIGHT.md).
 inflight:
 	cd bench && $(GO) test -count=1 -v -run '^TestInFlightFleet$$' ./fleet/
+
+## quotafleet: a hierarchy quota (an organisation's pool, its users'
+## budgets within it) on 3 sluice serve processes over a 3-node Redis
+## Cluster, against envoyproxy/ratelimit's nested descriptors on one
+## redis-server (built from the module proxy into a temporary folder) and
+## sluice rls, the same skewed calls from 64 callers beside 2 CPU burners;
+## then a gateway killed and a Cluster node crashed mid-run. About 2
+## minutes; the report is bench/out/quotafleet.md, a run's tables
+## bench/QUOTAFLEET.md.
+quotafleet:
+	mkdir -p bench/out
+	cd bench && $(GO) run ./cmd/quotafleet -out out/quotafleet.md
 
 ## demo: the demo on Pebble under ./var/demo, then a second process on the
 ## same directory showing the budget survived the restart.

@@ -281,6 +281,9 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, ro
 		if c.tally != nil && b.Rules != nil {
 			c.tally(b.Rules[i].configured(), reqs[i].Key, reqs[i].Cost, di.Allowed)
 		}
+		// Two hooks, not one: Tally hears every decision (replay's
+		// account), Watch only the Near ones, so an allowed request far
+		// from its limit costs serve's throttled list a comparison, no call.
 		if c.watch != nil && b.Rules != nil && Near(di) {
 			c.watch.Watch(b.Rules[i].configured(), reqs[i].Key, di)
 		}

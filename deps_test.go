@@ -162,7 +162,7 @@ var layout = []struct {
 	{"codec", nil},
 	{"backend", nil},
 	{"internal/clip", nil},
-	{"internal/inflight", []string{"", "algo", "engine", "internal/ratefield"}},
+	{"internal/inflight", []string{"", "algo", "engine", "identity", "internal/ratefield"}},
 	{"internal/configerr", []string{"", "internal/clip"}},
 	{"internal/watch", nil},
 	{"internal/logpace", nil},

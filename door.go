@@ -167,7 +167,12 @@ type DoorConfig[R any] struct {
 	// returned as a *PanicError. Under a rule scoped param:NAME the Door
 	// makes the key itself, "param:" and the value of the parameter in the
 	// path it matched, and takes only the cost of Key's answer (package
-	// identity's Key answers "" for such a scope). Required.
+	// identity's Key answers "" for such a scope). In a group of rules
+	// whose levels count within a tenant (group.go), Key may also be asked
+	// the caller's key under the group's tenant level when that rule does
+	// not cover req; its cost is then not used. A key beginning with a
+	// NUL byte, the form of a level's key within its tenant (NestedKey),
+	// is refused as an error is. Required.
 	Key func(req R, rule *CompiledRule) (key string, cost int64, err error)
 	// Host returns req's host as the door received it (the Host header,
 	// the :authority); the door matches its name, without the port and in

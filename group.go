@@ -24,7 +24,8 @@ import (
 // is spent unless every level allows, so a user denied at their own level
 // spends nothing of the team's or the organisation's. A request covered by
 // a group's rule is covered: the default does not apply to it. In all mode
-// every covering rule applies already, and a group changes nothing.
+// every covering rule applies already, and a group changes nothing of what
+// applies; its levels count within their tenant all the same (below).
 //
 // The levels are listed from the widest: a global level first, then the
 // levels of a header, an attribute or a path parameter (in the order

@@ -313,3 +313,28 @@ func TestGroupCounterSharedAcrossGroupsRefused(t *testing.T) {
 		t.Fatalf("a counter shared by a group's rule and one of no group: %v, want refused", err)
 	}
 }
+
+// An override names a caller's own key and holds within every tenant; a
+// key within a tenant is refused as an override's.
+func TestGroupOverrideHoldsWithinEveryTenant(t *testing.T) {
+	d := newTestDoor(t, newTestEngine(t), func(c *sluice.DoorConfig[call]) { c.Key = tenantKey })
+	rs := mustRuleset(t, []sluice.Rule{month("org", "tree", sluice.ScopeAttr("org"), 100), month("user", "tree", sluice.ScopeUser, 1)}, nil, "")
+	if _, err := rs.WithOverrides([]sluice.Override{{Rule: "user", Key: sluice.NestedKey("attr:acme", "user:alice"), Limit: 3}}); err == nil || !strings.Contains(err.Error(), "own key") {
+		t.Fatalf("an override of a key within a tenant: %v, want refused", err)
+	}
+	rs, err := rs.WithOverrides([]sluice.Override{{Rule: "user", Key: "user:alice", Limit: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, org := range []string{"acme", "globex"} {
+		n := 0
+		for range 5 {
+			if d.Decide(context.Background(), rs, "GET", "/v1/a", call{user: org + "//alice"}).Verdict == sluice.Allowed {
+				n++
+			}
+		}
+		if n != 3 {
+			t.Errorf("alice of %s: %d allowed, want her override's 3", org, n)
+		}
+	}
+}

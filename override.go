@@ -164,6 +164,9 @@ func keyFitsScope(key string, scope Scope) string {
 	if scope == ScopeGlobal {
 		return "a global rule has one budget shared by every caller; change the rule's own limit"
 	}
+	if _, own, nested := engine.SplitNested(key); nested {
+		return fmt.Sprintf("an override names the caller's own key, such as %q, and holds within every tenant; a key within a tenant is none", own)
+	}
 	if !ok || id == "" {
 		return fmt.Sprintf("want %s, got %q", overrideForms, key)
 	}

@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -99,5 +100,124 @@ func TestCalendarRuleFieldsPointAtTheBoundary(t *testing.T) {
 	_, d = a.Step(state, now+int64(30*time.Minute), 1)
 	if got, want := sluice.RetryAfterSeconds(d), int64(1800); d.Allowed || got != want {
 		t.Errorf("Retry-After = %d (allowed %v), want %d", got, d.Allowed, want)
+	}
+}
+
+// A reload that changes a calendar rule's time zone or anchor keeps what
+// its callers spent: a record written under the old calendar is read as
+// spent evenly from its window's start to the first step after the reload,
+// and the new calendar's window in progress is charged its part of that
+// time, rounded up. Nobody is handed a fresh period, and a record of the
+// window that has just ended under the new calendar is not charged whole
+// to the one that has begun. Each caller spent 60 of 100 before the
+// reload, on each kind of store (Redis's compare-and-swap path among them).
+func TestCalendarReloadKeepsWhatWasSpent(t *testing.T) {
+	utc := func(mo time.Month, d, h int) time.Time { return time.Date(2025, mo, d, h, 0, 0, 0, time.UTC) }
+	for _, tt := range []struct {
+		name            string
+		algorithm       algo.Name
+		before, after   func(*sluice.Rule)
+		spent, reload   time.Time
+		remaining       int64     // at the reload
+		fullAt, freshAt time.Time // when the caller is full again; when a new window gives it the whole limit
+	}{
+		{
+			// Berlin's December began Nov 30 23:00 UTC, New York's Dec 1
+			// 05:00: 151 of the 157 hours since are New York's December.
+			name: "zone fixed a week in", algorithm: algo.FixedWindowName,
+			before: func(r *sluice.Rule) { r.Timezone = "Europe/Berlin" }, after: func(r *sluice.Rule) { r.Timezone = "America/New_York" },
+			spent: utc(12, 3, 12), reload: utc(12, 7, 12), remaining: 100 - 58, // ceil(60·151/157)
+			fullAt: time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC), freshAt: time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC),
+		},
+		{
+			// The new November (to Dec 1 05:00 UTC) covers 6 of the 157
+			// hours: ceil(60·6/157) = 3 of the previous window, weighing
+			// 593 of its 721 hours 151 hours into the new December.
+			name: "zone fixed a week in, sliding", algorithm: algo.SlidingCounterName,
+			before: func(r *sluice.Rule) { r.Timezone = "Europe/Berlin" }, after: func(r *sluice.Rule) { r.Timezone = "America/New_York" },
+			spent: utc(12, 3, 12), reload: utc(12, 7, 12), remaining: 39, // floor(100 - 58 - 3·593/721)
+			fullAt: time.Date(2026, 2, 1, 5, 0, 0, 0, time.UTC), freshAt: time.Date(2026, 2, 1, 5, 0, 0, 0, time.UTC),
+		},
+		{
+			// Billed from the 15th, then from the 1st, on Dec 7: 6 of the
+			// 22 days since Nov 15 are the new December's.
+			name: "billing day moved earlier", algorithm: algo.FixedWindowName,
+			before: func(r *sluice.Rule) { r.Anchor = "15" }, after: func(r *sluice.Rule) { r.Anchor = "" },
+			spent: utc(11, 20, 0), reload: utc(12, 7, 0), remaining: 100 - 17, // ceil(60·6/22)
+			fullAt: utc(1, 1, 0).AddDate(1, 0, 0), freshAt: utc(1, 1, 0).AddDate(1, 0, 0),
+		},
+		{
+			// Billed from the 1st, then from the 15th, on Dec 7: the new
+			// window runs Nov 15 to Dec 15, the record started in it, and
+			// is kept whole until it ends.
+			name: "billing day moved later", algorithm: algo.FixedWindowName,
+			before: func(r *sluice.Rule) { r.Anchor = "" }, after: func(r *sluice.Rule) { r.Anchor = "15" },
+			spent: utc(12, 3, 0), reload: utc(12, 7, 0), remaining: 40,
+			fullAt: utc(12, 15, 0), freshAt: utc(12, 15, 0),
+		},
+		{
+			// New York's November, spent in, ends Dec 1 05:00 UTC; Berlin's
+			// December began at 23:00: 4 of its 719 hours are the new
+			// December's. Charging it whole would block the caller for
+			// all of December.
+			name: "zone changed between the two boundaries", algorithm: algo.FixedWindowName,
+			before: func(r *sluice.Rule) { r.Timezone = "America/New_York" }, after: func(r *sluice.Rule) { r.Timezone = "Europe/Berlin" },
+			spent: utc(11, 20, 0), reload: utc(12, 1, 3), remaining: 100 - 1, // ceil(60·4/719)
+			fullAt: time.Date(2025, 12, 31, 23, 0, 0, 0, time.UTC), freshAt: time.Date(2025, 12, 31, 23, 0, 0, 0, time.UTC),
+		},
+		{
+			// A day from midnight UTC, then from 06:00 UTC, at 12:00:
+			// 6 of the 12 hours since midnight are the new day's.
+			name: "a day's start moved", algorithm: algo.FixedWindowName,
+			before: func(r *sluice.Rule) { r.Calendar, r.Anchor = "day", "" }, after: func(r *sluice.Rule) { r.Calendar, r.Anchor = "day", "06:00" },
+			spent: utc(12, 7, 1), reload: utc(12, 7, 12), remaining: 100 - 30,
+			fullAt: utc(12, 8, 6), freshAt: utc(12, 8, 6),
+		},
+	} {
+		for store, open := range usageStores() {
+			t.Run(tt.name+"/"+store, func(t *testing.T) {
+				e, clock := open(t)
+				clock.Set(tt.spent)
+				d := newTestDoor(t, e, nil)
+				ruleset := func(edit func(*sluice.Rule)) *sluice.Ruleset {
+					r := sluice.Rule{Name: "quota", PathPrefix: "/", Scope: sluice.ScopeUser, Algorithm: tt.algorithm, Limit: 100, Calendar: "month", Timezone: "UTC"}
+					edit(&r)
+					return mustRuleset(t, []sluice.Rule{r}, nil, "")
+				}
+				ctx, acme := context.Background(), call{user: "acme"}
+				old := ruleset(tt.before)
+				for i := range 60 {
+					if o := d.Decide(ctx, old, "GET", "/", acme); o.Verdict != sluice.Allowed {
+						t.Fatalf("request %d before the reload: %v", i, o.Verdict)
+					}
+				}
+				clock.Set(tt.reload)
+				rs := ruleset(tt.after)
+				u, err := d.Usage(ctx, rs, "GET", "/", acme)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l := u.Limits[0]
+				if l.Remaining != tt.remaining || !u.At.Add(l.Reset).Equal(tt.fullAt) {
+					t.Errorf("after the reload: %d left, full at %v; want %d, full at %v", l.Remaining, u.At.Add(l.Reset).UTC(), tt.remaining, tt.fullAt)
+				}
+				// The next request spends from what is left, and rewrites the
+				// record at the new calendar's boundary: the same reading after.
+				if o := d.Decide(ctx, rs, "GET", "/", acme); o.Verdict != sluice.Allowed {
+					t.Fatalf("a request after the reload: %v", o.Verdict)
+				}
+				if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining != tt.remaining-1 {
+					t.Errorf("after one more request: %d left, want %d", u.Limits[0].Remaining, tt.remaining-1)
+				}
+				clock.Set(tt.freshAt)
+				if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining != 100 {
+					t.Errorf("at %v: %d left, want the whole 100", tt.freshAt, u.Limits[0].Remaining)
+				}
+				clock.Set(tt.freshAt.Add(-time.Nanosecond))
+				if u, _ := d.Usage(ctx, rs, "GET", "/", acme); u.Limits[0].Remaining == 100 {
+					t.Errorf("a nanosecond before %v: the whole 100 already", tt.freshAt)
+				}
+			})
+		}
 	}
 }

@@ -539,3 +539,48 @@ func FuzzStepCalendar(f *testing.F) {
 		}
 	})
 }
+
+// TestCalendarChangeCarries: a record a calendar writes always starts at
+// one of its boundaries (so it is never read as another calendar's), and a
+// fixed window's record carried into another calendar keeps at most what
+// was spent, all of it when it started in the new window in progress.
+func TestCalendarChangeCarries(t *testing.T) {
+	n := 0
+	rapid.Check(t, func(t *rapid.T) {
+		if n++; raceEnabled && n > raceExamples {
+			return
+		}
+		from, to := drawCalendar(t), drawCalendar(t)
+		spent := drawInstant(t, from)
+		later := spent + rapid.Int64Range(0, 40*24*3600).Draw(t, "seconds later")*1e9
+		old := MustNew(FixedWindowName, Params{Limit: 100, Calendar: from}).(*FixedWindow)
+		n := rapid.Int64Range(1, 99).Draw(t, "spent")
+		rec, d := old.Step(nil, spent, n)
+		s, err := codec.DecodeWindow(rec)
+		if err != nil || !d.Allowed {
+			t.Fatalf("spending %d under %v: %+v, %v", n, from, d, err)
+		}
+		if old.foreign(s.Start) {
+			t.Fatalf("%v: its own record starting %v read as another calendar's", from, fmtSpan(from, old.cal.compute(s.Start)))
+		}
+		cur := MustNew(FixedWindowName, Params{Limit: 100, Calendar: to}).(*FixedWindow)
+		next, d := cur.Step(rec, later, 1)
+		if !d.Allowed {
+			t.Fatalf("one more under %v: %+v", to, d)
+		}
+		c, err := codec.DecodeWindow(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, _ := cur.cal.bounds(later)
+		carried := c.Count - 1
+		switch {
+		case carried < 0 || carried > n:
+			t.Fatalf("%d spent under %v, carried %d into %v", n, from, carried, to)
+		case s.Start >= start && c.Start == start && carried != n:
+			t.Fatalf("%d spent under %v from %v, in the window in progress under %v: carried %d", n, from, s.Start, to, carried)
+		case cur.foreign(c.Start):
+			t.Fatalf("the record carried into %v starts off its boundaries", to)
+		}
+	})
+}

@@ -32,6 +32,10 @@ func (a *FixedWindow) StepInto(state []byte, now, cost int64, d *Decision) []byt
 	}
 	s, err := codec.DecodeWindow(state)
 	corrupt := err != nil && isCorrupt(state)
+	if err == nil && s.Start != start && a.foreign(s.Start) {
+		// Written under another calendar: what it holds is carried in.
+		s = codec.Window{Start: start, Count: a.carry(s.Start, s.Count, now, start, end)}
+	}
 	switch {
 	case err != nil || s.Start < start:
 		s = codec.Window{Start: start}
@@ -89,6 +93,11 @@ func (a *SlidingCounter) StepInto(state []byte, now, cost int64, d *Decision) []
 	}
 	s, err := codec.DecodeCounter(state)
 	corrupt := err != nil && isCorrupt(state)
+	if err == nil && s.Start != sp.start && sp.prev < sp.start && a.foreign(s.Start) {
+		// Written under another calendar: what it holds is carried in
+		// (not at the far end of time, where the windows saturate).
+		s = a.carryCounter(s, now, sp)
+	}
 	switch {
 	case err != nil:
 		s = codec.Counter{Start: sp.start}
@@ -177,6 +186,74 @@ func (a *SlidingCounter) reset(s codec.Counter, sp windowSpan, now int64) int64 
 		return until(sp.end, now)
 	}
 	return 0
+}
+
+// A rule's calendar can change under its records: a reload that fixes its
+// time zone, or moves its anchor (the billing day, the hour a day starts).
+// A record written under the old calendar starts at an instant that is not
+// a boundary of the new one, and its count cannot be dropped (that would
+// hand every caller a fresh period) nor kept whole in the window in
+// progress (a record of the old November, stepped just after the new
+// December began, would charge the caller's whole November to December).
+// What it holds is read as spent evenly from its window's start to now,
+// the instant it is first stepped, and each window of the new calendar is
+// charged the part of that time it covers, rounded up: a zone fix a week
+// into the month keeps nearly all of it, a billing day moved from the 15th
+// to the 1st a week into December keeps December's week of it, and a record
+// starting after the window in progress (the billing day moved later) is
+// kept whole until the window ends. The record is then rewritten at the new
+// calendar's boundary. With a window of fixed length (no calendar) a record
+// always starts at a boundary, and none of this applies.
+
+// foreign reports whether a record starting at start was written under
+// another calendar: start is not one of this calendar's boundaries.
+func (r *rate) foreign(start int64) bool {
+	return r.cal != nil && r.cal.compute(start).start != start
+}
+
+// carry returns the part of count, spent evenly over [from, now] (a
+// record's start to now), that falls in the window [start, end), rounded
+// up; all of count when from is at or after start (the record started in
+// the window in progress, or, the clock having stepped back, later).
+func (r *rate) carry(from, count, now, start, end int64) int64 {
+	switch {
+	case count <= 0:
+		return 0
+	case from >= start:
+		return count
+	}
+	return share(count, from, max(now, from+1), start, end)
+}
+
+// carryCounter is carry for a sliding counter's record s, stepped at now in
+// the windows sp: its count is shared between the window in progress and
+// the previous one, and its previous count, read as spent evenly over a
+// window as long as sp's previous one that ended at s.Start, charges the
+// previous window the part it covers.
+func (a *SlidingCounter) carryCounter(s codec.Counter, now int64, sp windowSpan) codec.Counter {
+	if s.Start >= sp.start {
+		return codec.Counter{Start: sp.start, Count: max(s.Count, 0), Previous: max(s.Previous, 0)}
+	}
+	to := max(now, s.Start+1)
+	out := codec.Counter{Start: sp.start, Count: a.carry(s.Start, s.Count, now, sp.start, sp.end)}
+	if s.Count > 0 {
+		out.Previous = share(s.Count, s.Start, to, sp.prev, sp.start)
+	}
+	if s.Previous > 0 {
+		out.Previous = satAdd(out.Previous, share(s.Previous, satAdd(s.Start, -(sp.start-sp.prev)), s.Start, sp.prev, sp.start))
+	}
+	return out
+}
+
+// share returns ceil(n·|[from,to) ∩ [start,end)| / (to-from)): the part of
+// n spread evenly over [from, to) that falls in [start, end). from < to,
+// start < end and n > 0.
+func share(n, from, to, start, end int64) int64 {
+	lo, hi := max(from, start), min(to, end)
+	if hi <= lo {
+		return 0
+	}
+	return clampI64(mulDivCeil(uint64(n), uint64(hi)-uint64(lo), uint64(to)-uint64(from)))
 }
 
 // span returns the windows around now: the calendar's, or whole windows

@@ -234,6 +234,13 @@ type Server struct {
 	// :port. Each is empty when left out: serve then needs the flag for
 	// listen and upstream, and runs no such listener otherwise.
 	Listen, Upstream, Admin, AdminTokenFile, UsageListen string
+	// TLSCert, TLSKey and TLSClientCA are "tls_cert", "tls_key" and
+	// "tls_client_ca" (--tls-cert, --tls-key, --tls-client-ca): the PEM
+	// files the proxy's listener (and the usage listener) serve TLS with,
+	// and the CA its clients' certificates must be signed by (mutual TLS),
+	// each relative to the configuration file's directory. Empty when left
+	// out: no TLS.
+	TLSCert, TLSKey, TLSClientCA string
 	// ThrottledPerRule is "throttled_per_rule" (--throttled-per-rule),
 	// how many callers the admin listener's /v1/throttled keeps per rule:
 	// 0 turns the list off; DefaultThrottledPerRule (256) when left out,
@@ -262,6 +269,9 @@ func (c *Config) ExemptFunc(id *identity.Identifier) (func(key string) bool, err
 		k, err := id.ParseKey(e)
 		if err != nil {
 			return nil, fmt.Errorf("exempt: %w", err)
+		}
+		if _, own, nested := sluice.SplitNestedKey(k); nested {
+			return nil, fmt.Errorf("exempt %q: name the caller's own key, %s, which is exempt within every tenant", e, identity.ShowKey(own))
 		}
 		keys[k] = true
 	}

@@ -385,6 +385,7 @@ default: {name: d, scope: ip, algorithm: gcra, limit: 1, window: 1s}
 		{"response: {body: html}\nrules: []\n", "g.yaml:1: response.body:"},
 		{"exempt: [user:ops, alice]\nrules: []\n", "g.yaml:1: exempt[1]: sluice/identity: bad caller key"},
 		{"exempt: [ip:10.0.0.0/33]\nrules: []\n", "g.yaml:1: exempt[0]: exempt \"ip:10.0.0.0/33\": want ip: and an address or a prefix"},
+		{"exempt: [\"{attr:acme}user:ops\"]\nrules: []\n", "name the caller's own key, user:ops"},
 	} {
 		if _, err := config.Parse("g.yaml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.file, err, c.want)
@@ -436,6 +437,9 @@ func TestServerSection(t *testing.T) {
   admin_token_file: secrets/token
   usage_listen: 0.0.0.0:8090
   throttled_per_rule: 0
+  tls_cert: /etc/sluice/cert.pem
+  tls_key: key.pem
+  tls_client_ca: ca.pem
 rules: []
 `))
 	if err != nil {
@@ -444,7 +448,7 @@ rules: []
 	if s := cfg.Server; s.IdleTimeout != 5*time.Second || s.ClientBodyTimeout != 2*time.Second || s.SendTimeout != 3*time.Second ||
 		s.MaxConnections != 64 || s.ClientBodyMinRate != 0 || s.ClientBodyRateGrace != 10*time.Second || strings.Join(s.AdminHosts, ",") != "sluice-admin.internal,ops.example.net" ||
 		s.Listen != ":8080" || s.Upstream != "http://127.0.0.1:8081" || s.Admin != "127.0.0.1:9090" || s.UsageListen != "0.0.0.0:8090" || s.ThrottledPerRule != 0 ||
-		s.AdminTokenFile != filepath.Join("secrets", "token") {
+		s.AdminTokenFile != filepath.Join("secrets", "token") || s.TLSCert != "/etc/sluice/cert.pem" || s.TLSKey != "key.pem" || s.TLSClientCA != "ca.pem" {
 		t.Errorf("server %+v", s)
 	}
 	for _, c := range []struct{ file, want string }{

@@ -239,6 +239,12 @@ func (p *parser) server(n *yaml.Node, path string, sv *Server) error {
 			sv.UsageListen, err = p.address(v, field)
 		case "admin_token_file":
 			sv.AdminTokenFile, err = p.path(v, field)
+		case "tls_cert":
+			sv.TLSCert, err = p.path(v, field)
+		case "tls_key":
+			sv.TLSKey, err = p.path(v, field)
+		case "tls_client_ca":
+			sv.TLSClientCA, err = p.path(v, field)
 		case "upstream":
 			sv.Upstream, err = p.Str(v, field)
 			if u, uerr := url.Parse(sv.Upstream); err == nil && (uerr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {

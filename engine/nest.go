@@ -1,6 +1,9 @@
 package engine
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // A level of a hierarchy counted within its tenant (package sluice's
 // groups: a user's budget within an organisation's) has a caller key of
@@ -23,7 +26,14 @@ import "encoding/binary"
 // whose caller key is tenant, own being the level's own caller key: see
 // SplitNested for the reverse.
 func NestedKey(tenant, own string) string {
-	return string(AppendNested(make([]byte, 0, 1+binary.MaxVarintLen64+len(tenant)+len(own)), tenant, own))
+	var n [binary.MaxVarintLen64]byte
+	var b strings.Builder // one allocation, the key's
+	b.Grow(1 + binary.MaxVarintLen64 + len(tenant) + len(own))
+	b.WriteByte(0)
+	b.Write(binary.AppendUvarint(n[:0], uint64(len(tenant))))
+	b.WriteString(tenant)
+	b.WriteString(own)
+	return b.String()
 }
 
 // AppendNested appends NestedKey(tenant, own) to dst.

@@ -3,9 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -52,23 +50,19 @@ type InFlightConfig struct {
 // its context end). A call finding every slot taken ends at once with
 // codes.ResourceExhausted and the configured retry-after: nothing queues.
 type InFlight struct {
-	core  *sluice.Decider // takes and gives back the slots, logs store errors
-	limit engine.Limit
-	key   func(context.Context, string) (string, error)
-	retry string
-	log   *slog.Logger
-	held  atomic.Int64
+	gate *inflight.Gate // takes, counts and gives back the slots
+	key  func(context.Context, string) (string, error)
 }
 
 // NewInFlight returns the interceptors' state. It fails when Engine is
 // missing, Limit is not a concurrency limit, RetryAfter is negative or
 // OnStoreError is not FailOpen or FailClosed.
 func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
-	core, retry, err := inflight.Check("sluice/grpclimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError, cfg.Logger)
+	gate, err := inflight.New("sluice/grpclimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	f := &InFlight{core: core, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, retry: retry}
+	f := &InFlight{gate: gate, key: cfg.Key}
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {
@@ -78,14 +72,11 @@ func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
 			return callerKey(ctx, id, nil, method, sluice.ScopeIP)
 		}
 	}
-	if f.log == nil {
-		f.log = slog.Default()
-	}
 	return f, nil
 }
 
 // Held returns the slots the interceptors hold now (a gauge for metrics).
-func (f *InFlight) Held() int64 { return f.held.Load() }
+func (f *InFlight) Held() int64 { return f.gate.Held() }
 
 // UnaryServerInterceptor returns the interceptor for unary calls.
 func (f *InFlight) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
@@ -115,10 +106,7 @@ func (f *InFlight) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // acquire takes the call's slot and returns what gives it back, or the
 // error that ends the call.
 func (f *InFlight) acquire(ctx context.Context, method string, header func(metadata.MD)) (func(), error) {
-	key, err := f.key(ctx, method)
-	if err == nil && len(key) > identity.MaxKeyLen {
-		err = fmt.Errorf("%w: a key of %d bytes, over %d", identity.ErrBadIdentity, len(key), identity.MaxKeyLen)
-	}
+	key, err := inflight.Key(f.key(ctx, method))
 	if err != nil {
 		if errors.Is(err, identity.ErrBadIdentity) {
 			return nil, status.Error(codes.InvalidArgument, "bad caller identity")
@@ -126,24 +114,18 @@ func (f *InFlight) acquire(ctx context.Context, method string, header func(metad
 		return nil, status.Error(codes.Internal, "rate limiter cannot identify the caller")
 	}
 	ls := new(engine.Lease)
-	if err := f.core.Acquire(ctx, f.limit.Namespace, f.limit, key, ls); err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case f.core.ErrVerdict(ctx, err) == sluice.Passed: // FailOpen: on, holding no slot
-			return func() {}, nil
-		case engine.IsStoreError(err):
-			return nil, status.Error(codes.Unavailable, unavailable)
-		}
-		return nil, status.Error(codes.Internal, "rate limiter error") // logged by the Decider
-	}
-	if !ls.Decision.Allowed {
-		header(metadata.Pairs(MetadataRetryAfter, f.retry))
+	switch v := f.gate.Take(ctx, key, ls); {
+	case v == sluice.Allowed:
+		return func() { f.gate.Release(ctx, ls) }, nil
+	case v == sluice.Denied:
+		header(metadata.Pairs(MetadataRetryAfter, f.gate.RetryAfter()))
 		return nil, status.Error(codes.ResourceExhausted, "too many calls in flight")
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case v == sluice.Passed: // FailOpen: on, holding no slot
+		return func() {}, nil
+	case v == sluice.Unavailable:
+		return nil, status.Error(codes.Unavailable, unavailable)
 	}
-	f.held.Add(1)
-	return func() {
-		f.held.Add(-1)
-		f.core.Release(ctx, f.limit.Namespace, ls)
-	}, nil
+	return nil, status.Error(codes.Internal, "rate limiter error") // logged by the Decider
 }

@@ -2,11 +2,9 @@ package httplimit
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -50,23 +48,20 @@ type InFlightConfig struct {
 // every slot taken is answered at once, 429 Too Many Requests with the
 // configured Retry-After: nothing queues.
 type InFlight struct {
-	core  *sluice.Decider // takes and gives back the slots, logs store errors
-	limit engine.Limit
-	key   func(*http.Request) (string, error)
-	retry string
-	log   *slog.Logger
-	held  atomic.Int64
+	gate *inflight.Gate // takes, counts and gives back the slots
+	key  func(*http.Request) (string, error)
+	log  *slog.Logger
 }
 
 // NewInFlight returns the middleware. It fails when Engine is missing,
 // Limit is not a concurrency limit, RetryAfter is negative or OnStoreError
 // is not FailOpen or FailClosed.
 func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
-	core, retry, err := inflight.Check("sluice/httplimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError, cfg.Logger)
+	gate, err := inflight.New("sluice/httplimit", cfg.Engine, cfg.Limit, cfg.RetryAfter, cfg.OnStoreError, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	f := &InFlight{core: core, limit: cfg.Limit, key: cfg.Key, log: cfg.Logger, retry: retry}
+	f := &InFlight{gate: gate, key: cfg.Key, log: cfg.Logger}
 	if f.key == nil {
 		id, err := identity.New(identity.Config{})
 		if err != nil {
@@ -82,7 +77,7 @@ func NewInFlight(cfg InFlightConfig) (*InFlight, error) {
 
 // Held returns the slots this middleware holds now: the requests it has
 // passed whose handlers have not returned (a gauge for metrics).
-func (f *InFlight) Held() int64 { return f.held.Load() }
+func (f *InFlight) Held() int64 { return f.gate.Held() }
 
 // Wrap returns next behind the middleware.
 func (f *InFlight) Wrap(next http.Handler) http.Handler {
@@ -90,10 +85,7 @@ func (f *InFlight) Wrap(next http.Handler) http.Handler {
 }
 
 func (f *InFlight) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	key, err := f.key(r)
-	if err == nil && len(key) > identity.MaxKeyLen {
-		err = fmt.Errorf("%w: a key of %d bytes, over %d", identity.ErrBadIdentity, len(key), identity.MaxKeyLen)
-	}
+	key, err := inflight.Key(f.key(r))
 	if err != nil {
 		if errors.Is(err, identity.ErrBadIdentity) {
 			http.Error(w, "bad caller identity", http.StatusBadRequest)
@@ -104,29 +96,21 @@ func (f *InFlight) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 		return
 	}
 	var ls engine.Lease
-	if err := f.core.Acquire(r.Context(), f.limit.Namespace, f.limit, key, &ls); err != nil {
-		switch f.core.ErrVerdict(r.Context(), err) {
-		case sluice.Passed: // FailOpen: on, holding no slot
-			next.ServeHTTP(w, r)
-		case sluice.Unavailable:
-			if r.Context().Err() == nil { // else the client went away before a slot was taken
-				unavailable(w)
-			}
-		default: // logged by the Decider
-			http.Error(w, internalErrorBody, http.StatusInternalServerError)
-		}
-		return
-	}
-	if !ls.Decision.Allowed {
-		w.Header().Set("Retry-After", f.retry)
+	switch f.gate.Take(r.Context(), key, &ls) {
+	case sluice.Allowed:
+		defer f.gate.Release(r.Context(), &ls)
+		next.ServeHTTP(w, r)
+	case sluice.Denied:
+		w.Header().Set("Retry-After", f.gate.RetryAfter())
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, "too many requests in flight\n")
-		return
+	case sluice.Passed: // FailOpen: on, holding no slot
+		next.ServeHTTP(w, r)
+	case sluice.Unavailable:
+		if r.Context().Err() == nil { // else the client went away before a slot was taken
+			unavailable(w)
+		}
+	default: // logged by the Decider
+		http.Error(w, internalErrorBody, http.StatusInternalServerError)
 	}
-	f.held.Add(1)
-	defer func() {
-		f.held.Add(-1)
-		f.core.Release(r.Context(), f.limit.Namespace, &ls)
-	}()
-	next.ServeHTTP(w, r)
 }

@@ -13,9 +13,10 @@
 // Plan and PlanFor give the caller's plan, for rules with a plan: from a
 // Caller the program supplies, or from the configured plan header, which is
 // believed only from a trusted proxy. ParseKey turns a caller key as an
-// operator writes it (user:alice, key: and the raw API key, ip:192.0.2.1)
-// into the key the doors count it under, for overrides, resets and the
-// admin endpoints.
+// operator writes it (user:alice, key: and the raw API key, ip:192.0.2.1,
+// {attr:acme}user:alice for a user within an organisation in a group of
+// rules) into the key the doors count it under, for overrides, resets and
+// the admin endpoints; ShowKey is its reverse.
 //
 // The client address is the peer's, unless the peer is a trusted proxy:
 // then it is read from the one forwarding header the proxies set

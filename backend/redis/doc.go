@@ -29,8 +29,16 @@
 //	<prefix>{<caller key>}:<rule>
 //
 // for example sluice:{user:42}:orders, so that all the limits of one caller
-// share a Cluster hash tag and a multi-limit decision is one script. In
-// the caller's key '%', '{' and '}' are written %25, %7B and %7D.
+// share a Cluster hash tag and a multi-limit decision is one script. A
+// level of a hierarchy counted within its tenant (a caller key made by
+// engine.NestedKey: a user's within an organisation) is stored under
+//
+//	<prefix>{<tenant's key>}{<own key>}:<rule>
+//
+// for example sluice:{attr:acme}{user:42}:user-minute, under the tenant's
+// hash tag, so that every level of one tenant's request lies on the
+// tenant's slot and the decision is one script too. In the caller's, the
+// tenant's and the own key '%', '{' and '}' are written %25, %7B and %7D.
 //
 // # Failures
 //

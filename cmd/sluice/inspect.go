@@ -155,7 +155,7 @@ func newInspectFlags() (*flag.FlagSet, *inspectFlags, *string) {
 	addRedisFlags(fs, &f.redis, func(_ string, set func(string) error) func(string) error { return set })
 	fs.StringVar(&f.config, "config", "", "read the store section of this gateway configuration `file`; the flags override it")
 	fs.StringVar(&f.namespace, "namespace", "", "list only the records of this rule `namespace` (simulate uses \"simulate\")")
-	fs.StringVar(&f.key, "key", "", "list only the records of this caller `key`, in any namespace: user:ID, key:API_KEY (hashed as the gateway hashes it), keyhash:HEX, ip:ADDRESS or global, or a key of another kind as stored")
+	fs.StringVar(&f.key, "key", "", "list only the records of this caller `key`, in any namespace: user:ID, key:API_KEY (hashed as the gateway hashes it), keyhash:HEX, ip:ADDRESS, global or {TENANT}KEY (a level's within its tenant, as listed), or a key of another kind as stored")
 	fs.IntVar(&f.limit, "limit", defaultInspectLimit, "list at most `N` records; 0 lists them all")
 	now := fs.String("now", "", "measure TTLs from this `time` (RFC 3339, such as 2023-11-14T22:13:20Z) instead of the wall clock")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per record per line instead of a table")
@@ -240,13 +240,14 @@ func parseInspectFlags(args []string, wallNow time.Time) (inspectFlags, error) {
 	f.hasNS, f.hasKey = set["namespace"], set["key"]
 	if f.hasKey {
 		// A caller key as the gateway counts it (key:API_KEY hashed,
-		// keyhash:HEX, user:ID, ip:ADDRESS); a key of another kind (a
-		// library's or simulate's own) is looked up as written.
+		// keyhash:HEX, user:ID, ip:ADDRESS, {TENANT}KEY within a tenant);
+		// a key of another kind (a library's or simulate's own) is looked
+		// up as written.
 		id, err := identity.New(idCfg)
 		if err != nil {
 			return inspectFlags{}, usagef("--config: identity: %v", err)
 		}
-		if kind, _, _ := strings.Cut(f.key, ":"); kind == "user" || kind == "key" || kind == "keyhash" || kind == "ip" || f.key == "global" {
+		if kind, _, _ := strings.Cut(f.key, ":"); kind == "user" || kind == "key" || kind == "keyhash" || kind == "ip" || f.key == "global" || strings.HasPrefix(f.key, "{") {
 			if f.key, err = id.ParseKey(f.key); err != nil {
 				return inspectFlags{}, usagef("--key: %v", err)
 			}

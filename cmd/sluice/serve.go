@@ -59,7 +59,8 @@ a denied one is answered 429 with Retry-After.
 
 The listeners and the upstream may be given in the file's server section
 instead (listen, upstream, admin, admin_token_file, usage_listen,
-throttled_per_rule); a flag given overrides its key.
+throttled_per_rule, tls_cert, tls_key, tls_client_ca); a flag given
+overrides its key.
 
 The store is the configuration's store section; the store flags override
 it (a --backend other than the file's starts from that backend's defaults).
@@ -329,6 +330,12 @@ func parseServeFlags(p *process, args []string, stdout io.Writer) (f serveFlags,
 			given = append(given, func(sv *config.Server) { sv.UsageListen = *usageListen })
 		case "throttled-per-rule":
 			given = append(given, func(sv *config.Server) { sv.ThrottledPerRule = *throttledPerRule })
+		case "tls-cert":
+			given = append(given, func(sv *config.Server) { sv.TLSCert = *tlsf.cert })
+		case "tls-key":
+			given = append(given, func(sv *config.Server) { sv.TLSKey = *tlsf.key })
+		case "tls-client-ca":
+			given = append(given, func(sv *config.Server) { sv.TLSClientCA = *tlsf.clientCA })
 		}
 	})
 	f.serverOver = func(sv *config.Server) {
@@ -382,6 +389,8 @@ func (f *serveFlags) load(p *process) (cfg *config.Config, rs *sluice.Ruleset, s
 		return fail("--admin-token-file (server.admin_token_file): only with --admin (server.admin)")
 	case len(f.adminHosts) > 0 && sv.Admin == "":
 		return fail("--admin-host: only with --admin (server.admin)")
+	case cfg.Server.TLSCert+cfg.Server.TLSKey+cfg.Server.TLSClientCA != "" && (sv.TLSCert == "" || sv.TLSKey == ""):
+		return fail("%s: server.tls_cert and server.tls_key (or --tls-cert and --tls-key): give both, and server.tls_client_ca only with them", f.config)
 	}
 	if sv.Admin == cfg.Server.Admin && sv.Admin != "" && sv.AdminTokenFile == "" {
 		// An address from the file is refused here, naming the file's
@@ -391,6 +400,7 @@ func (f *serveFlags) load(p *process) (cfg *config.Config, rs *sluice.Ruleset, s
 		}
 	}
 	f.listen, f.admin, f.adminTokenFile, f.usageListen, f.throttledPerRule = sv.Listen, sv.Admin, sv.AdminTokenFile, sv.UsageListen, sv.ThrottledPerRule
+	*f.tls.cert, *f.tls.key, *f.tls.clientCA = sv.TLSCert, sv.TLSKey, sv.TLSClientCA
 	f.upstream, _ = parseUpstream(sv.Upstream)
 	logWarnings(p.log, cfg)
 	return cfg, rs, sv, 0, true

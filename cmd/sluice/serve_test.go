@@ -398,10 +398,15 @@ func TestServeListenersFromFile(t *testing.T) {
 		{"  listen: 127.0.0.1:0\n  usage_listen: 8090\n" + up, nil, "server.usage_listen: want host:port"},
 		{"  listen: 127.0.0.1:0\n" + up, []string{"--usage-listen", "8090"}, "--usage-listen 8090: want host:port"},
 		{"  listen: 127.0.0.1:0\n" + up, []string{"--upstream", "127.0.0.1:1"}, "--upstream 127.0.0.1:1: want an http or https URL"},
+		{"  listen: 127.0.0.1:0\n  tls_cert: server.pem\n" + up, nil, cfgPath + ": server.tls_cert and server.tls_key (or --tls-cert and --tls-key): give both"},
 	} {
 		if code, stderr, _ := run(c.server, c.flags...); code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("server %q, flags %q: exit %d, stderr %q; want 2 and %q", c.server, c.flags, code, stderr, c.want)
 		}
+	}
+	// The TLS files are read from the file's directory.
+	if code, stderr, _ := run("  listen: 127.0.0.1:0\n  tls_cert: server.pem\n  tls_key: server.key\n" + up); code != 1 || !strings.Contains(stderr, filepath.Join(dir, "server.pem")) {
+		t.Errorf("TLS files missing: exit %d, stderr %q; want 1 naming %s", code, stderr, filepath.Join(dir, "server.pem"))
 	}
 }
 

@@ -98,8 +98,9 @@ func serialOf(t *testing.T, addr string, cfg *tls.Config) int64 {
 }
 
 // serve's listener speaks TLS with --tls-cert and --tls-key, serves a
-// renewed certificate without a restart, and with --tls-client-ca admits
-// only clients with a certificate the CA signed.
+// renewed certificate without a restart, and with a client CA (here the
+// configuration's server.tls_client_ca, beside its tls_cert and tls_key)
+// admits only clients with a certificate the CA signed.
 func TestServeTLS(t *testing.T) {
 	t.Parallel()
 	up := upstream(t)
@@ -131,8 +132,11 @@ func TestServeTLS(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// Mutual TLS.
-	m := startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", pki.caFile)
+	// Mutual TLS, the files named by the configuration's server section,
+	// relative to its directory.
+	mtlsPath := filepath.Join(pki.dir, "sluice.yaml")
+	writeFile(t, mtlsPath, "server:\n  tls_cert: server.pem\n  tls_key: server.key\n  tls_client_ca: ca.pem\n"+gatewayConfig(memoryStore, "10.0.0.0/8", 100))
+	m := startServe(t, "--config", mtlsPath, "--listen", "127.0.0.1:0", "--upstream", up.URL)
 	if _, err := client.Get("https://" + m.listen + "/x"); err == nil {
 		t.Error("mutual TLS: a client without a certificate was served")
 	}

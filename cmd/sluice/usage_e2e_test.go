@@ -291,8 +291,10 @@ func TestServeProcessUsage(t *testing.T) {
 
 	// A reload moving the usage listener and lowering the list's bound is
 	// logged as waiting for a restart: the listener stays where it is, the
-	// list keeps its 8.
-	writeFile(t, cfgPath, fmt.Sprintf(usageServer, up.URL, 1, 3)+usageConfig)
+	// list keeps its 8. The same reload moves exports' days to Kolkata's:
+	// alice's one export stays spent (any part of one unit, rounded up, is
+	// one), and her day ends at Kolkata's midnight.
+	writeFile(t, cfgPath, fmt.Sprintf(usageServer, up.URL, 1, 3)+strings.Replace(usageConfig, "timezone: UTC", "timezone: Asia/Kolkata", 1))
 	p.cmd.Process.Signal(syscall.SIGHUP)
 	if !waitLogged(p.stderr, "the server section changed; it takes effect only after a restart") {
 		t.Fatalf("a changed server section is not logged:\n%s", p.stderr)
@@ -303,6 +305,19 @@ func TestServeProcessUsage(t *testing.T) {
 	var page throttledJSON
 	if err := json.Unmarshal([]byte(mustOK(t, token, admin+"/v1/throttled?rule=orders&limit=100")), &page); err != nil || page.Total != 8 {
 		t.Errorf("the list after the reload: %+v (%v), want its 8", page, err)
+	}
+	u, by = decodeUsage(t, mustOK(t, token, admin+"/v1/usage?user=alice&ip=127.0.0.1"))
+	if at, err = time.Parse(time.RFC3339Nano, u.At); err != nil {
+		t.Fatal(err)
+	}
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := at.In(kolkata)
+	midnight = time.Date(k.Year(), k.Month(), k.Day()+1, 0, 0, 0, 0, kolkata).UTC().Format(time.RFC3339Nano)
+	if e := by["exports"]; e.Timezone != "Asia/Kolkata" || e.Remaining != 99 || e.ResetAt != midnight {
+		t.Errorf("alice's exports after the zone moved, at %s: %+v, want 99 left until %s", u.At, e, midnight)
 	}
 
 	// No caller in the metrics.
