@@ -35,12 +35,14 @@ build:
 ## corpora. (The binaries the process, flood, soak and docs tests build
 ## are normal builds, as an operator runs them.)
 ## The race build leaves out debug information (race reports name file and
-## line without it). Beside it, the fleet's normal build, the unlocked
-## tests and then bench-compile (CI runs bench-compile again after make
-## test, which then finds vet's results in the cache), so that they overlap
-## the race run, whose last process tests mostly wait, instead of following
-## it. Then the fleet's fault tests (a real toxiproxy between the Redis
-## store and redis-server) alone, as they measure deadlines.
+## line without it). Beside it, the fleet's normal build (its test binary
+## and toxiproxy's server, linked into bin/test), the unlocked tests, the
+## full-size runs and then bench-compile (CI runs bench-compile again after
+## make test, which then finds vet's results in the cache), so that they
+## overlap the race run, whose last process tests mostly wait, instead of
+## following it. Then the fleet's fault tests (a real toxiproxy between
+## the Redis store and redis-server) alone, as they measure deadlines,
+## from the binaries built beside the race run (fleet-run).
 ## The race and normal test runs keep the tests' temporary files
 ## (t.TempDir(): the stores' directories, the served processes' state) on
 ## /dev/shm, a tmpfs, where it has TESTTMPFREE KiB free; the go command's

@@ -4,7 +4,8 @@
 // of the handlers it wraps by one sluice.Limiter, under a key and a cost
 // the program computes from the request. Both send the same rate-limit
 // headers, and both put the decision in the request's context for the
-// handler: DecisionFrom.
+// handler when asked to (DecisionInContext in their configurations):
+// DecisionFrom.
 //
 // The caller's key comes from package identity, the one home of caller
 // identity: the user id or API key (from headers, or from an IdentityFunc
