@@ -163,10 +163,12 @@ func TestParseKeyIsTheDoorsKey(t *testing.T) {
 	})
 }
 
-// FuzzParseKey: no input makes ParseKey panic, and what it accepts is of
-// one of the forms Key returns.
+// FuzzParseKey: no input makes ParseKey panic, what it accepts is of one
+// of the forms Key returns (or such a key within a tenant's), and the
+// form ShowKey gives it reads back as itself.
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{"user:alice", "key:sk", "keyhash:0123456789abcdef0123456789abcdef", "ip:192.0.2.1", "ip:2001:db8::/64", "global", "ip:", ":"} {
+	for _, s := range []string{"user:alice", "key:sk", "keyhash:0123456789abcdef0123456789abcdef", "ip:192.0.2.1", "ip:2001:db8::/64", "global", "ip:", ":",
+		"attr:acme", "header:acme", "param:o1", "{attr:acme}user:alice", "{header:a%7Db}ip:192.0.2.1", "{attr:x}{attr:y}user:z", "{param:o}user:a", "{attr:%}user:a"} {
 		f.Add(s)
 	}
 	id := newTestIdentifier(f, Config{})
@@ -178,15 +180,25 @@ func FuzzParseKey(f *testing.F) {
 			}
 			return
 		}
-		switch {
-		case got == "global", strings.HasPrefix(got, "user:") && len(got) > 5:
-		case strings.HasPrefix(got, "key:") && len(got) == 36 && isLowerHex(got[4:]):
-		case strings.HasPrefix(got, "ip:"):
-			if again, err := id.ParseKey(got); err != nil || again != got {
-				t.Fatalf("ParseKey(%q) = %q, which reads back as %q, %v", s, got, again, err)
+		own := got
+		if tenant, o, ok := sluice.SplitNestedKey(got); ok {
+			if !strings.HasPrefix(tenant, "attr:") && !strings.HasPrefix(tenant, "header:") {
+				t.Fatalf("ParseKey(%q) = %q: a tenant %q that is no attr: or header: key", s, got, tenant)
 			}
+			if _, _, again := sluice.SplitNestedKey(o); again {
+				t.Fatalf("ParseKey(%q) = %q: nested twice", s, got)
+			}
+			own = o
+		}
+		switch {
+		case own == "global", strings.HasPrefix(own, "user:") && len(own) > 5:
+		case strings.HasPrefix(own, "key:") && len(own) == 36 && isLowerHex(own[4:]):
+		case strings.HasPrefix(own, "ip:"), strings.HasPrefix(own, "attr:"), strings.HasPrefix(own, "header:"), strings.HasPrefix(own, "param:"):
 		default:
 			t.Fatalf("ParseKey(%q) = %q: not a caller key", s, got)
+		}
+		if again, err := id.ParseKey(ShowKey(got)); err != nil || again != got {
+			t.Fatalf("ParseKey(%q) = %q, whose shown form %q reads back as %q, %v", s, got, ShowKey(got), again, err)
 		}
 	})
 }
