@@ -55,16 +55,30 @@ func raiseParallel() {
 const testCommit = "abc"
 
 // buildBinary returns the path of the shared sluice binary, building it on
-// first use as `make build` builds it (go build, no race detector, the
-// commit stamped with -X main.stampedCommit) where the environment leaves
-// the version control information out (-buildvcs=false): a normal build
-// whose `sluice version` names testCommit, so that one link serves both
-// the process tests and TestVersionNamesStampedCommit.
+// first use (or waiting for TestMain's build of it, see startBinaryBuild)
+// as `make build` builds it (go build, no race detector, the commit
+// stamped with -X main.stampedCommit) where the environment leaves the
+// version control information out (-buildvcs=false): a normal build whose
+// `sluice version` names testCommit, so that one link serves both the
+// process tests and TestVersionNamesStampedCommit.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	buildSluiceBin()
+	if sluiceBin.skip != "" {
+		t.Skip(sluiceBin.skip)
+	}
+	if sluiceBin.err != nil {
+		t.Fatal(sluiceBin.err)
+	}
+	return sluiceBin.path
+}
+
+// buildSluiceBin builds the shared binary once; callers after the first
+// wait for its build to end.
+func buildSluiceBin() {
 	sluiceBin.once.Do(func() {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
@@ -84,13 +98,26 @@ func buildBinary(t *testing.T) string {
 		}
 		sluiceBin.path = path
 	})
-	if sluiceBin.skip != "" {
-		t.Skip(sluiceBin.skip)
+}
+
+// startBinaryBuild starts building the shared binary at once, beside the
+// tests, when the whole package runs (no -run, not -short, not -list):
+// then most tests use it, and its link, about ten seconds of one CPU,
+// overlaps the sequential tests before the first process test
+// (TestDocsGoBlocksCompile's compiles among them) instead of holding up
+// that test alone. It reports whether it started the build, which
+// TestMain then waits for before removing it.
+func startBinaryBuild() bool {
+	for _, name := range []string{"test.run", "test.list"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return false
+		}
 	}
-	if sluiceBin.err != nil {
-		t.Fatal(sluiceBin.err)
+	if testing.Short() {
+		return false
 	}
-	return sluiceBin.path
+	go buildSluiceBin()
+	return true
 }
 
 // A real sluice simulate process answers each line before it sees the next:

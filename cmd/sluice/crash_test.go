@@ -37,7 +37,11 @@ import (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	raiseParallel()
+	eager := startBinaryBuild()
 	code := m.Run()
+	if eager {
+		buildSluiceBin() // a build no test waited for ends before its removal
+	}
 	if sluiceBin.dir != "" {
 		os.RemoveAll(sluiceBin.dir)
 	}

@@ -250,8 +250,13 @@ func checkJSONBlock(body string) error {
 // TestDocsGoBlocksCompile compiles every go block against this module,
 // as files of packages that exist only in a build overlay, and runs the
 // main programs that an output block follows.
+//
+// It is not parallel, though it judges no deadline: its go commands, most
+// of a minute of CPU under make test, then run in the sequential tests
+// before the first process test, beside the shared binary's link
+// (startBinaryBuild), which leaves a CPU free, rather than starting last
+// among the parallel tests and ending the package's run alone.
 func TestDocsGoBlocksCompile(t *testing.T) {
-	t.Parallel()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("SKIPPED: no go command on PATH to compile the documentation's Go with")
