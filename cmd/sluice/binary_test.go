@@ -208,3 +208,35 @@ func TestSimulateProcessExitStatus(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q; want one answer, then line 2 reported", stdout.String(), stderr.String())
 	}
 }
+
+// caseGroup runs a parallel test's cases as subtests, up to a fixed
+// number at a time, from the moment the test itself runs. Parallel
+// subtests (t.Parallel in each) would instead wait for the test's body to
+// return and then queue for go test's slots behind every parallel test of
+// the package still waiting, so that a test's long cases ran last, alone
+// at the end of the package's run.
+type caseGroup struct {
+	t   *testing.T
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+// newCaseGroup returns a group running up to n of t's cases at a time.
+func newCaseGroup(t *testing.T, n int) *caseGroup {
+	return &caseGroup{t: t, sem: make(chan struct{}, n)}
+}
+
+// run starts the case f as the subtest name, once fewer than the group's
+// limit run.
+func (g *caseGroup) run(name string, f func(t *testing.T)) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.sem <- struct{}{}
+		defer func() { <-g.sem }()
+		g.t.Run(name, f)
+	}()
+}
+
+// wait returns once every case has ended.
+func (g *caseGroup) wait() { g.wg.Wait() }

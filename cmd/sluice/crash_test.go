@@ -371,6 +371,11 @@ func (c *crashCase) requireReference(t *testing.T, what string, k int, answers [
 	}
 }
 
+// crashCasesAtOnce is how many of TestCrashSync's, and of
+// TestCrashInterval's, cases run at a time (see caseGroup): each test
+// holds one of go test's slots, and runs its cases in it from the start.
+const crashCasesAtOnce = 2
+
 // TestCrashSync: in sync mode every answer printed is on disk, so a second
 // process continuing the trace where a killed (or stopped) one left off
 // answers exactly as one uninterrupted process.
@@ -379,10 +384,10 @@ func TestCrashSync(t *testing.T) {
 		t.Skip("runs processes")
 	}
 	t.Parallel()
+	cases := newCaseGroup(t, crashCasesAtOnce)
 	for bi, b := range durableBackends {
 		for ai, alg := range crashAlgorithms {
-			t.Run(b+"/"+alg, func(t *testing.T) {
-				t.Parallel()
+			cases.run(b+"/"+alg, func(t *testing.T) {
 				c := newCrashCase(t, b, alg, uint64(100+10*bi+ai))
 				for _, k := range c.splitPoints() {
 					run := c.split(t, "sync", k, stopKill, 0, nil)
@@ -394,6 +399,7 @@ func TestCrashSync(t *testing.T) {
 			})
 		}
 	}
+	cases.wait()
 }
 
 // TestCrashInterval: in interval mode a process that ends normally, or is
@@ -405,10 +411,10 @@ func TestCrashInterval(t *testing.T) {
 		t.Skip("runs processes")
 	}
 	t.Parallel()
+	cases := newCaseGroup(t, crashCasesAtOnce)
 	for bi, b := range durableBackends {
 		for ai, alg := range crashAlgorithms {
-			t.Run(b+"/"+alg, func(t *testing.T) {
-				t.Parallel()
+			cases.run(b+"/"+alg, func(t *testing.T) {
 				c := newCrashCase(t, b, alg, uint64(200+10*bi+ai))
 				model := c.model(t)
 
@@ -430,6 +436,7 @@ func TestCrashInterval(t *testing.T) {
 			})
 		}
 	}
+	cases.wait()
 }
 
 // crashModel is the trace decided in-process, over the memory backend: for

@@ -91,6 +91,7 @@ func TestServeProcessDamagedStore(t *testing.T) {
 	bin := buildBinary(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(up.Close)
+	cases := newCaseGroup(t, 2) // both stores at once, from the start (see caseGroup)
 	for _, tc := range []struct {
 		backend string
 		kinds   []string
@@ -99,8 +100,7 @@ func TestServeProcessDamagedStore(t *testing.T) {
 		{"bolt", []string{"meta pages", "data pages"}, []string{"meta pages"}},
 		{"pebble", []string{"MANIFEST", "WAL", "sst"}, []string{"MANIFEST"}},
 	} {
-		t.Run(tc.backend, func(t *testing.T) {
-			t.Parallel()
+		cases.run(tc.backend, func(t *testing.T) {
 			clean := filepath.Join(t.TempDir(), "state")
 			config := func(dir string) string {
 				cfg := filepath.Join(t.TempDir(), "gateway.yaml")
@@ -238,6 +238,7 @@ rules:
 			}
 		})
 	}
+	cases.wait()
 }
 
 // boltLeaves returns the leaf pages of the bbolt file at path but the root
