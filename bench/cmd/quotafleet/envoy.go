@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,46 +40,7 @@ var probe = rlsproc.Probe{Domain: "quota", Key: "org", Value: "ready"}
 // startEnvoy is rlsproc.StartEnvoy with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
 // as given (rlsproc's settings turn it on; its default is off).
 func startEnvoy(bin, redisAddr, runtimeRoot, logFile string, stopIncrement bool) (*rlsproc.Server, error) {
-	ports, err := rlsproc.FreePorts(3)
-	if err != nil {
-		return nil, err
-	}
-	var env []string
-	for _, kv := range append(os.Environ(), rlsproc.EnvoySettings...) {
-		if !strings.HasPrefix(kv, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
-		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT="+strconv.FormatBool(stopIncrement),
-		"REDIS_URL="+redisAddr,
-		"RUNTIME_ROOT="+runtimeRoot,
-		"GRPC_PORT="+strconv.Itoa(ports[0]),
-		"PORT="+strconv.Itoa(ports[1]),
-		"DEBUG_PORT="+strconv.Itoa(ports[2]),
-	)
-	lf, err := os.Create(logFile)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, err
-	}
-	s := &rlsproc.Server{Name: "envoy", Cmd: cmd, Exited: make(chan struct{}), Log: logFile}
-	go func() { cmd.Wait(); lf.Close(); close(s.Exited) }()
-	if err := s.Dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	if err := s.Ready(60*time.Second, probe); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
+	return rlsproc.StartEnvoy(bin, redisAddr, runtimeRoot, logFile, probe, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT="+strconv.FormatBool(stopIncrement))
 }
 
 // rlsRun is what one run of a ShouldRateLimit server measured.

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,13 +220,23 @@ var EnvoySettings = []string{
 
 // StartEnvoy starts envoyproxy/ratelimit on the Redis at redisAddr with
 // the configuration under runtimeRoot/ratelimit/config, its output going
-// to logFile, and waits until it answers p.
-func StartEnvoy(bin, redisAddr, runtimeRoot, logFile string, p Probe) (*Server, error) {
+// to logFile, and waits until it answers p. Each of settings, NAME=VALUE,
+// replaces EnvoySettings' (or the environment's) NAME.
+func StartEnvoy(bin, redisAddr, runtimeRoot, logFile string, p Probe, settings ...string) (*Server, error) {
 	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(), EnvoySettings...)
+	var env []string
+	for _, kv := range append(os.Environ(), EnvoySettings...) {
+		if !slices.ContainsFunc(settings, func(s string) bool {
+			name, _, _ := strings.Cut(s, "=")
+			return strings.HasPrefix(kv, name+"=")
+		}) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, settings...)
 	env = append(env,
 		"REDIS_URL="+redisAddr,
 		"RUNTIME_ROOT="+runtimeRoot,
