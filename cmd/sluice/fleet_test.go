@@ -310,7 +310,11 @@ func TestFleetContention(t *testing.T) {
 // one Redis, while two busy loops take both cores: 24 concurrent clients
 // send 5 users × 60 orders spread over the gateways. A healthy Redis
 // behind busy gateways is never refused: each user gets exactly the limit,
-// every other request a 429, none a 503.
+// every other request a 429, none a 503. (Where this machine runs too late
+// for the 50ms default deadline, as TestFleetAllModeSharedKey judges, the
+// 503s are logged, not judged: then no user gets more than the limit, or
+// fewer than the limit less one per 503, and the store errors the gateways
+// count are those 503s.)
 func TestFleetDefaultsOnABusyMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a fleet")
@@ -330,15 +334,32 @@ func TestFleetDefaultsOnABusyMachine(t *testing.T) {
 	}
 
 	const users, each, clients = 5, 60, 24
+	stop := make(chan struct{})
+	late := redistest.Lateness(stop)
 	counts := f.spread(users, each, clients)
+	close(stop)
+	worst := <-late
+	refused := 0
+	for _, c := range counts {
+		refused += c[503]
+	}
+	excused := refused > 0 && redis.DefaultTimeout/2+3*worst+redis.DefaultTimeout/4 > redis.DefaultTimeout
+	if excused {
+		t.Logf("%d × 503, not judged: this process' timers were up to %v late beside the %v deadline", refused, worst, redis.DefaultTimeout)
+	}
 	for u := range users {
 		user := fmt.Sprintf("user-%d", u)
-		if c := counts[user]; c[200] != 20 || c[429] != each-20 {
+		c := counts[user]
+		if !excused && (c[200] != 20 || c[429] != each-20) ||
+			excused && (c[200] > 20 || c[200]+c[503] < 20 || c[200]+c[429]+c[503] != each) {
 			t.Errorf("%s: statuses %v, want exactly 20 × 200 and %d × 429", user, c, each-20)
 		}
 	}
+	storeErrs := 0.0
 	for i := range f.procs {
-		if errs := f.metric(t, i, `sluice_store_errors_total{policy="closed",rule="orders"}`); errs != 0 {
+		errs := f.metric(t, i, `sluice_store_errors_total{policy="closed",rule="orders"}`)
+		storeErrs += errs
+		if errs != 0 && !excused {
 			t.Errorf("gateway %d counted %v store errors; log:\n%s", i, errs, f.procs[i].Log())
 		}
 		// The breaker's metrics: calls went to Redis, none failed, it
@@ -347,10 +368,16 @@ func TestFleetDefaultsOnABusyMachine(t *testing.T) {
 			t.Errorf("gateway %d: sluice_store_calls_total = 0 after %d requests", i, users*each/len(f.procs))
 		}
 		for _, series := range []string{"sluice_store_call_failures_total", "sluice_store_breaker_opened_total", "sluice_store_breaker_open"} {
+			if excused && series == "sluice_store_call_failures_total" {
+				continue // the late calls, counted as store errors above
+			}
 			if got := f.metric(t, i, series); got != 0 {
 				t.Errorf("gateway %d: %s = %v, want 0", i, series, got)
 			}
 		}
+	}
+	if excused && storeErrs != float64(refused) {
+		t.Errorf("the gateways counted %v store errors, want the %d answered 503", storeErrs, refused)
 	}
 }
 
