@@ -195,7 +195,12 @@ func TestWatcherReloads(t *testing.T) {
 	before := got.count()
 	old := reg.Ruleset()
 	replaceFile(t, path, strings.Replace(reloadConfig(30, ""), "window: 1m", "window: 1 minute", 1))
-	eventually(t, "the invalid file reported", func() bool { return got.count() > before })
+	// (A late event of the rename above may report the valid file once
+	// more first: wait for the report of this one.)
+	eventually(t, "the invalid file reported", func() bool {
+		cfg, err := got.last()
+		return got.count() > before && cfg == nil && err != nil
+	})
 	cfg, err := got.last()
 	if cfg != nil || !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("OnReload got (%v, %v), want (nil, an invalid-config error)", cfg, err)
