@@ -197,7 +197,7 @@ func (d *Door[R]) shadow(ctx context.Context, out *Outcome, rs *Ruleset, req R, 
 }
 
 // errNULKey refuses a caller key beginning with a NUL byte: the form of a
-// level's key within its tenant (engine.NestedKey), which no door's Key
+// level's key within its tenant (backend.NestedKey), which no door's Key
 // may make, lest a caller pose as another within a tenant.
 var errNULKey = errors.New("sluice: a caller key must not begin with a NUL byte")
 
@@ -216,7 +216,7 @@ func (d *Door[R]) keyOf(req R, rule *CompiledRule, path string) (key string, cos
 		return "", 0, err
 	}
 	if key != "" && key[0] == 0 {
-		return "", 0, errNULKey // the form of a level's key within its tenant (engine.NestedKey)
+		return "", 0, errNULKey // the form of a level's key within its tenant (backend.NestedKey)
 	}
 	if rule.pattern != nil && rule.rule.Scope.Param() != "" {
 		if key, err = rule.paramKey(path); err != nil {

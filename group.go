@@ -2,7 +2,9 @@ package sluice
 
 import (
 	"slices"
+	"strings"
 
+	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -173,7 +175,7 @@ func tenantKey(s Scope, key string) bool {
 	if s.Header() != "" {
 		kind = "header:"
 	}
-	return len(key) > len(kind) && key[:len(kind)] == kind
+	return len(key) > len(kind) && strings.HasPrefix(key, kind)
 }
 
 // nest puts within its tenant the key of each request of reqs, a
@@ -197,7 +199,7 @@ func (d *Door[R]) nest(req R, path string, rules []*CompiledRule, reqs []engine.
 		}
 		for j := i; j < len(rules); j++ {
 			if cj := rules[j].configured(); cj.group == g && cj.level > level {
-				reqs[j].Key = engine.NestedKey(tenant, reqs[j].Key)
+				reqs[j].Key = backend.NestedKey(tenant, reqs[j].Key)
 			}
 		}
 	}
@@ -232,11 +234,11 @@ func (d *Door[R]) tenantOf(req R, path string, g *groupLevels, rules []*Compiled
 
 // NestedKey returns the caller key a level of a group counts by within
 // its tenant: tenant is the tenant's key ("attr:acme"), own the caller's
-// own key under the level's rule ("user:alice"). It is engine.NestedKey's
+// own key under the level's rule ("user:alice"). It is backend.NestedKey's
 // form, which no door's Key makes (a Door refuses a key beginning with a
 // NUL byte); package identity's ShowKey shows it as {TENANT}OWN.
-func NestedKey(tenant, own string) string { return engine.NestedKey(tenant, own) }
+func NestedKey(tenant, own string) string { return backend.NestedKey(tenant, own) }
 
 // SplitNestedKey splits a key NestedKey made into the tenant's key and the
 // caller's own; ok is false for any other key.
-func SplitNestedKey(key string) (tenant, own string, ok bool) { return engine.SplitNested(key) }
+func SplitNestedKey(key string) (tenant, own string, ok bool) { return backend.SplitNested(key) }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/backend"
 )
 
 // Override gives one caller its own limit under one rule: a partner on a
@@ -164,7 +164,7 @@ func keyFitsScope(key string, scope Scope) string {
 	if scope == ScopeGlobal {
 		return "a global rule has one budget shared by every caller; change the rule's own limit"
 	}
-	if _, own, nested := engine.SplitNested(key); nested {
+	if _, own, nested := backend.SplitNested(key); nested {
 		return fmt.Sprintf("an override names the caller's own key, such as %q, and holds within every tenant; a key within a tenant is none", own)
 	}
 	if !ok || id == "" {
@@ -192,7 +192,7 @@ const overrideForms = "user:ID, key:API_KEY, ip:ADDRESS, header:VALUE, attr:VALU
 // Override returns the rule a caller with the given key is decided under
 // when c applies to it: c with the caller's own limit, window or burst when
 // an override names the caller under c, else c itself. A caller's key
-// within its tenant (engine.NestedKey: group.go) is the caller's own for
+// within its tenant (backend.NestedKey: group.go) is the caller's own for
 // this, so that an override of "user:alice" holds in every tenant. The
 // rule returned
 // has c's name, so it counts in c's namespace and is reported as c. It
@@ -204,7 +204,7 @@ func (rs *Ruleset) Override(c *CompiledRule, key string) *CompiledRule {
 	if o, ok := rs.overrides.byKey[overrideKey{c, key}]; ok {
 		return o
 	}
-	if _, own, ok := engine.SplitNested(key); ok { // a level's key within its tenant (group.go)
+	if _, own, ok := backend.SplitNested(key); ok { // a level's key within its tenant (group.go)
 		if o, ok := rs.overrides.byKey[overrideKey{c, own}]; ok {
 			return o
 		}

@@ -29,7 +29,7 @@ type LimitUsage struct {
 	// (Override), or as configured.
 	Rule *CompiledRule
 	// Key is the caller's key under Rule, as the store holds it: at a
-	// level of a group within its tenant, engine.NestedKey's (group.go;
+	// level of a group within its tenant, backend.NestedKey's (group.go;
 	// package identity's ShowKey shows it as {TENANT}KEY, and an API
 	// key's as keyhash:HEX).
 	Key string

@@ -362,7 +362,7 @@ func (id *Identifier) attrKey(scope sluice.Scope, remote string, h Header, who C
 // an operator, in the form ParseKey reads back to the same key: an API
 // key's hash as "keyhash:" and its hex digits (the stored "key:" prefix
 // would read as a raw API key, and be hashed again), a level's key within
-// its tenant (engine.NestedKey: a user's within an organisation, in a
+// its tenant (backend.NestedKey: a user's within an organisation, in a
 // group of rules) as "{" + the tenant's key + "}" + its own, both shown as
 // ShowKey shows them ("{attr:acme}user:alice"), with '%', '{' and '}' in
 // the tenant's written as %25, %7B and %7D; every other key as it is.

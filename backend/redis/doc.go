@@ -31,7 +31,7 @@
 // for example sluice:{user:42}:orders, so that all the limits of one caller
 // share a Cluster hash tag and a multi-limit decision is one script. A
 // level of a hierarchy counted within its tenant (a caller key made by
-// engine.NestedKey: a user's within an organisation) is stored under
+// backend.NestedKey: a user's within an organisation) is stored under
 //
 //	<prefix>{<tenant's key>}{<own key>}:<rule>
 //

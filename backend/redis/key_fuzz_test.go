@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/backend"
 	"github.com/sluice-go/sluice/internal/braces"
 )
 
@@ -28,7 +28,7 @@ func FuzzKeyLayout(f *testing.F) {
 			t.Fatalf("key %q → %q → %q, %v", k, rk, back, ok)
 		}
 		want := key // the tag: the caller key, or a nested key's tenant
-		if tenant, _, ok := splitNested([]byte(key)); ok {
+		if tenant, _, ok := backend.SplitNested(key); ok {
 			want = string(tenant)
 		}
 		if tg, ok := braces.Unescape(tag(rk)); !ok || tg != want {
@@ -45,7 +45,7 @@ func FuzzKeyLayout(f *testing.F) {
 	})
 }
 
-// FuzzNestedKeyLayout: a level's key within its tenant (engine.NestedKey)
+// FuzzNestedKeyLayout: a level's key within its tenant (backend.NestedKey)
 // of any bytes maps to a Redis key whose hash tag is the whole tenant key,
 // the tag of the tenant's own records, and back to itself; two different
 // (namespace, tenant, own) triples never share a Redis key, nor does a
@@ -59,7 +59,7 @@ func FuzzNestedKeyLayout(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ns, tenant, own, ns2, tenant2, own2 string) {
 		nested := func(ns, tenant, own string) []byte {
 			k := binary.AppendUvarint(nil, uint64(len(ns)))
-			return append(append(k, ns...), engine.NestedKey(tenant, own)...)
+			return append(append(k, ns...), backend.NestedKey(tenant, own)...)
 		}
 		k := nested(ns, tenant, own)
 		rk := s.redisKey(k)
@@ -69,7 +69,7 @@ func FuzzNestedKeyLayout(f *testing.F) {
 		if tg, ok := braces.Unescape(tag(rk)); !ok || tg != tenant {
 			t.Fatalf("the hash tag of %q is %q, want the tenant's key %q", rk, tag(rk), tenant)
 		}
-		_, _, tenantNested := splitNested([]byte(tenant)) // a key no door makes a tenant of
+		_, _, tenantNested := backend.SplitNested(tenant) // a key no door makes a tenant of
 		if s.SwapGroup(k) != "" || !tenantNested && (&Store{prefix: DefaultKeyPrefix, cluster: true}).SwapGroup(k) != tag(s.redisKey(append(binary.AppendUvarint(nil, 3), "org"+tenant...))) {
 			t.Fatalf("%q swaps apart from its tenant's own records", rk)
 		}
@@ -80,7 +80,7 @@ func FuzzNestedKeyLayout(f *testing.F) {
 		// another, and so is the Redis key.
 		plain := binary.AppendUvarint(nil, uint64(len(ns2)))
 		plain = append(append(plain, ns2...), own2...)
-		if _, _, isNested := splitNested([]byte(own2)); !isNested && s.redisKey(plain) == rk {
+		if _, _, isNested := backend.SplitNested(own2); !isNested && s.redisKey(plain) == rk {
 			t.Fatalf("the nested %q and the un-nested %q are both stored as %q", k, plain, rk)
 		}
 	})

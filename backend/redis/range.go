@@ -136,7 +136,7 @@ func (s *Store) engineKey(name string) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	if _, _, ok := splitNested([]byte(key)); ok && !nested {
+	if _, _, ok := backend.SplitNested(key); ok && !nested {
 		return nil, false // stored under the nested form, not this one
 	}
 	k := binary.AppendUvarint(nil, uint64(len(ns)))

@@ -941,7 +941,7 @@ func (s *Store) SwapGroup(key []byte) string {
 //
 // so that every limit of one caller shares a Cluster hash tag, and
 // ApplyAll over them is one script; a namespaced key whose caller key is a
-// level's within its tenant (engine.NestedKey: a NUL byte, the tenant's
+// level's within its tenant (backend.NestedKey: a NUL byte, the tenant's
 // key's length as a uvarint, the tenant's key, the level's own) as
 //
 //	prefix + "{" + tenant's key + "}{" + own key + "}:" + namespace
@@ -966,27 +966,12 @@ func (s *Store) appendRedisKey(dst, k []byte) []byte {
 		return append(braces.Append(dst, k), '}')
 	}
 	ns, key := k[w:w+int(n)], k[w+int(n):]
-	if tenant, own, ok := splitNested(key); ok {
+	if tenant, own, ok := backend.SplitNested(key); ok {
 		dst = append(braces.Append(dst, tenant), '}', '{')
 		key = own
 	}
 	dst = append(braces.Append(dst, key), '}', ':')
 	return append(dst, ns...)
-}
-
-// splitNested splits a caller key engine.NestedKey made into the tenant's
-// key and the level's own, as engine.SplitNested does: ok is false for
-// any other key.
-func splitNested(key []byte) (tenant, own []byte, ok bool) {
-	if len(key) < 2 || key[0] != 0 {
-		return nil, nil, false
-	}
-	n, w := binary.Uvarint(key[1:])
-	if w <= 0 || w != len(binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), n)) || n > uint64(len(key)-1-w) {
-		return nil, nil, false // not the shortest uvarint, or past the end
-	}
-	rest := key[1+w:]
-	return rest[:n], rest[n:], true
 }
 
 // tag returns the hash tag of a key redisKey made: what lies between its

@@ -1,4 +1,4 @@
-package engine
+package backend
 
 import (
 	"encoding/binary"
@@ -45,17 +45,19 @@ func AppendNested(dst []byte, tenant, own string) []byte {
 }
 
 // SplitNested splits a caller key made by NestedKey into the tenant's key
-// and the level's own. ok is false for any other key: one not beginning
-// with a NUL byte, or whose length is not in the shortest uvarint or runs
-// past its end, so that each key NestedKey can make is split, and no
-// other.
-func SplitNested(key string) (tenant, own string, ok bool) {
+// and the level's own, as a string or as bytes (a store's key, without a
+// copy). ok is false for any other key: one not beginning with a NUL
+// byte, or whose length is not in the shortest uvarint or runs past its
+// end, so that each key NestedKey can make is split, and no other.
+func SplitNested[K ~string | ~[]byte](key K) (tenant, own K, ok bool) {
 	if len(key) < 2 || key[0] != 0 {
-		return "", "", false
+		return tenant, own, false
 	}
-	n, w := binary.Uvarint([]byte(key[1:min(len(key), 1+binary.MaxVarintLen64)]))
+	var head [binary.MaxVarintLen64]byte
+	m := copy(head[:], key[1:])
+	n, w := binary.Uvarint(head[:m])
 	if w <= 0 || w != uvarintLen(n) || n > uint64(len(key)-1-w) {
-		return "", "", false
+		return tenant, own, false
 	}
 	rest := key[1+w:]
 	return rest[:n], rest[n:], true

@@ -1,4 +1,4 @@
-package engine_test
+package backend_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/backend"
 )
 
 // hostileKey draws a caller key of the bytes that trip encoders: braces,
@@ -24,28 +24,28 @@ func TestNestedKeyIsOneToOne(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		t1, o1 := hostileKey(t, "tenant1"), hostileKey(t, "own1")
 		t2, o2 := hostileKey(t, "tenant2"), hostileKey(t, "own2")
-		k1, k2 := engine.NestedKey(t1, o1), engine.NestedKey(t2, o2)
+		k1, k2 := backend.NestedKey(t1, o1), backend.NestedKey(t2, o2)
 		if (k1 == k2) != (t1 == t2 && o1 == o2) {
 			t.Fatalf("(%q, %q) → %q and (%q, %q) → %q", t1, o1, k1, t2, o2, k2)
 		}
-		if tt, oo, ok := engine.SplitNested(k1); !ok || tt != t1 || oo != o1 {
+		if tt, oo, ok := backend.SplitNested(k1); !ok || tt != t1 || oo != o1 {
 			t.Fatalf("%q splits into %q, %q, %v; want %q, %q", k1, tt, oo, ok, t1, o1)
 		}
-		if !engine.IsNested(k1) || string(engine.AppendNested([]byte("x"), t1, o1)) != "x"+k1 {
+		if !backend.IsNested(k1) || string(backend.AppendNested([]byte("x"), t1, o1)) != "x"+k1 {
 			t.Fatalf("%q: IsNested or AppendNested disagrees with NestedKey", k1)
 		}
 		// Any other key that splits is NestedKey's of what it splits into.
 		other := hostileKey(t, "other")
-		if tt, oo, ok := engine.SplitNested(other); ok && (!strings.HasPrefix(other, "\x00") || engine.NestedKey(tt, oo) != other) {
-			t.Fatalf("%q splits into %q, %q, which NestedKey makes into %q", other, tt, oo, engine.NestedKey(tt, oo))
+		if tt, oo, ok := backend.SplitNested(other); ok && (!strings.HasPrefix(other, "\x00") || backend.NestedKey(tt, oo) != other) {
+			t.Fatalf("%q splits into %q, %q, which NestedKey makes into %q", other, tt, oo, backend.NestedKey(tt, oo))
 		}
 	})
 	for _, k := range []string{"", "\x00", "user:alice", "\x00\x80\x00x", "\x00\x05abc", "\x00\x80"} {
-		if tt, oo, ok := engine.SplitNested(k); ok {
+		if tt, oo, ok := backend.SplitNested(k); ok {
 			t.Errorf("%q split into %q, %q: it is no key NestedKey makes", k, tt, oo)
 		}
 	}
-	if k := engine.NestedKey("", ""); k != "\x00\x00" {
+	if k := backend.NestedKey("", ""); k != "\x00\x00" {
 		t.Errorf("NestedKey of nothing within nothing = %q", k)
 	}
 }
