@@ -27,7 +27,13 @@
 //     find each next object where the hardware prefetcher has already
 //     brought it, and no deployment sees that order.
 //   - Parallel10k, Parallel10kDenied: b.RunParallel over 10,000 keys, every
-//     call allowed (respectively denied).
+//     call allowed (respectively denied), each goroutine walking the keys
+//     in the order they were created.
+//   - Parallel10kShuffled, Parallel10kShuffledDenied: the same with the
+//     keys created in one order and decided in one fixed random order, as
+//     Keys100kShuffled: on two cores the walk in creation order is the one
+//     where a limiter of one heap object per key finds the next object
+//     prefetched, even when the other core wrote it last (PARALLEL.md).
 //   - BytesPerKey: heap retained per key after 1,000,000 distinct keys,
 //     reported as the B/key metric; its ns/op means nothing.
 //   - TPMScenario: the tokens-per-minute scenario of BerriAI/litellm#18730

@@ -360,9 +360,8 @@ const MaxKeys = 1_000_000
 // once and shared: callers must not modify the slice.
 // MemoryWorkloads are the in-process workloads Sluice's targets compare
 // with the peers, by benchmark name: the six of the suite's targets, then
-// the 100,000 keys in a random order and the 10,000 of the parallel
-// workloads made and walked in a random order. cmd/quick runs them, cmd/report
-// reports them.
+// the 100,000 keys and the 10,000 of the parallel workloads decided in a
+// random order. cmd/quick runs them, cmd/report reports them.
 var MemoryWorkloads = []string{"HotKey", "HotKeyDenied", "Keys100k", "Keys100kDenied", "Parallel10k", "Parallel10kDenied", "Keys100kShuffled", "Keys100kShuffledDenied", "Parallel10kShuffled", "Parallel10kShuffledDenied"}
 
 // Shuffled returns a copy of keys in a random order, the same on every
