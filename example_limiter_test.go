@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -70,10 +71,24 @@ func ExampleLimiter_Wait() {
 		}
 		fmt.Println("job", i)
 	}
+
+	// A wait the deadline cannot cover (an hour, against a minute) returns
+	// ErrWaitExceedsDeadline at once, rather than sleeping towards it.
+	hourly, err := sluice.NewLimiter(1, time.Hour)
+	if err != nil {
+		panic(err)
+	}
+	defer hourly.Close()
+	hourly.Allow("report")
+	minute, cancelMinute := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelMinute()
+	err = hourly.Wait(minute, "report")
+	fmt.Println(errors.Is(err, sluice.ErrWaitExceedsDeadline))
 	// Output:
 	// job 1
 	// job 2
 	// job 3
+	// true
 }
 
 // The same limiter over Pebble by one option: budgets survive a restart.

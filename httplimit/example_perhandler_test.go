@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/identity"
 )
 
 // Ten rows a minute per API key in front of one handler, an export of n
@@ -20,8 +21,14 @@ func ExamplePerHandler() {
 	}
 	defer lim.Close()
 	limit, err := httplimit.PerHandler(httplimit.PerHandlerConfig{
-		Limiter:           lim,
-		Key:               func(r *http.Request) (string, error) { return "key:" + r.Header.Get("X-API-Key"), nil },
+		Limiter: lim,
+		Key: func(r *http.Request) (string, error) {
+			k := r.Header.Get("X-API-Key")
+			if k == "" { // not one shared budget for every request without a key
+				return "", fmt.Errorf("%w: no X-API-Key", identity.ErrBadIdentity) // 400
+			}
+			return "key:" + k, nil
+		},
 		DecisionInContext: true, // for DecisionFrom
 		Cost: func(r *http.Request) (int64, error) {
 			return strconv.ParseInt(r.URL.Query().Get("rows"), 10, 64)
@@ -35,9 +42,11 @@ func ExamplePerHandler() {
 		fmt.Fprintf(w, "exported; %d rows left", d.Remaining)
 	}))
 
-	for _, rows := range []string{"4", "4", "4"} {
-		req := httptest.NewRequest("GET", "/export?rows="+rows, nil)
-		req.Header.Set("X-API-Key", "k-1")
+	for _, c := range []struct{ key, rows string }{{"k-1", "4"}, {"k-1", "4"}, {"k-1", "4"}, {"", "1"}} {
+		req := httptest.NewRequest("GET", "/export?rows="+c.rows, nil)
+		if c.key != "" {
+			req.Header.Set("X-API-Key", c.key)
+		}
 		rec := httptest.NewRecorder()
 		export.ServeHTTP(rec, req)
 		fmt.Printf("%d %q Retry-After=%s RateLimit-Policy=%s\n", rec.Code, rec.Body.String(),
@@ -47,4 +56,5 @@ func ExamplePerHandler() {
 	// 200 "exported; 6 rows left" Retry-After= RateLimit-Policy="export";q=10;w=60
 	// 200 "exported; 2 rows left" Retry-After= RateLimit-Policy="export";q=10;w=60
 	// 429 "rate limit exceeded for rule export\n" Retry-After=12 RateLimit-Policy="export";q=10;w=60
+	// 400 "bad caller identity\n" Retry-After= RateLimit-Policy=
 }
