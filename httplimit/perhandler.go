@@ -177,6 +177,15 @@ func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		cost = min(cost, rule.Limit().Algorithm.Params().Capacity())
 		reserve = make([]engine.Reservation, 1)
 	}
+	if p.cost != nil {
+		// A cost out of range is often the client's choosing: answered by
+		// OnError here, so that the Decider, which logs what it cannot
+		// decide, does not write a line for each such request.
+		if err := algo.CheckCost(rule.Limit().Algorithm, cost); err != nil {
+			p.onError(w, r, fmt.Errorf("sluice/httplimit: cost: %w", err))
+			return
+		}
+	}
 	rules := [1]*sluice.CompiledRule{rule}
 	reqs := [1]engine.Request{{Limit: rule.Limit(), Key: key, Cost: cost}}
 	var scratch sluice.Scratch
