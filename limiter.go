@@ -161,6 +161,8 @@ func NewLimiter(limit int64, window time.Duration, opts ...Option) (*Limiter, er
 		return nil, &LimiterError{Field: "store", Reason: "WithStore and WithEngine exclude each other: the engine has its store"}
 	case c.eng != nil && c.clock != nil:
 		return nil, &LimiterError{Field: "clock", Reason: "WithClock and WithEngine exclude each other: the engine has its clock"}
+	case c.algorithm == algo.ConcurrencyName:
+		return nil, &LimiterError{Field: "algorithm", Reason: "concurrency bounds the requests in flight, not a rate over a window: use httplimit.NewInFlight or grpclimit.NewInFlight, or a rule with algorithm concurrency"}
 	}
 	rule, err := Rule{
 		Name: c.name, PathPrefix: "/", Scope: ScopeGlobal,

@@ -55,6 +55,7 @@ func TestNewLimiterErrors(t *testing.T) {
 		{"negative burst", 5, time.Second, []sluice.Option{sluice.WithBurst(-1)}, "burst", algo.ErrInvalidParams},
 		{"store and engine", 5, time.Second, []sluice.Option{sluice.WithEngine(eng), sluice.WithStore(memory.New(nil))}, "store", nil},
 		{"clock and engine", 5, time.Second, []sluice.Option{sluice.WithEngine(eng), sluice.WithClock(engine.NewFakeClock(t0))}, "clock", nil},
+		{"concurrency", 5, time.Second, []sluice.Option{sluice.WithAlgorithm(algo.ConcurrencyName)}, "algorithm", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, err := sluice.NewLimiter(c.limit, c.window, c.opts...)

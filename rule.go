@@ -409,7 +409,7 @@ func (r Rule) compile() (*CompiledRule, error) {
 			}
 			return nil, &RuleError{Rule: r.Name, Field: field, Reason: pe.Reason, Err: pe, Index: -1}
 		}
-		return nil, &RuleError{Rule: r.Name, Field: "algorithm", Reason: fmt.Sprintf("must be one of %v, got %q", algo.Names, r.Algorithm), Err: err, Index: -1}
+		return nil, &RuleError{Rule: r.Name, Field: "algorithm", Reason: fmt.Sprintf("must be one of %v or %s, got %q", algo.Names, algo.ConcurrencyName, r.Algorithm), Err: err, Index: -1}
 	}
 	if err := algo.CheckCost(a, r.Cost); err != nil {
 		// The reason is written here from the figures, not taken from

@@ -178,7 +178,7 @@ func TestBadConfigsNameTheLineAndTheField(t *testing.T) {
 		{"cost above capacity", issueConfig(t, "cost: 5", "cost: 11"),
 			`config.yaml:28: rules[1].cost: rule "search": cost exceeds capacity: cost 11 can never fit a capacity of 10`, algo.ErrCostExceedsCapacity},
 		{"unknown algorithm", issueConfig(t, "algorithm: token_bucket", "algorithm: bucket"),
-			`config.yaml:18: rules[0].algorithm: rule "orders-write": must be one of [token_bucket leaky_bucket fixed_window sliding_log sliding_counter gcra], got "bucket"`, algo.ErrUnknownAlgorithm},
+			`config.yaml:18: rules[0].algorithm: rule "orders-write": must be one of [token_bucket leaky_bucket fixed_window sliding_log sliding_counter gcra] or concurrency, got "bucket"`, algo.ErrUnknownAlgorithm},
 		{"duplicate name", issueConfig(t, "name: search", "name: orders-write"),
 			`config.yaml:21: rules[1].name: rule "orders-write": duplicate: rules[0] has the same name`, sluice.ErrInvalidRule},
 		{"missing window", issueConfig(t, "    limit: 5\n    window: 1m\n", "    limit: 5\n"),
