@@ -68,7 +68,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, "Sluice is an embedded rate-limit state engine.\n\nUsage:\n\n\tsluice <command> [flags]\n\nThe commands are:\n\n")
+	fmt.Fprint(w, "Sluice is a rate limiter for Go: a library, and this binary.\n\nUsage:\n\n\tsluice <command> [flags]\n\nThe commands are:\n\n")
 	for _, c := range commands {
 		fmt.Fprintf(w, "\t%-9s %s\n", c.name, c.summary)
 	}
@@ -79,8 +79,16 @@ func usage(w io.Writer) {
 // for a build from a source tree), the commit and its time when the build
 // recorded them, and the Go version and platform.
 func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintf(stderr, "sluice version: unexpected argument %q\n", args[0])
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sluice version\n\nPrints the version of this build: the module's version, the commit, the Go version and the platform. It takes no flags.\n")
+	}
+	if status, done := parseArgs(fs, args, stdout); done {
+		return status
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice version: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	fmt.Fprintln(stdout, versionLine())

@@ -37,6 +37,8 @@ func TestRunDispatch(t *testing.T) {
 		{"version", []string{"version"}, 0, "sluice ", ""},
 		{"--version", []string{"--version"}, 0, runtime.Version(), ""},
 		{"version with an argument", []string{"version", "x"}, 2, "", `unexpected argument "x"`},
+		{"version -h", []string{"version", "-h"}, 0, "Usage: sluice version", ""},
+		{"help version", []string{"help", "version"}, 0, "Usage: sluice version", ""},
 		{"help lists version", []string{"help"}, 0, "version", ""},
 		{"serve --help explains reload", []string{"serve", "--help"}, 0, "SIGHUP", ""},
 		{"serve --help names the admin endpoints", []string{"serve", "--help"}, 0, "/healthz", ""},
