@@ -107,10 +107,12 @@ unlocked:
 ## and its settle and lease models on Pebble and bbolt (a quarter of
 ## rapid's checks under race), the damaged-file rounds
 ## (half), the memory store's retained heap (skipped under race), bbolt's
-## sweep rounds (10,000 keys, not 50,000), the configuration's errors on
-## huge values (64 KiB, not 1 MiB).
+## and Pebble's sweep rounds (10,000 keys, not 50,000), the configuration's
+## errors on huge values (64 KiB, not 1 MiB), Pebble's conformance suite on
+## its default options (skipped under race, where the suite runs with a
+## busy sweeper beside it).
 full:
-	$(TESTENV) $(GO) test -count=1 -run '^(TestDurableModelEquivalence|TestReserveSettleModel|TestLeaseModel|TestDamagedFiles?|TestRetainedHeapPerKey|TestSweepBoundsDisk|TestErrorsQuoteAFewHundredBytes)$$' ./engine ./backend/bolt ./backend/pebble ./backend/memory ./config
+	$(TESTENV) $(GO) test -count=1 -run '^(TestDurableModelEquivalence|TestReserveSettleModel|TestLeaseModel|TestDamagedFiles?|TestRetainedHeapPerKey|TestSweepBoundsDisk|TestErrorsQuoteAFewHundredBytes|TestConformanceDefaults)$$' ./engine ./backend/bolt ./backend/pebble ./backend/memory ./config
 
 ## fleet-build: builds bench/fleet's test binary and the toxiproxy server
 ## it runs into bin/test/, without running them: make test builds them
