@@ -112,6 +112,7 @@ func TestWatcherLogsDroppedRules(t *testing.T) {
 // force, the whole file is. The settle interval is long beside the pause,
 // so that a stalled test goroutine does not make the pause outlast it.
 func TestWatcherWaitsForTheWholeFile(t *testing.T) {
+	t.Parallel() // its own file and watcher; most of its time is waits
 	path, _, got, m, _, limit := guardWatch(t, WatchOptions{Debounce: DefaultDebounce, Settle: 3 * time.Second})
 	full := reloadConfig(10, "")
 	cut := strings.Index(full, "limit: 10") + len("limit: 1")

@@ -241,6 +241,7 @@ func TestWatcherReloads(t *testing.T) {
 }
 
 func TestWatcherStoreChangeWarns(t *testing.T) {
+	t.Parallel() // its own file and watcher; most of its time is waits
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sluice.yaml")
 	writeFile(t, path, reloadConfig(5, ""))
@@ -260,6 +261,7 @@ func TestWatcherStoreChangeWarns(t *testing.T) {
 // A change of the redis section is warned about too (the addresses are a
 // list: compared whole), and the password never reaches the log.
 func TestWatcherRedisStoreChangeWarnsWithoutThePassword(t *testing.T) {
+	t.Parallel() // its own file and watcher; most of its time is waits
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sluice.yaml")
 	redis := func(addrs string) string {
@@ -422,6 +424,7 @@ func TestWatcherSIGHUP(t *testing.T) {
 // and the log says the configuration loads again; the rejected file
 // written again unchanged is not rejected twice.
 func TestWatcherLoadsAgain(t *testing.T) {
+	t.Parallel() // its own file and watcher; most of its time is waits
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, path, reloadConfig(5, ""))
 	var logs lockedBuffer

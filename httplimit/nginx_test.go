@@ -119,6 +119,7 @@ http {
 		}
 		select {
 		case err := <-exited:
+			exited <- err // for the cleanup's reap, which would otherwise wait forever
 			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 			t.Fatalf("nginx exited: %v\n%s%s", err, out.String(), log)
 		case <-time.After(20 * time.Millisecond):

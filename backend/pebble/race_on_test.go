@@ -6,3 +6,6 @@ package pebble
 // their cost under it run smaller then; make test runs them at full size
 // again in a normal build (make full).
 const raceEnabled = true
+
+// RaceEnabled is raceEnabled for the package's external tests.
+const RaceEnabled = raceEnabled

@@ -50,6 +50,13 @@ func raiseParallel() {
 	}
 }
 
+// testBinaryEnv names the environment variable that gives the path of a
+// sluice binary already built as buildSluiceBin builds it: make test
+// builds one, for this package and internal/cmd/soak, in place of a link
+// in each (a link of the whole tree is about 8 CPU-seconds, and one into
+// bin/test that is up to date is skipped).
+const testBinaryEnv = "SLUICE_TEST_BINARY"
+
 // testCommit is the commit stamped into the shared binary, as `make build`
 // stamps the real one (-ldflags -X main.stampedCommit).
 const testCommit = "abc"
@@ -80,6 +87,17 @@ func buildBinary(t *testing.T) string {
 // wait for its build to end.
 func buildSluiceBin() {
 	sluiceBin.once.Do(func() {
+		if path := os.Getenv(testBinaryEnv); path != "" {
+			// Built by make test as buildSluiceBin builds it (see the
+			// Makefile's test-bins); TestVersionNamesStampedCommit
+			// fails if it was built otherwise.
+			if _, err := os.Stat(path); err != nil {
+				sluiceBin.err = fmt.Errorf("%s: %w", testBinaryEnv, err)
+				return
+			}
+			sluiceBin.path = path
+			return
+		}
 		goTool, err := exec.LookPath("go")
 		if err != nil {
 			sluiceBin.skip = "no go command on PATH to build the binary with"

@@ -219,7 +219,8 @@ func TestRLSProcessDefaultGRPCFromTheEnvironment(t *testing.T) {
 	defer func() { cmd.Process.Kill(); <-exited }()
 	for deadline := time.Now().Add(processTimeout); !strings.Contains(stderr.String(), "listening"); {
 		select {
-		case <-exited:
+		case err := <-exited:
+			exited <- err // for the deferred reap, which would otherwise wait forever
 			if strings.Contains(stderr.String(), "address already in use") {
 				t.Skip("port 8081 is taken on this machine: " + stderr.String())
 			}

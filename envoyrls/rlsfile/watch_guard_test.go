@@ -235,6 +235,7 @@ func TestWatchLogsDroppedDescriptors(t *testing.T) {
 // force. The settle interval is long beside the pause, so that a stalled
 // test goroutine does not make the pause outlast it.
 func TestWatchWaitsForTheWholeFile(t *testing.T) {
+	t.Parallel() // its own file and watcher; most of its time is waits
 	path := filepath.Join(t.TempDir(), "api.yaml")
 	os.WriteFile(path, []byte(guardConf("api", 3)), 0o644)
 	g := guardWatch(t, path, WatchOptions{Debounce: DefaultDebounce, Settle: 3 * time.Second})

@@ -138,9 +138,14 @@ func TestSoakShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "sluice")
-	if err := serveproc.Build(context.Background(), root, bin); err != nil {
-		t.Fatal(err)
+	// make test builds the binary once for this test and cmd/sluice's
+	// (SLUICE_TEST_BINARY, see the Makefile's test-bins).
+	bin := os.Getenv("SLUICE_TEST_BINARY")
+	if bin == "" {
+		bin = filepath.Join(tmp, "sluice")
+		if err := serveproc.Build(context.Background(), root, bin); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	dir := filepath.Join(tmp, "state")
