@@ -208,8 +208,16 @@ func TestRLSProcessFullDisk(t *testing.T) {
 
 	filler := fulldisk.Fill(t, root)
 	pad := strings.Repeat("x", 200)
-	unavailable := false
-	for i := 0; i < 5000 && !unavailable; i++ {
+	// New callers until one is refused, bounded in count and time as
+	// serve's test is: how many records fit first depends on the log space
+	// Pebble set aside before the disk filled and on how the flushes batch
+	// them (5000 were not always enough on a loaded machine), and a pause
+	// every 20 requests lets the flusher meet the full disk.
+	unavailable, i := false, 0
+	for stop := time.Now().Add(90 * time.Second); i < 100000 && !unavailable && time.Now().Before(stop); i++ {
+		if i%20 == 19 {
+			time.Sleep(50 * time.Millisecond) // the default flush interval
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		_, err := p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", "t1", "user", fmt.Sprintf("u%d-%s", i, pad))}})
 		cancel()
@@ -221,8 +229,9 @@ func TestRLSProcessFullDisk(t *testing.T) {
 		}
 	}
 	if !unavailable {
-		t.Fatal("5000 requests on a full disk, none answered UNAVAILABLE")
+		t.Fatalf("%d requests on a full disk, none answered UNAVAILABLE", i)
 	}
+	t.Logf("the first request refused was new caller %d", i)
 	code, body := get(t, "http://"+p.admin+"/healthz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, state) {
 		t.Fatalf("/healthz on a full disk: %d %q; want 503 naming %s", code, body, state)
