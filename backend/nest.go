@@ -2,6 +2,7 @@ package backend
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strings"
 )
 
@@ -56,25 +57,10 @@ func SplitNested[K ~string | ~[]byte](key K) (tenant, own K, ok bool) {
 	var head [binary.MaxVarintLen64]byte
 	m := copy(head[:], key[1:])
 	n, w := binary.Uvarint(head[:m])
-	if w <= 0 || w != uvarintLen(n) || n > uint64(len(key)-1-w) {
+	// (bits.Len64(n|1)+6)/7 is the length of n's shortest uvarint.
+	if w <= 0 || w != (bits.Len64(n|1)+6)/7 || n > uint64(len(key)-1-w) {
 		return tenant, own, false
 	}
 	rest := key[1+w:]
 	return rest[:n], rest[n:], true
-}
-
-// IsNested reports whether key is a caller key NestedKey makes.
-func IsNested(key string) bool {
-	_, _, ok := SplitNested(key)
-	return ok
-}
-
-// uvarintLen returns the bytes of n's shortest uvarint.
-func uvarintLen(n uint64) int {
-	w := 1
-	for n >= 0x80 {
-		n >>= 7
-		w++
-	}
-	return w
 }
