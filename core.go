@@ -57,6 +57,7 @@ type Decider struct {
 	watch      Watcher // nil: no one watches
 
 	storeLog logpace.Pace // paces the store errors' log lines
+	failLog  logpace.Pace // paces the lines of requests that could not be decided
 }
 
 // DeciderConfig configures the Decider NewDecider returns. DoorConfig's
@@ -227,7 +228,8 @@ func (d *Decided) Spent(i int) bool {
 // one no decision came of (ErrVerdict says what becomes of the request),
 // and at is the index of the request it concerns: the Redis Cluster
 // slot's call of an engine.RequestError, else the first. The error has
-// been counted and logged.
+// been counted and logged (at most a line a second, with the count of
+// those held back).
 func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, scratch *Scratch) (out Decided, at int, err error) {
 	policy := c.policy
 	if b.Shadow && policy != FailLocal {
@@ -259,8 +261,13 @@ func (c *Decider) Decide(ctx context.Context, b Batch, reqs []engine.Request, sc
 	}
 	out.Batch, out.Requests = b, reqs
 	if err != nil {
-		c.log.Error(c.name+": cannot decide the request", "rule", b.name(at),
-			"local", out.Local, "shadow", b.Shadow, "err", err)
+		// Paced as the store's errors are: a cost out of range from a Cost
+		// function that passes the client's number on fails every such
+		// request, and a line for each would let a client fill the log.
+		if ok, suppressed := c.failLog.Let(time.Now().UnixNano()); ok {
+			c.log.Error(c.name+": cannot decide the request", "rule", b.name(at),
+				"local", out.Local, "shadow", b.Shadow, "err", err, "suppressed", suppressed)
+		}
 		out.Decisions = nil
 		return out, at, err
 	}

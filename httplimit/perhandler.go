@@ -179,8 +179,8 @@ func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if p.cost != nil {
 		// A cost out of range is often the client's choosing: answered by
-		// OnError here, so that the Decider, which logs what it cannot
-		// decide, does not write a line for each such request.
+		// OnError here, before the Decider, which logs what it cannot
+		// decide; only the default OnError logs it (Logger).
 		if err := algo.CheckCost(rule.Limit().Algorithm, cost); err != nil {
 			p.onError(w, r, fmt.Errorf("sluice/httplimit: cost: %w", err))
 			return
