@@ -233,6 +233,7 @@ func TestServeSlotsSurviveSIGKILL(t *testing.T) {
 	slowRequest(context.Background(), p.Listen, "alice")
 	slowRequest(context.Background(), p.Listen, "alice")
 	up.waitEntered(t, 2)
+	held := time.Now() // and before this: both requests have reached the upstream
 	if code, _ := send(t, "GET", "http://"+p.Listen+"/chat/fast", "X-User-ID", "alice"); code != 429 {
 		t.Fatalf("a third request while two hold the slots: %d, want 429", code)
 	}
@@ -257,8 +258,10 @@ func TestServeSlotsSurviveSIGKILL(t *testing.T) {
 		t.Errorf("bob after the restart: %d, want 200", code)
 	}
 	// Once max_hold has passed since the slots were taken, at the latest,
-	// they have come back: both may be taken again.
-	time.Sleep(time.Until(taken.Add(hold + 100*time.Millisecond)))
+	// they have come back: both may be taken again. They were taken before
+	// held, perhaps well after taken on a loaded machine, so the wait
+	// counts from held.
+	time.Sleep(time.Until(held.Add(hold + 100*time.Millisecond)))
 	second := time.Now()
 	slowRequest(context.Background(), p.Listen, "alice")
 	slowRequest(context.Background(), p.Listen, "alice")
