@@ -207,15 +207,25 @@ func warm(b *testing.B, l Limiter, keys []string) {
 
 // prepared returns keys prepared by l when l is a KeyPreparer to be called
 // through AllowKey, else nil. The keys are prepared before the timer starts,
-// as a caller prepares a key once and decides it many times.
+// as a caller prepares a key once and decides it many times, and in the
+// order they were created (Keys' order, which sorts them), whatever the order
+// they are then decided in, as a server prepares a caller's key when it first
+// sees the caller. Prepared in the walk's order, each prepared key's bytes
+// would lie where the walk goes next, and the hardware prefetcher would
+// bring them in: a shuffled walk would then measure the prepared rows on
+// keys laid out for it and every other row on keys laid out at random.
 func prepared(l Limiter, keys []string) (KeyPreparer, []engine.Key) {
 	p, ok := l.(KeyPreparer)
 	if !ok || !p.Prepared() {
 		return nil, nil
 	}
+	byKey := make(map[string]engine.Key, len(keys))
+	for _, k := range slices.Sorted(slices.Values(keys)) {
+		byKey[k] = p.Prepare(k)
+	}
 	ks := make([]engine.Key, len(keys))
 	for i, k := range keys {
-		ks[i] = p.Prepare(k)
+		ks[i] = byKey[k]
 	}
 	return p, ks
 }
