@@ -102,6 +102,25 @@ func startRLSEnv(t *testing.T, env []string, args ...string) *rlsProcess {
 }
 
 // stop sends SIGTERM and waits for exit status 0.
+// goroutines ends the process with SIGQUIT and returns what it wrote,
+// its goroutines' stacks last, for a failure's message.
+func (p *rlsProcess) goroutines() string {
+	if err := p.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return fmt.Sprintf("(SIGQUIT: %v)", err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+	case <-time.After(10 * time.Second):
+		return "(no exit 10s after SIGQUIT)\n" + tail(p.stderr.String())
+	}
+	s := p.stderr.String()
+	if len(s) > 64<<10 {
+		s = "…" + s[len(s)-64<<10:]
+	}
+	return s
+}
+
 func (p *rlsProcess) stop(t *testing.T) {
 	t.Helper()
 	p.conn.Close()
