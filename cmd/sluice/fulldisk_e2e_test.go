@@ -163,7 +163,6 @@ func waitHealthz(t *testing.T, admin string, want int) {
 	}
 }
 
-// tail returns the end of a long log.
 // listFiles lists the files under dir with their sizes and the blocks
 // they hold, for a failure's message.
 func listFiles(dir string) string {
@@ -188,6 +187,7 @@ func listFiles(dir string) string {
 	return b.String()
 }
 
+// tail returns the end of a long log.
 func tail(s string) string {
 	if len(s) > 4000 {
 		return "…" + s[len(s)-4000:]
@@ -234,14 +234,14 @@ func TestRLSProcessFullDisk(t *testing.T) {
 
 	filler := fulldisk.Fill(t, root)
 	pad := strings.Repeat("x", 200)
-	// topUp: the disk is kept full, as another writer would keep it, by
-	// filling it again at every pause. Pebble reserves room for its log
-	// ahead of the writes (a fallocate at the log's first write) and gives
-	// back what a log did not use when it moves to the next: where the
-	// store's first write raced the fill, that reservation was taken before
-	// the filler's and given back after it, and the store wrote over 25,000
-	// new callers into room the test meant to be full, never refused
-	// within the bound (4 runs of 72, three test processes at once beside two CPU burners).
+	// The disk is kept full, as another writer would keep it, by filling
+	// it again at every pause. Pebble reserves room for its log ahead of
+	// the writes and, as far as the files show, gives back what a log did
+	// not use when it moves to the next: where the store's first write
+	// raced the fill, about 3 MB were held while the filler filled and
+	// free again later, and the store wrote over 25,000 new callers into
+	// room the test meant to be full, never refused within the bound (4
+	// runs of 72, three test processes at once beside two CPU burners).
 	//
 	// New callers until one is refused, bounded in count and time as
 	// serve's test is: how many records fit first depends on the log space
@@ -252,7 +252,7 @@ func TestRLSProcessFullDisk(t *testing.T) {
 	for stop := time.Now().Add(90 * time.Second); i < 100000 && !unavailable && time.Now().Before(stop); i++ {
 		if i%20 == 19 {
 			time.Sleep(50 * time.Millisecond) // the default flush interval
-			fulldisk.Fill(t, root)            // keep the disk full: see topUp
+			fulldisk.Fill(t, root)            // keep the disk full: see above
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		_, err := p.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{rd("tenant", "t1", "user", fmt.Sprintf("u%d-%s", i, pad))}})

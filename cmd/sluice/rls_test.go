@@ -101,7 +101,6 @@ func startRLSEnv(t *testing.T, env []string, args ...string) *rlsProcess {
 	return p
 }
 
-// stop sends SIGTERM and waits for exit status 0.
 // goroutines ends the process with SIGQUIT and returns what it wrote,
 // its goroutines' stacks last, for a failure's message.
 func (p *rlsProcess) goroutines() string {
@@ -121,6 +120,7 @@ func (p *rlsProcess) goroutines() string {
 	return s
 }
 
+// stop sends SIGTERM and waits for exit status 0.
 func (p *rlsProcess) stop(t *testing.T) {
 	t.Helper()
 	p.conn.Close()
