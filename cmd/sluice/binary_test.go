@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/loadgen/serveproc"
 )
 
 // sluiceBin is the sluice binary the process tests share, built once per
@@ -50,13 +52,6 @@ func raiseParallel() {
 	}
 }
 
-// testBinaryEnv names the environment variable that gives the path of a
-// sluice binary already built as buildSluiceBin builds it: make test
-// builds one, for this package and internal/cmd/soak, in place of a link
-// in each (a link of the whole tree is about 8 CPU-seconds, and one into
-// bin/test that is up to date is skipped).
-const testBinaryEnv = "SLUICE_TEST_BINARY"
-
 // testCommit is the commit stamped into the shared binary, as `make build`
 // stamps the real one (-ldflags -X main.stampedCommit).
 const testCommit = "abc"
@@ -87,12 +82,14 @@ func buildBinary(t *testing.T) string {
 // wait for its build to end.
 func buildSluiceBin() {
 	sluiceBin.once.Do(func() {
-		if path := os.Getenv(testBinaryEnv); path != "" {
+		if path := os.Getenv(serveproc.TestBinaryEnv); path != "" {
 			// Built by make test as buildSluiceBin builds it (see the
-			// Makefile's test-bins); TestVersionNamesStampedCommit
-			// fails if it was built otherwise.
+			// Makefile's test-bins: a link of the whole tree is about 8
+			// CPU-seconds, and one into bin/test that is up to date is
+			// skipped); TestVersionNamesStampedCommit fails if it was
+			// built otherwise.
 			if _, err := os.Stat(path); err != nil {
-				sluiceBin.err = fmt.Errorf("%s: %w", testBinaryEnv, err)
+				sluiceBin.err = fmt.Errorf("%s: %w", serveproc.TestBinaryEnv, err)
 				return
 			}
 			sluiceBin.path = path

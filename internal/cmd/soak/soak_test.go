@@ -133,19 +133,12 @@ func TestSoakShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds sluice and runs it for seconds")
 	}
-	root, err := serveproc.ModuleRoot(".")
+	tmp := t.TempDir()
+	// The binary make test built once for this test and cmd/sluice's, or
+	// one built here.
+	bin, err := serveproc.Binary(context.Background(), os.Getenv(serveproc.TestBinaryEnv), ".", tmp)
 	if err != nil {
 		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	// make test builds the binary once for this test and cmd/sluice's
-	// (SLUICE_TEST_BINARY, see the Makefile's test-bins).
-	bin := os.Getenv("SLUICE_TEST_BINARY")
-	if bin == "" {
-		bin = filepath.Join(tmp, "sluice")
-		if err := serveproc.Build(context.Background(), root, bin); err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	dir := filepath.Join(tmp, "state")

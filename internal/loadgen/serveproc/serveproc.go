@@ -73,6 +73,11 @@ func Build(ctx context.Context, root, out string) error {
 	return nil
 }
 
+// TestBinaryEnv names the environment variable through which make test
+// gives the tests that run sluice the binary it built once for all of them
+// (the Makefile's test-bins), in place of a link in each test package.
+const TestBinaryEnv = "SLUICE_TEST_BINARY"
+
 // Binary returns bin when it is set; otherwise it builds cmd/sluice of the
 // main module found from dir (see ModuleRoot) into tmp and returns the
 // path of the result.
