@@ -160,31 +160,31 @@ func (p *perHandler) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		p.onError(w, r, fmt.Errorf("sluice/httplimit: key: %w", err))
 		return
 	}
-	cost := int64(1)
-	if p.cost != nil {
-		if cost, err = p.cost(r); err != nil {
-			p.onError(w, r, fmt.Errorf("sluice/httplimit: cost: %w", err))
-			return
-		}
-	}
 	// The limiter's one rule, decided as every door decides (the Decider
 	// counts and logs a store error, at most a line a second).
 	rule := p.lim.Rule()
-	var reserve []engine.Reservation
-	if p.actual != nil {
-		// An estimate: one above the capacity could never pass, and the
-		// settle charges the rest.
-		cost = min(cost, rule.Limit().Algorithm.Params().Capacity())
-		reserve = make([]engine.Reservation, 1)
-	}
+	cost := int64(1)
 	if p.cost != nil {
-		// A cost out of range is often the client's choosing: answered by
-		// OnError here, before the Decider, which logs what it cannot
-		// decide; only the default OnError logs it (Logger).
-		if err := algo.CheckCost(rule.Limit().Algorithm, cost); err != nil {
+		if cost, err = p.cost(r); err == nil {
+			if p.actual != nil {
+				// An estimate: one above the capacity could never pass,
+				// and the settle charges the rest.
+				cost = min(cost, rule.Limit().Algorithm.Params().Capacity())
+			}
+			// A cost out of range is often the client's choosing:
+			// answered by OnError here, before the Decider, which logs
+			// what it cannot decide; only the default OnError logs it
+			// (Logger).
+			err = algo.CheckCost(rule.Limit().Algorithm, cost)
+		}
+		if err != nil {
 			p.onError(w, r, fmt.Errorf("sluice/httplimit: cost: %w", err))
 			return
 		}
+	}
+	var reserve []engine.Reservation
+	if p.actual != nil {
+		reserve = make([]engine.Reservation, 1)
 	}
 	rules := [1]*sluice.CompiledRule{rule}
 	reqs := [1]engine.Request{{Limit: rule.Limit(), Key: key, Cost: cost}}
