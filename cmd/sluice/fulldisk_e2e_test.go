@@ -188,9 +188,12 @@ func listFiles(dir string) string {
 }
 
 // tail returns the end of a long log.
-func tail(s string) string {
-	if len(s) > 4000 {
-		return "…" + s[len(s)-4000:]
+func tail(s string) string { return lastBytes(s, 4000) }
+
+// lastBytes returns the last n bytes of s, marked as cut where it was.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
 	}
 	return s
 }

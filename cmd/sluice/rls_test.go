@@ -113,11 +113,7 @@ func (p *rlsProcess) goroutines() string {
 	case <-time.After(10 * time.Second):
 		return "(no exit 10s after SIGQUIT)\n" + tail(p.stderr.String())
 	}
-	s := p.stderr.String()
-	if len(s) > 64<<10 {
-		s = "…" + s[len(s)-64<<10:]
-	}
-	return s
+	return lastBytes(p.stderr.String(), 64<<10)
 }
 
 // stop sends SIGTERM and waits for exit status 0.
